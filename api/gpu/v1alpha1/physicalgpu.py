@@ -1,0 +1,174 @@
+"""PhysicalGPU: the inventory object of one physical card (spec §4).
+
+A PhysicalGPU appears and disappears with its PCI device. It is cluster-scoped and has no desired
+state (``spec: {}``, spec §4.3): the mode of a card follows from what is allocated on it and is
+switched on the node during NodePrepareResources. Everything lives in ``status``, written by the
+node components; ``observedGeneration`` is the generation our reconciler last processed.
+
+The structural filling rules of §4.2.1-4.2.2 are validators (and CEL rules in the CRD):
+- ``capabilities.nvidia`` only when ``capabilities.vendor`` is Nvidia;
+- ``capabilities.nvidia.mig`` absent when ``migSupported`` is false;
+- ``currentState.nvidia`` only when ``currentState.driverType`` is Nvidia;
+- ``currentState.nvidia.mig`` only when the capabilities, if present, say ``migSupported``.
+Rules about *when* a source may be read (for example "capabilities only while DriverReady=True")
+depend on history, not on the object's shape; the writers enforce them, not the schema.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Final, Literal
+
+from kubernetes.client import V1ObjectMeta
+from pydantic import Field, model_validator
+
+from api.gpu.v1alpha1.common import API_VERSION, ApiModel, Conditions, Int32, Int64, cel_rules
+from api.gpu.v1alpha1.hardware import Capabilities, NodeInfo, PciInfo
+
+KIND: Final = "PhysicalGPU"
+PLURAL: Final = "physicalgpus"
+
+LABEL_NODE: Final = "gpu.deckhouse.io/node"
+LABEL_VENDOR: Final = "gpu.deckhouse.io/vendor"
+LABEL_DEVICE: Final = "gpu.deckhouse.io/device"
+
+
+class PhysicalGPUConditionType(StrEnum):
+    """Condition types of ``PhysicalGPU.status.conditions``; both are set by the validator."""
+
+    DRIVER_READY = "DriverReady"
+    HARDWARE_HEALTHY = "HardwareHealthy"
+
+
+class DriverType(StrEnum):
+    """Kernel driver bound to the PCI function, as sysfs shows it (spec §4.2.1).
+
+    ``nvidia`` is Nvidia, ``vfio-pci`` is VFIO, ``amdgpu`` is ROCm; any other bound driver (nouveau,
+    i915, xe, ...) is Unknown, and with no driver bound the field is absent. The spec leaves the list
+    open ("and so on"); a closed enum with Unknown lets the API server reject typos while an
+    unexpected binding stays visible. New drivers are added as values, which is compatible."""
+
+    NVIDIA = "Nvidia"
+    VFIO = "VFIO"
+    ROCM = "ROCm"
+    UNKNOWN = "Unknown"
+
+
+class MigMode(StrEnum):
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
+    NOT_AVAILABLE = "NotAvailable"
+    UNKNOWN = "Unknown"
+
+
+class NvidiaMigState(ApiModel):
+    mode: MigMode = Field(description="Current MIG mode of the card as NVML reports it.")
+
+
+class NvidiaState(ApiModel):
+    gpu_uuid: str | None = Field(default=None, alias="gpuUUID", description='GPU UUID, e.g. "GPU-...".')
+    driver_version: str | None = Field(default=None, description='NVIDIA driver version, e.g. "580.76.05".')
+    cuda_version: str | None = Field(
+        default=None, description='CUDA version the driver supports, e.g. "13.0".'
+    )
+    power_limit_current_w: Int32 | None = Field(
+        default=None, alias="powerLimitCurrentW", ge=0, description="Current power limit in watts."
+    )
+    power_limit_enforced_w: Int32 | None = Field(
+        default=None, alias="powerLimitEnforcedW", ge=0, description="Enforced power limit in watts."
+    )
+    mig: NvidiaMigState | None = Field(
+        default=None, description="MIG state; present only when the card supports MIG and the mode is read."
+    )
+
+
+class CurrentState(ApiModel):
+    model_config = cel_rules(
+        (
+            "!has(self.nvidia) || (has(self.driverType) && self.driverType == 'Nvidia')",
+            "nvidia is allowed only when driverType is Nvidia",
+        ),
+    )
+
+    driver_type: DriverType | None = Field(
+        default=None,
+        description="Kernel driver bound to the card, from sysfs (Nvidia, VFIO, ROCm or Unknown); "
+        "absent when no driver is bound.",
+    )
+    nvidia: NvidiaState | None = Field(
+        default=None,
+        description="NVIDIA driver state; present only when driverType is Nvidia and DriverReady is True.",
+    )
+
+    @model_validator(mode="after")
+    def _nvidia_only_for_nvidia_driver(self) -> CurrentState:
+        if self.nvidia is not None and self.driver_type is not DriverType.NVIDIA:
+            found = self.driver_type.value if self.driver_type else "absent"
+            raise ValueError(
+                f"currentState.nvidia is allowed only when currentState.driverType is Nvidia, "
+                f"not {found} (spec §4.2.1)"
+            )
+        return self
+
+
+class PhysicalGPUSpec(ApiModel):
+    """Empty on purpose: a PhysicalGPU has no desired state in v0 (spec §4.3)."""
+
+
+class PhysicalGPUStatus(ApiModel):
+    model_config = cel_rules(
+        (
+            "!has(self.currentState) || !has(self.currentState.nvidia) || !has(self.currentState.nvidia.mig)"
+            " || !has(self.capabilities)"
+            " || (has(self.capabilities.nvidia) && self.capabilities.nvidia.migSupported)",
+            "currentState.nvidia.mig is allowed only when capabilities.nvidia.migSupported is true",
+        ),
+    )
+
+    node_info: NodeInfo | None = Field(default=None, description="Node the card is installed in.")
+    pci_info: PciInfo | None = Field(
+        default=None, description="PCI identity of the card, from sysfs and pci.ids."
+    )
+    capabilities: Capabilities | None = Field(
+        default=None, description="Capability snapshot; written while DriverReady is True."
+    )
+    conditions: Conditions | None = Field(
+        default=None,
+        description="DriverReady and HardwareHealthy, set by the validator; Unknown until it reports.",
+    )
+    current_state: CurrentState | None = Field(
+        default=None, description="State of the driver bound to the card."
+    )
+    observed_generation: Int64 | None = Field(
+        default=None, ge=0, description="metadata.generation the controller last processed."
+    )
+
+    @model_validator(mode="after")
+    def _mig_state_only_when_supported(self) -> PhysicalGPUStatus:
+        state = self.current_state
+        if state is None or state.nvidia is None or state.nvidia.mig is None or self.capabilities is None:
+            return self
+        nvidia = self.capabilities.nvidia
+        if nvidia is None or not nvidia.mig_supported:
+            raise ValueError(
+                "currentState.nvidia.mig is allowed only when capabilities.nvidia.migSupported is true "
+                "(spec §4.2.1)"
+            )
+        return self
+
+
+class PhysicalGPU(ApiModel):
+    """One physical GPU of the cluster (cluster-scoped)."""
+
+    KIND: ClassVar[str] = KIND
+    PLURAL: ClassVar[str] = PLURAL
+
+    api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(
+        default=API_VERSION, alias="apiVersion", description="API version of the object."
+    )
+    kind: Literal["PhysicalGPU"] = Field(default="PhysicalGPU", description="Kind of the object.")
+    metadata: V1ObjectMeta = Field(default_factory=V1ObjectMeta, description="Standard object metadata.")
+    spec: PhysicalGPUSpec = Field(
+        default_factory=PhysicalGPUSpec, description="Always empty: a PhysicalGPU has no desired state."
+    )
+    status: PhysicalGPUStatus | None = Field(default=None, description="Observed state of the card.")

@@ -1,0 +1,1 @@
+"""gpu-control-plane: GPU discovery, allocation and preparation for Kubernetes through DRA."""

@@ -1,0 +1,33 @@
+"""A typed Kubernetes client over the official client's transport.
+
+Everything above this package speaks in terms of :class:`ResourceKind` descriptors and pydantic
+models (the official client's models for built-in kinds, ours for CRDs), the way controller-runtime
+speaks in terms of GroupVersionKinds. One generic client serves every kind, so the informer, the
+reconciler's resource wrapper and the services share one set of error types and one transport.
+"""
+
+from pkg.client.errors import (
+    AlreadyExistsError,
+    ApiError,
+    ConflictError,
+    GoneError,
+    InvalidError,
+    NotFoundError,
+)
+from pkg.client.kinds import ResourceKind
+from pkg.client.kube_client import KubeClient, ListPage, PatchType, WatchEvent, WatchEventType
+
+__all__ = [
+    "AlreadyExistsError",
+    "ApiError",
+    "ConflictError",
+    "GoneError",
+    "InvalidError",
+    "KubeClient",
+    "ListPage",
+    "NotFoundError",
+    "PatchType",
+    "ResourceKind",
+    "WatchEvent",
+    "WatchEventType",
+]

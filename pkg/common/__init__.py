@@ -1,0 +1,1 @@
+"""Building blocks shared by the controllers and the node agent (pipelines, builders, helpers)."""

@@ -1,0 +1,1 @@
+"""The controller framework: informers, stores, workqueues, controllers, reconcilers, manager."""

@@ -1,0 +1,304 @@
+"""Start, stop and restart a local control plane.
+
+Layout of ``work_dir``: ``pki/`` (certificates), ``etcd/`` (data), ``logs/<component>.log`` and
+``kubeconfig`` (admin, client-certificate auth). Ports are chosen free at start so several
+control planes (parallel CI jobs, a demo beside a test run) never collide.
+
+Feature gates: the DRA features the project relies on are enabled explicitly on the apiserver,
+the scheduler and the controller-manager even where the pinned release already has them on, so a
+change of the pinned release cannot silently turn one off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import subprocess
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pkg.devcluster import certs
+from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
+
+log = logging.getLogger(__name__)
+
+DRA_FEATURE_GATES = {
+    "DRAPartitionableDevices": True,
+    "DRAConsumableCapacity": True,
+    "DRAExtendedResource": True,
+    "DRADeviceTaints": True,
+}
+
+# The controllers kube-controller-manager runs: DRA's claim controller, garbage collection of owned
+# objects, and the ones that make namespaces usable (default service account, its token, cleanup).
+CONTROLLERS = (
+    "resourceclaim-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+)
+
+
+@dataclass
+class ControlPlaneConfig:
+    bin_dir: Path
+    work_dir: Path
+    feature_gates: dict[str, bool] = field(default_factory=lambda: dict(DRA_FEATURE_GATES))
+    # Resources served straight from etcd (watch cache off), so that etcd compaction reaches their
+    # watchers as 410 Gone; tests use configmaps for that and nothing else relies on them.
+    uncached_resources: tuple[str, ...] = ("configmaps",)
+    start_timeout: float = 120.0
+    with_scheduler: bool = True
+    with_controller_manager: bool = True
+
+
+class ControlPlane:
+    """etcd + kube-apiserver (+ scheduler, controller-manager) as child processes."""
+
+    def __init__(self, config: ControlPlaneConfig):
+        self.config = config
+        self.work_dir = config.work_dir
+        self.logs_dir = self.work_dir / "logs"
+        self.kubeconfig = self.work_dir / "kubeconfig"
+        self.etcd_port = free_port()
+        self.etcd_peer_port = free_port()
+        self.apiserver_port = free_port()
+        self.pki: certs.CertPaths | None = None
+        self.processes: dict[str, ManagedProcess] = {}
+
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.pki = certs.generate(self.work_dir / "pki")
+        self._write_kubeconfig()
+        self.processes = {
+            "etcd": self._process("etcd", self._etcd_args()),
+            "kube-apiserver": self._process("kube-apiserver", self._apiserver_args()),
+        }
+        if self.config.with_scheduler:
+            self.processes["kube-scheduler"] = self._process("kube-scheduler", self._scheduler_args())
+        if self.config.with_controller_manager:
+            self.processes["kube-controller-manager"] = self._process(
+                "kube-controller-manager", self._controller_manager_args()
+            )
+        try:
+            self._start("etcd", lambda: self._http_ok(f"{self.etcd_url}/health"))
+            self.start_apiserver()
+            for name in ("kube-scheduler", "kube-controller-manager"):
+                if name in self.processes:
+                    self.processes[name].start()
+            self._wait_for_default_service_account()
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_apiserver(self) -> None:
+        self._start("kube-apiserver", lambda: self._get("/readyz") == "ok")
+
+    def stop_apiserver(self, *, crash: bool = False) -> None:
+        proc = self.processes["kube-apiserver"]
+        proc.kill() if crash else proc.stop()
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.processes.values())):
+            try:
+                proc.stop()
+            except Exception:  # keep stopping the others
+                log.exception("stopping %s failed", proc.name)
+
+    def logs(self) -> dict[str, Path]:
+        return {name: proc.log_path for name, proc in self.processes.items()}
+
+    # -- operations tests need ------------------------------------------------------------------
+
+    def compact_etcd(self) -> int:
+        """Compacts etcd at its current revision through etcd's JSON gateway; returns it."""
+        status = json.loads(self._post_etcd("/v3/kv/range", {"key": "AA==", "limit": 1}))
+        revision = int(status["header"]["revision"])
+        self._post_etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def kubectl(self, *args: str, check: bool = True, input_text: str | None = None) -> str:
+        result = subprocess.run(
+            [str(self.config.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            input=input_text,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _process(self, name: str, args: list[str]) -> ManagedProcess:
+        return ManagedProcess(
+            name=name, argv=[str(self.config.bin_dir / name), *args], log_path=self.logs_dir / f"{name}.log"
+        )
+
+    def _start(self, name: str, ready: Callable[[], bool]) -> None:
+        proc = self.processes[name]
+        proc.start()
+        wait_until(ready, timeout=self.config.start_timeout, what=f"{name} to become ready", process=proc)
+
+    def _gates(self) -> str:
+        return ",".join(
+            f"{k}={'true' if v else 'false'}" for k, v in sorted(self.config.feature_gates.items())
+        )
+
+    def _etcd_args(self) -> list[str]:
+        return [
+            f"--data-dir={self.work_dir / 'etcd'}",
+            f"--listen-client-urls={self.etcd_url}",
+            f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{self.etcd_peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{self.etcd_peer_port}",
+            f"--initial-cluster=default=http://127.0.0.1:{self.etcd_peer_port}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_args(self) -> list[str]:
+        assert self.pki is not None
+        return [
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={self.pki.serving_cert}",
+            f"--tls-private-key-file={self.pki.serving_key}",
+            f"--client-ca-file={self.pki.ca_cert}",
+            f"--service-account-key-file={self.pki.sa_pub}",
+            f"--service-account-signing-key-file={self.pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--authorization-mode=RBAC",
+            "--enable-priority-and-fairness=false",
+            # The kubernetes Service endpoint would have to be a routable IP; nothing here needs it.
+            "--endpoint-reconciler-type=none",
+            f"--feature-gates={self._gates()}",
+            f"--watch-cache-sizes={','.join(f'{r}#0' for r in self.config.uncached_resources)}",
+            "--v=1",
+        ]
+
+    def _component_kubeconfig_args(self) -> list[str]:
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            "--secure-port=0",
+            "--leader-elect=false",
+            f"--feature-gates={self._gates()}",
+            "--v=1",
+        ]
+
+    def _scheduler_args(self) -> list[str]:
+        return self._component_kubeconfig_args()
+
+    def _controller_manager_args(self) -> list[str]:
+        assert self.pki is not None
+        return [
+            *self._component_kubeconfig_args(),
+            f"--controllers={','.join(CONTROLLERS)}",
+            f"--service-account-private-key-file={self.pki.sa_key}",
+            f"--root-ca-file={self.pki.ca_cert}",
+            "--use-service-account-credentials=false",
+        ]
+
+    def _write_kubeconfig(self) -> None:
+        assert self.pki is not None
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {"server": self.server_url, "certificate-authority": str(self.pki.ca_cert)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(self.pki.admin_cert),
+                        "client-key": str(self.pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+        self.kubeconfig.chmod(0o600)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        assert self.pki is not None
+        context = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        context.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        return context
+
+    def _get(self, path: str) -> str:
+        with urllib.request.urlopen(f"{self.server_url}{path}", context=self._ssl_context(), timeout=5) as r:
+            return str(r.read().decode())
+
+    def _http_ok(self, url: str) -> bool:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+
+    def _post_etcd(self, path: str, body: dict[str, object]) -> str:
+        request = urllib.request.Request(
+            f"{self.etcd_url}{path}",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(response.read().decode())
+
+    def _wait_for_default_service_account(self) -> None:
+        if not self.config.with_controller_manager:
+            return
+        wait_until(
+            lambda: (
+                json.loads(self._get("/api/v1/namespaces/default/serviceaccounts/default"))["metadata"][
+                    "name"
+                ]
+                == "default"
+            ),
+            timeout=self.config.start_timeout,
+            what="the default service account",
+            process=self.processes["kube-controller-manager"],
+        )
+
+
+def default_bin_dir() -> Path:
+    """Asks the build script for its cache folder, building the binaries on first use."""
+    root = Path(__file__).resolve().parents[2]
+    env_dir = os.environ.get("GPU_CP_BIN_DIR")
+    if env_dir:
+        return Path(env_dir)
+    out = subprocess.run(
+        ["bash", str(root / "hack" / "build-control-plane.sh"), "--print-dir"],
+        capture_output=False,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip().splitlines()[-1])

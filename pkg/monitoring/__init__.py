@@ -1,0 +1,1 @@
+"""Prometheus metrics of every component and the HTTP server that exposes them."""

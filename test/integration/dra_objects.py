@@ -1,0 +1,110 @@
+"""Small builders of Nodes, ResourceSlices and DeviceClasses for integration tests.
+
+They build what a kubelet-less test cluster needs to schedule against: a Ready Node with capacity,
+and a pool of one counter slice plus one device slice in the 1.35+ layout. The publisher of the
+gpu-handler builds the real slices; these builders stay minimal on purpose.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client import (
+    V1CELDeviceSelector,
+    V1Counter,
+    V1CounterSet,
+    V1Device,
+    V1DeviceAttribute,
+    V1DeviceCapacity,
+    V1DeviceClass,
+    V1DeviceClassSpec,
+    V1DeviceCounterConsumption,
+    V1DeviceSelector,
+    V1Node,
+    V1NodeCondition,
+    V1NodeStatus,
+    V1ObjectMeta,
+    V1ResourcePool,
+    V1ResourceSlice,
+    V1ResourceSliceSpec,
+)
+
+from pkg.client import KubeClient
+from pkg.client.known_kinds import NODE
+
+DRIVER = "gpu.deckhouse.io"
+
+
+def create_ready_node(kube: KubeClient, name: str, *, labels: dict[str, str] | None = None) -> V1Node:
+    """A schedulable Node with no kubelet behind it, marked Ready through its status subresource."""
+    node = kube.create(NODE, V1Node(metadata=V1ObjectMeta(name=name, labels=labels or {})))
+    node.status = V1NodeStatus(
+        capacity={"cpu": "8", "memory": "32Gi", "pods": "110"},
+        allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
+        conditions=[V1NodeCondition(type="Ready", status="True", reason="KubeletReady", message="test node")],
+    )
+    node = kube.update_status(NODE, node)
+    # Admission taints a new Node not-ready; the node lifecycle controller would lift the taint once
+    # the kubelet reports Ready. There is no kubelet here, so lift it as that controller would.
+    if node.spec is not None and node.spec.taints:
+        node.spec.taints = None
+        node = kube.update(NODE, node)
+    return node
+
+
+def a30_mig_pool(node: str, *, generation: int = 1) -> tuple[V1ResourceSlice, V1ResourceSlice]:
+    """An A30 card as a counter slice and a device slice: four 1g MIG offers and the full card."""
+    card = "gpu-0000-02-00-0"
+    pool = V1ResourcePool(name=f"gpus/{node}", generation=generation, resource_slice_count=2)
+    counters = {"memory": V1Counter(value="24Gi")}
+    counters |= {f"memory-slice-{i}": V1Counter(value="1") for i in range(4)}
+    counter_slice = V1ResourceSlice(
+        metadata=V1ObjectMeta(name=f"{node}-gpus-counters"),
+        spec=V1ResourceSliceSpec(
+            driver=DRIVER,
+            pool=pool,
+            node_name=node,
+            shared_counters=[V1CounterSet(name=card, counters=counters)],
+        ),
+    )
+    devices = [
+        V1Device(
+            name=f"{card}-mig-14-{start}",
+            attributes={
+                f"{DRIVER}/deviceType": V1DeviceAttribute(string="MIG"),
+                f"{DRIVER}/migProfile": V1DeviceAttribute(string="1g.6gb"),
+            },
+            capacity={f"{DRIVER}/memory": V1DeviceCapacity(value="5949Mi")},
+            consumes_counters=[
+                V1DeviceCounterConsumption(
+                    counter_set=card,
+                    counters={
+                        "memory": V1Counter(value="6Gi"),
+                        f"memory-slice-{start}": V1Counter(value="1"),
+                    },
+                )
+            ],
+        )
+        for start in range(4)
+    ]
+    devices.append(
+        V1Device(
+            name=card,
+            attributes={f"{DRIVER}/deviceType": V1DeviceAttribute(string="Physical")},
+            capacity={f"{DRIVER}/memory": V1DeviceCapacity(value="24Gi")},
+            consumes_counters=[V1DeviceCounterConsumption(counter_set=card, counters=dict(counters))],
+        )
+    )
+    device_slice = V1ResourceSlice(
+        metadata=V1ObjectMeta(name=f"{node}-gpus-0"),
+        spec=V1ResourceSliceSpec(driver=DRIVER, pool=pool, node_name=node, devices=devices),
+    )
+    return counter_slice, device_slice
+
+
+def device_class(name: str, *, cel: str, extended_resource_name: str | None = None) -> V1DeviceClass:
+    return V1DeviceClass(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1DeviceClassSpec(
+            selectors=[V1DeviceSelector(cel=V1CELDeviceSelector(expression=cel))],
+            extended_resource_name=extended_resource_name,
+        ),
+    )

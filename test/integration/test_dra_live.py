@@ -1,0 +1,82 @@
+"""DRA is live in the test control plane: the real scheduler allocates from our slices.
+
+A Pod asks for an extended resource backed by a DeviceClass (KEP-5004); the scheduler creates the
+special ResourceClaim, allocates a MIG offer from a partitionable pool (KEP-4815, counter slice in
+the 1.35+ layout) and binds the Pod. If any feature gate or the layout were wrong, the Pod would stay
+pending.
+"""
+
+from __future__ import annotations
+
+import time
+
+from dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
+from kubernetes.client import (
+    V1Container,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
+    V1ResourceRequirements,
+)
+
+from pkg.client import KubeClient
+from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+
+MIG_SELECTOR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "MIG"'
+
+
+def _wait_bound(kube: KubeClient, namespace: str, name: str, timeout: float = 60.0) -> V1Pod:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = kube.get(POD, name, namespace)
+        if pod.spec is not None and pod.spec.node_name:
+            return pod
+        time.sleep(0.3)
+    raise AssertionError(f"pod {namespace}/{name} was not bound: {pod.status}")
+
+
+def test_scheduler_allocates_mig_offer_for_extended_resource(
+    kube: KubeClient, namespace: str, unique: str
+) -> None:
+    node = f"gpu-node-{unique}"
+    resource = f"{DRIVER}/mig-1g-{unique}"
+    create_ready_node(kube, node)
+    for rs in a30_mig_pool(node):
+        kube.create(RESOURCE_SLICE, rs)
+    mig_class = device_class(f"mig-1g-{unique}", cel=MIG_SELECTOR, extended_resource_name=resource)
+    kube.create(DEVICE_CLASS, mig_class)
+    try:
+        pod = V1Pod(
+            metadata=V1ObjectMeta(name="mig-user", namespace=namespace),
+            spec=V1PodSpec(
+                containers=[
+                    V1Container(
+                        name="main",
+                        image="registry.k8s.io/pause:3.10",
+                        resources=V1ResourceRequirements(limits={resource: "1"}, requests={resource: "1"}),
+                    )
+                ]
+            ),
+        )
+        kube.create(POD, pod)
+        bound = _wait_bound(kube, namespace, "mig-user")
+        assert bound.spec is not None
+        assert bound.spec.node_name == node
+
+        claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
+        assert len(claims) == 1, [c.metadata.name for c in claims]
+        claim = claims[0]
+        annotations = claim.metadata.annotations or {}
+        assert annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
+        assert claim.status is not None
+        assert claim.status.allocation is not None
+        results = claim.status.allocation.devices.results
+        assert len(results) == 1
+        assert results[0].driver == DRIVER
+        assert results[0].pool == f"gpus/{node}"
+        assert results[0].device.startswith("gpu-0000-02-00-0-mig-14-")
+    finally:
+        kube.delete(DEVICE_CLASS, f"mig-1g-{unique}")
+        for name in (f"{node}-gpus-counters", f"{node}-gpus-0"):
+            kube.delete(RESOURCE_SLICE, name)
+        kube.delete(NODE, node)
