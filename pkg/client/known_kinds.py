@@ -22,6 +22,7 @@ from kubernetes.client import (
     V1ServiceAccount,
 )
 
+from api.gpu.v1alpha1 import GPUClass, PhysicalGPU
 from pkg.client.kinds import ResourceKind
 
 NODE = ResourceKind(group="", version="v1", kind="Node", plural="nodes", namespaced=False, model=V1Node)
@@ -83,4 +84,21 @@ CUSTOM_RESOURCE_DEFINITION = ResourceKind(
     plural="customresourcedefinitions",
     namespaced=False,
     model=V1CustomResourceDefinition,
+)
+
+PHYSICAL_GPU = ResourceKind(
+    group="gpu.deckhouse.io",
+    version="v1alpha1",
+    kind="PhysicalGPU",
+    plural="physicalgpus",
+    namespaced=False,
+    model=PhysicalGPU,
+)
+GPU_CLASS = ResourceKind(
+    group="gpu.deckhouse.io",
+    version="v1alpha1",
+    kind="GPUClass",
+    plural="gpuclasses",
+    namespaced=False,
+    model=GPUClass,
 )

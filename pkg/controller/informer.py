@@ -41,7 +41,7 @@ from pydantic import BaseModel
 
 from pkg.client import ResourceKind
 from pkg.controller.event_handler import DeletedFinalStateUnknown, ResourceEventHandler, object_key
-from pkg.controller.reflector import ListerWatcher, Reflector
+from pkg.controller.reflector import MIN_WATCH_TIMEOUT_SECONDS, ListerWatcher, Reflector
 from pkg.controller.store import Indexers, Store
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -87,6 +87,7 @@ class SharedInformer(Generic[ModelT]):
         indexers: Indexers | None = None,
         page_size: int = 500,
         read_timeout: float = 90.0,
+        min_watch_timeout_seconds: int = MIN_WATCH_TIMEOUT_SECONDS,
     ) -> None:
         scope = "".join(f"[{part}]" for part in (namespace, label_selector, field_selector) if part)
         self.name = f"informer-{kind.kind.lower()}{scope}"  # distinct per watch, for logs and the manager
@@ -103,6 +104,7 @@ class SharedInformer(Generic[ModelT]):
             client=client, kind=kind, store=_DeltaStore(self), namespace=namespace,
             label_selector=label_selector, field_selector=field_selector,
             page_size=page_size, read_timeout=read_timeout,
+            min_watch_timeout_seconds=min_watch_timeout_seconds,
         )  # fmt: skip
         self._log_extra = {"kind": str(kind), "namespace": namespace or "", "selector": label_selector}
 

@@ -10,10 +10,10 @@ One cycle, run by :meth:`Reflector.run` until ``stop`` is set:
 3. **Watch** from the last synced resourceVersion with bookmarks. Every event, BOOKMARK included,
    advances :attr:`last_sync_resource_version`, so a resume starts after the newest point the
    server confirmed, even on a quiet kind whose objects never change.
-4. The watch ends normally (the server's ``timeoutSeconds``, randomized in [5, 10) minutes as in
-   client-go so that many informers do not reconnect in lockstep) or with ``WatchStreamClosedError``
-   (silence past ``read_timeout``, a broken connection): watch again from the last resourceVersion,
-   **without** re-listing.
+4. The watch ends normally (the server's ``timeoutSeconds``, randomized in [min, 2 * min) for
+   ``min_watch_timeout_seconds``, 5 minutes by default, as in client-go, so that many informers do
+   not reconnect in lockstep) or with ``WatchStreamClosedError`` (silence past ``read_timeout``, a
+   broken connection): watch again from the last resourceVersion, **without** re-listing.
 5. ``GoneError`` from the watch (the resourceVersion was compacted away): back to 1.
 6. Any other error, or a watch that ended within a second without a single event (client-go's
    "very short watch"): sleep with exponential backoff (0.8 s doubling to 30 s, jittered), reset
@@ -144,6 +144,7 @@ class Reflector(Generic[ModelT]):
         field_selector: str | None = None,
         page_size: int = 500,
         read_timeout: float = 90.0,
+        min_watch_timeout_seconds: int = MIN_WATCH_TIMEOUT_SECONDS,
         backoff: Backoff | None = None,
         sleep: SleepFunc = threading.Event.wait,
         clock: Callable[[], float] = time.monotonic,
@@ -159,6 +160,8 @@ class Reflector(Generic[ModelT]):
         }
         self._page_size = page_size
         self._read_timeout = read_timeout
+        # client-go's MinWatchTimeout; the server also sends a bookmark 2 s before the timeout.
+        self._min_watch_timeout = min_watch_timeout_seconds
         self._rng = rng or random.Random()
         self._backoff = backoff or Backoff(rng=self._rng)
         self._sleep = sleep
@@ -240,7 +243,7 @@ class Reflector(Generic[ModelT]):
         """One watch from the last resourceVersion, until it ends or ``stop``."""
         started = self._clock()
         received = False
-        timeout_seconds = int(MIN_WATCH_TIMEOUT_SECONDS * (1.0 + self._rng.random()))
+        timeout_seconds = int(self._min_watch_timeout * (1.0 + self._rng.random()))
         events = self._client.watch(
             self._kind,
             resource_version=self._last_rv,

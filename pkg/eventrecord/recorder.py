@@ -85,7 +85,7 @@ def micro_time(value: datetime) -> datetime:
     return value.replace(microsecond=1) if value.microsecond == 0 else value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Request:
     regarding: V1ObjectReference
     type: str
@@ -166,10 +166,14 @@ class EventRecorderLogger:
         if self._stopping.is_set():
             logger.warning("event recorder stopped: event not sent", extra={**extra, "reason": reason})
             return
-        note = message.encode()[:_MAX_NOTE_BYTES].decode(errors="ignore")
-        action = (action or reason)[:_MAX_FIELD]
         request = _Request(
-            ref, type_, reason[:_MAX_FIELD], action, note, micro_time(self._now()), self._clock()
+            regarding=ref,
+            type=type_,
+            reason=reason[:_MAX_FIELD],
+            action=(action or reason)[:_MAX_FIELD],
+            note=message.encode()[:_MAX_NOTE_BYTES].decode(errors="ignore"),
+            at=micro_time(self._now()),
+            seen=self._clock(),
         )
         try:
             self._queue.put_nowait(request)

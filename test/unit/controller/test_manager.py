@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import signal
 import threading
 import time
 import urllib.error
@@ -17,7 +19,7 @@ from kubernetes.client import V1Lease, V1LeaseSpec, V1ObjectMeta
 from pkg.client import AlreadyExistsError, ConflictError, NotFoundError, ResourceKind
 from pkg.client.known_kinds import LEASE
 from pkg.controller.leaderelection import LeaderElectionConfig
-from pkg.controller.manager import LeaderElectionLostError, Manager, RunnableError
+from pkg.controller.manager import LeaderElectionLostError, Manager, RunnableError, install_signal_handlers
 
 NAME, NAMESPACE = "gpu-controller", "d8-gpu-control-plane"
 
@@ -266,3 +268,27 @@ def get(url: str) -> tuple[int, str]:
         return err.code, err.read().decode()
     except urllib.error.URLError:
         return 0, ""
+
+
+def test_sigterm_sets_stop_and_handlers_need_the_main_thread() -> None:
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = threading.Event()
+    try:
+        install_signal_handlers(stop)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    errors: list[BaseException] = []
+
+    def from_a_thread() -> None:
+        try:
+            install_signal_handlers(threading.Event())
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=from_a_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1

@@ -1,0 +1,74 @@
+"""Command-line options every control-plane binary shares, with environment fallbacks.
+
+Flags win over the environment so that a one-off ``--leader-elect=false`` while debugging does not
+need an edited Deployment; the environment carries what the Helm chart sets (``POD_NAMESPACE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    kubeconfig: str | None
+    metrics_bind_address: str
+    leader_elect: bool
+    leader_election_namespace: str
+    leader_election_id: str
+    workers: int
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="kubeconfig file; in-cluster service account when unset",
+    )
+    parser.add_argument(
+        "--metrics-bind-address",
+        default=os.environ.get("METRICS_BIND_ADDRESS", ":8080"),
+        help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        type=_bool,
+        default=_bool(os.environ.get("LEADER_ELECT", "true")),
+        help="compete for a Lease so only one replica acts (true|false)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease (defaults to $POD_NAMESPACE)",
+    )
+    parser.add_argument("--leader-election-id", default=default_lease, help="name of the Lease")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("WORKERS", "2")),
+        help="concurrent reconciles per controller",
+    )
+
+
+def manager_options(args: argparse.Namespace) -> ManagerOptions:
+    if args.workers < 1:
+        raise SystemExit(f"--workers must be at least 1, got {args.workers}")
+    return ManagerOptions(
+        kubeconfig=args.kubeconfig,
+        metrics_bind_address=args.metrics_bind_address,
+        leader_elect=args.leader_elect,
+        leader_election_namespace=args.leader_election_namespace,
+        leader_election_id=args.leader_election_id,
+        workers=args.workers,
+    )

@@ -1,0 +1,60 @@
+"""The shared runtime of a control-plane process: client, informer cache, recorder, manager.
+
+One container per process holds the singletons every controller shares: one API client and
+connection pool, one informer per watched kind (so two controllers never open two watches of the
+same objects), one event recorder. Controllers' own containers take these as dependencies.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from dependency_injector import containers, providers
+
+from pkg.app.options import ManagerOptions
+from pkg.client import KubeClient
+from pkg.client.config import new_api_client
+from pkg.controller.informer_cache import InformerFactory
+from pkg.controller.leaderelection import LeaderElectionConfig
+from pkg.controller.manager import Manager
+from pkg.eventrecord.recorder import EventRecorderLogger
+
+
+def _manager(options: ManagerOptions, client: KubeClient, informers: InformerFactory) -> Manager:
+    election = None
+    if options.leader_elect:
+        election = LeaderElectionConfig(
+            lease_name=options.leader_election_id, lease_namespace=options.leader_election_namespace
+        )
+    manager = Manager(
+        leader_election=election,
+        lease_client=client if election else None,
+        monitoring_bind_address=options.metrics_bind_address,
+    )
+    manager.add(informers)
+    return manager
+
+
+class RuntimeContainer(containers.DeclarativeContainer):
+    options = providers.Dependency(instance_of=ManagerOptions)
+    component = providers.Dependency(instance_of=str)
+
+    api_client = providers.Singleton(
+        lambda options, component: new_api_client(options.kubeconfig, user_agent=component),
+        options,
+        component,
+    )
+    client = providers.Singleton(
+        lambda api, component: KubeClient(api, field_manager=component), api_client, component
+    )
+    informers = providers.Singleton(InformerFactory, client)
+    recorder = providers.Singleton(
+        lambda client, component: EventRecorderLogger(
+            client=client,
+            reporting_controller=f"gpu.deckhouse.io/{component}",
+            reporting_instance=socket.gethostname(),
+        ),
+        client,
+        component,
+    )
+    manager = providers.Singleton(_manager, options, client, informers)
