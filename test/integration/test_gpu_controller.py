@@ -10,14 +10,14 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+from dra_objects import create_ready_node
 from kubernetes.client import V1ObjectMeta
+from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import LABEL_NODE, PciClass, PciId, PciInfo, PhysicalGPU, PhysicalGPUStatus
-from dra_objects import create_ready_node
 from pkg.client import KubeClient, NotFoundError
 from pkg.client.known_kinds import EVENT, LEASE, NODE, PHYSICAL_GPU
 from pkg.devcluster.processes import free_port
-from process_helpers import eventually, running
 
 
 def _create_gpu(kube: KubeClient, name: str, node: str) -> PhysicalGPU:
@@ -83,7 +83,7 @@ def test_gpu_controller_sets_pending_conditions_and_removes_orphans(
         assert kube.get(PHYSICAL_GPU, kept).metadata.uid == stored.metadata.uid
 
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        assert f"gpu_physicalgpu_info{{" in metrics
+        assert "gpu_physicalgpu_info{" in metrics
         assert f'name="{kept}"' in metrics
         assert "gpu_reconcile_total" in metrics
         ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
