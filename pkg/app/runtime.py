@@ -20,6 +20,10 @@ from pkg.controller.manager import Manager
 from pkg.eventrecord.recorder import EventRecorderLogger
 
 
+# Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it.
+LEASE_REQUEST_TIMEOUT = 4.0
+
+
 def _manager(options: ManagerOptions, client: KubeClient, informers: InformerFactory) -> Manager:
     election = None
     if options.leader_elect:
@@ -28,7 +32,13 @@ def _manager(options: ManagerOptions, client: KubeClient, informers: InformerFac
         )
     manager = Manager(
         leader_election=election,
-        lease_client=client if election else None,
+        lease_client=(
+            KubeClient(
+                client.api_client, field_manager=client.field_manager, request_timeout=LEASE_REQUEST_TIMEOUT
+            )
+            if election
+            else None
+        ),
         monitoring_bind_address=options.metrics_bind_address,
     )
     manager.add(informers)

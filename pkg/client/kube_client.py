@@ -73,6 +73,11 @@ class KubeClient:
         self.field_manager = field_manager
         self._timeout = request_timeout
 
+    @property
+    def api_client(self) -> ApiClient:
+        """The transport, for a second client with other settings over the same connection pool."""
+        return self._api
+
     # -- transport -------------------------------------------------------------------------------
 
     def _request(

@@ -218,11 +218,17 @@ def test_removing_the_last_finalizer_of_a_deleted_object_skips_the_status_write(
     assert resource.is_empty()
 
 
-def test_kube_writer_turns_a_failed_resource_version_test_into_a_conflict(mocker: Any) -> None:
+@pytest.mark.parametrize(
+    "message",
+    [
+        "testing value /metadata/resourceVersion failed: test failed",
+        # What kube-apiserver 1.37 really answers: the generic message, no causes.
+        "the server rejected our request due to an error in our request",
+    ],
+)
+def test_kube_writer_turns_a_failed_resource_version_test_into_a_conflict(mocker: Any, message: str) -> None:
     client = mocker.Mock()
-    client.patch.side_effect = InvalidError(
-        status=422, reason="Invalid", message="testing value /metadata/resourceVersion failed: test failed"
-    )
+    client.patch.side_effect = InvalidError(status=422, reason="Invalid", message=message)
     writer = KubeResourceWriter(client, mocker.Mock(kind="PhysicalGPU"))
     with pytest.raises(ConflictError):
         writer.patch_metadata(name="gpu-a", namespace=None, ops=[])
@@ -230,7 +236,12 @@ def test_kube_writer_turns_a_failed_resource_version_test_into_a_conflict(mocker
 
 def test_kube_writer_keeps_other_invalid_errors(mocker: Any) -> None:
     client = mocker.Mock()
-    client.patch.side_effect = InvalidError(status=422, reason="Invalid", message="labels: invalid value")
+    client.patch.side_effect = InvalidError(
+        status=422,
+        reason="Invalid",
+        message="labels: invalid value",
+        details={"causes": [{"field": "metadata.labels", "reason": "FieldValueInvalid"}]},
+    )
     writer = KubeResourceWriter(client, mocker.Mock(kind="PhysicalGPU"))
     with pytest.raises(InvalidError):
         writer.patch_metadata(name="gpu-a", namespace="", ops=[])

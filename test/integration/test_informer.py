@@ -1,0 +1,268 @@
+"""SharedInformer against the real API server: paging, event order, bookmarks, 410 Gone, restarts.
+
+What each test proves, from the server's point of view:
+
+- ``test_initial_list_is_paged_then_watch_events_arrive_in_order``: with a page size of 2 the first
+  list of PhysicalGPUs (a CRD, served from the watch cache) follows continue tokens through every
+  page; the handler gets one initial add per object, then the server's create, update and delete
+  in the order they happened, each carrying the server's resourceVersion; the store then holds
+  exactly what the server lists.
+- ``test_bookmarks_advance_the_resource_version_without_object_changes``: on a quiet watch of
+  Leases the server's BOOKMARK events alone move ``last_sync_resource_version`` past the last change
+  of a watched object, with no notification and no store change. A bookmark carries the watch
+  cache's newest resourceVersion, which moves with any Lease write, so the test writes one Lease
+  the informer's selector excludes; the informer asks for short server-side watch timeouts,
+  because the server sends a bookmark 2 s before a watch's timeout (otherwise once a minute).
+- ``test_watch_resumed_after_compaction_relists_and_reports_missed_deletes``: ConfigMaps are served
+  straight from etcd here, so a watch resumed from a compacted resourceVersion gets 410 Gone. While
+  the informer is disconnected (its next watch held at a gate), objects are created, changed and
+  deleted and etcd is compacted; once released the informer re-lists, its store converges to the
+  server's, and the object deleted meanwhile reaches the handler as a DeletedFinalStateUnknown
+  holding its last known state.
+- ``test_watch_resumes_across_an_apiserver_restart_without_losing_changes``: kube-apiserver is
+  stopped (gracefully, or killed as in a crash) and started again under a watching informer, with
+  one change just before the stop and several right after the start. The reflector backs off,
+  resumes the watch from its resourceVersion without a re-list, and every change reaches the
+  handler once, in order; the store ends equal to the server's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from informer_helpers import (
+    ObservedClient,
+    RecordingHandler,
+    eventually,
+    resource_versions,
+    running,
+)
+from kubernetes.client import V1ConfigMap, V1Lease, V1LeaseSpec, V1ObjectMeta
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.client import KubeClient, NotFoundError, PatchType, WatchEventType
+from pkg.client.known_kinds import CONFIG_MAP, LEASE, PHYSICAL_GPU
+from pkg.controller.event_handler import DeletedFinalStateUnknown
+from pkg.controller.informer import SharedInformer
+from pkg.devcluster.cluster import ControlPlane
+
+RUN_LABEL = "test.gpu.deckhouse.io/run"
+WATCHED_LABEL = "test.gpu.deckhouse.io/watched"
+SYNC_TIMEOUT = 30.0
+EVENT_TIMEOUT = 15.0
+SHORT_WATCH_TIMEOUT = 2
+"""Server-side watch timeout (seconds, randomized up to twice this) where a test needs watches to
+end soon: the server sends a bookmark 2 s before the timeout, and a held watch takes effect sooner."""
+RESTART_TIMEOUT = 60.0
+
+
+def _config_map(name: str, namespace: str, version: str) -> V1ConfigMap:
+    return V1ConfigMap(metadata=V1ObjectMeta(name=name, namespace=namespace), data={"v": version})
+
+
+def _set_version(kube: KubeClient, name: str, namespace: str, version: str) -> V1ConfigMap:
+    patch = {"data": {"v": version}}
+    return kube.patch(CONFIG_MAP, name, patch, patch_type=PatchType.MERGE, namespace=namespace)
+
+
+def _server_config_maps(kube: KubeClient, namespace: str) -> dict[str, str]:
+    return resource_versions(kube.list(CONFIG_MAP, namespace=namespace)[0])
+
+
+@pytest.fixture
+def gpu_selector(kube: KubeClient, unique: str) -> Iterator[str]:
+    """A label selector for this test's PhysicalGPUs (cluster-scoped); they are deleted afterwards."""
+    selector = f"{RUN_LABEL}={unique}"
+    yield selector
+    for gpu in kube.list(PHYSICAL_GPU, label_selector=selector)[0]:
+        with contextlib.suppress(NotFoundError):
+            kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
+
+
+def test_initial_list_is_paged_then_watch_events_arrive_in_order(
+    kube: KubeClient, kubeconfig: str, unique: str, gpu_selector: str
+) -> None:
+    labels = {RUN_LABEL: unique}
+    names = [f"gpu-{unique}-{i}" for i in range(5)]
+    listed = {name: kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels)))
+              for name in names}  # fmt: skip
+    client = ObservedClient(kubeconfig)
+    informer = SharedInformer(client=client, kind=PHYSICAL_GPU, label_selector=gpu_selector, page_size=2)
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+
+    with running(informer):
+        assert informer.wait_for_sync(SYNC_TIMEOUT)
+        assert client.list_calls == 3, "5 objects in pages of 2 take 3 list calls"
+        initial = handler.seen()
+        assert sorted((n.action, n.key, n.initial) for n in initial) == [("add", n, True) for n in names]
+
+        new_name = f"gpu-{unique}-new"
+        added = kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=new_name, labels=labels)))
+        relabel = {"metadata": {"labels": {"stage": "updated"}}}
+        updated = kube.patch(PHYSICAL_GPU, names[0], relabel, patch_type=PatchType.MERGE)
+        kube.delete(PHYSICAL_GPU, names[1])
+        eventually(lambda: handler.count() >= len(names) + 3, timeout=EVENT_TIMEOUT, what="3 watch events")
+
+        changes = handler.seen(len(names))
+        assert [(n.action, n.key) for n in changes] == [
+            ("add", new_name),
+            ("update", names[0]),
+            ("delete", names[1]),
+        ]
+        create, update, delete = changes
+        assert not create.initial
+        assert create.obj.metadata.resource_version == added.metadata.resource_version
+        assert update.old.metadata.resource_version == listed[names[0]].metadata.resource_version
+        assert update.obj.metadata.resource_version == updated.metadata.resource_version
+        assert update.obj.metadata.labels["stage"] == "updated"
+        assert isinstance(delete.obj, PhysicalGPU), "a delete seen by the watch carries the object"
+        server = resource_versions(kube.list(PHYSICAL_GPU, label_selector=gpu_selector)[0])
+        assert resource_versions(informer.store.list()) == server
+        assert len(server) == len(names)
+
+
+def test_bookmarks_advance_the_resource_version_without_object_changes(
+    kube: KubeClient, kubeconfig: str, namespace: str
+) -> None:
+    def lease(name: str, labels: dict[str, str] | None = None) -> V1Lease:
+        meta = V1ObjectMeta(name=name, namespace=namespace, labels=labels)
+        return V1Lease(metadata=meta, spec=V1LeaseSpec(holder_identity="a"))
+
+    kube.create(LEASE, lease("watched", {WATCHED_LABEL: "yes"}))
+    client = ObservedClient(kubeconfig)
+    informer = SharedInformer(
+        client=client,
+        kind=LEASE,
+        namespace=namespace,
+        label_selector=f"{WATCHED_LABEL}=yes",
+        min_watch_timeout_seconds=SHORT_WATCH_TIMEOUT,
+    )
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+
+    with running(informer):
+        assert informer.wait_for_sync(SYNC_TIMEOUT)
+        holder = {"spec": {"holderIdentity": "b"}}
+        changed = kube.patch(LEASE, "watched", holder, patch_type=PatchType.MERGE, namespace=namespace)
+        last_change = int(changed.metadata.resource_version)
+        eventually(lambda: handler.count() == 2, timeout=EVENT_TIMEOUT, what="the initial add and the update")
+        assert int(informer.last_sync_resource_version) == last_change
+
+        # Outside the selector: the informer gets no event for it, only the watch cache moves on.
+        unwatched = kube.create(LEASE, lease("unwatched"))
+        target = int(unwatched.metadata.resource_version)
+        eventually(
+            lambda: int(informer.last_sync_resource_version) >= target,
+            timeout=EVENT_TIMEOUT,
+            what=f"a bookmark at resourceVersion {target} or later",
+        )
+
+        resource_version = informer.last_sync_resource_version
+        events = client.events()
+        bookmarks = {e.resource_version for e in events if e.type is WatchEventType.BOOKMARK}
+        assert resource_version in bookmarks, "only a bookmark can have moved the resourceVersion"
+        assert int(resource_version) > last_change
+        assert [(e.type, e.resource_version) for e in events if e.type is not WatchEventType.BOOKMARK] == [
+            (WatchEventType.MODIFIED, str(last_change))
+        ]
+        assert handler.count() == 2, "a bookmark is not a notification"
+        assert resource_versions(informer.store.list()) == {f"{namespace}/watched": str(last_change)}
+
+
+def test_watch_resumed_after_compaction_relists_and_reports_missed_deletes(
+    kube: KubeClient, kubeconfig: str, namespace: str, control_plane: ControlPlane
+) -> None:
+    for name in ("kept", "changed", "doomed"):
+        kube.create(CONFIG_MAP, _config_map(name, namespace, "1"))
+    client = ObservedClient(kubeconfig)
+    informer = SharedInformer(
+        client=client,
+        kind=CONFIG_MAP,
+        namespace=namespace,
+        page_size=2,
+        min_watch_timeout_seconds=SHORT_WATCH_TIMEOUT,
+    )
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+
+    with running(informer):
+        assert informer.wait_for_sync(SYNC_TIMEOUT)
+        # Disconnect: the open watch ends at its short server-side timeout; the next one waits.
+        client.hold_watches()
+        try:
+            eventually(client.watch_held, timeout=EVENT_TIMEOUT, what="the informer's next watch")
+            resume_from = int(informer.last_sync_resource_version)
+            notified, lists = handler.count(), client.list_calls
+            born = kube.create(CONFIG_MAP, _config_map("born", namespace, "1"))
+            changed = _set_version(kube, "changed", namespace, "2")
+            kube.delete(CONFIG_MAP, "doomed", namespace)
+            compacted = control_plane.compact_etcd()
+            assert compacted > resume_from, "the informer's resourceVersion must be compacted away"
+        finally:
+            client.release_watches()
+
+        eventually(
+            lambda: resource_versions(informer.store.list()) == _server_config_maps(kube, namespace),
+            timeout=EVENT_TIMEOUT,
+            what="the store to match the server",
+        )
+        assert client.gone_errors >= 1, "the resumed watch must have been answered with 410 Gone"
+        assert client.list_calls > lists, "410 Gone must lead to a re-list"
+        assert informer.store.get_by_key(f"{namespace}/changed").data == {"v": "2"}
+
+        after = handler.seen(notified)
+        deletes = [n for n in after if n.action == "delete"]
+        assert [n.key for n in deletes] == [f"{namespace}/doomed"]
+        tombstone = deletes[0].obj
+        assert isinstance(tombstone, DeletedFinalStateUnknown), "a delete seen only by a re-list"
+        assert tombstone.obj.data == {"v": "1"}, "the tombstone holds the last state the store had"
+        adds = [n for n in after if n.action == "add"]
+        assert [(n.key, n.initial) for n in adds] == [(f"{namespace}/born", False)]
+        assert adds[0].obj.metadata.resource_version == born.metadata.resource_version
+        updates = {n.key: n for n in after if n.action == "update"}
+        assert (
+            updates[f"{namespace}/changed"].obj.metadata.resource_version == changed.metadata.resource_version
+        )
+        assert updates[f"{namespace}/changed"].old.data == {"v": "1"}
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["graceful-stop", "crash"])
+def test_watch_resumes_across_an_apiserver_restart_without_losing_changes(
+    kube: KubeClient, kubeconfig: str, namespace: str, control_plane: ControlPlane, crash: bool
+) -> None:
+    for name in ("before", "after", "gone"):
+        kube.create(CONFIG_MAP, _config_map(name, namespace, "1"))
+    client = ObservedClient(kubeconfig)
+    informer = SharedInformer(client=client, kind=CONFIG_MAP, namespace=namespace)
+    handler = RecordingHandler()
+    informer.add_event_handler(handler)
+
+    with running(informer):
+        assert informer.wait_for_sync(SYNC_TIMEOUT)
+        notified, lists = handler.count(), client.list_calls
+        expected = [("update", "before", _set_version(kube, "before", namespace, "2"))]
+        try:
+            control_plane.stop_apiserver(crash=crash)
+        finally:
+            control_plane.start_apiserver()
+        expected.append(("add", "born", kube.create(CONFIG_MAP, _config_map("born", namespace, "1"))))
+        expected.append(("update", "after", _set_version(kube, "after", namespace, "2")))
+        kube.delete(CONFIG_MAP, "gone", namespace)
+
+        eventually(
+            lambda: resource_versions(informer.store.list()) == _server_config_maps(kube, namespace),
+            timeout=RESTART_TIMEOUT,
+            what="the store to match the server after the restart",
+        )
+        changes = handler.seen(notified)
+        assert [(n.action, n.key) for n in changes] == [
+            *((action, f"{namespace}/{name}") for action, name, _ in expected),
+            ("delete", f"{namespace}/gone"),
+        ]
+        for notification, (_, _, written) in zip(changes, expected, strict=False):
+            assert notification.obj.metadata.resource_version == written.metadata.resource_version
+        assert not isinstance(changes[-1].obj, DeletedFinalStateUnknown), "the delete came by the watch"
+        assert client.list_calls == lists, "the watch resumed from its resourceVersion, no re-list"
