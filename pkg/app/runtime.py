@@ -19,7 +19,6 @@ from pkg.controller.leaderelection import LeaderElectionConfig
 from pkg.controller.manager import Manager
 from pkg.eventrecord.recorder import EventRecorderLogger
 
-
 # Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it.
 LEASE_REQUEST_TIMEOUT = 4.0
 

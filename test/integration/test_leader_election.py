@@ -21,7 +21,7 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +36,9 @@ from pkg.client.known_kinds import LEASE
 from pkg.controller.leaderelection import JITTER_FACTOR, LeaderElectionConfig
 from pkg.controller.manager import Manager
 from pkg.devcluster.processes import free_port
+
+RecordProperty = Callable[[str, object], None]
+"""pytest's ``record_property``: the measured timings land in the JUnit report."""
 
 # -- in process -----------------------------------------------------------------------------------
 
@@ -175,7 +178,7 @@ def _holder(kube: KubeClient, name: str, namespace: str) -> str:
 
 
 def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
-    kube: KubeClient, kubeconfig: str, namespace: str, unique: str
+    kube: KubeClient, kubeconfig: str, namespace: str, unique: str, record_property: RecordProperty
 ) -> None:
     lease_name = f"le-{unique}"
     history = _LeaseHistory(kubeconfig, name=lease_name, namespace=namespace)
@@ -213,6 +216,7 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         assert follower.work.started.wait(LEASE_DURATION), "the follower did not take over"
         assert follower.work.started_at is not None
         takeover = follower.work.started_at - stopped_at
+        record_property("takeover_seconds", round(takeover, 3))
         assert takeover < LEASE_DURATION, f"takeover took {takeover:.2f}s"
 
         def release_and_takeover() -> list[_Seen] | None:
@@ -224,6 +228,7 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         )
         assert released.holder is None, f"the lease went from {leader_id} to {released.holder} unreleased"
         release_delay = released.at - stopped_at
+        record_property("release_seconds", round(release_delay, 3))
         assert release_delay < 2 * RETRY_PERIOD, f"release took {release_delay:.2f}s"
         assert not leader.manager.is_leading()
         assert taken.holder == follower.identity
@@ -290,7 +295,10 @@ def two_controllers(
 
 
 def test_survivor_takes_over_after_the_leader_is_killed(
-    kube: KubeClient, namespace: str, two_controllers: tuple[str, list[_Process]]
+    kube: KubeClient,
+    namespace: str,
+    two_controllers: tuple[str, list[_Process]],
+    record_property: RecordProperty,
 ) -> None:
     lease_name, processes = two_controllers
 
@@ -327,6 +335,7 @@ def test_survivor_takes_over_after_the_leader_is_killed(
 
     new = eventually(taken_over, timeout=CRASH_TAKEOVER_BOUND + 5, what="the survivor to take over").spec
     takeover = time.monotonic() - killed_at
+    record_property("takeover_seconds", round(takeover, 3))
     assert new is not None
     assert new.holder_identity == survivor.identity()
     assert takeover < CRASH_TAKEOVER_BOUND, f"takeover took {takeover:.1f}s after the kill"
