@@ -47,9 +47,10 @@ class ObservedClient:
         self._list_calls = 0
         self._events: list[WatchEvent] = []
         self._gone = 0
-        self._open = threading.Event()
-        self._open.set()
-        self._held = 0
+        # The gate: while holding, a watch call waits on the condition; waiting counts such calls.
+        self._gate = threading.Condition(self._lock)
+        self._holding = False
+        self._waiting = 0
 
     # -- what the test reads ---------------------------------------------------------------------
 
@@ -72,15 +73,18 @@ class ObservedClient:
 
     def hold_watches(self) -> None:
         """From now on a new ``watch`` call waits until :meth:`release_watches`."""
-        self._open.clear()
+        with self._gate:
+            self._holding = True
 
     def release_watches(self) -> None:
-        self._open.set()
+        with self._gate:
+            self._holding = False
+            self._gate.notify_all()
 
     def watch_held(self) -> bool:
-        """True while a ``watch`` call is waiting at the closed gate."""
-        with self._lock:
-            return self._held > 0
+        """True while a ``watch`` call is waiting at the closed gate (not merely passing it)."""
+        with self._gate:
+            return self._waiting > 0
 
     # -- the ListerWatcher side ------------------------------------------------------------------
 
@@ -118,13 +122,12 @@ class ObservedClient:
         timeout_seconds: int = 300,
         read_timeout: float = 90.0,
     ) -> Iterator[WatchEvent]:
-        with self._lock:
-            self._held += 1
-        try:
-            self._open.wait()
-        finally:
-            with self._lock:
-                self._held -= 1
+        with self._gate:
+            # Counted only while actually waiting: the count and the check share the lock.
+            self._waiting += 1
+            while self._holding:
+                self._gate.wait()
+            self._waiting -= 1
         events = self._client.watch(
             kind,
             resource_version=resource_version,
@@ -207,6 +210,11 @@ def running(informer: SharedInformer[Any]) -> Iterator[SharedInformer[Any]]:
         assert not thread.is_alive(), f"{informer.name} did not stop"
 
 
+def rv(obj: Any) -> str:
+    """An object's resourceVersion."""
+    return str(obj.metadata.resource_version)
+
+
 def resource_versions(objects: list[Any]) -> dict[str, str]:
     """``{key: resourceVersion}``: equal maps mean the same objects in the same versions."""
-    return {object_key(obj): str(obj.metadata.resource_version) for obj in objects}
+    return {object_key(obj): rv(obj) for obj in objects}

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -37,8 +38,7 @@ from pkg.controller.leaderelection import JITTER_FACTOR, LeaderElectionConfig
 from pkg.controller.manager import Manager
 from pkg.devcluster.processes import free_port
 
-RecordProperty = Callable[[str, object], None]
-"""pytest's ``record_property``: the measured timings land in the JUnit report."""
+logger = logging.getLogger(__name__)  # measured timings, for spotting drift towards the bounds
 
 # -- in process -----------------------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ class _LeaseHistory:
     def __init__(self, kubeconfig: str, *, name: str, namespace: str):
         self._client = KubeClient(new_api_client(kubeconfig), field_manager="le-test-watch")
         self._name, self._namespace = name, namespace
-        self.seen: list[_Seen] = []
+        self._seen: list[_Seen] = []
         self._lock = threading.Lock()
         self._done = threading.Event()
         _, self._resource_version = self._client.list(
@@ -139,7 +139,7 @@ class _LeaseHistory:
 
     def snapshot(self) -> list[_Seen]:
         with self._lock:
-            return list(self.seen)
+            return list(self._seen)
 
     def close(self) -> None:
         """Ends the watch at its next event (renewals come every retry period while anyone leads)."""
@@ -162,7 +162,7 @@ class _LeaseHistory:
             spec = event.raw.get("spec") or {}
             seen = _Seen(time.monotonic(), spec.get("holderIdentity"), spec.get("leaseTransitions") or 0)
             with self._lock:
-                self.seen.append(seen)
+                self._seen.append(seen)
 
 
 def _lease(kube: KubeClient, name: str, namespace: str) -> V1Lease | None:
@@ -178,7 +178,7 @@ def _holder(kube: KubeClient, name: str, namespace: str) -> str:
 
 
 def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
-    kube: KubeClient, kubeconfig: str, namespace: str, unique: str, record_property: RecordProperty
+    kube: KubeClient, kubeconfig: str, namespace: str, unique: str
 ) -> None:
     lease_name = f"le-{unique}"
     history = _LeaseHistory(kubeconfig, name=lease_name, namespace=namespace)
@@ -216,7 +216,7 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         assert follower.work.started.wait(LEASE_DURATION), "the follower did not take over"
         assert follower.work.started_at is not None
         takeover = follower.work.started_at - stopped_at
-        record_property("takeover_seconds", round(takeover, 3))
+        logger.info("clean stop: follower took over after %.3fs", takeover)
         assert takeover < LEASE_DURATION, f"takeover took {takeover:.2f}s"
 
         def release_and_takeover() -> list[_Seen] | None:
@@ -228,16 +228,17 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         )
         assert released.holder is None, f"the lease went from {leader_id} to {released.holder} unreleased"
         release_delay = released.at - stopped_at
-        record_property("release_seconds", round(release_delay, 3))
+        logger.info("clean stop: lease released after %.3fs", release_delay)
         assert release_delay < 2 * RETRY_PERIOD, f"release took {release_delay:.2f}s"
         assert not leader.manager.is_leading()
         assert taken.holder == follower.identity
         assert taken.transitions == 1
         assert follower.manager.is_leading()
+        follower.stop()
     finally:
         history.close()
-        for candidate in candidates.values():
-            with contextlib.suppress(AssertionError):
+        for candidate in candidates.values():  # cleanup only: the body checked the stops it made
+            with contextlib.suppress(Exception):
                 candidate.stop()
 
 
@@ -298,7 +299,6 @@ def test_survivor_takes_over_after_the_leader_is_killed(
     kube: KubeClient,
     namespace: str,
     two_controllers: tuple[str, list[_Process]],
-    record_property: RecordProperty,
 ) -> None:
     lease_name, processes = two_controllers
 
@@ -335,7 +335,7 @@ def test_survivor_takes_over_after_the_leader_is_killed(
 
     new = eventually(taken_over, timeout=CRASH_TAKEOVER_BOUND + 5, what="the survivor to take over").spec
     takeover = time.monotonic() - killed_at
-    record_property("takeover_seconds", round(takeover, 3))
+    logger.info("SIGKILL: survivor took over after %.3fs (bound %.1fs)", takeover, CRASH_TAKEOVER_BOUND)
     assert new is not None
     assert new.holder_identity == survivor.identity()
     assert takeover < CRASH_TAKEOVER_BOUND, f"takeover took {takeover:.1f}s after the kill"

@@ -59,9 +59,14 @@ app.kubernetes.io/component: gpu-controller
 app.kubernetes.io/component: gpu-controller
 {{- end }}
 
-{{/* The Lease the gpu-controller replicas compete for; the Role grants exactly this name. */}}
+{{/*
+The Lease the gpu-controller replicas compete for; the Role grants exactly this name. It is the
+binary's default (--leader-election-id), so config/rbac works for a Deployment that passes no flag;
+the chart still passes it, to keep the Role and the flag visibly together. Leases are namespaced, so
+releases in different namespaces do not share one.
+*/}}
 {{- define "gpu-control-plane.controller.leaseName" -}}
-{{- printf "%s-leader" (include "gpu-control-plane.controller.fullname" .) }}
+gpu-controller-leader
 {{- end }}
 
 {{/* Leader election is on when more than one replica runs (see controller.replicas). */}}
