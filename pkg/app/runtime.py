@@ -19,11 +19,17 @@ from pkg.controller.leaderelection import LeaderElectionConfig
 from pkg.controller.manager import Manager
 from pkg.eventrecord.recorder import EventRecorderLogger
 
-# Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it.
+# Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it;
+# their own transport has no retries, which would multiply the timeout.
 LEASE_REQUEST_TIMEOUT = 4.0
 
 
-def _manager(options: ManagerOptions, client: KubeClient, informers: InformerFactory) -> Manager:
+def _lease_client(options: ManagerOptions, component: str) -> KubeClient:
+    api = new_api_client(options.kubeconfig, user_agent=component, retries=0, qps_pool_size=2)
+    return KubeClient(api, field_manager=component, request_timeout=LEASE_REQUEST_TIMEOUT)
+
+
+def _manager(options: ManagerOptions, component: str, informers: InformerFactory) -> Manager:
     election = None
     if options.leader_elect:
         election = LeaderElectionConfig(
@@ -31,13 +37,7 @@ def _manager(options: ManagerOptions, client: KubeClient, informers: InformerFac
         )
     manager = Manager(
         leader_election=election,
-        lease_client=(
-            KubeClient(
-                client.api_client, field_manager=client.field_manager, request_timeout=LEASE_REQUEST_TIMEOUT
-            )
-            if election
-            else None
-        ),
+        lease_client=_lease_client(options, component) if election else None,
         monitoring_bind_address=options.metrics_bind_address,
     )
     manager.add(informers)
@@ -66,4 +66,4 @@ class RuntimeContainer(containers.DeclarativeContainer):
         client,
         component,
     )
-    manager = providers.Singleton(_manager, options, client, informers)
+    manager = providers.Singleton(_manager, options, component, informers)

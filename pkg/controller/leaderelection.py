@@ -172,8 +172,13 @@ class LeaderElector:
                     logger.warning("leading work still running: lease kept", extra=self._ctx)
             self._callbacks.on_stopped_leading()
 
-    def try_acquire_or_renew(self) -> bool:
-        """One round: renew our lease, or take a free or expired one. True when we hold it now."""
+    def try_acquire_or_renew(self, *, deadline: float | None = None) -> bool:
+        """One round: renew our lease, or take a free or expired one. True when we hold it now.
+
+        A round may take up to three requests; ``deadline`` (monotonic) stops it between them, so
+        a leader whose renewals hang gives up by its renew deadline instead of a whole round later,
+        when a successor may already lead (client-go bounds the renewal the same way).
+        """
         wall = micro_time(self._clock.now())
         now = self._clock.monotonic()
         if self.is_leader() and self._lease is not None and self._valid(now):
@@ -181,6 +186,8 @@ class LeaderElector:
             if self._write(self._lease.model_copy(update={"spec": spec}), now):
                 return True
             # Fall through: a fresh read tells whether someone else took the lease meanwhile.
+        if self._past(deadline):
+            return False
         try:
             current = self._client.get(LEASE, self._config.lease_name, self._config.lease_namespace)
         except NotFoundError:
@@ -199,7 +206,12 @@ class LeaderElector:
             spec = self._spec(acquire=acquired, renew=wall, transitions=transitions)
         else:  # taking over a free or expired lease is a transition
             spec = self._spec(acquire=wall, renew=wall, transitions=transitions + 1)
+        if self._past(deadline):
+            return False
         return self._write(current.model_copy(update={"spec": spec}), now)
+
+    def _past(self, deadline: float | None) -> bool:
+        return deadline is not None and self._clock.monotonic() >= deadline
 
     def release(self) -> bool:
         """Hands the lease back: no holder, one-second duration, so a candidate takes it at once."""
@@ -230,7 +242,7 @@ class LeaderElector:
         """Returns on ``stop``, when another holder shows up, or after ``renew_deadline`` of failures."""
         last_renewed = self._clock.monotonic()
         while not self._sleep(stop, self._config.retry_period):
-            if self.try_acquire_or_renew():
+            if self.try_acquire_or_renew(deadline=last_renewed + self._config.renew_deadline):
                 last_renewed = self._clock.monotonic()
                 continue
             failing_for = self._clock.monotonic() - last_renewed

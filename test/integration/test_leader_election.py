@@ -142,9 +142,9 @@ class _LeaseHistory:
             return list(self._seen)
 
     def close(self) -> None:
-        """Ends the watch at its next event (renewals come every retry period while anyone leads)."""
+        """Ends the watch at the lease's next write (a renewal, or the release on a clean stop); the
+        thread is a daemon, so if none comes it ends with the watch's server-side timeout."""
         self._done.set()
-        self._thread.join(timeout=5)
 
     def _watch(self) -> None:
         events = self._client.watch(
@@ -234,7 +234,8 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         assert taken.holder == follower.identity
         assert taken.transitions == 1
         assert follower.manager.is_leading()
-        follower.stop()
+        history.close()
+        follower.stop()  # its release ends the watch
     finally:
         history.close()
         for candidate in candidates.values():  # cleanup only: the body checked the stops it made

@@ -299,3 +299,31 @@ def test_config_rejects_unsafe_timings() -> None:
     with pytest.raises(ValueError, match="renew_deadline"):
         LeaderElectionConfig(lease_name=NAME, lease_namespace=NAMESPACE, renew_deadline=2, retry_period=2)
     assert LeaderElectionConfig(lease_name=NAME, lease_namespace=NAMESPACE).identity
+
+
+def test_a_round_stops_between_requests_past_the_renew_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store, clock = FakeLeaseStore(), FakeClock()
+    a = elector(store, clock, "a")
+    assert a.try_acquire_or_renew()
+    deadline = clock.monotonic() + 10
+    store.fail_writes = ApiError(status=504, reason="Timeout", message="hung renewal")
+    gets: list[float] = []
+    original_get = store.get
+
+    def slow_failing_get(*args: Any, **kwargs: Any) -> V1Lease:
+        gets.append(clock.monotonic())
+        return original_get(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get", slow_failing_get)
+    clock.t = deadline - 1  # the renewal PUT fails just before the deadline...
+    original_update = store.update
+
+    def update_that_takes_two_seconds(*args: Any, **kwargs: Any) -> V1Lease:
+        clock.t += 2  # ...after hanging past it
+        return original_update(*args, **kwargs)
+
+    monkeypatch.setattr(store, "update", update_that_takes_two_seconds)
+    assert not a.try_acquire_or_renew(deadline=deadline)
+    assert gets == []  # no further requests in this round: the deadline has passed
