@@ -29,13 +29,15 @@ from pkg.controller.informer import SharedInformer
 POLL_SECONDS = 0.05
 
 
-def eventually(check: Callable[[], bool], *, timeout: float, what: str) -> None:
+def eventually(
+    check: Callable[[], bool], *, timeout: float, what: str, interval: float = POLL_SECONDS
+) -> None:
     """Polls ``check`` until it holds; fails the test naming ``what`` once ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(POLL_SECONDS)
+        time.sleep(interval)
 
 
 class ObservedClient:

@@ -10,9 +10,9 @@ What each test proves, from the server's point of view:
 - ``test_bookmarks_advance_the_resource_version_without_object_changes``: on a quiet watch of
   Leases the server's BOOKMARK events alone move ``last_sync_resource_version`` past the last change
   of a watched object, with no notification and no store change. A bookmark carries the watch
-  cache's newest resourceVersion, which moves with any Lease write, so the test writes one Lease
-  the informer's selector excludes; the informer asks for short server-side watch timeouts,
-  because the server sends a bookmark 2 s before a watch's timeout (otherwise once a minute).
+  cache's newest resourceVersion, which moves with any Lease write, so the test writes a Lease the
+  informer's selector excludes; the informer asks for short server-side watch timeouts, because
+  the server sends a bookmark 2 s before a watch's timeout (otherwise once a minute).
 - ``test_watch_resumed_after_compaction_relists_and_reports_missed_deletes``: ConfigMaps are served
   straight from etcd here, so a watch resumed from a compacted resourceVersion gets 410 Gone. While
   the informer is disconnected (its next watch held at a gate), objects are created, changed and
@@ -33,6 +33,7 @@ What each test proves, from the server's point of view:
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -57,9 +58,11 @@ RUN_LABEL = "test.gpu.deckhouse.io/run"
 WATCHED_LABEL = "test.gpu.deckhouse.io/watched"
 SYNC_TIMEOUT = 30.0
 EVENT_TIMEOUT = 15.0
-SHORT_WATCH_TIMEOUT = 2
+SHORT_WATCH_TIMEOUT = 3
 """Server-side watch timeout (seconds, randomized up to twice this) where a test needs watches to
 end soon: the server sends a bookmark 2 s before the timeout, and a held watch takes effect sooner."""
+UNWATCHED_WRITE_INTERVAL = 0.5
+"""Under the 1 s between a short watch's start and its bookmark, so each watch sees a newer write."""
 RESTART_TIMEOUT = 60.0
 
 
@@ -158,12 +161,23 @@ def test_bookmarks_advance_the_resource_version_without_object_changes(
         # At least: kube-apiserver renews its own Lease in kube-system, so a bookmark may come early.
         assert int(informer.last_sync_resource_version) >= last_change
 
-        # Outside the selector: the informer gets no event for it, only the watch cache moves on.
-        unwatched = kube.create(LEASE, lease("unwatched"))
-        target = int(rv(unwatched))
+        # Writes outside the selector: the informer gets no event for them, only the watch cache's
+        # resourceVersion moves on. The server bookmarks only a resourceVersion newer than every
+        # event a watch has passed, filtered ones included, so a watch that (re)starts after the
+        # write never bookmarks it: the test keeps writing until a bookmark arrives.
+        target = int(rv(kube.create(LEASE, lease("unwatched"))))
+
+        def bookmarked() -> bool:
+            if int(informer.last_sync_resource_version) >= target:
+                return True
+            touch = {"spec": {"holderIdentity": f"{time.monotonic()}"}}
+            kube.patch(LEASE, "unwatched", touch, patch_type=PatchType.MERGE, namespace=namespace)
+            return False
+
         eventually(
-            lambda: int(informer.last_sync_resource_version) >= target,
+            bookmarked,
             timeout=EVENT_TIMEOUT,
+            interval=UNWATCHED_WRITE_INTERVAL,
             what=f"a bookmark at resourceVersion {target} or later",
         )
 
