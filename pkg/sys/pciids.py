@@ -1,0 +1,130 @@
+"""Names for PCI IDs from a ``pci.ids`` database (spec §4.2.2: ``pciInfo.*.name``).
+
+The spec fills ``pciInfo.class.name``, ``vendor.name`` and ``device.name`` from ``pci.ids`` and
+leaves a name out when the database has none. Names are a convenience, never a reason to fail: a
+missing or unreadable file gives an empty database, one warning, and objects without names.
+
+The format (https://pci-ids.ucw.cz) is line based, indented with tabs::
+
+    10de  NVIDIA Corporation                 vendor
+    <TAB>20b7  GA100GL [A30 PCIe]            device of the vendor above
+    <TAB><TAB>10de 1532  GA100GL [A30 PCIe]  subsystem (subvendor subdevice) of that device
+    C 03  Display controller                 class; from here on, tabs mean subclasses
+    <TAB>02  3D controller                   subclass 0302
+    <TAB><TAB>00  ...                        programming interface (not kept)
+
+Parsing the whole ~1.4 MB file is one pass over its lines into dictionaries; it takes a few tens of
+milliseconds, far below the node agent's start-up budget, so nothing is parsed lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids")
+
+
+def find_default() -> Path | None:
+    """The first of :data:`DEFAULT_PATHS` that is a file, or ``None``."""
+    for candidate in DEFAULT_PATHS:
+        path = Path(candidate)
+        if path.is_file():
+            return path
+    return None
+
+
+def _norm(hex_id: str) -> str:
+    """``"0x10DE"`` → ``"10de"``: IDs reach us from sysfs, NVML and people, spelled differently."""
+    text = hex_id.strip().lower()
+    return text[2:] if text.startswith("0x") else text
+
+
+class PciIds:
+    """An immutable pci.ids database; every lookup returns ``None`` when the name is unknown."""
+
+    def __init__(self) -> None:
+        self._vendors: dict[str, str] = {}
+        self._devices: dict[str, str] = {}  # "vvvv:dddd"
+        self._subsystems: dict[str, str] = {}  # "vvvv:dddd:ssss:ssss"
+        self._classes: dict[str, str] = {}  # "03" and "0302"
+
+    @classmethod
+    def load(cls, path: Path | None) -> PciIds:
+        """Parse ``path`` (default: :func:`find_default`); empty, with one warning, if unreadable."""
+        path = path if path is not None else find_default()
+        if path is None:
+            logger.warning(
+                "no pci.ids in %s; PCI names stay empty",
+                ", ".join(DEFAULT_PATHS),
+                extra={"searched": DEFAULT_PATHS},
+            )
+            return cls()
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            logger.warning(
+                "cannot read %s; PCI names stay empty: %s",
+                path,
+                err,
+                extra={"path": str(path), "error": str(err)},
+            )
+            return cls()
+        return cls.parse(text)
+
+    @classmethod
+    def parse(cls, text: str) -> PciIds:
+        """Parse the text of a pci.ids file. Lines that fit no rule are ignored, as lspci does."""
+        db = cls()
+        vendor = device = klass = ""
+        in_classes = False
+        for line in text.splitlines():
+            if not line or line[0] == "#":
+                continue
+            if line[0] != "\t":
+                in_classes = line.startswith("C ")
+                if in_classes:
+                    klass, _, name = line[2:].partition("  ")
+                    db._classes[klass] = name.strip()
+                else:
+                    vendor, _, name = line.partition("  ")
+                    db._vendors[vendor] = name.strip()
+                    device = ""
+            elif line[1] != "\t":
+                key, _, name = line[1:].partition("  ")
+                if in_classes:
+                    db._classes[klass + key] = name.strip()
+                else:
+                    device = f"{vendor}:{key}"
+                    db._devices[device] = name.strip()
+            elif not in_classes and device:
+                key, _, name = line[2:].partition("  ")
+                db._subsystems[f"{device}:{key.replace(' ', ':')}"] = name.strip()
+        return db
+
+    @property
+    def is_empty(self) -> bool:
+        """True for the database of a missing file: every lookup answers ``None``."""
+        return not (self._vendors or self._classes)
+
+    def vendor_name(self, vendor_id: str) -> str | None:
+        return self._vendors.get(_norm(vendor_id))
+
+    def device_name(self, vendor_id: str, device_id: str) -> str | None:
+        return self._devices.get(f"{_norm(vendor_id)}:{_norm(device_id)}")
+
+    def subsystem_name(
+        self, vendor_id: str, device_id: str, subvendor_id: str, subdevice_id: str
+    ) -> str | None:
+        key = ":".join(_norm(i) for i in (vendor_id, device_id, subvendor_id, subdevice_id))
+        return self._subsystems.get(key)
+
+    def class_name(self, class_code: str) -> str | None:
+        """``"0302"`` → ``"3D controller"``; an unknown subclass falls back to its base class name.
+
+        Accepts a 6-digit code with the programming interface too (``"030200"``); it is ignored.
+        """
+        code = _norm(class_code)[:4]
+        return self._classes.get(code) or self._classes.get(code[:2])
