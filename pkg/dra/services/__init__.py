@@ -1,0 +1,1 @@
+"""Services of the DRA stack: pure logic that handlers call (allocation first)."""
