@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes.client import V1Condition, V1ObjectMeta
 
-from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU, PhysicalGPUStatus
+from api.gpu.v1alpha1 import LABEL_NODE, NodeInfo, PhysicalGPU, PhysicalGPUStatus
 from pkg.controller.physicalgpu.internal.handler import DefaultConditionsHandler, OrphanCleanupHandler
 from pkg.controller.physicalgpu.internal.state import state_factory
 from pkg.controller.reconcile import Request
@@ -126,3 +126,12 @@ def test_object_being_deleted_stops_the_chain(mocker: Any) -> None:
     with pytest.raises(StopHandlerChain):
         OrphanCleanupHandler(deleter=deleter, recorder=mocker.Mock()).handle(state)
     deleter.delete.assert_not_called()
+
+
+def test_state_prefers_the_full_node_name_from_status(mocker: Any) -> None:
+    long_name = "n" * 70
+    gpu = _gpu(node="n" * 54 + "-0123abcd")  # the shortened label value
+    gpu.status = PhysicalGPUStatus(node_info=NodeInfo(node_name=long_name))
+    state = state_factory(lambda name: name == long_name)(_resource(mocker, gpu))
+    assert state.node_name == long_name
+    assert state.node_exists is True

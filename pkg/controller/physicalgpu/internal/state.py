@@ -39,8 +39,13 @@ def state_factory(node_exists: Callable[[str], bool]) -> Callable[[PhysicalGPURe
     """A factory that looks the card's Node up in the cache through ``node_exists``."""
 
     def build(resource: PhysicalGPUResource) -> PhysicalGPUState:
-        labels = resource.original.metadata.labels or {}
-        node_name = labels.get(LABEL_NODE)
+        gpu = resource.original
+        # The label value may be a shortened form of a long node name (label values stop at 63
+        # characters); the status the node agent writes holds the full name.
+        node_info = gpu.status.node_info if gpu.status else None
+        node_name = (node_info.node_name if node_info else None) or (gpu.metadata.labels or {}).get(
+            LABEL_NODE
+        )
         return PhysicalGPUState(
             resource=resource,
             node_name=node_name,

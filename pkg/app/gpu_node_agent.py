@@ -1,0 +1,128 @@
+"""``gpu-node-agent``: this node's PCI GPUs as PhysicalGPUs, its host facts as Node labels (spec §2.1 B).
+
+Flags win over the environment; the DaemonSet sets ``NODE_NAME`` from the downward API and mounts
+the host's sysfs and root somewhere other than ``/sys`` and ``/`` (``--sysfs-root``,
+``--host-root``). There is no leader election: each agent owns only its own node's objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from pkg.app.options import ManagerOptions
+from pkg.app.runtime import RuntimeContainer
+from pkg.controller.manager import install_signal_handlers
+from pkg.logger import setup_logging
+from pkg.nodeagent.internal.trigger import install_sighup_trigger
+from pkg.nodeagent.reconciler import SYNC
+from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
+
+COMPONENT = "gpu-node-agent"
+DEFAULT_RESYNC_SECONDS = 300.0
+log = logging.getLogger(COMPONENT)
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _seconds(value: str) -> float:
+    text = value.strip().lower()
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
+    try:
+        seconds = float(text[: len(text) - len(unit)] if unit else text) * scale.get(unit, 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 300, 30s or 5m, got {value!r}"
+        ) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"the duration must be positive, got {value!r}")
+    return seconds
+
+
+def parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog=COMPONENT, description=__doc__)
+    p.add_argument("--node-name", default=env("NODE_NAME"), help="this node's name (default $NODE_NAME)")
+    p.add_argument(
+        "--sysfs-root", type=Path, default=Path(env("SYSFS_ROOT", "/sys")), help="host sysfs mount"
+    )
+    p.add_argument(
+        "--host-root",
+        type=Path,
+        default=Path(env("HOST_ROOT", "/")),
+        help="host root mount: <host-root>/etc/os-release and <host-root>/proc/sys/kernel/osrelease",
+    )
+    p.add_argument(
+        "--pci-ids", type=Path, default=env("PCI_IDS") or None, help="pci.ids (default: the system's)"
+    )
+    p.add_argument(
+        "--resync-period",
+        type=_seconds,
+        default=_seconds(env("RESYNC_PERIOD", str(DEFAULT_RESYNC_SECONDS))),
+        help="safety resync period, jittered by ±20%% (e.g. 300, 30s, 5m)",
+    )
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
+    p.add_argument(
+        "--metrics-bind-address",
+        default=env("METRICS_BIND_ADDRESS", ":8080"),
+        help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
+    )
+    p.add_argument("--udev", type=_bool, default=_bool(env("UDEV", "true")), help="listen to PCI uevents")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> AgentSettings:
+    if not args.node_name:
+        raise SystemExit(f"{COMPONENT}: --node-name (or $NODE_NAME) is required")
+    return AgentSettings(
+        node_name=args.node_name,
+        sysfs_root=args.sysfs_root,
+        host_root=args.host_root,
+        pci_ids=args.pci_ids,
+        resync_period=args.resync_period,
+        udev=args.udev,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    settings = settings_from(args)
+    setup_logging()
+    options = ManagerOptions(
+        kubeconfig=args.kubeconfig,
+        metrics_bind_address=args.metrics_bind_address,
+        leader_elect=False,
+        leader_election_namespace="",
+        leader_election_id="",
+        workers=1,
+    )
+    runtime = RuntimeContainer(options=options, component=COMPONENT)
+    agent = NodeAgentContainer(settings=settings, client=runtime.client(), informers=runtime.informers())
+    manager = runtime.manager()
+    controller = setup_agent(manager, agent)
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    install_sighup_trigger(lambda: controller.queue.add(SYNC))
+    log.info(
+        "starting",
+        extra={"node": settings.node_name, "sysfs_root": str(settings.sysfs_root), "udev": settings.udev},
+    )
+    manager.run(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Step 4, node labels: ``gpu.deckhouse.io/{baremetal,os.id,os.version,kernel.version}`` on the Node.
+
+The driver installer and VFIO gating select nodes by these labels (spec §7.5). Only these keys are
+patched, only on the agent's own Node, and only when the cached Node differs; a label whose
+source became unreadable is removed rather than left stale.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pkg.client import ApiError
+from pkg.nodeagent.internal.service import NodeWriter
+from pkg.nodeagent.internal.state import SyncState
+from pkg.nodeagent.internal.state.desired import label_changes, node_labels
+
+logger = logging.getLogger(__name__)
+
+
+class NodeLabelsHandler:
+    name = "node-labels"
+
+    def __init__(self, *, writer: NodeWriter) -> None:
+        self._writer = writer
+
+    def handle(self, state: SyncState) -> None:
+        if state.host is None:
+            raise RuntimeError("the node-labels step needs the host info of the discover step")
+        subject = f"Node {state.node_name}"
+        if state.node is None or state.node.metadata is None:
+            state.fail(self.name, subject, LookupError("the Node is not in the cache (does it exist?)"))
+            return
+        changes = label_changes(state.node.metadata.labels, node_labels(state.host))
+        if not changes:
+            return
+        try:
+            state.writes += 1
+            self._writer.patch_node_labels(state.node_name, changes)
+        except ApiError as exc:
+            state.fail(self.name, subject, exc)
+            return
+        logger.info("patched Node labels", extra={"node": state.node_name, "labels": changes})

@@ -1,0 +1,5 @@
+"""The read-mostly snapshot a sync works on, the desired fields, and PhysicalGPU naming."""
+
+from pkg.nodeagent.internal.state.snapshot import DiscoveredGPU, Failure, StateFactory, SyncState
+
+__all__ = ["DiscoveredGPU", "Failure", "StateFactory", "SyncState"]

@@ -1,0 +1,162 @@
+"""Composition root of gpu-node-agent (spec §10.4 item 1).
+
+The container declares how the parts are built from the agent's settings and the process runtime
+(client, informer factory); :func:`setup_agent` wires them into a manager: the two informers (this
+node's PhysicalGPUs by label selector, this Node by field selector; DESIGN §7: nothing else is
+listed or watched), the write barriers on them, the single-worker controller running the sync, and
+the triggers. There is no leader election: one agent runs per node and owns that node's objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dependency_injector import containers, providers
+from kubernetes.client import V1Node
+
+from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
+from pkg.client import ApiError, KubeClient
+from pkg.client.known_kinds import NODE, PHYSICAL_GPU
+from pkg.controller.controller import Controller
+from pkg.controller.handler import EnqueueRequestsFromMapFunc
+from pkg.controller.informer import SharedInformer
+from pkg.controller.informer_cache import InformerFactory
+from pkg.controller.manager import Manager
+from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
+from pkg.nodeagent.internal.service import CacheBarrier, FileHostInfoReader, KubeWriter, SysfsPciScanner
+from pkg.nodeagent.internal.state import StateFactory, SyncState
+from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger, gpu_events, node_events
+from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError
+from pkg.sys.labels import to_label_value
+from pkg.sys.pciids import PciIds
+from pkg.vendor import default_registry
+
+CONTROLLER_NAME = "node-agent"
+# A failed sync is retried after 0.5 s, 1 s, 2 s, ... at most 5 minutes apart.
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    node_name: str
+    sysfs_root: Path
+    host_root: Path
+    pci_ids: Path | None  # None: the first of pkg.sys.pciids.DEFAULT_PATHS
+    resync_period: float
+    resync_jitter: float = 0.2
+    udev: bool = True
+
+    @property
+    def node_label(self) -> str:
+        """The node's value of ``gpu.deckhouse.io/node`` (node names may exceed 63 characters)."""
+        return to_label_value(self.node_name)
+
+
+def _state_factory(
+    settings: AgentSettings, gpus: SharedInformer[PhysicalGPU], nodes: SharedInformer[V1Node]
+) -> StateFactory:
+    """Snapshots the caches; the label check is a second guard behind the informer's selector."""
+
+    def build() -> SyncState:
+        mine = [
+            g for g in gpus.store.list() if (g.metadata.labels or {}).get(LABEL_NODE) == settings.node_label
+        ]
+        return SyncState(
+            node_name=settings.node_name,
+            node_label=settings.node_label,
+            existing=mine,
+            node=nodes.store.get_by_key(settings.node_name),
+        )
+
+    return build
+
+
+class NodeAgentContainer(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=AgentSettings)
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+
+    gpu_informer = providers.Singleton(
+        lambda f, s: f.get_informer(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={s.node_label}"),
+        informers,
+        settings,
+    )
+    node_informer = providers.Singleton(
+        lambda f, s: f.get_informer(NODE, field_selector=f"metadata.name={s.node_name}"), informers, settings
+    )
+    gpu_barrier = providers.Singleton(CacheBarrier, name="physicalgpus")
+    node_barrier = providers.Singleton(CacheBarrier, name="node")
+    writer = providers.Singleton(
+        lambda c, s, g, n: KubeWriter(c, node_name=s.node_name, gpu_barrier=g, node_barrier=n),
+        client,
+        settings,
+        gpu_barrier,
+        node_barrier,
+    )
+    vendors = providers.Singleton(default_registry)
+    pci_names = providers.Singleton(lambda s: PciIds.load(s.pci_ids), settings)
+    scanner = providers.Singleton(lambda s: SysfsPciScanner(s.sysfs_root), settings)
+    host_info = providers.Singleton(
+        lambda s: FileHostInfoReader(host_root=s.host_root, sysfs_root=s.sysfs_root), settings
+    )
+    handlers = providers.List(
+        providers.Singleton(
+            DiscoverHandler, scanner=scanner, host_info=host_info, vendors=vendors, names=pci_names
+        ),
+        providers.Singleton(ApplyHandler, writer=writer),
+        providers.Singleton(CleanupHandler, writer=writer),
+        providers.Singleton(NodeLabelsHandler, writer=writer),
+    )
+    reconciler = providers.Singleton(
+        lambda s, g, n, h, w: NodeSyncReconciler(
+            node_name=s.node_name, state_factory=_state_factory(s, g, n), handlers=h, cache=w
+        ),
+        settings,
+        gpu_informer,
+        node_informer,
+        handlers,
+        writer,
+    )
+    controller = providers.Singleton(
+        lambda r: Controller(
+            name=CONTROLLER_NAME,
+            reconciler=r,
+            max_concurrent_reconciles=1,  # syncs of one node never overlap
+            needs_leader_election=False,
+            rate_limiter=ItemExponentialFailureRateLimiter(
+                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
+            ),
+            expected_errors=(ApiError, OSError, SyncFailedError),
+        ),
+        reconciler,
+    )
+
+
+def setup_agent(manager: Manager, container: NodeAgentContainer) -> Controller:
+    """Registers the sync controller, its watches and its triggers with ``manager``.
+
+    The start-up sync is queued at once; the controller takes it when its caches have synced.
+    """
+    settings: AgentSettings = container.settings()
+    controller: Controller = container.controller()
+    gpus, nodes = container.gpu_informer(), container.node_informer()
+    gpus.add_event_handler(container.gpu_barrier())
+    nodes.add_event_handler(container.node_barrier())
+    wake = EnqueueRequestsFromMapFunc(lambda _obj: [SYNC])
+    controller.watch(gpus, wake, predicates=[gpu_events()])
+    controller.watch(nodes, wake, predicates=[node_events()])
+    controller.queue.add(SYNC)
+    manager.add(controller)
+
+    def enqueue() -> None:
+        controller.queue.add(SYNC)
+
+    manager.add(
+        PeriodicTrigger(enqueue=enqueue, period=settings.resync_period, jitter=settings.resync_jitter)
+    )
+    if settings.udev:
+        manager.add(UdevTrigger(enqueue=enqueue))
+    return controller

@@ -1,0 +1,25 @@
+"""Fixtures of the node agent's unit tests; the builders live in :mod:`nodeagent_fakes`."""
+
+from __future__ import annotations
+
+import pytest
+from nodeagent_fakes import FIXTURES, RecordingWriter
+
+from pkg.sys.pciids import PciIds
+from pkg.vendor import VendorRegistry
+from pkg.vendor.nvidia.identity import IDENTITY as NVIDIA
+
+
+@pytest.fixture
+def writer() -> RecordingWriter:
+    return RecordingWriter()
+
+
+@pytest.fixture(scope="session")
+def pci_ids() -> PciIds:
+    return PciIds.load(FIXTURES / "pci.ids")
+
+
+@pytest.fixture
+def vendors() -> VendorRegistry:
+    return VendorRegistry([NVIDIA])
