@@ -15,7 +15,8 @@ from pkg.client.errors import (
     NotFoundError,
 )
 from pkg.client.kinds import ResourceKind
-from pkg.client.kube_client import KubeClient, ListPage, PatchType, WatchEvent, WatchEventType
+from pkg.client.kube_client import KubeClient, ListPage, PatchType
+from pkg.client.watch import WatchEvent, WatchEventType, WatchStreamClosedError
 
 __all__ = [
     "AlreadyExistsError",
@@ -30,4 +31,5 @@ __all__ = [
     "ResourceKind",
     "WatchEvent",
     "WatchEventType",
+    "WatchStreamClosedError",
 ]

@@ -25,6 +25,11 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from pkg.client.errors import error_from_status, from_api_exception
 from pkg.client.kinds import ResourceKind
+from pkg.client.watch import (
+    WatchEvent,
+    WatchStreamClosedError,
+    decode_watch_stream,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -36,22 +41,6 @@ class PatchType(enum.StrEnum):
     APPLY = "application/apply-patch+yaml"
 
 
-class WatchEventType(enum.StrEnum):
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-    BOOKMARK = "BOOKMARK"
-
-
-@dataclass(frozen=True)
-class WatchEvent:
-    """One watch event. ``raw`` is the object's JSON; bookmarks carry only a resourceVersion."""
-
-    type: WatchEventType
-    resource_version: str
-    raw: dict[str, Any]
-
-
 @dataclass(frozen=True)
 class ListPage:
     """One page of a list: raw items, the list's resourceVersion and the continue token."""
@@ -59,10 +48,6 @@ class ListPage:
     items: list[dict[str, Any]]
     resource_version: str
     continue_token: str
-
-
-class WatchStreamClosedError(Exception):
-    """The watch connection ended without an answer (read timeout or a broken stream)."""
 
 
 class KubeClient:
@@ -207,7 +192,7 @@ class KubeClient:
             stream=True,
         )
         try:
-            yield from _decode_watch_stream(response)
+            yield from decode_watch_stream(response)
         except (ReadTimeoutError, ProtocolError, TimeoutError, ConnectionError) as exc:
             raise WatchStreamClosedError(str(exc)) from exc
         finally:
@@ -293,27 +278,6 @@ class KubeClient:
 
     def _manager(self) -> dict[str, Any]:
         return {"fieldManager": self.field_manager}
-
-
-def _decode_watch_stream(response: Any) -> Iterator[WatchEvent]:
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield _decode_watch_line(line)
-    if buffer.strip():
-        yield _decode_watch_line(buffer)
-
-
-def _decode_watch_line(line: bytes) -> WatchEvent:
-    event = json.loads(line)
-    obj = event.get("object") or {}
-    if event.get("type") == "ERROR":
-        raise error_from_status(int(obj.get("code") or 500), obj)
-    resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    return WatchEvent(type=WatchEventType(event["type"]), resource_version=resource_version, raw=obj)
 
 
 def _name_of(obj: BaseModel) -> str:

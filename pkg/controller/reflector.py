@@ -40,7 +40,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pkg.client import GoneError, ListPage, ResourceKind, WatchEvent, WatchEventType
-from pkg.client.kube_client import WatchStreamClosedError
+from pkg.client.watch import WatchStreamClosedError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ObjT_contra = TypeVar("ObjT_contra", contravariant=True)

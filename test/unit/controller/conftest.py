@@ -20,7 +20,7 @@ import pytest
 from kubernetes.client import V1ConfigMap
 
 from pkg.client import GoneError, ListPage, ResourceKind, WatchEvent, WatchEventType
-from pkg.client.kube_client import WatchStreamClosedError
+from pkg.client.watch import WatchStreamClosedError
 from pkg.controller.event_handler import object_key
 
 CONFIG_MAPS: ResourceKind[V1ConfigMap] = ResourceKind(

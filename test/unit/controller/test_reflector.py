@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client import V1ConfigMap
 
 from pkg.client import ApiError, GoneError, ResourceKind
-from pkg.client.kube_client import WatchStreamClosedError
+from pkg.client.watch import WatchStreamClosedError
 from pkg.controller.reflector import Backoff, Reflector
 from pkg.controller.store import Store
 
