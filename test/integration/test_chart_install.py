@@ -15,7 +15,9 @@ Three angles on the RBAC, each asking the API server rather than reading YAML:
   no request refused.
 
 No kubelet runs here, so the chart's Deployment never starts a Pod; it is pinned to a node label no
-node has, so its Pods stay unscheduled and the namespace is deleted without waiting on a kubelet.
+node has, so its Pods stay unscheduled and the namespace is deleted without waiting on a kubelet. The
+gpu-node-agent DaemonSet is pinned the same way; its RBAC and the node admission policy are tested in
+``test_node_admission_policy.py``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"
 LEASE_NAME = "gpu-controller-leader"
 # No node has this label, so the Deployment's Pods are never bound to a node without a kubelet.
-UNSCHEDULABLE = {"controller.nodeSelector": {"gpu-control-plane.test/never": "true"}}
+UNSCHEDULABLE = {
+    "controller.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "nodeAgent.nodeSelector": {"gpu-control-plane.test/never": "true"},
+}
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def release(control_plane: ControlPlane, namespace: str, unique: str) -> Iterato
     finally:
         control_plane.kubectl(
             "delete",
-            "clusterrole,clusterrolebinding",
+            "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
             "-l",
             f"app.kubernetes.io/instance={name}",
             "--ignore-not-found",
@@ -120,7 +125,7 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
     selector = f"app.kubernetes.io/instance={release.name}"
     namespaced = control_plane.kubectl(
         "get",
-        "deployment,serviceaccount,service,poddisruptionbudget,role,rolebinding",
+        "deployment,daemonset,serviceaccount,service,poddisruptionbudget,role,rolebinding",
         "-n",
         release.namespace,
         "-l",
@@ -129,21 +134,38 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
         "name",
     ).split()
     prefix = f"{release.name}-gpu-control-plane-gpu-controller"
+    agent = f"{release.name}-gpu-control-plane-gpu-node-agent"
+    policy = f"{release.name}-gpu-control-plane-node-scope"
     assert sorted(namespaced) == sorted(
         [
             f"deployment.apps/{prefix}",
+            f"daemonset.apps/{agent}",
             f"serviceaccount/{prefix}",
+            f"serviceaccount/{agent}",
             f"service/{prefix}-metrics",
             f"poddisruptionbudget.policy/{prefix}",
             f"role.rbac.authorization.k8s.io/{prefix}-leader-election",
             f"rolebinding.rbac.authorization.k8s.io/{prefix}-leader-election",
         ]
     )
-    cluster = control_plane.kubectl("get", "clusterrole,clusterrolebinding", "-l", selector, "-o", "name")
-    assert sorted(cluster.split()) == [
-        f"clusterrole.rbac.authorization.k8s.io/{prefix}",
-        f"clusterrolebinding.rbac.authorization.k8s.io/{prefix}",
-    ]
+    cluster = control_plane.kubectl(
+        "get",
+        "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
+        "-l",
+        selector,
+        "-o",
+        "name",
+    )
+    assert sorted(cluster.split()) == sorted(
+        [
+            f"clusterrole.rbac.authorization.k8s.io/{prefix}",
+            f"clusterrole.rbac.authorization.k8s.io/{agent}",
+            f"clusterrolebinding.rbac.authorization.k8s.io/{prefix}",
+            f"clusterrolebinding.rbac.authorization.k8s.io/{agent}",
+            f"validatingadmissionpolicy.admissionregistration.k8s.io/{policy}",
+            f"validatingadmissionpolicybinding.admissionregistration.k8s.io/{policy}",
+        ]
+    )
 
 
 def can_i(control_plane: ControlPlane, release: Release, verb: str, resource: str, *extra: str) -> bool:
