@@ -1,0 +1,170 @@
+"""What the offer model needs to know about one card, and how to read it from a PhysicalGPU.
+
+Offers are built from this small, frozen input rather than from the PhysicalGPU object itself, for
+two reasons. The PhysicalGPU schema has no engine counts (SMs, copy engines, decoders, ...), yet
+the counters that keep MIG placements apart need them; the caller supplies them per profile, as
+NVML's ``nvmlGpuInstanceProfileInfo`` reports them (or the model tables of
+``data/mig-profiles.yaml`` in tests). And a plain value type lets every model be tested without
+building whole Kubernetes objects.
+
+A :class:`Placement` counts *memory* slices (NVML's ``nvmlGpuInstancePlacement_t``): on an A100
+the 7g profile covers slices 0-7 although it has 7 compute slices. The card's number of memory
+slices is therefore the end of its furthest placement, not a profile's ``sliceCount``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from api.gpu.v1alpha1 import LABEL_DEVICE, PhysicalGPU
+from pkg.sys.labels import normalize_device_model
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    """Engine counts of a card or of one MIG instance; zero means "has none"."""
+
+    multiprocessors: int = 0
+    copy_engines: int = 0
+    decoders: int = 0
+    encoders: int = 0
+    jpeg_engines: int = 0
+    ofa_engines: int = 0
+
+    def counters(self) -> dict[str, int]:
+        """The non-zero counts under their counter names (``copy_engines`` → ``copy-engines``)."""
+        return {f.name.replace("_", "-"): n for f in fields(self) if (n := getattr(self, f.name)) > 0}
+
+    def media(self) -> int:
+        """Media engines (NVDEC, NVENC, NVJPG, OFA): what sets ``+me`` profiles apart."""
+        return self.decoders + self.encoders + self.jpeg_engines + self.ofa_engines
+
+    @staticmethod
+    def most(engines: list[Engines]) -> Engines:
+        """The element-wise maximum: the card's totals are those of its largest profile."""
+        return Engines(*(max((getattr(e, f.name) for e in engines), default=0) for f in fields(Engines)))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Placement:
+    start: int
+    size: int
+
+    @property
+    def slices(self) -> range:
+        return range(self.start, self.start + self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfileSpec:
+    """One GPU-instance profile: NVML profile ID, name, memory and where it can be placed."""
+
+    profile_id: int
+    name: str
+    memory_mib: int
+    slice_count: int
+    placements: tuple[Placement, ...]
+    engines: Engines = Engines()
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One physical card as the offer model sees it.
+
+    ``physical_gpu`` is the PhysicalGPU object's name (a metric label); ``device`` the normalised
+    model (``a30``); ``mig_allowed`` the node's ``gpu.deckhouse.io/allow-mig`` decision. ``engines``
+    are the card's totals; left out, they are those of its largest MIG profile.
+    """
+
+    physical_gpu: str
+    pci_address: str
+    product_name: str
+    device: str
+    memory_mib: int
+    vendor: str = "nvidia"
+    architecture: str | None = None
+    compute_capability: str | None = None
+    driver_version: str | None = None
+    uuid: str | None = None
+    mig_profiles: tuple[MigProfileSpec, ...] = ()
+    mig_allowed: bool = True
+    engines: Engines | None = None
+
+    @property
+    def base_name(self) -> str:
+        return device_base_name(self.pci_address)
+
+    @property
+    def memory_slices(self) -> int:
+        return max((p.start + p.size for prof in self.mig_profiles for p in prof.placements), default=0)
+
+    @property
+    def total_engines(self) -> Engines:
+        if self.engines is not None:
+            return self.engines
+        return Engines.most([p.engines for p in self.mig_profiles])
+
+
+def device_base_name(pci_address: str) -> str:
+    """``0000:02:00.0`` → ``gpu-0000-02-00-0``: the card's device and counter-set name (a DNS label)."""
+    return "gpu-" + pci_address.lower().replace(":", "-").replace(".", "-")
+
+
+class IncompleteCardError(ValueError):
+    """The PhysicalGPU lacks a field offers need; the caller publishes nothing for it yet."""
+
+    def __init__(self, name: str, field: str) -> None:
+        super().__init__(f"PhysicalGPU {name}: {field} is not reported yet; no offers for this card")
+        self.name = name
+        self.field = field
+
+
+def card_from_physical_gpu(
+    gpu: PhysicalGPU, *, profile_engines: Mapping[str, Engines], mig_allowed: bool
+) -> Card:
+    """The offer input of one PhysicalGPU; ``profile_engines`` maps profile names to engine counts.
+
+    Raises :class:`IncompleteCardError` when the PCI address, product name or memory is missing.
+    MIG profiles without placements cannot be offered (the placement names the offer), so they
+    are left out; a profile missing from ``profile_engines`` consumes no engine counters.
+    """
+    name = str(gpu.metadata.name)
+    status = gpu.status
+    caps = status.capabilities if status else None
+    if status is None or status.pci_info is None:
+        raise IncompleteCardError(name, "status.pciInfo")
+    if caps is None or not caps.product_name:
+        raise IncompleteCardError(name, "status.capabilities.productName")
+    if caps.memory_mib is None:
+        raise IncompleteCardError(name, "status.capabilities.memoryMiB")
+    nvidia = caps.nvidia
+    mig = nvidia.mig if nvidia and nvidia.mig_supported else None
+    profiles = tuple(
+        MigProfileSpec(
+            profile_id=p.profile_id,
+            name=p.name,
+            memory_mib=p.memory_mib,
+            slice_count=p.slice_count,
+            placements=tuple(Placement(pl.start, pl.size) for pl in p.placements or ()),
+            engines=profile_engines.get(p.name, Engines()),
+        )
+        for p in (mig.profiles if mig else ())
+        if p.placements
+    )
+    state = status.current_state.nvidia if status.current_state else None
+    label = (gpu.metadata.labels or {}).get(LABEL_DEVICE)
+    return Card(
+        physical_gpu=name,
+        pci_address=status.pci_info.address,
+        product_name=caps.product_name,
+        device=label or normalize_device_model(caps.product_name),
+        memory_mib=caps.memory_mib,
+        vendor=caps.vendor.value.lower(),
+        architecture=nvidia.product_architecture if nvidia else None,
+        compute_capability=nvidia.compute_cap if nvidia else None,
+        driver_version=state.driver_version if state else None,
+        uuid=state.gpu_uuid if state else None,
+        mig_profiles=profiles,
+        mig_allowed=mig_allowed,
+    )

@@ -1,0 +1,213 @@
+"""The offers of one card: what it can become, published as DRA devices that share counters.
+
+A card is offered in every mode at once (spec §7.5) — whole (``Physical``), shared by time slicing
+or MPS, and as every MIG instance at every placement — and the counters make the modes exclude
+each other whoever allocates (DESIGN §4):
+
+* the counter set, named like the card (``gpu-0000-02-00-0``), holds ``memory`` (bytes),
+  ``memory-slice-0..N-1`` (1 each) and the engine counts the model has;
+* the Physical offer and both shared offers consume **every** counter, so none of them fits next
+  to anything else on the card; the scheduler charges a shared offer's counters once while any
+  share is allocated, so shares of one strategy stack and the two strategies never mix;
+* a MIG offer consumes its memory, the memory slices of its placement and its engines, so two
+  MIG offers fit together exactly when their placements do not overlap (and the engines last).
+
+Shared offers carry ``allowMultipleAllocations`` and consumable capacities. On such a device every
+capacity is consumed by each share, so ``sharePercent`` (100, default 100, 1-100 step 1) is the
+share and ``memory`` has a request policy of default 0, minimum 0: a share takes only the memory
+it asks for (``capacity.requests.memory``) instead of the whole card. Capacity keys are
+unqualified (``memory``, ``sharePercent``) because claims name them verbatim in
+``capacity.requests`` and the scheduler matches the key exactly; unqualified names belong to the
+driver's domain, so CEL reads ``device.capacity["gpu.deckhouse.io"].memory`` either way.
+
+Order is the scheduler's first-fit order (it walks devices in slice order): smallest MIG
+instances first — by memory slices, compute slices, memory, media engines, profile ID — then the
+shared offers, the Physical offer last. Placements of one profile go from the *highest* start
+down, so small instances pack at the top of the card and keep the low starts, where the only
+placements of the large profiles are, free: with slice 3 of an A30 taken a 1g lands on slice 2,
+leaving 0-1 for a 2g.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubernetes.client import (
+    V1CapacityRequestPolicy,
+    V1CapacityRequestPolicyRange,
+    V1Counter,
+    V1CounterSet,
+    V1Device,
+    V1DeviceCapacity,
+    V1DeviceCounterConsumption,
+)
+
+from api.gpu.v1alpha1 import DeviceType, SharingStrategy
+from pkg.dra.domain.attributes import (
+    PCI_BUS_ID,
+    AttributeValue,
+    card_identity,
+    key,
+    mib_quantity,
+    to_attribute,
+)
+from pkg.dra.domain.card import Card, MigProfileSpec, Placement
+from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device
+
+SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One published device and what it stands for (``profile``/``placement`` only for MIG)."""
+
+    device: V1Device
+    device_type: DeviceType
+    sharing: SharingStrategy | None = None
+    profile: MigProfileSpec | None = None
+    placement: Placement | None = None
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    @property
+    def label(self) -> str:
+        """The ``profile`` label of the offers metric: the MIG profile, else the sharing strategy."""
+        if self.profile is not None:
+            return self.profile.name
+        return (self.sharing or SharingStrategy.EXCLUSIVE).value
+
+
+@dataclass(frozen=True)
+class CardOffers:
+    """A card's counter set and its offers, smallest first."""
+
+    card: Card
+    counter_set: V1CounterSet
+    offers: tuple[Offer, ...]
+
+
+def build_offers(card: Card) -> CardOffers:
+    """Every offer of ``card``; raises :class:`SliceLimitError` if one would break an API limit."""
+    counters = _card_counters(card)
+    counter_set = V1CounterSet(name=card.base_name, counters=_as_counters(counters))
+    validate_counter_set(counter_set)
+    identity = card_identity(card)
+    mig = _mig_offers(card, identity) if card.mig_allowed else []
+    shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX]
+    exclusive: dict[str, AttributeValue] = {
+        key("deviceType"): DeviceType.PHYSICAL.value,
+        key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,
+        PCI_BUS_ID: card.pci_address,
+    }
+    physical = Offer(
+        _device(
+            card.base_name,
+            attrs=identity | exclusive,
+            capacity={"memory": V1DeviceCapacity(value=mib_quantity(card.memory_mib))},
+            counter_set=card.base_name,
+            uses=counters,
+        ),
+        DeviceType.PHYSICAL,
+        SharingStrategy.EXCLUSIVE,
+    )
+    offers = (*mig, *shared, physical)
+    names = [o.name for o in offers]
+    if len(set(names)) != len(names):
+        raise SliceLimitError(f"card {card.pci_address}", "two offers share a device name")
+    for offer in offers:
+        validate_device(offer.device)
+        # A device consuming a counter its set lacks makes the scheduler reject the whole pool.
+        for use in offer.device.consumes_counters or []:
+            if missing := sorted(set(use.counters) - set(counters)):
+                raise SliceLimitError(
+                    f"device {offer.name}", f"consumes {missing}, absent from its counter set"
+                )
+    return CardOffers(card, counter_set, offers)
+
+
+def _card_counters(card: Card) -> dict[str, str]:
+    counters = {"memory": mib_quantity(card.memory_mib)}
+    counters |= {f"memory-slice-{i}": "1" for i in range(card.memory_slices)}
+    return counters | {name: str(n) for name, n in card.total_engines.counters().items()}
+
+
+def _mig_offers(card: Card, identity: dict[str, AttributeValue]) -> list[Offer]:
+    def order(item: tuple[MigProfileSpec, Placement]) -> tuple[int, ...]:
+        p, pl = item
+        return (pl.size, p.slice_count, p.memory_mib, p.engines.media(), p.profile_id, -pl.start)
+
+    offers = []
+    for profile, placement in sorted(((p, pl) for p in card.mig_profiles for pl in p.placements), key=order):
+        uses = {"memory": mib_quantity(profile.memory_mib)}
+        uses |= {f"memory-slice-{i}": "1" for i in placement.slices}
+        uses |= {name: str(n) for name, n in profile.engines.counters().items()}
+        attrs = identity | {
+            key("deviceType"): DeviceType.MIG.value,
+            key("migProfile"): profile.name,
+            key("profileID"): profile.profile_id,
+            key("placementStart"): placement.start,
+            key("placementSize"): placement.size,
+        }
+        device = _device(
+            f"{card.base_name}-mig-{profile.profile_id}-{placement.start}",
+            attrs=attrs,
+            capacity={"memory": V1DeviceCapacity(value=mib_quantity(profile.memory_mib))},
+            counter_set=card.base_name,
+            uses=uses,
+        )
+        offers.append(Offer(device, DeviceType.MIG, profile=profile, placement=placement))
+    return offers
+
+
+def _shared_offer(
+    card: Card,
+    identity: dict[str, AttributeValue],
+    everything: dict[str, str],
+    strategy: SharingStrategy,
+) -> Offer:
+    memory = V1DeviceCapacity(
+        value=mib_quantity(card.memory_mib),
+        request_policy=V1CapacityRequestPolicy(
+            default="0", valid_range=V1CapacityRequestPolicyRange(min="0")
+        ),
+    )
+    share = V1DeviceCapacity(
+        value="100",
+        request_policy=V1CapacityRequestPolicy(
+            default="100", valid_range=V1CapacityRequestPolicyRange(min="1", max="100", step="1")
+        ),
+    )
+    attrs = identity | {key("deviceType"): DeviceType.PHYSICAL.value, key("sharingStrategy"): strategy.value}
+    device = _device(
+        f"{card.base_name}-{SHARED_SUFFIX[strategy]}",
+        attrs=attrs,
+        capacity={"memory": memory, "sharePercent": share},
+        counter_set=card.base_name,
+        uses=everything,
+        shared=True,
+    )
+    return Offer(device, DeviceType.PHYSICAL, strategy)
+
+
+def _device(
+    name: str,
+    *,
+    attrs: dict[str, AttributeValue],
+    capacity: dict[str, V1DeviceCapacity],
+    counter_set: str,
+    uses: dict[str, str],
+    shared: bool = False,
+) -> V1Device:
+    return V1Device(
+        name=name,
+        attributes={k: to_attribute(v) for k, v in sorted(attrs.items())},
+        capacity=capacity,
+        consumes_counters=[V1DeviceCounterConsumption(counter_set=counter_set, counters=_as_counters(uses))],
+        allow_multiple_allocations=True if shared else None,
+    )
+
+
+def _as_counters(values: dict[str, str]) -> dict[str, V1Counter]:
+    return {name: V1Counter(value=value) for name, value in values.items()}

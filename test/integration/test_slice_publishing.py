@@ -1,0 +1,277 @@
+"""Our slices on the real API server (1.37: separate counter slice), and the invariant proven by the
+real kube-scheduler, one Pod per step.
+
+The publisher writes an A30 and an H100 of a kubelet-less node. The server must accept every slice
+and keep every field, a second publish must not write, and a changed card must move the pool to the
+next generation. Then Pods with ResourceClaims show that counters alone keep modes apart: a whole
+card excludes its MIG offers and the reverse, two 50% time-slicing shares fit and a third does not,
+time slicing and MPS never share a card, and first fit over our order places MIG instances from the
+top of the card. Every scenario gets its own node, so no allocation has to be released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from dra_objects import DRIVER, create_ready_node, device_class
+from kubernetes.client import (
+    CoreV1ResourceClaim,
+    ResourceV1ResourceClaim,
+    V1CapacityRequirements,
+    V1CELDeviceSelector,
+    V1Container,
+    V1DeviceClaim,
+    V1DeviceRequest,
+    V1DeviceSelector,
+    V1ExactDeviceRequest,
+    V1ObjectMeta,
+    V1OwnerReference,
+    V1Pod,
+    V1PodResourceClaim,
+    V1PodSpec,
+    V1ResourceClaimSpec,
+    V1ResourceRequirements,
+    V1ResourceSlice,
+)
+
+from pkg.client import KubeClient, NotFoundError
+from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.dra.domain.offers import CardOffers, build_offers
+from pkg.dra.domain.slices import Layout, build_slices, read_server_version
+from pkg.dra.services.publisher import KubeSliceReader, SlicePublisher, content
+
+A30, H100 = "0000:02:00.0", "0000:9a:00.0"
+ATTR = f'device.attributes["{DRIVER}"]'
+NODE_LABEL = "gpu-test.deckhouse.io/node"
+
+
+def _offer_models() -> ModuleType:
+    """The model tables of the unit tests (test helpers are imported by bare name per folder)."""
+    if "offer_models" not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "unit" / "offers" / "offer_models.py"
+        spec = importlib.util.spec_from_file_location("offer_models", path)
+        assert spec is not None
+        assert spec.loader is not None
+        sys.modules["offer_models"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["offer_models"]
+
+
+def node_cards(node: str, **a30_changes: object) -> list[CardOffers]:
+    models = _offer_models()
+    a30 = models.card("A30", A30, physical_gpu=f"{node}-0-10de-20b7", **a30_changes)
+    h100 = models.card("H100", H100, physical_gpu=f"{node}-1-10de-2330")
+    return [build_offers(a30), build_offers(h100)]
+
+
+@pytest.fixture
+def publisher(kube: KubeClient) -> SlicePublisher:
+    layout = read_server_version(kube).layout
+    assert layout is Layout.SEPARATE
+    return SlicePublisher(kube=kube, reader=KubeSliceReader(kube), layout=layout)
+
+
+@pytest.fixture
+def gpu_node(kube: KubeClient, publisher: SlicePublisher, unique: str) -> Iterator[Callable[[str], str]]:
+    """Creates a Ready node with an A30 and an H100 published; removes node and slices after."""
+    made: list[str] = []
+
+    def make(suffix: str) -> str:
+        name = f"gpu-pub-{unique}-{suffix}"
+        node = create_ready_node(kube, name, labels={NODE_LABEL: name})
+        made.append(name)
+        owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=str(node.metadata.uid))
+        publisher.publish(name, node_cards(name), owner=owner)
+        return name
+
+    yield make
+    for name in made:
+        publisher.publish(name, [])
+        with contextlib.suppress(NotFoundError):
+            kube.delete(NODE, name)
+
+
+@pytest.fixture
+def classes(kube: KubeClient, unique: str) -> Iterator[dict[str, str]]:
+    base = f'device.driver == "{DRIVER}"'
+    selectors = {
+        "physical": f'{base} && {ATTR}.deviceType == "Physical" && {ATTR}.sharingStrategy == "Exclusive"',
+        "ts": f'{base} && {ATTR}.deviceType == "Physical" && {ATTR}.sharingStrategy == "TimeSlicing"',
+        "mps": f'{base} && {ATTR}.deviceType == "Physical" && {ATTR}.sharingStrategy == "MPS"',
+        "mig": f'{base} && {ATTR}.deviceType == "MIG"',
+    }
+    names = {kind: f"{kind}-{unique}" for kind in selectors}
+    for kind, cel in selectors.items():
+        kube.create(DEVICE_CLASS, device_class(names[kind], cel=cel))
+    yield names
+    for name in names.values():
+        kube.delete(DEVICE_CLASS, name)
+
+
+def test_published_slices_are_accepted_kept_and_not_rewritten(
+    kube: KubeClient, publisher: SlicePublisher, gpu_node: Callable[[str], str]
+) -> None:
+    node = gpu_node("a")
+    owner = V1OwnerReference(
+        api_version="v1", kind="Node", name=node, uid=str(kube.get(NODE, node).metadata.uid)
+    )
+    stored = _slices(kube, node)
+    assert [rs.metadata.name for rs in stored] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
+    assert {rs.spec.pool.generation for rs in stored} == {1}
+    assert [len(rs.spec.devices or []) for rs in stored] == [0, 16 + 28]
+    # The server kept every field: what it stores is what we built.
+    built = build_slices(node=node, cards=node_cards(node), generation=1, layout=Layout.SEPARATE, owner=owner)
+    assert [content(rs) for rs in stored] == [content(rs) for rs in built]
+    versions = {rs.metadata.name: rs.metadata.resource_version for rs in stored}
+
+    again = publisher.publish(node, node_cards(node), owner=owner)
+    assert not again.changed
+    assert {rs.metadata.name: rs.metadata.resource_version for rs in _slices(kube, node)} == versions
+
+    changed = publisher.publish(node, node_cards(node, driver_version="580.82.7"), owner=owner)
+    assert changed.generation == 2
+    final = _slices(kube, node)
+    assert {rs.spec.pool.generation for rs in final} == {2}
+    assert all(versions[rs.metadata.name] != rs.metadata.resource_version for rs in final)
+    a30 = next(d for d in final[1].spec.devices if d.name == "gpu-0000-02-00-0")
+    assert a30.attributes[f"{DRIVER}/driverVersion"].version == "580.82.7"
+
+
+def _slices(kube: KubeClient, node: str) -> list[V1ResourceSlice]:
+    items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
+    return sorted(items, key=lambda rs: str(rs.metadata.name))
+
+
+def test_physical_allocation_excludes_the_cards_mig_offers(
+    kube: KubeClient, namespace: str, gpu_node: Callable[[str], str], classes: dict[str, str]
+) -> None:
+    node = gpu_node("p")
+    ask = Asker(kube, namespace, node)
+    assert ask("whole", classes["physical"], card=A30) == "gpu-0000-02-00-0"
+    ask.unschedulable("mig-a30", classes["mig"], card=A30)
+    assert ask("mig-h100", classes["mig"], card=H100).startswith("gpu-0000-9a-00-0-mig-")
+
+
+def test_mig_allocation_excludes_the_whole_and_shared_card(
+    kube: KubeClient, namespace: str, gpu_node: Callable[[str], str], classes: dict[str, str]
+) -> None:
+    node = gpu_node("m")
+    ask = Asker(kube, namespace, node)
+    assert ask("mig", classes["mig"], card=A30).startswith("gpu-0000-02-00-0-mig-")
+    ask.unschedulable("whole", classes["physical"], card=A30)
+    ask.unschedulable("shared", classes["ts"], card=A30)
+    assert ask("whole-h100", classes["physical"], card=H100) == "gpu-0000-9a-00-0"
+
+
+def test_time_slicing_shares_stack_to_100_and_never_mix_with_mps(
+    kube: KubeClient, namespace: str, gpu_node: Callable[[str], str], classes: dict[str, str]
+) -> None:
+    node = gpu_node("t")
+    ask = Asker(kube, namespace, node)
+    assert ask("ts-1", classes["ts"], card=A30, share="50") == "gpu-0000-02-00-0-ts"
+    assert ask("ts-2", classes["ts"], card=A30, share="50") == "gpu-0000-02-00-0-ts"
+    # Each share takes its percentage and, asking for no memory, none of the card's memory.
+    assert ask.consumed("ts-2") == {"sharePercent": "50", "memory": "0"}
+    ask.unschedulable("ts-3", classes["ts"], card=A30, share="50")
+    ask.unschedulable("mps", classes["mps"], card=A30, share="10")
+    assert ask("mps-h100", classes["mps"], card=H100, share="10") == "gpu-0000-9a-00-0-mps"
+
+
+def test_first_fit_places_mig_instances_from_the_top(
+    kube: KubeClient, namespace: str, gpu_node: Callable[[str], str], classes: dict[str, str]
+) -> None:
+    node = gpu_node("f")
+    ask = Asker(kube, namespace, node)
+    one_g = f'{ATTR}.migProfile == "1g.6gb"'
+    assert ask("slice-3", classes["mig"], card=A30, extra=(one_g, f"{ATTR}.placementStart == 3")).endswith(
+        "-mig-14-3"
+    )
+    assert ask("next-1g", classes["mig"], card=A30, extra=(one_g,)).endswith("-mig-14-2")
+    assert ask("a-2g", classes["mig"], card=A30, extra=(f'{ATTR}.migProfile == "2g.12gb"',)).endswith(
+        "-mig-5-0"
+    )
+
+
+class Asker:
+    """Creates a claim and a Pod that uses it on one node, and waits for the scheduler's verdict."""
+
+    def __init__(self, kube: KubeClient, namespace: str, node: str) -> None:
+        self.kube, self.namespace, self.node = kube, namespace, node
+
+    def __call__(
+        self, name: str, cls: str, *, card: str, share: str | None = None, extra: tuple[str, ...] = ()
+    ) -> str:
+        self._create(name, cls, card=card, share=share, extra=extra)
+        _wait(lambda: self._pod_state(name) == "bound", f"pod {name} bound")
+        claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
+        (result,) = claim.status.allocation.devices.results
+        assert result.pool == f"gpus/{self.node}"
+        return str(result.device)
+
+    def consumed(self, name: str) -> dict[str, str]:
+        claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
+        (result,) = claim.status.allocation.devices.results
+        return dict(result.consumed_capacity or {})
+
+    def unschedulable(self, name: str, cls: str, *, card: str, share: str | None = None) -> None:
+        self._create(name, cls, card=card, share=share, extra=())
+        _wait(lambda: self._pod_state(name) == "unschedulable", f"pod {name} unschedulable")
+        pod = self.kube.get(POD, name, self.namespace)
+        messages = [c.message or "" for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+        assert any("cannot allocate all claims" in m for m in messages), messages
+        claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
+        assert claim.status is None or claim.status.allocation is None
+
+    def _create(self, name: str, cls: str, *, card: str, share: str | None, extra: tuple[str, ...]) -> None:
+        selectors = [f'{ATTR}.pciAddress == "{card}"', *extra]
+        request = V1ExactDeviceRequest(
+            device_class_name=cls,
+            selectors=[V1DeviceSelector(cel=V1CELDeviceSelector(expression=e)) for e in selectors],
+            capacity=V1CapacityRequirements(requests={"sharePercent": share}) if share else None,
+        )
+        claim = ResourceV1ResourceClaim(
+            metadata=V1ObjectMeta(name=name, namespace=self.namespace),
+            spec=V1ResourceClaimSpec(
+                devices=V1DeviceClaim(requests=[V1DeviceRequest(name="gpu", exactly=request)])
+            ),
+        )
+        self.kube.create(RESOURCE_CLAIM, claim)
+        container = V1Container(
+            name="main",
+            image="registry.k8s.io/pause:3.10",
+            resources=V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")]),
+        )
+        pod = V1Pod(
+            metadata=V1ObjectMeta(name=name, namespace=self.namespace),
+            spec=V1PodSpec(
+                containers=[container],
+                node_selector={NODE_LABEL: self.node},
+                resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=name)],
+            ),
+        )
+        self.kube.create(POD, pod)
+
+    def _pod_state(self, name: str) -> str:
+        pod = self.kube.get(POD, name, self.namespace)
+        if pod.spec is not None and pod.spec.node_name:
+            return "bound"
+        for condition in (pod.status.conditions if pod.status else None) or []:
+            if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+                return "unschedulable"
+        return "pending"
+
+
+def _wait(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")

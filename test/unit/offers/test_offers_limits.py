@@ -1,0 +1,200 @@
+"""API limits are checked before anything is written, and a PhysicalGPU becomes a card input."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from kubernetes.client import (
+    V1CapacityRequestPolicy,
+    V1Counter,
+    V1CounterSet,
+    V1Device,
+    V1DeviceAttribute,
+    V1DeviceCapacity,
+    V1DeviceCounterConsumption,
+    V1ObjectMeta,
+    V1ResourcePool,
+    V1ResourceSlice,
+    V1ResourceSliceSpec,
+)
+from offer_models import card
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.dra.domain.card import (
+    Engines,
+    IncompleteCardError,
+    MigProfileSpec,
+    Placement,
+    card_from_physical_gpu,
+)
+from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice
+from pkg.dra.domain.offers import build_offers
+
+POLICY = V1CapacityRequestPolicy(default="0")
+
+
+def device(name: str = "gpu-0", **fields: object) -> V1Device:
+    return V1Device(name=name, **fields)  # type: ignore[arg-type]
+
+
+def use(counter_set: str, **counters: str) -> V1DeviceCounterConsumption:
+    return V1DeviceCounterConsumption(
+        counter_set=counter_set,
+        counters={k.replace("_", "-"): V1Counter(value=v) for k, v in counters.items()},
+    )
+
+
+def rs(
+    name: str, *, devices: list[V1Device] | None = None, sets: list[V1CounterSet] | None = None
+) -> V1ResourceSlice:
+    return V1ResourceSlice(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1ResourceSliceSpec(
+            driver="gpu.deckhouse.io",
+            node_name="node-a",
+            pool=V1ResourcePool(name="gpus/node-a", generation=1, resource_slice_count=1),
+            devices=devices,
+            shared_counters=sets,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "limit"),
+    [
+        (device("gpu-0000-02-00-0-mig-1g.6gb-0"), "DNS label"),
+        (device("g" * 64), "DNS label"),
+        (device(attributes={"nvidia.com/mig.profile": V1DeviceAttribute(string="x")}), "C identifier"),
+        (device(attributes={"gpu.deckhouse.io/" + "a" * 33: V1DeviceAttribute(int=1)}), "C identifier"),
+        (device(attributes={"Bad_Domain/x": V1DeviceAttribute(int=1)}), "domain"),
+        (device(attributes={"gpu.deckhouse.io/x": V1DeviceAttribute(string="x" * 65)}), "64 bytes"),
+        (device(attributes={"gpu.deckhouse.io/v": V1DeviceAttribute(version="580.76.05")}), "semantic"),
+        (device(attributes={f"a{i}": V1DeviceAttribute(int=i) for i in range(33)}), "at most 32"),
+        (device(capacity={"memory": V1DeviceCapacity(value="1", request_policy=POLICY)}), "allowMultiple"),
+        (device(consumes_counters=[use(s, memory="1") for s in ("a", "b", "c")]), "at most 2"),
+        (device(consumes_counters=[use("a", memory="1"), use("a", memory="1")]), "twice"),
+        (device(consumes_counters=[use("a", memorySlice0="1")]), "DNS label"),
+        (device(consumes_counters=[use("a", **{f"c{i}": "1" for i in range(33)})]), "at most 32"),
+    ],
+)  # fmt: skip
+def test_device_violations_name_the_device_and_limit(bad: V1Device, limit: str) -> None:
+    with pytest.raises(SliceLimitError, match=limit) as err:
+        validate_device(bad)
+    assert err.value.obj.startswith(f"device {bad.name}")
+
+
+def test_counter_set_violations() -> None:
+    with pytest.raises(SliceLimitError, match="DNS label"):
+        validate_counter_set(
+            V1CounterSet(name="pgpu-node-0000:02:00.0", counters={"memory": V1Counter(value="1")})
+        )
+    with pytest.raises(SliceLimitError, match="at most 32"):
+        validate_counter_set(
+            V1CounterSet(name="gpu-0", counters={f"c{i}": V1Counter(value="1") for i in range(33)})
+        )
+
+
+def test_slice_device_limits_depend_on_counters() -> None:
+    plain = [device(f"d{i}") for i in range(128)]
+    validate_slice(rs("s", devices=plain), inline=False)
+    with pytest.raises(SliceLimitError, match="129 devices, at most 128"):
+        validate_slice(rs("s", devices=[*plain, device("d128")]), inline=False)
+    consuming = [device(f"d{i}", consumes_counters=[use("gpu-0", memory="1")]) for i in range(65)]
+    with pytest.raises(SliceLimitError, match="65 devices, at most 64") as err:
+        validate_slice(rs("s", devices=consuming), inline=False)
+    assert err.value.obj == "ResourceSlice s"
+
+
+def test_slice_counter_set_and_layout_limits() -> None:
+    sets = [V1CounterSet(name=f"gpu-{i}", counters={"memory": V1Counter(value="1Gi")}) for i in range(9)]
+    with pytest.raises(SliceLimitError, match="9 counter sets, at most 8"):
+        validate_slice(rs("s", sets=sets), inline=False)
+    both = rs("s", sets=sets[:1], devices=[device(consumes_counters=[use("gpu-0", memory="1Gi")])])
+    with pytest.raises(SliceLimitError, match=r"rejected since 1\.35"):
+        validate_slice(both, inline=False)
+    validate_slice(both, inline=True)
+    elsewhere = rs("s", sets=sets[:1], devices=[device(consumes_counters=[use("gpu-1", memory="1Gi")])])
+    with pytest.raises(SliceLimitError, match="not in this slice"):
+        validate_slice(elsewhere, inline=True)
+    with pytest.raises(SliceLimitError, match="DNS subdomain"):
+        validate_slice(rs("Gpu_Node"), inline=False)
+
+
+def test_a_synthetic_card_that_breaks_a_limit_raises() -> None:
+    huge = MigProfileSpec(1, "1g.1gb", 1024, 1, tuple(Placement(i, 1) for i in range(33)), Engines(1))
+    with pytest.raises(SliceLimitError, match="counter set gpu-0000-02-00-0: 35 counters, at most 32"):
+        build_offers(card("A30", mig_profiles=(huge,), memory_mib=40000))
+    # Card totals without JPEG and OFA engines, although the +me profiles use them.
+    with pytest.raises(SliceLimitError, match=r"21-3: consumes \['jpeg-engines', 'ofa-engines'\], absent"):
+        build_offers(card("A30", engines=Engines(56, 4, 4)))
+    with pytest.raises(SliceLimitError, match="must be a DNS label"):
+        build_offers(replace(card("A30"), pci_address="0000:02:00.0" + "0" * 60))
+
+
+def physical_gpu(**status: object) -> PhysicalGPU:
+    return PhysicalGPU.from_api_dict(
+        {
+            "metadata": {"name": "node-a-0-10de-20b7", "labels": {"gpu.deckhouse.io/device": "a30-pcie"}},
+            "status": status,
+        }
+    )
+
+
+A30_STATUS: dict[str, object] = {
+    "pciInfo": {
+        "address": "0000:02:00.0",
+        "class": {"code": "0302"},
+        "vendor": {"id": "10de"},
+        "device": {"id": "20b7"},
+    },
+    "capabilities": {
+        "vendor": "Nvidia",
+        "productName": "NVIDIA A30",
+        "memoryMiB": 24576,
+        "nvidia": {
+            "computeCap": "8.0",
+            "productArchitecture": "Ampere",
+            "migSupported": True,
+            "mig": {
+                "totalSlices": 4,
+                "profiles": [
+                    {"profileID": 14, "name": "1g.6gb", "memoryMiB": 5952, "sliceCount": 1,
+                     "maxInstances": 4, "placements": [{"start": i, "size": 1} for i in range(4)]},
+                    {"profileID": 0, "name": "4g.24gb", "memoryMiB": 24000, "sliceCount": 4,
+                     "maxInstances": 1, "placements": [{"start": 0, "size": 4}]},
+                    {"profileID": 5, "name": "2g.12gb", "memoryMiB": 11968, "sliceCount": 2,
+                     "maxInstances": 2},
+                ],
+            },
+        },
+    },
+    "currentState": {"driverType": "Nvidia", "nvidia": {"gpuUUID": "GPU-1", "driverVersion": "580.76.05"}},
+}  # fmt: skip
+
+
+def test_card_from_physical_gpu() -> None:
+    engines = {"1g.6gb": Engines(14, 1, 1), "4g.24gb": Engines(56, 4, 4, 0, 1, 1)}
+    got = card_from_physical_gpu(physical_gpu(**A30_STATUS), profile_engines=engines, mig_allowed=True)
+    assert got.physical_gpu == "node-a-0-10de-20b7"
+    assert (got.pci_address, got.device, got.vendor, got.memory_mib) == (
+        "0000:02:00.0",
+        "a30-pcie",
+        "nvidia",
+        24576,
+    )
+    assert (got.architecture, got.compute_capability) == ("Ampere", "8.0")
+    assert (got.uuid, got.driver_version) == ("GPU-1", "580.76.05")
+    assert [p.name for p in got.mig_profiles] == ["1g.6gb", "4g.24gb"]  # 2g.12gb has no placements
+    assert got.memory_slices == 4
+    assert got.total_engines == Engines(56, 4, 4, 0, 1, 1)
+    assert got.base_name == "gpu-0000-02-00-0"
+
+
+def test_card_from_physical_gpu_without_required_fields() -> None:
+    status = dict(A30_STATUS)
+    status["capabilities"] = {"vendor": "Nvidia", "productName": "NVIDIA A30"}
+    with pytest.raises(IncompleteCardError, match="memoryMiB"):
+        card_from_physical_gpu(physical_gpu(**status), profile_engines={}, mig_allowed=True)
+    with pytest.raises(IncompleteCardError, match="pciInfo"):
+        card_from_physical_gpu(physical_gpu(), profile_engines={}, mig_allowed=True)
