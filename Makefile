@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# compat mode: a path entry instead of an import finder, so packages added later import too
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e '.[dev]'
+	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e '.[dev]' -e test/fixtures/example_backend
 	touch $(STAMP)
 
 install: $(STAMP) ## Create the virtualenv with pinned dependencies
@@ -51,7 +51,7 @@ demo: $(STAMP) control-plane ## Start a local control plane with simulated GPU n
 	$(BIN)/python hack/demo.py
 
 bench: $(STAMP) ## Benchmarks (print figures)
-	$(BIN)/python -m test.bench
+	$(BIN)/python test/bench/run.py
 
 clean: ## Remove the virtualenv and local caches (not the control-plane binaries)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts

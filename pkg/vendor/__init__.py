@@ -1,17 +1,26 @@
-"""GPU vendor backends: who claims which PCI vendor, found through Python entry points.
+"""GPU vendor backends: who claims which PCI vendor, and how its cards are read.
 
-Today a backend only *identifies* its cards (:class:`~pkg.vendor.registry.VendorIdentity`): the
-node agent asks the registry "does any backend claim PCI vendor ``10de``?" and, if one does, how
-to name it in labels and which of its drivers mean what. The full backend port (NVML, MIG,
-capabilities) extends :class:`~pkg.vendor.registry.VendorBackend` later; adding AMD (``1002``) or
-Intel (``8086``) is then a package that declares an entry point in group
-``gpu_control_plane.vendors``, not an edit here.
+A plugin, found through the Python entry point group ``gpu_control_plane.vendors``, has an
+*identity* (:class:`~pkg.vendor.registry.VendorIdentity`) and builds a *backend*
+(:class:`~pkg.vendor.backend.VendorBackend`, spec §10.1). The node agent asks the registry only
+"does any plugin claim PCI vendor ``10de``?" and, if one does, how to name it in labels and which
+of its drivers mean what; the gpu-handler builds one backend by entry point name (``nvidia``, or
+``simulated-nvidia`` in tests and the demo) and reads its node's cards through it. Adding AMD
+(``1002``) or Intel (``8086``) is a package that declares an entry point, not an edit here.
 """
 
+from pkg.vendor.backend import (
+    BackendError,
+    BackendOptions,
+    ConditionReport,
+    Enrichment,
+    VendorBackend,
+    VendorPlugin,
+    claimed_gpus,
+)
 from pkg.vendor.registry import (
     ENTRY_POINT_GROUP,
     KNOWN_DRIVERS,
-    VendorBackend,
     VendorIdentity,
     VendorRegistry,
     default_registry,
@@ -21,9 +30,15 @@ from pkg.vendor.registry import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "KNOWN_DRIVERS",
+    "BackendError",
+    "BackendOptions",
+    "ConditionReport",
+    "Enrichment",
     "VendorBackend",
     "VendorIdentity",
+    "VendorPlugin",
     "VendorRegistry",
+    "claimed_gpus",
     "default_registry",
     "driver_type_for",
 ]

@@ -1,0 +1,1 @@
+"""Internals of the gpu-handler's enrichment: state, handlers, services, watch predicates."""

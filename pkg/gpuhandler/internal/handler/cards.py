@@ -1,0 +1,42 @@
+"""Step 5, cards: the offer builder's description of the card, for the publisher.
+
+A readable card's :class:`~pkg.dra.domain.card.Card` is stored in
+:class:`~pkg.gpuhandler.card_specs.CardSpecs`; a card that is not readable keeps its last
+description, marked not ready. A read failure is recorded like the enrichment's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pkg.controller.reconcile import Result
+from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
+from pkg.vendor.backend import BackendError, VendorBackend
+
+logger = logging.getLogger(__name__)
+
+
+class CardSpecHandler:
+    name = "cards"
+
+    def __init__(self, *, backend: VendorBackend, cards: CardSpecs) -> None:
+        self._backend = backend
+        self._cards = cards
+
+    def handle(self, state: EnrichmentState) -> Result | None:
+        if state.readiness is not Readiness.READY:
+            self._cards.mark_unready(state.name)
+            return None
+        if state.failures:  # the card did not answer in this pass; keep what we had
+            return None
+        try:
+            card = self._backend.offer_inputs(state.gpu)
+        except BackendError as exc:
+            logger.warning(
+                "could not describe the card for offers: %s", exc, extra={"physical_gpu": state.name}
+            )
+            state.failures.append(exc)
+            return None
+        self._cards.put(state.name, card)
+        return None

@@ -1,0 +1,27 @@
+"""Step 1, readiness: is this the backend's card, and may it be read now (spec §4.2.1-4.2.2)?
+
+A card of another vendor (or one the node agent has not described yet) ends the chain: nothing
+is read or written for it. Otherwise the verdict goes into the state, and the later steps act on
+it (see :mod:`pkg.gpuhandler.internal.state.readiness`).
+"""
+
+from __future__ import annotations
+
+from pkg.controller.reconcile import Result
+from pkg.controller.reconciler import StopHandlerChain
+from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, readiness
+from pkg.vendor.backend import VendorBackend
+
+
+class ReadinessHandler:
+    name = "readiness"
+
+    def __init__(self, *, backend: VendorBackend) -> None:
+        self._vendor_id = backend.identity.pci_vendor_id
+        self._driver_type = backend.driver_type
+
+    def handle(self, state: EnrichmentState) -> Result | None:
+        state.readiness = readiness(state.gpu, pci_vendor_id=self._vendor_id, driver_type=self._driver_type)
+        if state.readiness is Readiness.FOREIGN:
+            raise StopHandlerChain(reason="not a card of this backend, or no pciInfo yet")
+        return None

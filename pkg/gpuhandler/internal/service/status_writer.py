@@ -1,0 +1,70 @@
+"""The Kubernetes writes of the enrichment, and nothing else.
+
+* ``apply``: server-side apply on the status subresource under field manager ``gpu-handler`` of
+  exactly :class:`~pkg.gpuhandler.internal.state.owned.OwnedStatus` (capabilities,
+  ``currentState.nvidia``, the ``HardwareHealthy`` condition). Forced, because the gpu-controller
+  seeds ``HardwareHealthy`` as Unknown with an update and the handler is meant to take it over;
+  fields of other managers (``pciInfo``, ``currentState.driverType``, ``DriverReady``) are not
+  sent and therefore untouched. The API server checks the merged object against the CRD's CEL
+  rules: ``currentState.nvidia`` next to a ``driverType`` other than Nvidia is refused (422), which
+  the readiness rule prevents. An apply to the status of a deleted object fails with 404; it never
+  creates one.
+* ``withdraw_nvidia``: removes ``currentState.nvidia`` with a JSON patch guarded by a ``test`` of
+  ``metadata.uid``, when a card is no longer readable. A patch rather than an apply that omits the
+  block, because an apply must restate every other owned field, and a card that is not readable is
+  exactly when they should be left as they are. A 422 (the block is already gone, or the object
+  was replaced) means there is nothing to withdraw.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final, Protocol
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.client import KubeClient, PatchType
+from pkg.client.errors import InvalidError
+from pkg.client.known_kinds import PHYSICAL_GPU
+from pkg.gpuhandler.internal.state.owned import OwnedStatus
+
+logger = logging.getLogger(__name__)
+
+FIELD_MANAGER: Final = "gpu-handler"
+
+
+class StatusWriter(Protocol):
+    def apply(self, gpu: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU: ...
+
+    def withdraw_nvidia(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        """``None`` when there was nothing to withdraw."""
+        ...
+
+
+class KubeStatusWriter:
+    """:class:`StatusWriter` over :class:`KubeClient`; the client must write as ``gpu-handler``."""
+
+    def __init__(self, client: KubeClient) -> None:
+        if client.field_manager != FIELD_MANAGER:
+            raise ValueError(f"the gpu-handler writes as {FIELD_MANAGER!r}, not {client.field_manager!r}")
+        self._client = client
+
+    def apply(self, gpu: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:
+        body: dict[str, Any] = {"metadata": {"name": _name(gpu)}, "status": owned.apply_status()}
+        return self._client.apply(PHYSICAL_GPU, body, subresource="status", force=True)
+
+    def withdraw_nvidia(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        ops = [
+            {"op": "test", "path": "/metadata/uid", "value": gpu.metadata.uid},
+            {"op": "remove", "path": "/status/currentState/nvidia"},
+        ]
+        try:
+            return self._client.patch(
+                PHYSICAL_GPU, _name(gpu), ops, patch_type=PatchType.JSON, subresource="status"
+            )
+        except InvalidError as exc:
+            logger.debug("nothing to withdraw: %s", exc.message, extra={"physical_gpu": _name(gpu)})
+            return None
+
+
+def _name(gpu: PhysicalGPU) -> str:
+    return str(gpu.metadata.name)

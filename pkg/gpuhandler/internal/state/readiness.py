@@ -1,0 +1,38 @@
+"""Whether the backend may read a card now: the filling rules of spec §4.2.1-4.2.2 as one verdict.
+
+``capabilities`` and ``currentState.nvidia`` are written only while ``DriverReady=True`` and the
+card is bound to the backend's driver (``driverType: Nvidia`` for NVIDIA): before that NVML
+cannot see the card, and a card on ``vfio-pci`` belongs to a VM. The verdict has three values
+because the two "no" answers are handled differently:
+
+* ``FOREIGN``: not this backend's card at all (another vendor, or no ``pciInfo`` yet). Nothing is
+  read or written.
+* ``NOT_READY``: this backend's card, but not readable now. Nothing is read; the live driver state
+  (``currentState.nvidia``), which would now be stale, is withdrawn. Capabilities describe the
+  hardware and stay as last read, and so does ``HardwareHealthy``.
+* ``READY``: read everything and write what changed.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
+from pkg.controller.conditions import is_true
+
+
+class Readiness(Enum):
+    FOREIGN = "foreign"
+    NOT_READY = "not-ready"
+    READY = "ready"
+
+
+def readiness(gpu: PhysicalGPU, *, pci_vendor_id: str, driver_type: DriverType) -> Readiness:
+    """The verdict for ``gpu`` and a backend of vendor ``pci_vendor_id`` reading ``driver_type``."""
+    status = gpu.status
+    if status is None or status.pci_info is None or status.pci_info.vendor.id != pci_vendor_id:
+        return Readiness.FOREIGN
+    bound = status.current_state.driver_type if status.current_state else None
+    if bound is not driver_type or not is_true(status.conditions, PhysicalGPUConditionType.DRIVER_READY):
+        return Readiness.NOT_READY
+    return Readiness.READY

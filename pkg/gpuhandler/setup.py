@@ -1,0 +1,131 @@
+"""Composition root of the gpu-handler (spec §10.4 item 1).
+
+The container declares how the parts are built from the handler's settings and the process
+runtime (client, informer factory); :func:`setup_handler` wires them into a manager. Today that is
+the enrichment (spec §2.2.1): one informer of this node's PhysicalGPUs (label selector
+``gpu.deckhouse.io/node=<node>``; DESIGN §7: nothing else is listed or watched), a controller with
+one request per card, and the vendor backend chosen by entry point name. The ResourceSlice
+publisher joins in :func:`setup_handler` with one line, reading the cards through
+``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`).
+
+There is no leader election: one handler runs per node and writes only that node's objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dependency_injector import containers, providers
+
+from api.gpu.v1alpha1 import LABEL_NODE
+from pkg.client import ApiError, KubeClient
+from pkg.client.known_kinds import PHYSICAL_GPU
+from pkg.controller.controller import Controller
+from pkg.controller.handler import EnqueueRequestForObject
+from pkg.controller.informer_cache import InformerFactory
+from pkg.controller.manager import Manager
+from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.internal.handler import (
+    ApplyHandler,
+    CardSpecHandler,
+    EnrichHandler,
+    HealthHandler,
+    ReadinessHandler,
+)
+from pkg.gpuhandler.internal.service import KubeStatusWriter
+from pkg.gpuhandler.internal.watcher import gpu_events
+from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
+from pkg.sys.labels import to_label_value
+from pkg.vendor import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+
+ENRICHMENT_CONTROLLER = "gpu-enrichment"
+# A card whose reads fail is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
+RETRY_BASE_SECONDS = 1.0
+RETRY_MAX_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class HandlerSettings:
+    """``backend`` is an entry point name of group ``gpu_control_plane.vendors``; ``state_dir``
+    is passed to it (the simulated backend keeps its health overrides there)."""
+
+    node_name: str
+    backend: str = "nvidia"
+    sysfs_root: Path = Path("/sys")
+    state_dir: Path | None = None
+    enrich_period: float = 60.0
+    workers: int = 2
+
+    @property
+    def node_label(self) -> str:
+        """The node's value of ``gpu.deckhouse.io/node`` (node names may exceed 63 characters)."""
+        return to_label_value(self.node_name)
+
+
+def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorBackend:
+    """The backend named by ``settings.backend``; ``KeyError`` naming the installed ones."""
+    options = BackendOptions(
+        node_name=settings.node_name, sysfs_root=settings.sysfs_root, state_dir=settings.state_dir
+    )
+    return vendors.plugin(settings.backend).create(options)
+
+
+class GpuHandlerContainer(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=HandlerSettings)
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+
+    vendors = providers.Singleton(default_registry)
+    backend = providers.Singleton(build_backend, vendors, settings)
+    card_specs = providers.Singleton(CardSpecs)
+    gpu_informer = providers.Singleton(
+        lambda f, s: f.get_informer(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={s.node_label}"),
+        informers,
+        settings,
+    )
+    status_writer = providers.Singleton(KubeStatusWriter, client)
+    handlers = providers.List(
+        providers.Singleton(ReadinessHandler, backend=backend),
+        providers.Singleton(HealthHandler, backend=backend),
+        providers.Singleton(EnrichHandler, backend=backend),
+        providers.Singleton(ApplyHandler, writer=status_writer),
+        providers.Singleton(CardSpecHandler, backend=backend, cards=card_specs),
+    )
+    reconciler = providers.Singleton(
+        lambda s, g, h, c: EnrichmentReconciler(
+            node_label=s.node_label, get_gpu=g.store.get_by_key, handlers=h, cards=c, period=s.enrich_period
+        ),
+        settings,
+        gpu_informer,
+        handlers,
+        card_specs,
+    )
+    controller = providers.Singleton(
+        lambda r, s: Controller(
+            name=ENRICHMENT_CONTROLLER,
+            reconciler=r,
+            max_concurrent_reconciles=s.workers,
+            needs_leader_election=False,
+            rate_limiter=ItemExponentialFailureRateLimiter(
+                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
+            ),
+            expected_errors=(ApiError, OSError, BackendError, EnrichmentFailedError),
+        ),
+        reconciler,
+        settings,
+    )
+
+
+def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Controller:
+    """Registers the enrichment controller and its watch with ``manager``."""
+    controller: Controller = container.controller()
+    controller.watch(container.gpu_informer(), EnqueueRequestForObject(), predicates=[gpu_events()])
+    manager.add(controller)
+    return controller
+
+
+def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
+    """Everything the gpu-handler runs. The publisher is added here, next to the enrichment."""
+    setup_enrichment(manager, container)

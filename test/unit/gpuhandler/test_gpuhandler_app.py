@@ -1,0 +1,69 @@
+"""The binary's flags and the composition root's wiring (no API server, simulated backend)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpuhandler_fakes import SYSFS
+
+from pkg.app.gpu_handler import _seconds, main, parser, settings_from
+from pkg.client import KubeClient
+from pkg.client.known_kinds import PHYSICAL_GPU
+from pkg.controller.informer_cache import InformerFactory
+from pkg.controller.manager import Manager
+from pkg.gpuhandler.setup import ENRICHMENT_CONTROLLER, GpuHandlerContainer, HandlerSettings, setup_handler
+from pkg.vendor.simulated.backend import SimulatedBackend
+
+
+def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NODE_NAME", "from-env")
+    monkeypatch.setenv("SIM_STATE_DIR", "/run/sim")
+    args = parser().parse_args(["--backend=simulated-nvidia", "--sysfs-root=/host/sys", "--enrich-period=5s"])
+    settings = settings_from(args)
+    assert settings == HandlerSettings(
+        node_name="from-env",
+        backend="simulated-nvidia",
+        sysfs_root=Path("/host/sys"),
+        state_dir=Path("/run/sim"),
+        enrich_period=5.0,
+    )
+    defaults = settings_from(parser().parse_args(["--node-name=n"]))
+    assert (defaults.backend, defaults.enrich_period, defaults.sysfs_root) == ("nvidia", 60.0, Path("/sys"))
+
+
+def test_node_name_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(SystemExit, match="node-name"):
+        settings_from(parser().parse_args([]))
+
+
+@pytest.mark.parametrize("text", ["", "soon", "-1", "0"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        _seconds(text)
+
+
+def test_an_unknown_backend_stops_the_process_before_it_connects(mocker: Any) -> None:
+    runtime = mocker.patch("pkg.app.gpu_handler.RuntimeContainer")
+    with pytest.raises(SystemExit, match=r"installed: .*simulated-nvidia"):
+        main(["--node-name=n", "--backend=amd"])
+    runtime.assert_not_called()
+
+
+def test_setup_wires_one_informer_of_this_node_and_the_chosen_backend(mocker: Any) -> None:
+    client = mocker.Mock(spec=KubeClient)
+    client.field_manager = "gpu-handler"
+    informers = InformerFactory(client)
+    settings = HandlerSettings(node_name="N" * 70, backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2")
+    container = GpuHandlerContainer(settings=settings, client=client, informers=informers)
+    manager = Manager()
+    setup_handler(manager, container)
+    scopes = {(i.kind, i.name) for i in informers.informers()}
+    assert scopes == {(PHYSICAL_GPU, f"informer-physicalgpu[gpu.deckhouse.io/node={settings.node_label}]")}
+    [controller] = [r for r in manager._runnables if getattr(r, "name", "") == ENRICHMENT_CONTROLLER]
+    assert controller.needs_leader_election is False
+    assert isinstance(container.backend(), SimulatedBackend)
+    assert container.card_specs() is container.card_specs()  # the publisher's hook is one store
