@@ -18,36 +18,17 @@ from kubernetes.client import (
     V1DeviceClassSpec,
     V1DeviceCounterConsumption,
     V1DeviceSelector,
-    V1Node,
-    V1NodeCondition,
-    V1NodeStatus,
     V1ObjectMeta,
     V1ResourcePool,
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE
+from pkg.devcluster.nodes import create_ready_node
 
 DRIVER = "gpu.deckhouse.io"
 
-
-def create_ready_node(kube: KubeClient, name: str, *, labels: dict[str, str] | None = None) -> V1Node:
-    """A schedulable Node with no kubelet behind it, marked Ready through its status subresource."""
-    node = kube.create(NODE, V1Node(metadata=V1ObjectMeta(name=name, labels=labels or {})))
-    node.status = V1NodeStatus(
-        capacity={"cpu": "8", "memory": "32Gi", "pods": "110"},
-        allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
-        conditions=[V1NodeCondition(type="Ready", status="True", reason="KubeletReady", message="test node")],
-    )
-    node = kube.update_status(NODE, node)
-    # Admission taints a new Node not-ready; the node lifecycle controller would lift the taint once
-    # the kubelet reports Ready. There is no kubelet here, so lift it as that controller would.
-    if node.spec is not None and node.spec.taints:
-        node.spec.taints = None
-        node = kube.update(NODE, node)
-    return node
+__all__ = ["DRIVER", "a30_mig_pool", "create_ready_node", "device_class"]
 
 
 def a30_mig_pool(node: str, *, generation: int = 1) -> tuple[V1ResourceSlice, V1ResourceSlice]:
