@@ -1,0 +1,47 @@
+"""The shipped samples work against the real API server and scheduler, as a user would apply them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+from dra_objects import a30_mig_pool, create_ready_node
+
+from pkg.client import KubeClient
+from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.devcluster.cluster import ControlPlane
+
+SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
+
+
+def test_sample_device_classes_are_accepted_and_schedule_a_mig_pod(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, unique: str
+) -> None:
+    classes = [d for d in yaml.safe_load_all((SAMPLES / "deviceclasses.yaml").read_text()) if d]
+    assert {c["metadata"]["name"] for c in classes} >= {"gpu-mig-1g", "gpu-physical", "gpu-timeslicing"}
+    control_plane.kubectl("apply", "-f", str(SAMPLES / "deviceclasses.yaml"))
+    node = f"sample-node-{unique}"
+    create_ready_node(kube, node)
+    for rs in a30_mig_pool(node):
+        kube.create(RESOURCE_SLICE, rs)
+    try:
+        control_plane.kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "pod-mig-1g.yaml"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            spec = kube.get(POD, "mig-1g-demo", namespace).spec
+            if spec is not None and spec.node_name:
+                break
+            time.sleep(0.3)
+        assert spec is not None
+        assert spec.node_name == node
+        claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
+        results = claims[0].status.allocation.devices.results
+        assert [r.device.rsplit("-", 2)[0] for r in results] == ["gpu-0000-02-00-0-mig"]
+    finally:
+        kube.delete(POD, "mig-1g-demo", namespace)
+        for cls in classes:
+            kube.delete(DEVICE_CLASS, cls["metadata"]["name"])
+        for name in (f"{node}-gpus-counters", f"{node}-gpus-0"):
+            kube.delete(RESOURCE_SLICE, name)
+        kube.delete(NODE, node)
