@@ -1,0 +1,131 @@
+"""A snapshot of the objects an allocation depends on, read from a YAML bundle (no cluster).
+
+A bundle is a multi-document YAML file (``kubectl get -o yaml`` output works: a ``List`` is
+flattened) holding ResourceSlices, DeviceClasses and ResourceClaims of ``resource.k8s.io/v1``,
+and optionally Namespaces (their labels decide admin access) and Nodes (for ``--node``). Every
+document is validated with the Kubernetes client's models, which reject unknown fields, so a typo
+in a bundle is an error naming the file, the document and the object, never a silently different
+allocation. Empty documents are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1DeviceClass,
+    V1Namespace,
+    V1Node,
+    V1ResourceSlice,
+)
+from pydantic import ValidationError
+
+from pkg.client import ResourceKind
+from pkg.client.known_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+
+KINDS: dict[str, ResourceKind[Any]] = {
+    k.kind: k for k in (RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, NAMESPACE, NODE)
+}
+
+
+class BundleError(Exception):
+    """The bundle cannot be used; the message names the file, document and object."""
+
+
+@dataclass
+class Snapshot:
+    """The objects an explanation is computed from (from a bundle or from the cluster)."""
+
+    slices: list[V1ResourceSlice] = field(default_factory=list)
+    classes: dict[str, V1DeviceClass] = field(default_factory=dict)
+    claims: dict[str, ResourceV1ResourceClaim] = field(default_factory=dict)  # namespace/name
+    namespaces: dict[str, V1Namespace] = field(default_factory=dict)
+    nodes: dict[str, V1Node] = field(default_factory=dict)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        ns = self.namespaces.get(namespace)
+        return dict((ns.metadata.labels if ns is not None and ns.metadata else None) or {})
+
+    def add(self, obj: Any, where: str) -> None:
+        """Files one decoded object; a claim without a namespace lands in ``default``."""
+        meta = obj.metadata
+        if meta is None or not meta.name:
+            raise BundleError(f"{where}: metadata.name is missing")
+        name = str(meta.name)
+        if isinstance(obj, V1ResourceSlice):
+            self.slices.append(obj)
+            return
+        if isinstance(obj, ResourceV1ResourceClaim):
+            meta.namespace = meta.namespace or "default"
+            key = f"{meta.namespace}/{name}"
+            target: dict[str, Any] = self.claims
+        else:
+            key = name
+            by_type: dict[type, dict[str, Any]] = {
+                V1DeviceClass: self.classes,
+                V1Namespace: self.namespaces,
+                V1Node: self.nodes,
+            }
+            target = by_type[type(obj)]
+        if key in target:
+            raise BundleError(f"{where}: {type(obj).__name__} {key} appears twice")
+        target[key] = obj
+
+
+def _documents(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise BundleError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        raw = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        raise BundleError(f"{path}: not valid YAML: {err}") from None
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for index, doc in enumerate(raw, start=1):
+        where = f"{path}: document {index}"
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise BundleError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+        if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"):
+            for item_index, item in enumerate(doc.get("items") or [], start=1):
+                if not isinstance(item, dict):
+                    raise BundleError(f"{where}, item {item_index}: expected a Kubernetes object")
+                docs.append((f"{where}, item {item_index}", item))
+        else:
+            docs.append((where, doc))
+    return docs
+
+
+def _decode(where: str, doc: dict[str, Any]) -> Any:
+    kind_name = doc.get("kind")
+    kind = KINDS.get(str(kind_name))
+    name = (doc.get("metadata") or {}).get("name", "<unnamed>")
+    if kind is None:
+        expected = ", ".join(KINDS)
+        raise BundleError(f"{where}: unsupported kind {kind_name!r} ({name}); expected one of {expected}")
+    if doc.get("apiVersion") != kind.api_version:
+        found = doc.get("apiVersion")
+        raise BundleError(f"{where}: {kind.kind} {name}: apiVersion {found!r}, expected {kind.api_version!r}")
+    try:
+        return kind.decode(doc)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors(include_url=False)
+        )
+        raise BundleError(f"{where}: {kind.kind} {name} is invalid: {problems}") from None
+
+
+def load_bundle(path: Path) -> Snapshot:
+    """Reads and validates a bundle; raises :class:`BundleError` on the first problem."""
+    snapshot = Snapshot()
+    for where, doc in _documents(path):
+        snapshot.add(_decode(where, doc), where)
+    if not snapshot.slices and not snapshot.claims:
+        raise BundleError(f"{path}: no ResourceSlices and no ResourceClaims in the bundle")
+    return snapshot

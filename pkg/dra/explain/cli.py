@@ -1,0 +1,113 @@
+"""``gpu-dra-controller explain <namespace>/<claim>``: why a claim gets these devices, or none.
+
+The objects come from the cluster (``--kubeconfig``, or the in-cluster account) or from a YAML
+bundle (``--bundle``; no cluster needed). The explanation is the allocator's own, computed the
+way gpu-dra-controller decides (best fit; ``--strategy first-fit`` shows the scheduler's order),
+against every *other* allocated claim of the snapshot — so for a claim that is already allocated
+it answers "what would it get now".
+
+Exit codes, for scripts and CI: **0** allocatable, **1** not allocatable, **2** bad input or
+nothing to explain (unreadable or invalid bundle, unknown claim, cluster unreachable). Errors go
+to stderr with the file, document or object they concern.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from kubernetes.client import V1Node, V1ObjectMeta
+
+from pkg.dra.explain.bundle import BundleError, Snapshot, load_bundle
+from pkg.dra.explain.cluster import ClusterError, load_cluster
+from pkg.dra.explain.render import describe_allocation, render
+from pkg.dra.services.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
+
+EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def parser(prog: str = "gpu-dra-controller explain") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("claim", help="the claim as <namespace>/<name>")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", help="read the cluster with this kubeconfig (default: $KUBECONFIG)")
+    source.add_argument("--bundle", type=Path, help="read the objects from this multi-document YAML file")
+    p.add_argument("--node", help="allocate for this node only (default: any one node)")
+    p.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
+    p.add_argument("--all", action="store_true", help="list every device, also those the selectors reject")
+    p.add_argument("--max-devices", type=int, default=40, help="devices listed per request (0: no limit)")
+    return p
+
+
+def _split(claim: str) -> tuple[str, str]:
+    namespace, sep, name = claim.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise BundleError(f"claim {claim!r}: expected <namespace>/<name>")
+    return namespace, name
+
+
+def _load(args: argparse.Namespace, namespace: str) -> Snapshot:
+    if args.bundle is not None:
+        return load_bundle(args.bundle)
+    return load_cluster(kubeconfig=args.kubeconfig, namespace=namespace, node=args.node)
+
+
+def _node(snapshot: Snapshot, name: str | None, source: str) -> V1Node | None:
+    if name is None:
+        return None
+    node = snapshot.nodes.get(name)
+    if node is None and source == "bundle":
+        # A node-local slice needs only the name; node selectors also need the Node's labels.
+        return V1Node(metadata=V1ObjectMeta(name=name))
+    if node is None:
+        raise BundleError(f"node {name} not found")
+    return node
+
+
+def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    args = parser().parse_args(argv)
+    try:
+        namespace, name = _split(args.claim)
+        snapshot = _load(args, namespace)
+        key = f"{namespace}/{name}"
+        claim = snapshot.claims.get(key)
+        if claim is None:
+            where = str(args.bundle) if args.bundle is not None else "the cluster"
+            raise BundleError(f"ResourceClaim {key} not found in {where}")
+        node = _node(snapshot, args.node, "bundle" if args.bundle is not None else "cluster")
+    except (BundleError, ClusterError) as error:
+        print(f"error: {error}", file=err)
+        return EXIT_BAD_INPUT
+    others = [
+        c
+        for k, c in snapshot.claims.items()
+        if k != key and c.status is not None and c.status.allocation is not None
+    ]
+    allocator = Allocator(strategy=FirstFit() if args.strategy == "first-fit" else BestFit())
+    explanation = explain(
+        claim,
+        slices=snapshot.slices,
+        classes=snapshot.classes,
+        allocated_claims=others,
+        namespace_labels=snapshot.namespace_labels(namespace),
+        node=node,
+        allocator=allocator,
+    )
+    current = claim.status.allocation if claim.status is not None else None
+    if current is not None:
+        print(f"note: {key} is already allocated: {describe_allocation(current)}", file=out)
+    out.write(render(explanation, show_all=args.all, max_devices=args.max_devices))
+    return EXIT_NOT_ALLOCATABLE if isinstance(explanation.outcome, Unschedulable) else EXIT_ALLOCATABLE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(sys.argv[1:] if argv is None else argv)

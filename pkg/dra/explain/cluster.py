@@ -1,0 +1,52 @@
+"""A snapshot of the objects an allocation depends on, read from the API server.
+
+Reads exactly what gpu-dra-controller's caches hold for one decision: every ResourceSlice and
+DeviceClass, every ResourceClaim (the allocated ones are what the claim must avoid), the claim's
+Namespace (admin access) and, with ``--node``, that Node. One list per kind, so the explanation
+is computed from a view as consistent as the controller's. Read-only: nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from urllib3.exceptions import HTTPError
+
+from pkg.client import ApiError, KubeClient, NotFoundError
+from pkg.client.config import new_api_client
+from pkg.client.known_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.dra.explain.bundle import BundleError, Snapshot
+
+
+class ClusterError(Exception):
+    """The cluster could not be read; the message says what failed."""
+
+
+def load_cluster(
+    *, kubeconfig: str | None, namespace: str, node: str | None, client: KubeClient | None = None
+) -> Snapshot:
+    try:
+        kube = client or KubeClient(
+            new_api_client(kubeconfig, user_agent="gpu-dra-controller-explain"), field_manager="explain"
+        )
+    except Exception as err:  # kubeconfig loading raises a zoo of types (ConfigException, OSError...)
+        raise ClusterError(f"cannot load the kubeconfig: {err}") from None
+    snapshot = Snapshot()
+    try:
+        snapshot.slices, _ = kube.list(RESOURCE_SLICE)
+        classes, _ = kube.list(DEVICE_CLASS)
+        claims, _ = kube.list(RESOURCE_CLAIM)
+        with contextlib.suppress(NotFoundError):  # without the Namespace: no labels, no admin access
+            snapshot.add(kube.get(NAMESPACE, namespace), f"namespace {namespace}")
+        if node is not None:
+            snapshot.add(kube.get(NODE, node), f"node {node}")
+    except NotFoundError as err:
+        raise ClusterError(f"not found: {err.message}") from None
+    except (ApiError, HTTPError, OSError) as err:
+        raise ClusterError(f"cannot read the cluster: {err}") from None
+    try:
+        for obj in (*classes, *claims):
+            snapshot.add(obj, "cluster")
+    except BundleError as err:
+        raise ClusterError(str(err)) from None
+    return snapshot
