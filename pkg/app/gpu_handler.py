@@ -1,11 +1,16 @@
-"""``gpu-handler``: this node's GPUs read through a vendor backend (spec §2.1 C, §2.2.1).
+"""``gpu-handler``: this node's GPUs read through a vendor backend (spec §2.1 C, §2.2.1, §7.5).
 
-For now it runs the PhysicalGPU enrichment; the ResourceSlice publisher and the DRA kubelet plugin
-join it in :func:`pkg.gpuhandler.setup.setup_handler`. Flags win over the environment; the
-DaemonSet sets ``NODE_NAME`` from the downward API. ``--backend`` picks a plugin by entry point
-name: ``nvidia`` on real nodes, ``simulated-nvidia`` in tests and the demo, where
-``--sysfs-root`` is a fixture host tree and ``--sim-state-dir`` holds health overrides
-(``<pci-address>.health``). There is no leader election: each handler owns only its node's cards.
+Without a subcommand it runs on its node: the PhysicalGPU enrichment and the ResourceSlice
+publisher (``--publish``), wired in :func:`pkg.gpuhandler.setup.setup_handler`; the DRA kubelet
+plugin joins them there. Flags win over the environment; the DaemonSet sets ``NODE_NAME`` from the
+downward API. ``--backend`` picks a plugin by entry point name: ``nvidia`` on real nodes,
+``simulated-nvidia`` in tests and the demo, where ``--sysfs-root`` is a fixture host tree and
+``--sim-state-dir`` holds health overrides (``<pci-address>.health``). There is no leader
+election: each handler owns only its node's cards and slices.
+
+``gpu-handler offers`` prints, as YAML, the PhysicalGPUs and ResourceSlices the handler would
+publish for a sysfs tree, without a cluster (:mod:`pkg.gpuhandler.offline`); exit code 2 means
+bad input, 1 that a card could not be read.
 """
 
 from __future__ import annotations
@@ -21,12 +26,23 @@ from pathlib import Path
 from pkg.app.options import ManagerOptions
 from pkg.app.runtime import RuntimeContainer
 from pkg.controller.manager import install_signal_handlers
+from pkg.dra.domain.slices import ServerVersion
+from pkg.gpuhandler.offline import (
+    NEWEST_SERVER_VERSION,
+    OfflineInputError,
+    OfflineRequest,
+    compute_offers,
+    render_yaml,
+)
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
 from pkg.logger import setup_logging
 from pkg.vendor import default_registry
 
 COMPONENT = "gpu-handler"
 DEFAULT_ENRICH_SECONDS = 60.0
+DEFAULT_PUBLISH_RESYNC_SECONDS = 300.0
+EXIT_BAD_INPUT = 2
+EXIT_READ_FAILED = 1
 log = logging.getLogger(COMPONENT)
 
 
@@ -43,6 +59,22 @@ def _seconds(value: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"the duration must be positive, got {value!r}")
     return seconds
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _server_version(value: str) -> ServerVersion:
+    major, dot, minor = value.strip().partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected MAJOR.MINOR such as 1.34 or 1.37, got {value!r}")
+    return ServerVersion(int(major), int(minor))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -69,13 +101,69 @@ def parser() -> argparse.ArgumentParser:
         default=_seconds(env("ENRICH_PERIOD", str(DEFAULT_ENRICH_SECONDS))),
         help="re-read every ready card this often, jittered by ±10%% (e.g. 60, 30s, 5m)",
     )
+    p.add_argument(
+        "--publish",
+        type=_bool,
+        default=_bool(env("PUBLISH", "true")),
+        help="publish this node's offers as ResourceSlices (true|false)",
+    )
+    p.add_argument(
+        "--publish-resync-period",
+        type=_seconds,
+        default=_seconds(env("PUBLISH_RESYNC_PERIOD", str(DEFAULT_PUBLISH_RESYNC_SECONDS))),
+        help="republish (a no-op when nothing changed) this often, jittered by ±20%% (e.g. 5m)",
+    )
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
     p.add_argument(
         "--metrics-bind-address",
         default=env("METRICS_BIND_ADDRESS", ":8080"),
         help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
     )
+    commands = p.add_subparsers(dest="command", title="subcommands", metavar="{offers}")
+    _offers_parser(commands)
     return p
+
+
+def _offers_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = os.environ.get
+    o = commands.add_parser(
+        "offers",
+        help="print the PhysicalGPUs and ResourceSlices this node would get, without a cluster",
+        description="Prints, as multi-document YAML, the PhysicalGPU statuses (as gpu-node-agent and "
+        "gpu-handler write them, assuming DriverReady=True) and the ResourceSlices gpu-handler would "
+        "publish for a host's sysfs. Talks to no API server.",
+    )
+    o.add_argument("--node-name", default=env("NODE_NAME"), help="the node's name (default $NODE_NAME)")
+    o.add_argument("--sysfs-root", type=Path, required=True, help="the host's sysfs (e.g. /sys)")
+    o.add_argument(
+        "--backend",
+        default="nvidia",
+        help="vendor backend: an entry point name of group gpu_control_plane.vendors (default nvidia)",
+    )
+    o.add_argument("--pci-ids", type=Path, default=None, help="pci.ids (default: the system's)")
+    o.add_argument(
+        "--host-root",
+        type=Path,
+        default=Path("/"),
+        help="host root: <host-root>/etc/os-release and <host-root>/proc/sys/kernel/osrelease",
+    )
+    o.add_argument(
+        "--sim-state-dir", type=Path, default=None, help="health overrides of the simulated backend"
+    )
+    version = NEWEST_SERVER_VERSION
+    o.add_argument(
+        "--server-version",
+        type=_server_version,
+        default=version,
+        help=f"the API server's MAJOR.MINOR, which sets the slice layout (default {version.major}."
+        f"{version.minor}; 1.34 keeps counters beside the devices)",
+    )
+    o.add_argument(
+        "--allow-mig",
+        type=_bool,
+        default=True,
+        help="the Node's gpu.deckhouse.io/allow-mig label: false publishes no MIG offers (default true)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> HandlerSettings:
@@ -87,11 +175,43 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
         sysfs_root=args.sysfs_root,
         state_dir=args.sim_state_dir,
         enrich_period=args.enrich_period,
+        publish=args.publish,
+        publish_resync_period=args.publish_resync_period,
     )
+
+
+def offers(args: argparse.Namespace) -> int:
+    """``gpu-handler offers``: the YAML on stdout; problems on stderr, logs as JSON on stderr."""
+    setup_logging({**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "Warn")}, stream=sys.stderr)
+    if not args.node_name:
+        print(f"{COMPONENT} offers: --node-name (or $NODE_NAME) is required", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    request = OfflineRequest(
+        node_name=args.node_name,
+        sysfs_root=args.sysfs_root,
+        backend=args.backend,
+        host_root=args.host_root,
+        pci_ids=args.pci_ids,
+        state_dir=args.sim_state_dir,
+        server_version=args.server_version,
+        allow_mig=args.allow_mig,
+    )
+    try:
+        result = compute_offers(request)
+    except OfflineInputError as exc:
+        print(f"{COMPONENT} offers: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(render_yaml(request, result))
+    if result.failures:
+        print(f"{COMPONENT} offers: {len(result.failures)} problem(s), listed in the header", file=sys.stderr)
+        return EXIT_READ_FAILED
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "offers":
+        return offers(args)
     settings = settings_from(args)
     try:  # fail before anything connects: a typo in --backend is the likeliest start-up error
         default_registry().plugin(settings.backend)

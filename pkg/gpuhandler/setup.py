@@ -3,10 +3,10 @@
 The container declares how the parts are built from the handler's settings and the process
 runtime (client, informer factory); :func:`setup_handler` wires them into a manager. Today that is
 the enrichment (spec §2.2.1): one informer of this node's PhysicalGPUs (label selector
-``gpu.deckhouse.io/node=<node>``; DESIGN §7: nothing else is listed or watched), a controller with
-one request per card, and the vendor backend chosen by entry point name. The ResourceSlice
-publisher joins in :func:`setup_handler` with one line, reading the cards through
-``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`).
+``gpu.deckhouse.io/node=<node>``; DESIGN §7: only this node's objects are listed or watched), a
+controller with one request per card, and the vendor backend chosen by entry point name. The ResourceSlice
+publisher (:mod:`pkg.gpuhandler.publishing`) joins in :func:`setup_handler` with one line, reading
+the cards through ``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`).
 
 There is no leader election: one handler runs per node and writes only that node's objects.
 """
@@ -36,6 +36,7 @@ from pkg.gpuhandler.internal.handler import (
 )
 from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.watcher import gpu_events
+from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
 from pkg.sys.labels import to_label_value
 from pkg.vendor import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
@@ -57,6 +58,8 @@ class HandlerSettings:
     state_dir: Path | None = None
     enrich_period: float = 60.0
     workers: int = 2
+    publish: bool = True  # publish ResourceSlices (pkg.gpuhandler.publishing)
+    publish_resync_period: float = 300.0
 
     @property
     def node_label(self) -> str:
@@ -127,5 +130,6 @@ def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Contro
 
 
 def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
-    """Everything the gpu-handler runs. The publisher is added here, next to the enrichment."""
+    """Everything the gpu-handler runs: the enrichment and the ResourceSlice publisher."""
     setup_enrichment(manager, container)
+    setup_publishing(manager, container)

@@ -49,6 +49,7 @@ LEASE_NAME = "gpu-controller-leader"
 UNSCHEDULABLE = {
     "controller.nodeSelector": {"gpu-control-plane.test/never": "true"},
     "nodeAgent.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "gpuHandler.nodeSelector": {"gpu-control-plane.test/never": "true"},
 }
 
 
@@ -135,13 +136,16 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
     ).split()
     prefix = f"{release.name}-gpu-control-plane-gpu-controller"
     agent = f"{release.name}-gpu-control-plane-gpu-node-agent"
+    handler = f"{release.name}-gpu-control-plane-gpu-handler"
     policy = f"{release.name}-gpu-control-plane-node-scope"
     assert sorted(namespaced) == sorted(
         [
             f"deployment.apps/{prefix}",
             f"daemonset.apps/{agent}",
+            f"daemonset.apps/{handler}",
             f"serviceaccount/{prefix}",
             f"serviceaccount/{agent}",
+            f"serviceaccount/{handler}",
             f"service/{prefix}-metrics",
             f"poddisruptionbudget.policy/{prefix}",
             f"role.rbac.authorization.k8s.io/{prefix}-leader-election",
@@ -160,8 +164,10 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
         [
             f"clusterrole.rbac.authorization.k8s.io/{prefix}",
             f"clusterrole.rbac.authorization.k8s.io/{agent}",
+            f"clusterrole.rbac.authorization.k8s.io/{handler}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{prefix}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{agent}",
+            f"clusterrolebinding.rbac.authorization.k8s.io/{handler}",
             f"validatingadmissionpolicy.admissionregistration.k8s.io/{policy}",
             f"validatingadmissionpolicybinding.admissionregistration.k8s.io/{policy}",
         ]

@@ -57,7 +57,9 @@ def test_setup_wires_one_informer_of_this_node_and_the_chosen_backend(mocker: An
     client = mocker.Mock(spec=KubeClient)
     client.field_manager = "gpu-handler"
     informers = InformerFactory(client)
-    settings = HandlerSettings(node_name="N" * 70, backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2")
+    settings = HandlerSettings(
+        node_name="N" * 70, backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2", publish=False
+    )  # the publisher's informers: test_gpuhandler_publishing_setup.py
     container = GpuHandlerContainer(settings=settings, client=client, informers=informers)
     manager = Manager()
     setup_handler(manager, container)

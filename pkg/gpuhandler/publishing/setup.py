@@ -1,0 +1,156 @@
+"""Composition root of the ResourceSlice publishing loop (spec §7.5, §10.3.3).
+
+:func:`setup_publishing` takes the gpu-handler's container (the enrichment's card store, its
+informer of this node's PhysicalGPUs, the backend, the client) and adds:
+
+* an informer of this Node (field selector ``metadata.name``), for the owner reference and the
+  ``allow-mig`` label, and one of this node's slices of our driver (field selectors
+  ``spec.nodeName`` and ``spec.driver``), to notice slices deleted or edited by others;
+  DESIGN §7: nothing else is listed or watched;
+* a single-worker controller running :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler`
+  for its one request, woken by the card store's subscription, the three watches, the start-up and
+  a jittered periodic resync (the reconciler's ``requeue_after``).
+
+The existing slices are read with a LIST per publish (:class:`KubeSliceReader`) rather than from
+the slice informer: a publish right after another must see the previous one's writes, or it would
+give a changed pool the generation it already has.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dependency_injector import containers, providers
+
+from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
+from pkg.client import ApiError, KubeClient
+from pkg.client.known_kinds import NODE, RESOURCE_SLICE
+from pkg.controller.controller import Controller
+from pkg.controller.handler import EnqueueRequestsFromMapFunc
+from pkg.controller.informer import SharedInformer
+from pkg.controller.informer_cache import InformerFactory
+from pkg.controller.manager import Manager
+from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.dra.domain.slices import DRIVER, UnsupportedServerError
+from pkg.dra.services.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
+from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
+from pkg.gpuhandler.publishing.triggers import gpu_events, node_events, slice_events
+from pkg.vendor import VendorBackend
+
+if TYPE_CHECKING:
+    from pkg.gpuhandler.setup import GpuHandlerContainer
+
+logger = logging.getLogger(__name__)
+
+PUBLISH_CONTROLLER = "resourceslice-publisher"
+# A failed publish is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
+RETRY_BASE_SECONDS = 1.0
+RETRY_MAX_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class PublishSettings:
+    """``node_label`` is the node's ``gpu.deckhouse.io/node`` value (a second guard on the cache)."""
+
+    node_name: str
+    node_label: str
+    resync_period: float
+    startup_grace: float = 30.0
+
+
+def _gpus_of(informer: SharedInformer[PhysicalGPU], node_label: str) -> Callable[[], list[PhysicalGPU]]:
+    """This node's cached PhysicalGPUs; the label check is a second guard behind the selector."""
+
+    def gpus() -> list[PhysicalGPU]:
+        return [g for g in informer.store.list() if (g.metadata.labels or {}).get(LABEL_NODE) == node_label]
+
+    return gpus
+
+
+class PublishingContainer(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=PublishSettings)
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+    cards: providers.Dependency[CardSpecProvider] = providers.Dependency()
+    gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
+    backend: providers.Dependency[VendorBackend] = providers.Dependency()
+
+    node_informer = providers.Singleton(
+        lambda f, s: f.get_informer(NODE, field_selector=f"metadata.name={s.node_name}"), informers, settings
+    )
+    slice_informer = providers.Singleton(
+        lambda f, s: f.get_informer(
+            RESOURCE_SLICE, field_selector=f"spec.nodeName={s.node_name},spec.driver={DRIVER}"
+        ),
+        informers,
+        settings,
+    )
+    publisher = providers.Singleton(
+        lambda c: ServerLayoutPublisher(kube=c, reader=KubeSliceReader(c)), client
+    )
+    reconciler = providers.Singleton(
+        lambda s, n, g, c, p, b: PublishReconciler(
+            node_name=s.node_name,
+            get_node=n.store.get_by_key,
+            list_gpus=_gpus_of(g, s.node_label),
+            cards=c,
+            publisher=p,
+            pci_vendor_id=b.identity.pci_vendor_id,
+            driver_type=b.driver_type,
+            resync_period=s.resync_period,
+            startup_grace=s.startup_grace,
+        ),
+        settings,
+        node_informer,
+        gpu_informer,
+        cards,
+        publisher,
+        backend,
+    )
+    controller = providers.Singleton(
+        lambda r: Controller(
+            name=PUBLISH_CONTROLLER,
+            reconciler=r,
+            max_concurrent_reconciles=1,  # publishes of one node never overlap
+            needs_leader_election=False,
+            rate_limiter=ItemExponentialFailureRateLimiter(
+                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
+            ),
+            expected_errors=(ApiError, OSError, FieldsDroppedError, UnsupportedServerError),
+        ),
+        reconciler,
+    )
+
+
+def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controller | None:
+    """Registers the publishing controller, its watches and triggers; ``None`` when turned off."""
+    settings = handler.settings()
+    if not settings.publish:
+        logger.info("ResourceSlice publishing is turned off", extra={"node": settings.node_name})
+        return None
+    container = PublishingContainer(
+        settings=PublishSettings(
+            node_name=settings.node_name,
+            node_label=settings.node_label,
+            resync_period=settings.publish_resync_period,
+        ),
+        client=handler.client(),
+        informers=handler.informers(),
+        cards=handler.card_specs(),
+        gpu_informer=handler.gpu_informer(),
+        backend=handler.backend(),
+    )
+    controller: Controller = container.controller()
+    wake = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
+    controller.watch(handler.gpu_informer(), wake, predicates=[gpu_events()])
+    controller.watch(container.node_informer(), wake, predicates=[node_events()])
+    controller.watch(container.slice_informer(), wake, predicates=[slice_events()])
+    handler.card_specs().subscribe(lambda: controller.queue.add(PUBLISH))
+    controller.queue.add(PUBLISH)  # the start-up publish, taken once the caches have synced
+    manager.add(controller)
+    return controller

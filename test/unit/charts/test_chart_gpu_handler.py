@@ -1,0 +1,178 @@
+"""The chart's gpu-handler: its DaemonSet, its exact RBAC and its confinement to its own node.
+
+Helpers and the ``helm`` fixture come from ``test_chart_render`` (test helpers are imported by bare
+name per folder); the permissions it pins are ``GPU_HANDLER_PERMISSIONS`` there, next to the other
+components'.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_chart_render import (
+    GPU_HANDLER_PERMISSIONS,
+    NAMESPACE,
+    confined_users,
+    find,
+    granted_by,
+    helm,
+    of,
+    one,
+    render,
+)
+
+__all__ = ["helm"]  # the fixture, re-exported so pytest finds it here
+
+
+@pytest.fixture(scope="module")
+def docs(helm: Path) -> list[dict[str, Any]]:
+    return of(render(helm), "gpu-handler")
+
+
+def pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(one(docs, "DaemonSet")["spec"]["template"]["spec"])
+
+
+def main_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (main,) = pod(docs)["containers"]
+    return dict(main)
+
+
+def test_cluster_role_grants_exactly_the_handler_calls(docs: list[dict[str, Any]]) -> None:
+    assert granted_by(one(docs, "ClusterRole")) == GPU_HANDLER_PERMISSIONS
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    assert account == "rel-gpu-control-plane-gpu-handler"
+    assert pod(docs)["serviceAccountName"] == account
+    assert pod(docs)["automountServiceAccountToken"] is True  # the Pod-bound token names the node
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
+    assert find(docs, "Role") == find(docs, "RoleBinding") == []
+
+
+def test_the_policy_confines_the_handler_by_default(helm: Path) -> None:
+    policy = one(render(helm), "ValidatingAdmissionPolicy")
+    assert f"system:serviceaccount:{NAMESPACE}:rel-gpu-control-plane-gpu-handler" in confined_users(policy)
+
+
+def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
+    main = main_container(docs)
+    assert main["image"] == "gpu-control-plane:0.1.0"
+    assert main["command"] == ["gpu-handler"]
+    assert main["args"] == [
+        "--backend=nvidia",
+        "--sysfs-root=/host/sys",
+        "--enrich-period=60s",
+        "--publish=true",
+        "--publish-resync-period=5m",
+        "--metrics-bind-address=:8080",
+    ]
+    env = {item["name"]: item.get("value", item.get("valueFrom")) for item in main["env"]}
+    assert env == {
+        "NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "NVIDIA_DRIVER_CAPABILITIES": "utility",
+        "LOG_LEVEL": "Info",
+        "LOG_OUTPUT": "stderr",
+        "LOG_DEBUG_VERBOSITY": "0",
+        "LOG_DEBUG_CONTROLLER_LIST": "",
+    }
+    assert main["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_the_handler_accepts_the_rendered_args(
+    docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pkg.app.gpu_handler as app
+
+    monkeypatch.setenv("NODE_NAME", "gpu-node-1")
+    args = app.parser().parse_args(main_container(docs)["args"])
+    settings = app.settings_from(args)
+    assert args.command is None  # the run, not a subcommand
+    assert (settings.node_name, settings.backend, settings.sysfs_root) == (
+        "gpu-node-1",
+        "nvidia",
+        Path("/host/sys"),
+    )
+    assert (settings.enrich_period, settings.publish, settings.publish_resync_period) == (60.0, True, 300.0)
+
+
+def test_read_only_sysfs_and_no_privileges(docs: list[dict[str, Any]]) -> None:
+    spec, main = pod(docs), main_container(docs)
+    host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
+    assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
+    mounts = {m["name"]: m for m in main["volumeMounts"]}
+    assert mounts["host-sys"] == {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}
+    assert mounts["tmp"] == {"name": "tmp", "mountPath": "/tmp"}
+    for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not spec.get(host_namespace), host_namespace
+    assert "runtimeClassName" not in spec
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    security = main["securityContext"]
+    assert security["privileged"] is False
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_scheduling_defaults(docs: list[dict[str, Any]]) -> None:
+    spec = pod(docs)
+    assert spec["tolerations"] == [{"operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["priorityClassName"] == "system-node-critical"
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}
+    ]
+    daemonset = one(docs, "DaemonSet")
+    assert daemonset["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": "10%"},
+    }
+    selector = daemonset["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/component"] == "gpu-handler"
+    assert selector.items() <= daemonset["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_values_reach_the_daemonset(helm: Path) -> None:
+    docs = of(
+        render(
+            helm,
+            {
+                "image.tag": "2.0.0",
+                "gpuHandler.image.repository": "registry.example/handler",
+                "gpuHandler.backend": "simulated-nvidia",
+                "gpuHandler.runtimeClassName": "nvidia",
+                "gpuHandler.enrichPeriod": "30s",
+                "gpuHandler.publish": False,
+                "gpuHandler.publishResyncPeriod": "10m",
+                "gpuHandler.metrics.port": 9100,
+                "gpuHandler.nodeSelector": {"nvidia.com/gpu.present": "true"},
+            },
+        ),
+        "gpu-handler",
+    )
+    spec, main = pod(docs), main_container(docs)
+    assert main["image"] == "registry.example/handler:2.0.0"
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    for arg in (
+        "--backend=simulated-nvidia",
+        "--enrich-period=30s",
+        "--publish=false",
+        "--publish-resync-period=10m",
+        "--metrics-bind-address=:9100",
+    ):
+        assert arg in main["args"]
+
+
+def test_the_handler_can_be_disabled(helm: Path) -> None:
+    rendered = render(helm, {"gpuHandler.enabled": False})
+    assert of(rendered, "gpu-handler") == []
+    users = confined_users(one(rendered, "ValidatingAdmissionPolicy"))
+    assert not any(user.endswith("-gpu-handler") for user in users)
