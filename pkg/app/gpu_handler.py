@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkg.app.options import ManagerOptions
+from pkg.app.options import ManagerOptions, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
 from pkg.controller.manager import install_signal_handlers
 from pkg.dra.domain.slices import ServerVersion
@@ -44,30 +44,6 @@ DEFAULT_PUBLISH_RESYNC_SECONDS = 300.0
 EXIT_BAD_INPUT = 2
 EXIT_READ_FAILED = 1
 log = logging.getLogger(COMPONENT)
-
-
-def _seconds(value: str) -> float:
-    text = value.strip().lower()
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
-    try:
-        seconds = float(text[: len(text) - len(unit)] if unit else text) * scale.get(unit, 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration such as 60, 30s or 5m, got {value!r}"
-        ) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"the duration must be positive, got {value!r}")
-    return seconds
-
-
-def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def _server_version(value: str) -> ServerVersion:
@@ -97,20 +73,20 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--enrich-period",
-        type=_seconds,
-        default=_seconds(env("ENRICH_PERIOD", str(DEFAULT_ENRICH_SECONDS))),
+        type=parse_duration,
+        default=parse_duration(env("ENRICH_PERIOD", str(DEFAULT_ENRICH_SECONDS))),
         help="re-read every ready card this often, jittered by ±10%% (e.g. 60, 30s, 5m)",
     )
     p.add_argument(
         "--publish",
-        type=_bool,
-        default=_bool(env("PUBLISH", "true")),
+        type=parse_bool,
+        default=parse_bool(env("PUBLISH", "true")),
         help="publish this node's offers as ResourceSlices (true|false)",
     )
     p.add_argument(
         "--publish-resync-period",
-        type=_seconds,
-        default=_seconds(env("PUBLISH_RESYNC_PERIOD", str(DEFAULT_PUBLISH_RESYNC_SECONDS))),
+        type=parse_duration,
+        default=parse_duration(env("PUBLISH_RESYNC_PERIOD", str(DEFAULT_PUBLISH_RESYNC_SECONDS))),
         help="republish (a no-op when nothing changed) this often, jittered by ±20%% (e.g. 5m)",
     )
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
@@ -160,7 +136,7 @@ def _offers_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     o.add_argument(
         "--allow-mig",
-        type=_bool,
+        type=parse_bool,
         default=True,
         help="the Node's gpu.deckhouse.io/allow-mig label: false publishes no MIG offers (default true)",
     )

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkg.app.options import ManagerOptions
+from pkg.app.options import ManagerOptions, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
 from pkg.controller.manager import install_signal_handlers
 from pkg.logger import setup_logging
@@ -26,30 +26,6 @@ from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
 COMPONENT = "gpu-node-agent"
 DEFAULT_RESYNC_SECONDS = 300.0
 log = logging.getLogger(COMPONENT)
-
-
-def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def _seconds(value: str) -> float:
-    text = value.strip().lower()
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
-    try:
-        seconds = float(text[: len(text) - len(unit)] if unit else text) * scale.get(unit, 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration such as 300, 30s or 5m, got {value!r}"
-        ) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"the duration must be positive, got {value!r}")
-    return seconds
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,8 +46,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--resync-period",
-        type=_seconds,
-        default=_seconds(env("RESYNC_PERIOD", str(DEFAULT_RESYNC_SECONDS))),
+        type=parse_duration,
+        default=parse_duration(env("RESYNC_PERIOD", str(DEFAULT_RESYNC_SECONDS))),
         help="safety resync period, jittered by ±20%% (e.g. 300, 30s, 5m)",
     )
     p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
@@ -80,7 +56,9 @@ def parser() -> argparse.ArgumentParser:
         default=env("METRICS_BIND_ADDRESS", ":8080"),
         help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
     )
-    p.add_argument("--udev", type=_bool, default=_bool(env("UDEV", "true")), help="listen to PCI uevents")
+    p.add_argument(
+        "--udev", type=parse_bool, default=parse_bool(env("UDEV", "true")), help="listen to PCI uevents"
+    )
     return p
 
 

@@ -21,13 +21,30 @@ class ManagerOptions:
     workers: int
 
 
-def _bool(value: str) -> bool:
+def parse_bool(value: str) -> bool:
+    """``true|false`` (also ``1|0``, ``yes|no``) for flags that an environment variable may set."""
     lowered = value.strip().lower()
     if lowered in ("true", "1", "yes"):
         return True
     if lowered in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def parse_duration(value: str) -> float:
+    """Seconds from ``300``, ``30s``, ``5m``, ``1h`` or ``500ms``; must be positive."""
+    text = value.strip().lower()
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), "")
+    try:
+        seconds = float(text[: len(text) - len(unit)] if unit else text) * scale.get(unit, 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 300, 30s or 5m, got {value!r}"
+        ) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"the duration must be positive, got {value!r}")
+    return seconds
 
 
 def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) -> None:
@@ -43,8 +60,8 @@ def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) ->
     )
     parser.add_argument(
         "--leader-elect",
-        type=_bool,
-        default=_bool(os.environ.get("LEADER_ELECT", "true")),
+        type=parse_bool,
+        default=parse_bool(os.environ.get("LEADER_ELECT", "true")),
         help="compete for a Lease so only one replica acts (true|false)",
     )
     parser.add_argument(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from gpuhandler_fakes import SYSFS
 
-from pkg.app.gpu_handler import _seconds, main, parser, settings_from
+from pkg.app.gpu_handler import main, parser, settings_from
+from pkg.app.options import parse_duration as _seconds
 from pkg.client import KubeClient
 from pkg.client.known_kinds import PHYSICAL_GPU
 from pkg.controller.informer_cache import InformerFactory

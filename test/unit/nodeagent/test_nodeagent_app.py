@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from pkg.app.gpu_node_agent import _seconds, parser, settings_from
+from pkg.app.gpu_node_agent import parser, settings_from
+from pkg.app.options import parse_duration as _seconds
 from pkg.client import KubeClient
 from pkg.client.known_kinds import NODE, PHYSICAL_GPU
 from pkg.controller.informer_cache import InformerFactory
