@@ -8,14 +8,16 @@ Three angles on the RBAC, each asking the API server rather than reading YAML:
 
 * ``kubectl auth can-i`` as the chart's ServiceAccount (with the groups a real token carries) for
   every call gpu-controller makes (allowed) and for calls it must never make (refused);
-* a SelfSubjectRulesReview as that account, minus the rules every account of the namespace already
+* the same two questions for gpu-dra-controller's ServiceAccount (its claims, slices, classes, Pods,
+  Namespaces, events and its own Lease; never ResourceSlice writes, Nodes or Secrets);
+* a SelfSubjectRulesReview as each account, minus the rules every account of the namespace already
   has, equals the chart's rules and nothing more;
 * gpu-controller itself runs with the account's token and the chart's own arguments and environment,
   and does its whole job (informers, status writes, leader election, orphan deletion, events) with
   no request refused.
 
-No kubelet runs here, so the chart's Deployment never starts a Pod; it is pinned to a node label no
-node has, so its Pods stay unscheduled and the namespace is deleted without waiting on a kubelet. The
+No kubelet runs here, so the chart's Deployments never start a Pod; they are pinned to a node label no
+node has, so their Pods stay unscheduled and the namespace is deleted without waiting on a kubelet. The
 gpu-node-agent DaemonSet is pinned the same way; its RBAC and the node admission policy are tested in
 ``test_node_admission_policy.py``.
 """
@@ -23,6 +25,7 @@ gpu-node-agent DaemonSet is pinned the same way; its RBAC and the node admission
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -45,9 +48,11 @@ from pkg.devcluster.processes import free_port
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"
 LEASE_NAME = "gpu-controller-leader"
+DRA_LEASE_NAME = "gpu-dra-controller-leader"
 # No node has this label, so the Deployment's Pods are never bound to a node without a kubelet.
 UNSCHEDULABLE = {
     "controller.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "draController.nodeSelector": {"gpu-control-plane.test/never": "true"},
     "nodeAgent.nodeSelector": {"gpu-control-plane.test/never": "true"},
     "gpuHandler.nodeSelector": {"gpu-control-plane.test/never": "true"},
 }
@@ -135,21 +140,28 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
         "name",
     ).split()
     prefix = f"{release.name}-gpu-control-plane-gpu-controller"
+    dra = f"{release.name}-gpu-control-plane-gpu-dra-controller"
     agent = f"{release.name}-gpu-control-plane-gpu-node-agent"
     handler = f"{release.name}-gpu-control-plane-gpu-handler"
     policy = f"{release.name}-gpu-control-plane-node-scope"
     assert sorted(namespaced) == sorted(
         [
             f"deployment.apps/{prefix}",
+            f"deployment.apps/{dra}",
             f"daemonset.apps/{agent}",
             f"daemonset.apps/{handler}",
             f"serviceaccount/{prefix}",
+            f"serviceaccount/{dra}",
             f"serviceaccount/{agent}",
             f"serviceaccount/{handler}",
             f"service/{prefix}-metrics",
+            f"service/{dra}-metrics",
             f"poddisruptionbudget.policy/{prefix}",
+            f"poddisruptionbudget.policy/{dra}",
             f"role.rbac.authorization.k8s.io/{prefix}-leader-election",
+            f"role.rbac.authorization.k8s.io/{dra}-leader-election",
             f"rolebinding.rbac.authorization.k8s.io/{prefix}-leader-election",
+            f"rolebinding.rbac.authorization.k8s.io/{dra}-leader-election",
         ]
     )
     cluster = control_plane.kubectl(
@@ -163,9 +175,11 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
     assert sorted(cluster.split()) == sorted(
         [
             f"clusterrole.rbac.authorization.k8s.io/{prefix}",
+            f"clusterrole.rbac.authorization.k8s.io/{dra}",
             f"clusterrole.rbac.authorization.k8s.io/{agent}",
             f"clusterrole.rbac.authorization.k8s.io/{handler}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{prefix}",
+            f"clusterrolebinding.rbac.authorization.k8s.io/{dra}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{agent}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{handler}",
             f"validatingadmissionpolicy.admissionregistration.k8s.io/{policy}",
@@ -305,6 +319,105 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
     }
 
 
+# -- gpu-dra-controller's ServiceAccount -----------------------------------------------------------------
+
+
+def dra_account(release: Release) -> Release:
+    """The same release, seen as gpu-dra-controller's ServiceAccount."""
+    return dataclasses.replace(
+        release, service_account=f"{release.name}-gpu-control-plane-gpu-dra-controller"
+    )
+
+
+# Every call gpu-dra-controller makes: informers of claims, slices, classes, Pods and Namespaces, the
+# claim's metadata JSON patch and status PUT, events in the claims' namespaces, its own Lease.
+DRA_NEEDED = [
+    *((verb, "resourceclaims.resource.k8s.io", ()) for verb in ("get", "list", "watch", "patch")),
+    ("patch", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
+    ("update", "resourceclaims.resource.k8s.io", ("--subresource=status", "-n", "{ns}")),
+    *((verb, "resourceslices.resource.k8s.io", ()) for verb in ("list", "watch")),
+    *((verb, "deviceclasses.resource.k8s.io", ()) for verb in ("list", "watch")),
+    *((verb, "pods", ("--all-namespaces",)) for verb in ("list", "watch")),
+    *((verb, "namespaces", ()) for verb in ("list", "watch")),
+    ("create", "events.events.k8s.io", ("-n", "{ns}")),
+    ("patch", "events.events.k8s.io", ("-n", "{ns}")),
+    ("create", "leases.coordination.k8s.io", ("-n", "{ns}")),
+    ("get", f"leases.coordination.k8s.io/{DRA_LEASE_NAME}", ("-n", "{ns}")),
+    ("update", f"leases.coordination.k8s.io/{DRA_LEASE_NAME}", ("-n", "{ns}")),
+]
+
+DRA_FORBIDDEN = [
+    # Claims are created and deleted by users and the kube-controller-manager; status is only PUT.
+    ("create", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
+    ("delete", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
+    ("update", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
+    ("patch", "resourceclaims.resource.k8s.io", ("--subresource=status", "-n", "{ns}")),
+    # DRA objects of other components.
+    ("create", "resourceslices.resource.k8s.io", ()),
+    ("patch", "resourceslices.resource.k8s.io", ()),
+    ("delete", "resourceslices.resource.k8s.io", ()),
+    ("create", "deviceclasses.resource.k8s.io", ()),
+    ("create", "pods", ("-n", "{ns}")),
+    ("delete", "pods", ("-n", "{ns}")),
+    ("delete", "nodes", ()),
+    ("patch", "nodes", ()),
+    ("update", "namespaces", ()),
+    ("patch", "physicalgpus.gpu.deckhouse.io", ()),
+    ("get", "secrets", ("-n", "{ns}")),
+    ("update", "secrets", ("-n", "{ns}")),
+    ("list", "secrets", ("--all-namespaces",)),
+    ("list", "events.events.k8s.io", ("-n", "{ns}")),
+    # Leases: only its own, only in its own namespace; not gpu-controller's.
+    ("create", "leases.coordination.k8s.io", ("-n", "default")),
+    ("get", f"leases.coordination.k8s.io/{LEASE_NAME}", ("-n", "{ns}")),
+    ("update", f"leases.coordination.k8s.io/{LEASE_NAME}", ("-n", "{ns}")),
+    ("delete", f"leases.coordination.k8s.io/{DRA_LEASE_NAME}", ("-n", "{ns}")),
+    ("list", "leases.coordination.k8s.io", ("-n", "{ns}")),
+    ("bind", "clusterroles.rbac.authorization.k8s.io", ()),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", ()),
+    ("impersonate", "serviceaccounts", ("-n", "{ns}")),
+    ("create", "serviceaccounts/token", ("-n", "{ns}")),
+]
+
+
+def test_dra_controller_account_may_make_every_call_it_needs(
+    control_plane: ControlPlane, release: Release
+) -> None:
+    answers = _ask(control_plane, dra_account(release), DRA_NEEDED)
+    assert [check for check, allowed in answers.items() if not allowed] == []
+
+
+def test_dra_controller_account_may_do_nothing_else(control_plane: ControlPlane, release: Release) -> None:
+    answers = _ask(control_plane, dra_account(release), DRA_FORBIDDEN)
+    assert [check for check, allowed in answers.items() if allowed] == []
+
+
+def test_dra_controller_rules_review_shows_only_the_chart_rules(
+    control_plane: ControlPlane, release: Release
+) -> None:
+    granted = resource_rules(control_plane, release.namespace, impersonate(dra_account(release)))
+    baseline = resource_rules(
+        control_plane,
+        release.namespace,
+        impersonate(dataclasses.replace(release, service_account="default")),
+    )
+    assert granted - baseline == {
+        *(("resource.k8s.io", "resourceclaims", verb, "<any>") for verb in ("get", "list", "watch", "patch")),
+        ("resource.k8s.io", "resourceclaims/status", "update", "<any>"),
+        *(
+            ("resource.k8s.io", resource, verb, "<any>")
+            for resource in ("resourceslices", "deviceclasses")
+            for verb in ("list", "watch")
+        ),
+        *(("", resource, verb, "<any>") for resource in ("pods", "namespaces") for verb in ("list", "watch")),
+        ("events.k8s.io", "events", "create", "<any>"),
+        ("events.k8s.io", "events", "patch", "<any>"),
+        ("coordination.k8s.io", "leases", "create", "<any>"),
+        ("coordination.k8s.io", "leases", "get", DRA_LEASE_NAME),
+        ("coordination.k8s.io", "leases", "update", DRA_LEASE_NAME),
+    }
+
+
 # -- gpu-controller itself, authenticated as the chart's ServiceAccount ---------------------------------
 
 
@@ -329,7 +442,13 @@ def service_account_kubeconfig(control_plane: ControlPlane, release: Release, pa
 
 def rendered_container(release: Release) -> dict[str, Any]:
     text = helm_template(release.name, release.namespace, {"crds.install": False})
-    (deployment,) = [doc for doc in yaml.safe_load_all(text) if doc and doc["kind"] == "Deployment"]
+    (deployment,) = [
+        doc
+        for doc in yaml.safe_load_all(text)
+        if doc
+        and doc["kind"] == "Deployment"
+        and doc["metadata"]["labels"]["app.kubernetes.io/component"] == "gpu-controller"
+    ]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return dict(container)
 

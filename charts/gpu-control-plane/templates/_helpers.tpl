@@ -74,6 +74,35 @@ gpu-controller-leader
 {{- if gt (int .Values.controller.replicas) 1 }}true{{ else }}false{{ end }}
 {{- end }}
 
+{{/* gpu-dra-controller: its object name, its labels and the subset that selects its Pods. */}}
+{{- define "gpu-control-plane.draController.fullname" -}}
+{{- printf "%s-gpu-dra-controller" (include "gpu-control-plane.fullname" .) }}
+{{- end }}
+
+{{- define "gpu-control-plane.draController.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-control-plane.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gpu-dra-controller
+{{- end }}
+
+{{- define "gpu-control-plane.draController.labels" -}}
+{{ include "gpu-control-plane.labels" . }}
+app.kubernetes.io/component: gpu-dra-controller
+{{- end }}
+
+{{/*
+The Lease the gpu-dra-controller replicas compete for; the Role grants exactly this name. It is the
+binary's default (--leader-election-id), so config/rbac works for a Deployment that passes no flag.
+*/}}
+{{- define "gpu-control-plane.draController.leaseName" -}}
+gpu-dra-controller-leader
+{{- end }}
+
+{{/* Leader election is on when more than one replica runs (see draController.replicas). */}}
+{{- define "gpu-control-plane.draController.leaderElect" -}}
+{{- if gt (int .Values.draController.replicas) 1 }}true{{ else }}false{{ end }}
+{{- end }}
+
 {{/* The image reference; the tag defaults to the chart's appVersion. */}}
 {{- define "gpu-control-plane.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}

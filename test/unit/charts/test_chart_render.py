@@ -15,7 +15,9 @@ What is pinned here, and why:
   accounts listed in ``admissionPolicy.serviceAccounts``) to its own node. The integration test
   ``test/integration/test_node_admission_policy.py`` proves the policy against a real API server.
 * gpu-handler's DaemonSet, RBAC and confinement are pinned the same way in
-  ``test_chart_gpu_handler.py``, which reuses this module's helpers.
+  ``test_chart_gpu_handler.py``, and gpu-dra-controller's Deployment, RBAC and leader election in
+  ``test_chart_dra_controller.py`` (with ``config/rbac/gpu-dra-controller.yaml``); both reuse this
+  module's helpers.
 * Every value in values.yaml has a comment, changes the output of some template, and is in README.md.
 
 Two files are copies that must not drift, and this module is what keeps them in step:
@@ -71,6 +73,9 @@ OPAQUE_VALUES = frozenset(
         "controller.resources",
         "controller.podSecurityContext",
         "controller.securityContext",
+        "draController.resources",
+        "draController.podSecurityContext",
+        "draController.securityContext",
         "nodeAgent.resources",
         "nodeAgent.tolerations",
         "nodeAgent.updateStrategy",
@@ -203,17 +208,20 @@ def of(docs: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["metadata"]["labels"].get("app.kubernetes.io/component") == component]
 
 
-def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    (main,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+def container(docs: list[dict[str, Any]], component: str = "gpu-controller") -> dict[str, Any]:
+    (main,) = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
     return dict(main)
 
 
-def env_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container(docs)["env"]}
+def env_of(docs: list[dict[str, Any]], component: str = "gpu-controller") -> dict[str, Any]:
+    return {
+        item["name"]: item.get("value", item.get("valueFrom")) for item in container(docs, component)["env"]
+    }
 
 
-def flag(docs: list[dict[str, Any]], name: str) -> str:
-    values = [arg.split("=", 1)[1] for arg in container(docs)["args"] if arg.startswith(f"--{name}=")]
+def flag(docs: list[dict[str, Any]], name: str, component: str = "gpu-controller") -> str:
+    args = container(docs, component)["args"]
+    values = [arg.split("=", 1)[1] for arg in args if arg.startswith(f"--{name}=")]
     assert len(values) == 1, f"--{name} given {len(values)} times"
     return str(values[0])
 
@@ -259,14 +267,17 @@ def test_helm_lint_strict_passes(helm: Path, values: dict[str, Any]) -> None:
 def test_default_render_has_the_expected_objects(default_docs: list[dict[str, Any]]) -> None:
     names = sorted((doc["kind"], doc["metadata"]["name"]) for doc in default_docs)
     prefix = f"{RELEASE}-gpu-control-plane-gpu-controller"
+    dra = f"{RELEASE}-gpu-control-plane-gpu-dra-controller"
     agent = f"{RELEASE}-gpu-control-plane-gpu-node-agent"
     handler = f"{RELEASE}-gpu-control-plane-gpu-handler"
     policy = f"{RELEASE}-gpu-control-plane-node-scope"
     assert names == [
         ("ClusterRole", prefix),
+        ("ClusterRole", dra),
         ("ClusterRole", handler),
         ("ClusterRole", agent),
         ("ClusterRoleBinding", prefix),
+        ("ClusterRoleBinding", dra),
         ("ClusterRoleBinding", handler),
         ("ClusterRoleBinding", agent),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
@@ -274,11 +285,17 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("DaemonSet", handler),
         ("DaemonSet", agent),
         ("Deployment", prefix),
+        ("Deployment", dra),
         ("PodDisruptionBudget", prefix),
+        ("PodDisruptionBudget", dra),
         ("Role", f"{prefix}-leader-election"),
+        ("Role", f"{dra}-leader-election"),
         ("RoleBinding", f"{prefix}-leader-election"),
+        ("RoleBinding", f"{dra}-leader-election"),
         ("Service", f"{prefix}-metrics"),
+        ("Service", f"{dra}-metrics"),
         ("ServiceAccount", prefix),
+        ("ServiceAccount", dra),
         ("ServiceAccount", handler),
         ("ServiceAccount", agent),
         ("ValidatingAdmissionPolicy", policy),
@@ -290,7 +307,13 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         if doc["kind"] != "CustomResourceDefinition":
             assert labels["app.kubernetes.io/instance"] == RELEASE
             component = labels["app.kubernetes.io/component"]
-            assert component in ("gpu-controller", "gpu-node-agent", "gpu-handler", "node-admission-policy")
+            assert component in (
+                "gpu-controller",
+                "gpu-dra-controller",
+                "gpu-node-agent",
+                "gpu-handler",
+                "node-admission-policy",
+            )
             assert doc["metadata"]["name"].startswith(f"{RELEASE}-gpu-control-plane-")
             scoped = doc["kind"] not in CLUSTER_SCOPED
             assert doc["metadata"].get("namespace") == (NAMESPACE if scoped else None)
@@ -351,7 +374,7 @@ def test_cluster_role_grants_exactly_the_controller_calls(default_docs: list[dic
 
 
 def test_lease_role_is_one_lease_in_the_release_namespace(default_docs: list[dict[str, Any]]) -> None:
-    role = one(default_docs, "Role")
+    role = one(of(default_docs, "gpu-controller"), "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
     lease = flag(default_docs, "leader-election-id")
     assert lease == "gpu-controller-leader"
@@ -392,15 +415,19 @@ def test_bindings_bind_the_roles_to_the_deployment_service_account(
 @pytest.mark.parametrize(("replicas", "elect"), [(1, False), (2, True), (3, True)])
 def test_leader_election_follows_replicas(helm: Path, replicas: int, elect: bool) -> None:
     docs = render(helm, {"controller.replicas": replicas})
-    deployment = one(docs, "Deployment")
+    deployment = one(of(docs, "gpu-controller"), "Deployment")
     assert deployment["spec"]["replicas"] == replicas
     assert flag(docs, "leader-elect") == str(elect).lower()
-    assert len(find(docs, "Role")) == len(find(docs, "RoleBinding")) == int(elect)
-    assert len(find(docs, "PodDisruptionBudget")) == int(elect)
+    assert (
+        len(find(of(docs, "gpu-controller"), "Role"))
+        == len(find(of(docs, "gpu-controller"), "RoleBinding"))
+        == int(elect)
+    )
+    assert len(find(of(docs, "gpu-controller"), "PodDisruptionBudget")) == int(elect)
     strategy = deployment["spec"]["strategy"]
     if elect:
         assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
-        budget = one(docs, "PodDisruptionBudget")["spec"]
+        budget = one(of(docs, "gpu-controller"), "PodDisruptionBudget")["spec"]
         assert budget["maxUnavailable"] == 1
         assert budget["selector"] == deployment["spec"]["selector"]
     else:
@@ -408,7 +435,7 @@ def test_leader_election_follows_replicas(helm: Path, replicas: int, elect: bool
 
 
 def test_security_context_is_hardened(default_docs: list[dict[str, Any]]) -> None:
-    pod = one(default_docs, "Deployment")["spec"]["template"]["spec"]
+    pod = one(of(default_docs, "gpu-controller"), "Deployment")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -472,7 +499,7 @@ def test_values_reach_the_container(helm: Path) -> None:
     assert (env["LOG_LEVEL"], env["LOG_OUTPUT"]) == ("Warn", "stdout")
     assert env["LOG_DEBUG_VERBOSITY"] == "3"
     assert env["LOG_DEBUG_CONTROLLER_LIST"] == "physicalgpu,gpuclass"
-    service = one(docs, "Service")
+    service = one(of(docs, "gpu-controller"), "Service")
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 9443, "targetPort": "metrics", "protocol": "TCP"}
     ]
@@ -488,19 +515,19 @@ def test_debug_level_turns_on_deep_debug(helm: Path, level: str, verbosity: int,
 
 
 def test_service_selects_exactly_the_controller_pods(default_docs: list[dict[str, Any]]) -> None:
-    deployment = one(default_docs, "Deployment")
-    selector = one(default_docs, "Service")["spec"]["selector"]
+    deployment = one(of(default_docs, "gpu-controller"), "Deployment")
+    selector = one(of(default_docs, "gpu-controller"), "Service")["spec"]["selector"]
     assert selector == deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_default_affinity_spreads_replicas(default_docs: list[dict[str, Any]]) -> None:
-    pod = one(default_docs, "Deployment")["spec"]["template"]["spec"]
+    pod = one(of(default_docs, "gpu-controller"), "Deployment")["spec"]["template"]["spec"]
     (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert (
         term["podAffinityTerm"]["labelSelector"]["matchLabels"]
-        == one(default_docs, "Service")["spec"]["selector"]
+        == one(of(default_docs, "gpu-controller"), "Service")["spec"]["selector"]
     )
 
 
@@ -519,7 +546,10 @@ def test_service_monitor_needs_the_value_and_the_api(helm: Path, enabled: bool, 
     if monitors:
         (monitor,) = monitors
         assert monitor["metadata"]["labels"]["release"] == "prometheus"
-        assert monitor["spec"]["selector"]["matchLabels"] == one(docs, "Service")["spec"]["selector"]
+        assert (
+            monitor["spec"]["selector"]["matchLabels"]
+            == one(of(docs, "gpu-controller"), "Service")["spec"]["selector"]
+        )
         assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
         assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
 
@@ -1039,6 +1069,7 @@ def mutate(path: str, value: Any) -> Any:
         "imagePullSecrets": [{"name": "registry"}],
         "controller.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "controller.metrics.serviceMonitor.interval": "1m",
+        "draController.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "nodeAgent.resyncPeriod": "1m",
         "nodeAgent.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "gpuHandler.enrichPeriod": "1m",
