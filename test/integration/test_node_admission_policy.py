@@ -3,7 +3,8 @@
 The chart's gpu-node-agent ServiceAccount, ClusterRole and ValidatingAdmissionPolicy
 (``templates/node-admission-policy.yaml``) are rendered with ``helm template`` and applied; the
 policy also lists a second account, standing in for gpu-handler (``admissionPolicy.serviceAccounts``),
-which a test-only ClusterRole lets write ResourceSlices (the chart does not ship gpu-handler yet).
+which a test-only ClusterRole lets write ResourceSlices (an extra account proves the list value works;
+the chart's own gpu-handler account is confined by default and covered by the chart tests).
 
 The node a request comes from is the one in its token: a TokenRequest bound to a Pod whose
 ``spec.nodeName`` is set carries the user extra ``authentication.kubernetes.io/node-name``
