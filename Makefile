@@ -47,8 +47,8 @@ test-integration: $(STAMP) control-plane
 
 test: lint typecheck verify-generated test-unit test-integration ## Lint, types, generated files, every test tier
 
-demo: $(STAMP) control-plane ## Start a local control plane with simulated GPU nodes and show the GPU flow
-	$(BIN)/python hack/demo.py
+demo: $(STAMP) control-plane ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
+	$(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) ## Benchmarks (print figures)
 	$(BIN)/python test/bench/run.py
