@@ -25,26 +25,52 @@ CounterKey = tuple[PoolID, str]
 
 
 class CounterLedger:
+    """Per-decision free counters, built from the allocated devices only (not every device).
+
+    Counter sets no allocated device touches are not copied: reads fall back to the pool's
+    immutable totals, and a set is copied on its first charge (copy-on-write). So building costs
+    O(allocated devices), and :meth:`touched` says whether a set may differ from its totals.
+    """
+
     def __init__(self, pools: Iterable[Pool], state: AllocatedState) -> None:
         self._available: dict[CounterKey, dict[str, int]] = {}
+        self._totals: dict[CounterKey, dict[str, int]] = {}
+        by_pool: dict[PoolID, Pool] = {}
         for pool in pools:
             if not pool.usable or not pool.counter_sets:
                 continue
+            by_pool[pool.id] = pool
             for name, totals in pool.counter_sets.items():
-                self._available[(pool.id, name)] = dict(totals)
-            for cand in (*pool.candidates, *pool.others):
-                if cand.consumes and state.is_allocated(cand.id):
-                    self._apply(cand, -1)
+                self._totals[(pool.id, name)] = totals
+        # Each allocated device once (a device can be held both exclusively and by shares).
+        for device in {*state.dedicated, *state.shares, *state.consumed}:
+            holder = by_pool.get(PoolID(device.driver, device.pool))
+            if holder is None:
+                continue
+            cand = holder.devices.get(device.device)
+            if cand is not None and cand.consumes:
+                self._apply(cand, -1)
 
     def available(self, pool: PoolID, counter_set: str) -> dict[str, int]:
         """Live view of what is free in one counter set (do not mutate)."""
-        return self._available.get((pool, counter_set), {})
+        key = (pool, counter_set)
+        free = self._available.get(key)
+        if free is None:
+            free = self._totals.get(key, {})
+        return free
+
+    def touched(self, pool: PoolID, counter_set: str) -> bool:
+        """Whether the set has ever been charged; an untouched set is exactly its totals."""
+        return (pool, counter_set) in self._available
 
     def shortfall(self, cand: Candidate) -> tuple[str, str] | None:
         """``(counter set, counter)`` that cannot cover ``cand``, or None when all can."""
         pool_id = cand.pool.id
         for counter_set, amounts in cand.consumes:
-            free = self._available[(pool_id, counter_set)]
+            key = (pool_id, counter_set)
+            free = self._available.get(key)
+            if free is None:
+                free = self._totals[key]
             for name, amount in amounts:
                 if free[name] < amount:
                     return counter_set, name
@@ -63,6 +89,9 @@ class CounterLedger:
     def _apply(self, cand: Candidate, sign: int) -> None:
         pool_id = cand.pool.id
         for counter_set, amounts in cand.consumes:
-            free = self._available[(pool_id, counter_set)]
+            key = (pool_id, counter_set)
+            free = self._available.get(key)
+            if free is None:
+                free = self._available[key] = dict(self._totals[key])
             for name, amount in amounts:
                 free[name] += sign * amount

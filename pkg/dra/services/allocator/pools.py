@@ -54,6 +54,7 @@ class Candidate:
     slice_mask: int = 0
     slice_count: int = 0
     memory: int = 0
+    fits_totals: bool = True  # its counters fit the pool's full totals (best fit's untouched-card path)
     cel_input: Any = None  # cel_env.DeviceInput, built on first selector evaluation
 
 
@@ -66,9 +67,13 @@ class Pool:
     binding_conditions: bool = False
     candidates: list[Candidate] = field(default_factory=list)  # reachable from the node
     others: list[Candidate] = field(default_factory=list)  # not reachable, still consume counters
+    devices: dict[str, Candidate] = field(default_factory=dict)  # name -> candidates and others
+    multi_set_cards: set[str] = field(default_factory=set)  # cards with a device on more than one set
     counter_sets: dict[str, dict[str, int]] = field(default_factory=dict)  # set -> counter -> nanos
     slice_bits: dict[str, dict[str, int]] = field(default_factory=dict)  # set -> slice counter -> bit
     card_offers: dict[str, list[Candidate]] = field(default_factory=dict)  # set -> devices, largest first
+    # Best fit's memo for cards nothing is charged on: members -> (rank key, members in order).
+    static_order: dict[tuple[Candidate, ...], tuple[Any, list[Candidate]]] = field(default_factory=dict)
     # Selector verdicts per tuple of expressions: (matching devices, devices whose selectors failed).
     eligible_memo: dict[tuple[tuple[str, int, str], ...], tuple[list[Candidate], dict[Candidate, Any]]] = (
         field(default_factory=dict)
@@ -133,7 +138,8 @@ def gather_pools(
                 _build(pool, sorted(pool_slices, key=_slice_name), node)
             except _InvalidPoolError as err:
                 pool.invalid = str(err)
-                pool.candidates, pool.others = [], []
+                pool.candidates, pool.others, pool.devices = [], [], {}
+                pool.multi_set_cards = set()
         for index, cand in enumerate(pool.candidates):
             cand.order = (pool.binding_conditions, pool_id.driver, pool_id.pool, index)
         if cache is not None and versioned:
@@ -188,10 +194,19 @@ def _build(pool: Pool, slices: list[V1ResourceSlice], node: V1Node | None) -> No
             pool.binding_conditions |= bool(device.binding_conditions)
             relevant = _device_reachable(device, node) if per_device else slice_relevant
             (pool.candidates if relevant else pool.others).append(cand)
+            pool.devices[device.name] = cand
             if cand.card is not None:
                 pool.card_offers.setdefault(cand.card, []).append(cand)
     for offers in pool.card_offers.values():
         offers.sort(key=lambda c: (-c.slice_count, -c.memory))
+    for cand in pool.devices.values():
+        if len(cand.consumes) > 1 and cand.card is not None:
+            pool.multi_set_cards.add(cand.card)
+        cand.fits_totals = all(
+            pool.counter_sets[counter_set][name] >= amount
+            for counter_set, amounts in cand.consumes
+            for name, amount in amounts
+        )
 
 
 def _nanos(counters: dict[str, Any]) -> dict[str, int]:

@@ -30,6 +30,8 @@ from typing import Protocol
 from pkg.dra.services.allocator.counters import CounterLedger
 from pkg.dra.services.allocator.pools import MEMORY_COUNTER, Candidate
 
+_MAX_STATIC_ORDERS = 512  # per pool
+
 
 class Strategy(Protocol):
     name: str
@@ -59,26 +61,46 @@ class BestFit:
         cards: dict[tuple[object, str | None], list[Candidate]] = {}
         for cand in candidates:
             cards.setdefault((cand.pool.id, cand.card), []).append(cand)
-        ranked = []
+        ranked: list[tuple[tuple[bool, int, int, tuple[bool, str, str, int]], Sequence[Candidate]]] = []
         for members in cards.values():
             first = members[0]
-            fitting = [c for c in members if fits(c)]
-            if first.card is None:
-                ranked.append(((not fitting, 0, 0, first.order), fitting, members))
-                continue
-            free = counters.available(first.pool.id, first.card)
-            free_mask = _free_mask(first, free)
-            key = (not fitting, free_mask.bit_count(), free.get(MEMORY_COUNTER, 0), first.order)
-            ranked.append((key, fitting, members))
+            card = first.card
+            pool = first.pool
+            if card is not None and card not in pool.multi_set_cards and not counters.touched(pool.id, card):
+                # Nothing allocated or tentatively charged on this card: its free counters are the
+                # totals (and none of its devices is in shared use), so its key and order are static
+                # for these members; memoised on the (immutable, cached) pool.
+                memo_key = tuple(members)
+                static = pool.static_order.get(memo_key)
+                if static is None:
+                    static = _card_order(members, [c for c in members if c.fits_totals], counters)
+                    if len(pool.static_order) >= _MAX_STATIC_ORDERS:
+                        pool.static_order.clear()
+                    pool.static_order[memo_key] = static
+                ranked.append(static)
+            else:
+                ranked.append(_card_order(members, [c for c in members if fits(c)], counters))
         ranked.sort(key=lambda item: item[0])
         ordered: list[Candidate] = []
-        for _, fitting, members in ranked:
-            if len(fitting) > 1 and fitting[0].card is not None:
-                free_mask = _free_mask(fitting[0], counters.available(fitting[0].pool.id, fitting[0].card))
-                fitting.sort(key=lambda c: (-_largest_left(c, free_mask), c.order))
-            ordered.extend(fitting)
-            ordered.extend(c for c in members if c not in fitting)
+        for _, members_in_order in ranked:
+            ordered.extend(members_in_order)
         return ordered
+
+
+def _card_order(
+    members: list[Candidate], fitting: list[Candidate], counters: CounterLedger
+) -> tuple[tuple[bool, int, int, tuple[bool, str, str, int]], list[Candidate]]:
+    """One card's rank key and its devices in order: fitting ones by placement, then the rest."""
+    first = members[0]
+    if first.card is None:
+        key = (not fitting, 0, 0, first.order)
+    else:
+        free = counters.available(first.pool.id, first.card)
+        key = (not fitting, _free_mask(first, free).bit_count(), free.get(MEMORY_COUNTER, 0), first.order)
+    if len(fitting) > 1 and fitting[0].card is not None:
+        free_mask = _free_mask(fitting[0], counters.available(fitting[0].pool.id, fitting[0].card))
+        fitting.sort(key=lambda c: (-_largest_left(c, free_mask), c.order))
+    return key, [*fitting, *(c for c in members if c not in fitting)]
 
 
 def _free_mask(cand: Candidate, free: dict[str, int]) -> int:
