@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import threading
 from collections.abc import Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
-from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
+from pkg.app.runtime import RuntimeContainer, run_controllers
+from pkg.controller.manager import Manager
 from pkg.controller.physicalgpu.setup import PhysicalGPUContainer, setup_controller
-from pkg.logger import setup_logging
 
 COMPONENT = "gpu-controller"
-log = logging.getLogger(COMPONENT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMPONENT, description=__doc__)
     add_manager_flags(parser, default_lease="gpu-controller-leader")
     options = manager_options(parser.parse_args(argv))
-    setup_logging()
-    runtime = RuntimeContainer(options=options, component=COMPONENT)
-    physicalgpu = PhysicalGPUContainer(
-        client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
-    )
-    physicalgpu.config.workers.from_value(options.workers)
-    manager = runtime.manager()
-    setup_controller(manager, physicalgpu)
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    log.info("starting", extra={"leader_elect": options.leader_elect})
-    try:
-        manager.run(stop)
-    finally:
-        runtime.recorder().stop()
-    return 0
+
+    def setup(runtime: RuntimeContainer, manager: Manager) -> None:
+        container = PhysicalGPUContainer(
+            client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
+        )
+        container.config.workers.from_value(options.workers)
+        setup_controller(manager, container)
+
+    return run_controllers(component=COMPONENT, options=options, setup=setup)
 
 
 if __name__ == "__main__":

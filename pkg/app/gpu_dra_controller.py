@@ -10,21 +10,17 @@ why a claim gets the devices it gets, or none, from the cluster or a YAML bundle
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import threading
 from collections.abc import Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
-from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
+from pkg.app.runtime import RuntimeContainer, run_controllers
+from pkg.controller.manager import Manager
 from pkg.controller.resourceclaim.setup import ResourceClaimContainer, setup_controller
 from pkg.dra.explain import cli as explain_cli
-from pkg.logger import setup_logging
 
 COMPONENT = "gpu-dra-controller"
 EXPLAIN = "explain"
-log = logging.getLogger(COMPONENT)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,22 +39,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == [EXPLAIN]:
         return explain_cli.run(args[1:])
     options = manager_options(parser().parse_args(args))
-    setup_logging()
-    runtime = RuntimeContainer(options=options, component=COMPONENT)
-    claims = ResourceClaimContainer(
-        client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
-    )
-    claims.config.workers.from_value(options.workers)
-    manager = runtime.manager()
-    setup_controller(manager, claims)
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    log.info("starting", extra={"leader_elect": options.leader_elect})
-    try:
-        manager.run(stop)
-    finally:
-        runtime.recorder().stop()
-    return 0
+
+    def setup(runtime: RuntimeContainer, manager: Manager) -> None:
+        container = ResourceClaimContainer(
+            client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
+        )
+        container.config.workers.from_value(options.workers)
+        setup_controller(manager, container)
+
+    return run_controllers(component=COMPONENT, options=options, setup=setup)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ same objects), one event recorder. Controllers' own containers take these as dep
 
 from __future__ import annotations
 
+import logging
 import socket
+import threading
+from collections.abc import Callable
 
 from dependency_injector import containers, providers
 
@@ -16,8 +19,9 @@ from pkg.client import KubeClient
 from pkg.client.config import new_api_client
 from pkg.controller.informer_cache import InformerFactory
 from pkg.controller.leaderelection import LeaderElectionConfig
-from pkg.controller.manager import Manager
+from pkg.controller.manager import Manager, install_signal_handlers
 from pkg.eventrecord.recorder import EventRecorderLogger
+from pkg.logger import setup_logging
 
 # Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it;
 # their own transport has no retries, which would multiply the timeout.
@@ -67,3 +71,25 @@ class RuntimeContainer(containers.DeclarativeContainer):
         component,
     )
     manager = providers.Singleton(_manager, options, component, informers)
+
+
+def run_controllers(
+    *,
+    component: str,
+    options: ManagerOptions,
+    setup: Callable[[RuntimeContainer, Manager], None],
+) -> int:
+    """Runs a control-plane binary: logging, the shared runtime, ``setup`` (which registers the
+    binary's controllers on the manager), then the manager until SIGTERM/SIGINT."""
+    setup_logging()
+    runtime = RuntimeContainer(options=options, component=component)
+    manager = runtime.manager()
+    setup(runtime, manager)
+    stop = threading.Event()
+    install_signal_handlers(stop)
+    logging.getLogger(component).info("starting", extra={"leader_elect": options.leader_elect})
+    try:
+        manager.run(stop)
+    finally:
+        runtime.recorder().stop()
+    return 0
