@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkg.app.options import ManagerOptions, parse_bool, parse_duration
+from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
 from pkg.controller.manager import install_signal_handlers
 from pkg.dra.domain.slices import ServerVersion
@@ -56,14 +56,11 @@ def _server_version(value: str) -> ServerVersion:
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog=COMPONENT, description=__doc__)
-    p.add_argument("--node-name", default=env("NODE_NAME"), help="this node's name (default $NODE_NAME)")
+    add_node_flags(p)
     p.add_argument(
         "--backend",
         default=env("GPU_BACKEND", "nvidia"),
         help="vendor backend: an entry point name of group gpu_control_plane.vendors (default nvidia)",
-    )
-    p.add_argument(
-        "--sysfs-root", type=Path, default=Path(env("SYSFS_ROOT", "/sys")), help="host sysfs mount"
     )
     p.add_argument(
         "--sim-state-dir",
@@ -89,12 +86,7 @@ def parser() -> argparse.ArgumentParser:
         default=parse_duration(env("PUBLISH_RESYNC_PERIOD", str(DEFAULT_PUBLISH_RESYNC_SECONDS))),
         help="republish (a no-op when nothing changed) this often, jittered by ±20%% (e.g. 5m)",
     )
-    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
-    p.add_argument(
-        "--metrics-bind-address",
-        default=env("METRICS_BIND_ADDRESS", ":8080"),
-        help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
-    )
+    add_client_flags(p)
     commands = p.add_subparsers(dest="command", title="subcommands", metavar="{offers}")
     _offers_parser(commands)
     return p

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkg.app.options import ManagerOptions, parse_bool, parse_duration
+from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
 from pkg.controller.manager import install_signal_handlers
 from pkg.logger import setup_logging
@@ -31,10 +31,7 @@ log = logging.getLogger(COMPONENT)
 def parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog=COMPONENT, description=__doc__)
-    p.add_argument("--node-name", default=env("NODE_NAME"), help="this node's name (default $NODE_NAME)")
-    p.add_argument(
-        "--sysfs-root", type=Path, default=Path(env("SYSFS_ROOT", "/sys")), help="host sysfs mount"
-    )
+    add_node_flags(p)
     p.add_argument(
         "--host-root",
         type=Path,
@@ -50,12 +47,7 @@ def parser() -> argparse.ArgumentParser:
         default=parse_duration(env("RESYNC_PERIOD", str(DEFAULT_RESYNC_SECONDS))),
         help="safety resync period, jittered by ±20%% (e.g. 300, 30s, 5m)",
     )
-    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig; in-cluster when unset")
-    p.add_argument(
-        "--metrics-bind-address",
-        default=env("METRICS_BIND_ADDRESS", ":8080"),
-        help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
-    )
+    add_client_flags(p)
     p.add_argument(
         "--udev", type=parse_bool, default=parse_bool(env("UDEV", "true")), help="listen to PCI uevents"
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,9 @@ def parse_duration(value: str) -> float:
     return seconds
 
 
-def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) -> None:
+def add_client_flags(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--metrics-bind-address``: every binary talks to the API and serves
+    ``/metrics``, ``/healthz`` and ``/readyz``."""
     parser.add_argument(
         "--kubeconfig",
         default=os.environ.get("KUBECONFIG"),
@@ -58,6 +61,23 @@ def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) ->
         default=os.environ.get("METRICS_BIND_ADDRESS", ":8080"),
         help="address of /metrics, /healthz and /readyz (host:port; port 0 picks one)",
     )
+
+
+def add_node_flags(parser: argparse.ArgumentParser) -> None:
+    """``--node-name`` and ``--sysfs-root`` of the node components (DaemonSets)."""
+    parser.add_argument(
+        "--node-name", default=os.environ.get("NODE_NAME"), help="this node's name (default $NODE_NAME)"
+    )
+    parser.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=Path(os.environ.get("SYSFS_ROOT", "/sys")),
+        help="host sysfs mount",
+    )
+
+
+def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) -> None:
+    add_client_flags(parser)
     parser.add_argument(
         "--leader-elect",
         type=parse_bool,
