@@ -50,3 +50,39 @@ def running(
                 raise AssertionError(
                     f"{module} did not stop on SIGTERM:\n{log_path.read_text()[-3000:]}"
                 ) from None
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@contextmanager
+def node_components(
+    kubeconfig: str,
+    node: str,
+    *,
+    root: Path,
+    state: Path,
+    logs: Path,
+    metrics_port: int | None = None,
+    handler_args: Sequence[str] = (),
+) -> Iterator[None]:
+    """gpu-node-agent and gpu-handler (simulated backend) for one node on a fixture host, with
+    1 s resyncs; the handler must still be running when the block ends."""
+    from pkg.devcluster.processes import free_port
+
+    agent = [
+        f"--node-name={node}", f"--sysfs-root={root}", f"--host-root={root}",
+        f"--pci-ids={FIXTURES / 'pci.ids'}", "--resync-period=1s", f"--kubeconfig={kubeconfig}",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}", "--udev=false",
+    ]  # fmt: skip
+    handler = [
+        f"--node-name={node}", "--backend=simulated-nvidia", f"--sysfs-root={root}",
+        f"--sim-state-dir={state}", "--enrich-period=1s", *handler_args, f"--kubeconfig={kubeconfig}",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port or free_port()}",
+    ]  # fmt: skip
+    with (
+        running("pkg.app.gpu_node_agent", agent, log_path=logs / "agent.log"),
+        running("pkg.app.gpu_handler", handler, log_path=logs / "handler.log") as proc,
+    ):
+        yield
+        assert proc.poll() is None, (logs / "handler.log").read_text()[-3000:]

@@ -13,51 +13,20 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dra_objects import create_ready_node
-from process_helpers import eventually, running
+from process_helpers import eventually, node_components
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.client import KubeClient, NotFoundError
 from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.devcluster.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"
 H100_ADDRESS, L4_ADDRESS = "0000:1b:00.0", "0000:ce:00.0"
-
-
-@contextmanager
-def _node_components(kubeconfig: str, node: str, root: Path, state: Path, logs: Path) -> Iterator[None]:
-    agent = [
-        f"--node-name={node}",
-        f"--sysfs-root={root}",
-        f"--host-root={root}",
-        f"--pci-ids={FIXTURES / 'pci.ids'}",
-        "--resync-period=1s",
-        f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        "--udev=false",
-    ]
-    handler = [
-        f"--node-name={node}",
-        "--backend=simulated-nvidia",
-        f"--sysfs-root={root}",
-        f"--sim-state-dir={state}",
-        "--enrich-period=1s",
-        f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{free_port()}",
-    ]
-    with ExitStack() as stack:
-        stack.enter_context(running("pkg.app.gpu_node_agent", agent, log_path=logs / "agent.log"))
-        proc = stack.enter_context(running("pkg.app.gpu_handler", handler, log_path=logs / "handler.log"))
-        yield
-        assert proc.poll() is None, (logs / "handler.log").read_text()[-3000:]
 
 
 def _status(kube: KubeClient, name: str) -> dict[str, Any]:
@@ -168,7 +137,7 @@ def test_enrichment_follows_driver_ready_and_leaves_other_writers_alone(
     state.mkdir()
     h100, l4 = f"{node}-0-10de-2330", f"{node}-1-10de-27b8"
     validator = _Validator(kube)
-    with _node_components(kubeconfig, node, root, state, tmp_path):
+    with node_components(kubeconfig, node, root=root, state=state, logs=tmp_path):
         eventually(
             lambda: all(_status(kube, n).get("pciInfo") for n in (h100, l4)),
             what="both PhysicalGPUs from the agent",

@@ -20,8 +20,7 @@ from __future__ import annotations
 import shutil
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from kubernetes.client import (
     V1ResourceRequirements,
     V1ResourceSlice,
 )
-from process_helpers import eventually, running
+from process_helpers import eventually, node_components
 
 from pkg.client import KubeClient, NotFoundError, PatchType
 from pkg.client.known_kinds import DEVICE_CLASS, NODE, PHYSICAL_GPU, POD, RESOURCE_CLAIM, RESOURCE_SLICE
@@ -56,37 +55,6 @@ FIRST_CARD, SECOND_CARD = "gpu-0000-3b-00-0", "gpu-0000-d8-00-0"
 ATTR = f'device.attributes["{DRIVER}"]'
 SELECT_LABEL = "gpu-test.deckhouse.io/node"
 OFFERS_PER_A30 = 16  # 13 MIG placements, time slicing, MPS, the whole card
-
-
-@contextmanager
-def _node_components(
-    kubeconfig: str, node: str, *, root: Path, state: Path, logs: Path, metrics_port: int
-) -> Iterator[None]:
-    agent = [
-        f"--node-name={node}",
-        f"--sysfs-root={root}",
-        f"--host-root={root}",
-        f"--pci-ids={FIXTURES / 'pci.ids'}",
-        "--resync-period=1s",
-        f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        "--udev=false",
-    ]
-    handler = [
-        f"--node-name={node}",
-        "--backend=simulated-nvidia",
-        f"--sysfs-root={root}",
-        f"--sim-state-dir={state}",
-        "--enrich-period=1s",
-        "--publish-resync-period=1s",
-        f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-    ]
-    with ExitStack() as stack:
-        stack.enter_context(running("pkg.app.gpu_node_agent", agent, log_path=logs / "agent.log"))
-        proc = stack.enter_context(running("pkg.app.gpu_handler", handler, log_path=logs / "handler.log"))
-        yield
-        assert proc.poll() is None, (logs / "handler.log").read_text()[-3000:]
 
 
 def _report_driver_ready(kube: KubeClient, name: str) -> None:
@@ -202,7 +170,15 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
     )
     port = free_port()
     try:
-        with _node_components(kubeconfig, node, root=root, state=state, logs=tmp_path, metrics_port=port):
+        with node_components(
+            kubeconfig,
+            node,
+            root=root,
+            state=state,
+            logs=tmp_path,
+            metrics_port=port,
+            handler_args=["--publish-resync-period=1s"],
+        ):
             eventually(lambda: all(_exists(kube, name) for name in (first, second)), what="both PhysicalGPUs")
             time.sleep(2)
             assert _slices(kube, node) == []  # nothing is offered before DriverReady
