@@ -17,10 +17,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir
 
-from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

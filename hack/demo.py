@@ -29,16 +29,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
+from pkg.client import KubeClient, PatchType
+from pkg.client.config import new_api_client
+from pkg.client.known_kinds import PHYSICAL_GPU, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir
+from pkg.devcluster.nodes import create_ready_node
+from pkg.devcluster.processes import ManagedProcess, free_port
 
-from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU  # noqa: E402
-from pkg.client import KubeClient, PatchType  # noqa: E402
-from pkg.client.config import new_api_client  # noqa: E402
-from pkg.client.known_kinds import PHYSICAL_GPU, POD, RESOURCE_CLAIM, RESOURCE_SLICE  # noqa: E402
-from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir  # noqa: E402
-from pkg.devcluster.nodes import create_ready_node  # noqa: E402
-from pkg.devcluster.processes import ManagedProcess, free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
 FIXTURES = ROOT / "test" / "fixtures"
