@@ -26,93 +26,39 @@ from __future__ import annotations
 import logging
 import math
 import random
-import socket
 import threading
-import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import datetime
 
 from kubernetes.client import V1Lease, V1LeaseSpec, V1ObjectMeta
 
-from pkg.client import AlreadyExistsError, ConflictError, NotFoundError, ResourceKind
+from pkg.client import AlreadyExistsError, ConflictError, NotFoundError
 from pkg.client.known_kinds import LEASE
+from pkg.client.times import micro_time
+from pkg.controller.leaderelection_config import (
+    JITTER_FACTOR,
+    Clock,
+    LeaderCallbacks,
+    LeaderElectionConfig,
+    LeaseClient,
+    Sleep,
+    SystemClock,
+    default_identity,
+)
 from pkg.monitoring.metrics import leader as leader_metrics
 
 logger = logging.getLogger(__name__)
 
-JITTER_FACTOR = 1.2
-"""Acquire retries wait ``retry_period * (1 + random() * JITTER_FACTOR)``, like client-go."""
-
-Sleep = Callable[[threading.Event, float], bool]
-"""Waits up to ``seconds`` or until the event is set; returns whether it was set."""
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def now(self) -> datetime: ...
-
-
-class SystemClock:
-    """Monotonic time for expiry decisions, UTC wall time for what is written to the lease."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
-class LeaseClient(Protocol):
-    """The part of :class:`~pkg.client.KubeClient` the elector uses."""
-
-    def get(self, kind: ResourceKind[V1Lease], name: str, namespace: str | None = None) -> V1Lease: ...
-
-    def create(self, kind: ResourceKind[V1Lease], obj: V1Lease, namespace: str | None = None) -> V1Lease: ...
-
-    def update(self, kind: ResourceKind[V1Lease], obj: V1Lease) -> V1Lease: ...
-
-
-def default_identity() -> str:
-    """``<hostname>_<uuid>``: unique even when a restarted Pod keeps its hostname."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def micro_time(value: datetime) -> datetime:
-    """A MicroTime the API server accepts: it wants six fractional digits, which pydantic omits
-    when the fraction is zero, so that case drifts by one microsecond."""
-    return value.replace(microsecond=1) if value.microsecond == 0 else value
-
-
-@dataclass(frozen=True, kw_only=True)
-class LeaderElectionConfig:
-    lease_name: str
-    lease_namespace: str
-    identity: str = field(default_factory=default_identity)
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    release_on_cancel: bool = True
-
-    def __post_init__(self) -> None:
-        if not self.identity:
-            raise ValueError("leader election identity must not be empty")
-        if self.retry_period <= 0:
-            raise ValueError("retry_period must be positive")
-        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
-            raise ValueError("renew_deadline must exceed JITTER_FACTOR * retry_period")
-        if self.lease_duration <= self.renew_deadline:
-            raise ValueError("lease_duration must exceed renew_deadline")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LeaderCallbacks:
-    on_started_leading: Callable[[threading.Event], None]
-    on_stopped_leading: Callable[[], None]
-    on_new_leader: Callable[[str], None] | None = None
+__all__ = [
+    "JITTER_FACTOR",
+    "Clock",
+    "LeaderCallbacks",
+    "LeaderElectionConfig",
+    "LeaderElector",
+    "LeaseClient",
+    "SystemClock",
+    "default_identity",
+    "micro_time",
+]
 
 
 class LeaderElector:

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from pkg.client import ApiError, NotFoundError, PatchType, ResourceKind
 from pkg.client.known_kinds import EVENT
+from pkg.client.times import micro_time
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +79,6 @@ def object_reference(obj: BaseModel, kind: ResourceKind[Any] | None = None) -> V
         uid=meta.uid,
         resource_version=meta.resource_version,
     )
-
-
-def micro_time(value: datetime) -> datetime:
-    """A MicroTime the API server accepts: six fractional digits, which pydantic omits at zero."""
-    return value.replace(microsecond=1) if value.microsecond == 0 else value
 
 
 @dataclass(frozen=True, kw_only=True)
