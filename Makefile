@@ -1,5 +1,7 @@
 # gpu-control-plane developer entry points. Everything installs into ignored folders:
-# .venv/ (Python) and ~/.cache/gpu-control-plane (the control-plane binaries, keyed by version).
+# .venv/ (Python, pinned by requirements/constraints.txt) and ~/.cache/gpu-control-plane (the
+# tools built from the Go modules committed under hack/tools/, keyed by what was built).
+# Every target names what it needs, so `make test` and `make demo` work on a fresh machine.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -8,23 +10,38 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install control-plane generate verify-generated lint typecheck test test-unit \
-	test-integration demo bench clean
+TOOLS := bash hack/tools/build.sh
+# The folder of the built tools, for pytest and the scripts (evaluated when a recipe runs).
+TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
+
+.PHONY: help install tools tools-check tools-update deps-update generate verify-generated lint \
+	typecheck test test-unit test-integration demo bench clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet pip==26.3
 	# compat mode: a path entry instead of an import finder, so packages added later import too
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e '.[dev]' -e test/fixtures/example_backend
+	$(BIN)/pip install --quiet -c requirements/constraints.txt --config-settings editable_mode=compat \
+		-e '.[dev]' -e test/fixtures/example_backend
 	touch $(STAMP)
 
 install: $(STAMP) ## Create the virtualenv with pinned dependencies
 
-control-plane: ## Build (or reuse) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, helm
-	bash hack/build-control-plane.sh
+tools: ## Build (or reuse) etcd, kube-apiserver/-scheduler/-controller-manager, kubectl, kubelet, helm, containerd
+	$(TOOLS)
+
+tools-check: ## CI's check of the set-up path: go.sum verified and tidy, every tool linked afresh
+	$(TOOLS) --check
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; $(TOOLS) --bin-dir "$$tmp"
+
+tools-update: ## Move one tool to another version: make tools-update TOOL=kubernetes VERSION=v1.37.2
+	bash hack/tools/update.sh "$(TOOL)" "$(VERSION)"
+
+deps-update: $(STAMP) ## Re-pin the Python dependencies (requirements/constraints.txt) to what pyproject allows now
+	bash hack/update-constraints.sh
 
 generate: $(STAMP) ## Regenerate derived files (CRDs from the API models)
 	$(BIN)/python hack/generate_crds.py
@@ -39,19 +56,19 @@ lint: $(STAMP) ## ruff lint and format check
 typecheck: $(STAMP) ## mypy (strict on pkg/ and api/)
 	$(BIN)/mypy pkg api hack
 
-test-unit: $(STAMP)
-	$(BIN)/pytest test/unit -q -n $(PYTEST_WORKERS)
+test-unit: $(STAMP) tools  # chart tests render with helm
+	$(TOOLS_ENV) $(BIN)/pytest test/unit -q -n $(PYTEST_WORKERS)
 
-test-integration: $(STAMP) control-plane
-	$(BIN)/pytest test/integration -q -p no:randomly
+test-integration: $(STAMP) tools
+	$(TOOLS_ENV) $(BIN)/pytest test/integration -q -p no:randomly
 
-test: lint typecheck verify-generated test-unit test-integration ## Lint, types, generated files, every test tier
+test: lint typecheck verify-generated tools-check test-unit test-integration ## Lint, types, generated files, the set-up path, every test tier
 
-demo: $(STAMP) control-plane ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
-	$(BIN)/python hack/demo.py $(DEMO_ARGS)
+demo: $(STAMP) tools ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
+	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) ## Benchmarks (print figures)
 	$(BIN)/python test/bench/run.py
 
-clean: ## Remove the virtualenv and local caches (not the control-plane binaries)
+clean: ## Remove the virtualenv and local caches (not the built tools)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts

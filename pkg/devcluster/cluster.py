@@ -289,16 +289,22 @@ class ControlPlane:
 
 
 def default_bin_dir() -> Path:
-    """Asks the build script for its cache folder, building the binaries on first use."""
-    root = Path(__file__).resolve().parents[2]
+    """The folder of the built tools: ``$GPU_CP_BIN_DIR`` (make sets it), else the build cache.
+
+    Never builds: a test or a script that finds a tool missing says which make target provides
+    it, instead of starting a long build in each of several pytest workers at once.
+    """
     env_dir = os.environ.get("GPU_CP_BIN_DIR")
     if env_dir:
         return Path(env_dir)
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        ["bash", str(root / "hack" / "build-control-plane.sh"), "--print-dir"],
-        capture_output=False,
+        ["bash", str(root / "hack" / "tools" / "build.sh"), "--print-dir", "--cached-only"],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=True,
+        check=False,
     )
+    if out.returncode != 0:
+        raise RuntimeError(f"the tools are not built: run `make tools` ({out.stderr.strip()})")
     return Path(out.stdout.strip().splitlines()[-1])

@@ -149,9 +149,9 @@ NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 
 @pytest.fixture(scope="session")
 def helm() -> Path:
-    """The helm binary built by hack/build-control-plane.sh (cached; built on first use)."""
+    """The helm binary built by ``make tools`` (a test never builds it)."""
     path = default_bin_dir() / "helm"
-    assert path.is_file(), f"{path} is missing: run `make control-plane`"
+    assert path.is_file(), f"{path} is missing: run `make tools`"
     return path
 
 

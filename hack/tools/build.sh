@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd)
+# from the modules committed beside this script, into a cache keyed by what was built.
+#
+# Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
+# `tool` lines name the commands to build. Builds run with -mod=readonly, so what builds is exactly
+# what go.sum pins: a new release on the module proxy can neither change nor break it. Kubernetes
+# maps its staging modules to local folders, so its module replaces them with their published
+# v0.Y.Z; etcd's server module is required directly. Bump a tool with `make tools-update`.
+#
+# Cache: $GPU_CP_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/gpu-control-plane)
+#   tools/<tool>-<version>-<key>/          finished binaries of one tool (key: hash of its go.mod,
+#                                          go.sum and build recipe), never modified once complete
+#   tools/<tool>-<version>-<key>.partial/  a build in progress: every binary that finished stays,
+#                                          so a failed or killed build resumes where it stopped
+#   bin/<set>/                             links to every tool's binaries: the folder callers use
+# One lock serialises builds, so parallel callers (pytest workers, two make targets) wait instead
+# of racing.
+#
+# Usage: hack/tools/build.sh [--print-dir] [--cached-only] [--bin-dir DIR] [--check] [TOOL...]
+#   (no TOOL)      every tool
+#   --print-dir    print the bin folder on stdout (progress goes to stderr)
+#   --cached-only  never build: fail with a hint if a tool is missing (for test fixtures)
+#   --bin-dir DIR  build into DIR instead of the cache (CI's link-only rebuild of the set-up path)
+#   --check        verify each module against its committed go.sum and that go.mod is tidy
+set -Eeuo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ALL_TOOLS=(etcd kubernetes helm containerd)
+CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
+# Changing how a tool is built (flags, tags) must change its cache key: bump this.
+RECIPE_REVISION=1
+
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false -trimpath"
+
+log() { echo "[tools] $*" >&2; }
+die() { echo "[tools] error: $*" >&2; exit 1; }
+
+# --- recipes: the binaries of each tool, their packages and how they are stamped ----------------
+module_version() { # the version of module $2 required by tool $1's go.mod
+  awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$HERE/$1/go.mod"
+}
+
+binaries() {
+  case "$1" in
+    etcd) echo "etcd=go.etcd.io/etcd/server/v3" ;;
+    kubernetes)
+      local c
+      for c in kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet; do
+        echo "$c=k8s.io/kubernetes/cmd/$c"
+      done ;;
+    helm) echo "helm=helm.sh/helm/v4/cmd/helm" ;;
+    containerd)
+      local c
+      for c in containerd ctr containerd-shim-runc-v2; do
+        echo "$c=github.com/containerd/containerd/v2/cmd/$c"
+      done ;;
+    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
+  esac
+}
+
+tool_version() {
+  case "$1" in
+    etcd) module_version etcd go.etcd.io/etcd/server/v3 ;;
+    kubernetes) module_version kubernetes k8s.io/kubernetes ;;
+    helm) module_version helm helm.sh/helm/v4 ;;
+    containerd) module_version containerd github.com/containerd/containerd/v2 ;;
+  esac
+}
+
+build_args() { # go build arguments (one per line) for tool $1 at version $2
+  local tool="$1" version="$2" ldflags="-s -w"
+  case "$tool" in
+    kubernetes)
+      local major minor pkg
+      major="${version#v}"; major="${major%%.*}"
+      minor="${version#v*.}"; minor="${minor%%.*}"
+      # A fixed build date keeps rebuilds byte-identical; the version is what tests check.
+      for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+      done ;;
+    helm) ldflags+=" -X helm.sh/helm/v4/internal/version.version=$version" ;;
+    containerd)
+      ldflags+=" -X github.com/containerd/containerd/v2/version.Version=$version"
+      echo "-tags=no_btrfs,no_devmapper,no_zfs,no_aufs" ;;
+  esac
+  echo "-ldflags=$ldflags"
+}
+
+version_probe() { # the command line that prints binary $1's version, or nothing
+  case "$1" in
+    kube-apiserver|kube-scheduler|kube-controller-manager|kubelet) echo "--version" ;;
+    kubectl) echo "version --client" ;;
+    etcd|containerd) echo "--version" ;;
+    helm) echo "version --short" ;;
+  esac
+}
+
+# --- cache keys ---------------------------------------------------------------------------------
+tool_key() { # <tool>-<version>-<hash of go.mod, go.sum and recipe>
+  local tool="$1" version hash
+  version="$(tool_version "$tool")"
+  [[ -n "$version" ]] || die "$HERE/$tool/go.mod names no version of the tool"
+  hash="$( { cat "$HERE/$tool/go.mod" "$HERE/$tool/go.sum"; echo "$RECIPE_REVISION";
+             binaries "$tool"; build_args "$tool" "$version"; } | sha256sum | cut -c1-12)"
+  echo "$tool-$version-$hash"
+}
+
+# --- building -----------------------------------------------------------------------------------
+check_go() {
+  command -v go >/dev/null || die "go is not installed (README: requirements)"
+  local need have
+  need="$(awk '$1 == "go" { print $2; exit }' "$HERE/$1/go.mod")"
+  have="$(go env GOVERSION)"; have="${have#go}"
+  [[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" == "$need" ]] \
+    || die "tool $1 needs Go $need or newer; this machine has $have (README: requirements)"
+}
+
+verify_version() { # binary path, expected version
+  local bin="$1" want="$2" probe out
+  probe="$(version_probe "$(basename "$bin")")"
+  [[ -n "$probe" ]] || return 0
+  # shellcheck disable=SC2086  # the probe is several words on purpose
+  out="$("$bin" $probe 2>&1)" || die "$bin $probe failed: $out"
+  [[ "$out" == *"${want#v}"* ]] || die "$bin reports '$out', expected $want"
+}
+
+build_tool() { # tool, destination folder (created; finished binaries in it are kept)
+  local tool="$1" dest="$2" version line name pkg start=$SECONDS
+  local -a args
+  version="$(tool_version "$tool")"
+  check_go "$tool"
+  mapfile -t args < <(build_args "$tool" "$version")
+  mkdir -p "$dest"
+  while IFS= read -r line; do
+    name="${line%%=*}"; pkg="${line#*=}"
+    if [[ -x "$dest/$name" ]]; then continue; fi
+    log "building $name $version (a first build from empty Go caches takes minutes on 2 cores)"
+    # Into a temporary name first: a killed link never leaves a truncated binary that looks done.
+    (cd "$HERE/$tool" && go build "${args[@]}" -o "$dest/.$name.tmp" "$pkg") \
+      || die "go build of $pkg failed (module $HERE/$tool)"
+    verify_version "$dest/.$name.tmp" "$version"
+    mv -f "$dest/.$name.tmp" "$dest/$name"
+  done < <(binaries "$tool")
+  log "$tool $version built in $((SECONDS - start))s"
+}
+
+ensure_tool() { # tool, cached-only flag; prints the folder holding its binaries
+  local tool="$1" cached_only="$2" key dir
+  key="$(tool_key "$tool")"
+  dir="$CACHE_DIR/tools/$key"
+  if [[ ! -d "$dir" ]]; then
+    $cached_only && die "$tool is not built ($dir): run 'make tools'"
+    build_tool "$tool" "$dir.partial"
+    mv "$dir.partial" "$dir"
+  fi
+  echo "$dir"
+}
+
+link_set() { # links every binary of the given tool folders into one folder; prints it
+  local set dir bin
+  set="$(printf '%s\n' "$@" | sha256sum | cut -c1-12)"
+  dir="$CACHE_DIR/bin/$set"
+  if [[ ! -d "$dir" ]]; then
+    mkdir -p "$dir.tmp"
+    for tool_dir in "$@"; do
+      for bin in "$tool_dir"/*; do ln -sf "$bin" "$dir.tmp/$(basename "$bin")"; done
+    done
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
+
+check_module() { # go.sum covers every package the tool builds, and go.mod/go.sum are tidy
+  local tool="$1" line
+  local -a pkgs=()
+  check_go "$tool"
+  while IFS= read -r line; do pkgs+=("${line#*=}"); done < <(binaries "$tool")
+  (cd "$HERE/$tool" && go mod verify >/dev/null) || die "$tool: module cache differs from go.sum"
+  (cd "$HERE/$tool" && go list -deps "${pkgs[@]}" >/dev/null) \
+    || die "$tool: go.mod/go.sum do not cover the packages it builds"
+  (cd "$HERE/$tool" && GOFLAGS=-mod=mod go mod tidy -diff >/dev/null) \
+    || die "$tool: go.mod/go.sum are not tidy: run 'make tools-update TOOL=$tool'"
+  log "$tool: go.mod and go.sum verified"
+}
+
+main() {
+  local print_dir=false cached_only=false check=false bin_dir="" tool
+  local -a tools=() dirs=()
+  while (($#)); do
+    case "$1" in
+      --print-dir) print_dir=true ;;
+      --cached-only) cached_only=true ;;
+      --check) check=true ;;
+      --bin-dir) bin_dir="${2:?--bin-dir needs a folder}"; shift ;;
+      -h|--help) sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+      -*) die "unknown option $1" ;;
+      *) binaries "$1" >/dev/null; tools+=("$1") ;;
+    esac
+    shift
+  done
+  ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+
+  if $check; then
+    for tool in "${tools[@]}"; do check_module "$tool"; done
+    return
+  fi
+  if [[ -n "$bin_dir" ]]; then
+    for tool in "${tools[@]}"; do build_tool "$tool" "$bin_dir"; done
+    return
+  fi
+
+  mkdir -p "$CACHE_DIR/tools" "$CACHE_DIR/bin"
+  exec {lock}>"$CACHE_DIR/.build.lock"
+  flock "$lock"
+  for tool in "${tools[@]}"; do dirs+=("$(ensure_tool "$tool" "$cached_only")"); done
+  local set_dir
+  set_dir="$(link_set "${dirs[@]}")"
+  if $print_dir; then echo "$set_dir"; else log "tools ready in $set_dir"; fi
+}
+
+main "$@"
