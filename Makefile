@@ -14,8 +14,8 @@ TOOLS := bash hack/tools/build.sh
 # The folder of the built tools, for pytest and the scripts (evaluated when a recipe runs).
 TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
 
-.PHONY: help install tools tools-check tools-update deps-update generate verify-generated lint \
-	typecheck test test-unit test-integration demo bench clean
+.PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
+	lint typecheck test test-unit test-integration test-e2e demo bench clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -40,14 +40,19 @@ tools-check: ## CI's check of the set-up path: go.sum verified and tidy, every t
 tools-update: ## Move one tool to another version: make tools-update TOOL=kubernetes VERSION=v1.37.2
 	bash hack/tools/update.sh "$(TOOL)" "$(VERSION)"
 
+host-packages: ## Install the Debian packages real nodes need (runc, CNI plugins, busybox-static); root or sudo
+	bash hack/host-packages.sh
+
 deps-update: $(STAMP) ## Re-pin the Python dependencies (requirements/constraints.txt) to what pyproject allows now
 	bash hack/update-constraints.sh
 
-generate: $(STAMP) ## Regenerate derived files (CRDs from the API models)
+generate: $(STAMP) ## Regenerate derived files (CRDs from the API models, the kubelet plugin's protobuf modules)
 	$(BIN)/python hack/generate_crds.py
+	$(BIN)/python hack/generate_protos.py
 
 verify-generated: $(STAMP)
 	$(BIN)/python hack/generate_crds.py --check
+	$(BIN)/python hack/generate_protos.py --check
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -62,9 +67,12 @@ test-unit: $(STAMP) tools  # chart tests render with helm
 test-integration: $(STAMP) tools
 	$(TOOLS_ENV) $(BIN)/pytest test/integration -q -p no:randomly
 
-test: lint typecheck verify-generated tools-check test-unit test-integration ## Lint, types, generated files, the set-up path, every test tier
+test-e2e: $(STAMP) tools host-packages  # real nodes: needs root
+	$(TOOLS_ENV) $(BIN)/pytest test/e2e -q -p no:randomly
 
-demo: $(STAMP) tools ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
+test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e ## Lint, types, generated files, the set-up path, every test tier
+
+demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) ## Benchmarks (print figures)

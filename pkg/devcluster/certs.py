@@ -1,8 +1,11 @@
-"""Certificates for a throwaway control plane.
+"""Certificates for a throwaway control plane and its nodes.
 
-One CA signs the apiserver's serving certificate and an admin client certificate in
-``system:masters``; a separate RSA key pair signs service-account tokens. Keys are small-but-safe
-(RSA 2048, one-day validity): the cluster lives for one test session.
+One CA signs the apiserver's serving certificate, an admin client certificate in
+``system:masters`` and, per real node, the kubelet's client certificate (``system:node:<name>`` in
+``system:nodes``, so the Node authorizer and NodeRestriction treat it as that node) and its serving
+certificate (the apiserver checks it when it proxies logs). A separate RSA key pair signs
+service-account tokens. Keys are small-but-safe (RSA 2048, one-day validity): the cluster lives
+for one test session.
 """
 
 from __future__ import annotations
@@ -148,3 +151,51 @@ def generate(directory: Path) -> CertPaths:
         )
     )
     return paths
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    cert: Path
+    key: Path
+
+
+def _load_ca(pki: CertPaths) -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
+    cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+    return cert, key
+
+
+def issue(
+    pki: CertPaths,
+    directory: Path,
+    name: str,
+    *,
+    common_name: str,
+    organizations: tuple[str, ...] = (),
+    client: bool = False,
+    server_ips: tuple[str, ...] = (),
+    server_names: tuple[str, ...] = (),
+) -> KeyPair:
+    """A key and a certificate signed by the cluster CA, for a client, a server or both."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert, ca_key = _load_ca(pki)
+    key = _key()
+    subject = x509.Name(
+        [
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    builder = _builder(subject, ca_cert.subject, key.public_key())
+    if server_ips or server_names:
+        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+        sans: list[x509.GeneralName] = [x509.DNSName(dns) for dns in server_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in server_ips]
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False).sign(ca_key, hashes.SHA256())
+    pair = KeyPair(cert=directory / f"{name}.crt", key=directory / f"{name}.key")
+    _write_key(pair.key, key)
+    _write_cert(pair.cert, cert)
+    return pair

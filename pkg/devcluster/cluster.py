@@ -42,6 +42,22 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )
+# What real nodes need besides: node lifecycle (lifts the not-ready taint, notices a dead kubelet),
+# the kube-root-ca.crt ConfigMap every service-account volume mounts, garbage collection of Pods on
+# deleted nodes, taint-based eviction (Node and DRA device taints), and the workload controllers
+# that run our DaemonSets and Deployments. Not in the default set: node lifecycle would taint the
+# kubelet-less Nodes the integration tier creates once their status went unrefreshed for 50 s.
+NODE_CONTROLLERS = (
+    "node-lifecycle-controller",
+    "root-ca-certificate-publisher-controller",
+    "pod-garbage-collector-controller",
+    "taint-eviction-controller",
+    "device-taint-eviction-controller",
+    "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "ttl-controller",
+)
 
 
 @dataclass
@@ -55,6 +71,7 @@ class ControlPlaneConfig:
     start_timeout: float = 120.0
     with_scheduler: bool = True
     with_controller_manager: bool = True
+    controllers: tuple[str, ...] = CONTROLLERS
 
 
 class ControlPlane:
@@ -69,6 +86,7 @@ class ControlPlane:
         self.etcd_peer_port = free_port()
         self.apiserver_port = free_port()
         self.pki: certs.CertPaths | None = None
+        self.kubelet_client: certs.KeyPair | None = None
         self.processes: dict[str, ManagedProcess] = {}
 
     @property
@@ -84,6 +102,15 @@ class ControlPlane:
     def start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.pki = certs.generate(self.work_dir / "pki")
+        # The apiserver's identity towards kubelets (logs, exec); kubelets authorise it by webhook.
+        self.kubelet_client = certs.issue(
+            self.pki,
+            self.work_dir / "pki",
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+            client=True,
+        )
         self._write_kubeconfig()
         self.processes = {
             "etcd": self._process("etcd", self._etcd_args()),
@@ -176,6 +203,7 @@ class ControlPlane:
 
     def _apiserver_args(self) -> list[str]:
         assert self.pki is not None
+        assert self.kubelet_client is not None
         return [
             f"--etcd-servers={self.etcd_url}",
             "--bind-address=127.0.0.1",
@@ -188,7 +216,14 @@ class ControlPlane:
             f"--service-account-signing-key-file={self.pki.sa_key}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=RBAC",
+            # Node + NodeRestriction: a kubelet's certificate (system:node:<name>) reaches only its
+            # own node's objects, as in a real cluster.
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--kubelet-client-certificate={self.kubelet_client.cert}",
+            f"--kubelet-client-key={self.kubelet_client.key}",
+            f"--kubelet-certificate-authority={self.pki.ca_cert}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--enable-priority-and-fairness=false",
             # The kubernetes Service endpoint would have to be a routable IP; nothing here needs it.
             "--endpoint-reconciler-type=none",
@@ -216,7 +251,7 @@ class ControlPlane:
         assert self.pki is not None
         return [
             *self._component_kubeconfig_args(),
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(self.config.controllers)}",
             f"--service-account-private-key-file={self.pki.sa_key}",
             f"--root-ca-file={self.pki.ca_cert}",
             "--use-service-account-credentials=false",
@@ -300,8 +335,7 @@ def default_bin_dir() -> Path:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         ["bash", str(root / "hack" / "tools" / "build.sh"), "--print-dir", "--cached-only"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         check=False,
     )

@@ -1,0 +1,131 @@
+"""A simulated GPU host: what the kernel and the NVIDIA driver would show of a node's cards.
+
+No GPU is available, so each local node gets a folder that stands in for the parts of its host the
+node components read (DESIGN §8):
+
+* ``root/`` — a fixture sysfs tree (``test/fixtures/sysfs/<scenario>``), which also holds the
+  host's ``etc/os-release`` and ``proc/`` files; the NVIDIA driver's per-card
+  ``proc/driver/nvidia/gpus/<address>/information`` (with the card's minor number) is added here;
+* ``dev/`` — the device nodes a real host would have: ``nvidia<minor>`` per card bound to the
+  ``nvidia`` driver, ``nvidiactl``, ``nvidia-uvm``, ``nvidia-uvm-tools``, ``nvidia-caps/``, and
+  ``vfio/vfio`` plus ``vfio/<group>`` for cards bound to ``vfio-pci``. They are real character
+  devices made with mknod, with /dev/null's numbers (1:3), so a container given one through CDI
+  can open and write it and the device cgroup is exercised for real;
+* ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records).
+
+Minor numbers follow the driver's probe order, which is PCI address order; this module is the
+one place that decides them, and the simulated NVML reads them back from the proc file as the
+real NVML gets them from the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+NVIDIA_VENDOR = "0x10de"
+DISPLAY_CLASS_PREFIX = "0x03"
+_NULL_DEVICE = os.makedev(1, 3)
+_CONTROL_NODES = (
+    "nvidiactl",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+    "nvidia-caps/nvidia-cap1",
+    "nvidia-caps/nvidia-cap2",
+)
+
+
+@dataclass(frozen=True)
+class SimulatedGpuHost:
+    """The folders of one simulated host, under ``base``."""
+
+    base: Path
+
+    @property
+    def root(self) -> Path:
+        """The sysfs root handed to gpu-node-agent and gpu-handler (``--sysfs-root``)."""
+        return self.base / "root"
+
+    @property
+    def dev(self) -> Path:
+        """Stands in for the host's ``/dev``: CDI specs point their host paths here."""
+        return self.base / "dev"
+
+    @property
+    def nvml_state(self) -> Path:
+        return self.base / "nvml"
+
+    @classmethod
+    def create(cls, base: Path, fixture: Path) -> SimulatedGpuHost:
+        """Copies the fixture tree and makes the driver's files and device nodes for its cards."""
+        host = cls(base)
+        shutil.copytree(fixture, host.root, symlinks=True)
+        host.nvml_state.mkdir(parents=True, exist_ok=True)
+        host.dev.mkdir(parents=True, exist_ok=True)
+        cards = nvidia_cards(host.root)
+        if cards:
+            for node in _CONTROL_NODES:
+                host.make_device(node)
+        for minor, address in enumerate(cards):
+            host.make_device(f"nvidia{minor}")
+            info = host.root / "proc" / "driver" / "nvidia" / "gpus" / address / "information"
+            info.parent.mkdir(parents=True, exist_ok=True)
+            info.write_text(f"Model: \t\t simulated\nBus Location: \t {address}\nDevice Minor: \t {minor}\n")
+        groups = vfio_groups(host.root)
+        if groups:
+            host.make_device("vfio/vfio")
+        for group in groups:
+            host.make_device(f"vfio/{group}")
+        return host
+
+    def make_device(self, relative: str) -> Path:
+        """A character device at ``dev/<relative>`` (idempotent)."""
+        path = self.dev / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            os.mknod(path, 0o666 | stat.S_IFCHR, _NULL_DEVICE)
+            path.chmod(0o666)
+        return path
+
+    def device_nodes(self) -> list[Path]:
+        return sorted(p for p in self.dev.rglob("*") if p.is_char_device())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _driver(device: Path) -> str:
+    link = device / "driver"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else ""
+
+
+def nvidia_cards(sysfs_root: Path) -> list[str]:
+    """PCI addresses of NVIDIA display/3D functions bound to the ``nvidia`` driver, in probe order."""
+    devices = sysfs_root / "bus" / "pci" / "devices"
+    found = []
+    for device in sorted(devices.iterdir()) if devices.is_dir() else []:
+        if (
+            _read(device / "vendor") == NVIDIA_VENDOR
+            and _read(device / "class").startswith(DISPLAY_CLASS_PREFIX)
+            and _driver(device) == "nvidia"
+        ):
+            found.append(device.name)
+    return found
+
+
+def vfio_groups(sysfs_root: Path) -> list[str]:
+    """IOMMU groups of functions bound to ``vfio-pci``."""
+    devices = sysfs_root / "bus" / "pci" / "devices"
+    groups = set()
+    for device in devices.iterdir() if devices.is_dir() else []:
+        group = device / "iommu_group"
+        if _driver(device) == "vfio-pci" and group.is_symlink():
+            groups.add(os.path.basename(os.readlink(group)))
+    return sorted(groups, key=int)

@@ -1,0 +1,115 @@
+"""Container images for the local nodes, built without a registry.
+
+No registry is reachable where tests and the demo run, so images are assembled here from a binary
+a Debian package installs (``busybox-static``: one static executable that is a shell and 270
+utilities) and imported into each node's containerd. The result is a Docker image archive (the
+format ``ctr images import`` reads) holding two images over one shared layer:
+
+* :data:`BUSYBOX_IMAGE`, the workload image tests and the demo run (``imagePullPolicy: Never``);
+* :data:`PAUSE_IMAGE`, the pod sandbox image containerd pins. A sandbox only has to hold the
+  Pod's namespaces and exit on SIGTERM; a shell that traps TERM and sleeps does that. (PID 1 in a
+  container ignores signals it installs no handler for, hence the trap.)
+
+The archive is reproducible: fixed timestamps and owners, so its digest only changes when the
+busybox binary does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSYBOX = Path("/bin/busybox")
+REGISTRY = "gpucp.test"  # a reserved top-level domain: never resolves, so nothing is ever pulled
+BUSYBOX_IMAGE = f"{REGISTRY}/busybox:1.35"
+PAUSE_IMAGE = f"{REGISTRY}/pause:1.35"
+_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_PAUSE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+
+
+@dataclass(frozen=True)
+class ImageArchive:
+    """An archive on disk and the references it holds."""
+
+    path: Path
+    references: tuple[str, ...]
+
+
+def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
+    """Writes the two images into ``target`` (a ``.tar``); cheap, so callers build per run."""
+    if not busybox.is_file():
+        raise FileNotFoundError(f"{busybox} is missing: run `make host-packages` (Debian busybox-static)")
+    layer = _busybox_layer(busybox)
+    layer_digest = hashlib.sha256(layer).hexdigest()
+    images = {
+        BUSYBOX_IMAGE: {"Cmd": ["/bin/sh"]},
+        PAUSE_IMAGE: {"Entrypoint": _PAUSE_COMMAND},
+    }
+    manifest = []
+    members: dict[str, bytes] = {f"{layer_digest}/layer.tar": layer}
+    for reference, run in images.items():
+        config = json.dumps(
+            {
+                "architecture": "amd64",
+                "os": "linux",
+                "config": {"Env": [_PATH_ENV], "WorkingDir": "/", **run},
+                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+                "history": [{"created_by": f"gpu-control-plane devcluster from {busybox}"}],
+            },
+            sort_keys=True,
+        ).encode()
+        config_name = f"{hashlib.sha256(config).hexdigest()}.json"
+        members[config_name] = config
+        manifest.append(
+            {"Config": config_name, "RepoTags": [reference], "Layers": [f"{layer_digest}/layer.tar"]}
+        )
+    members["manifest.json"] = json.dumps(manifest).encode()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as archive:
+        for name, data in members.items():
+            _add_file(archive, name, data)
+    return ImageArchive(path=target, references=tuple(images))
+
+
+def _busybox_layer(busybox: Path) -> bytes:
+    """A root filesystem: busybox, a link per applet, and the folders programs expect."""
+    applets = subprocess.run(
+        [str(busybox), "--list-full"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout.split()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as layer:
+        for folder in ("bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "tmp", "root", "var"):
+            _add_dir(layer, folder, mode=0o1777 if folder == "tmp" else 0o755)
+        _add_file(layer, "bin/busybox", busybox.read_bytes(), mode=0o755)
+        for applet in sorted(set(applets) - {"bin/busybox"}):
+            _add_symlink(layer, applet, "/bin/busybox")
+        _add_file(layer, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
+        _add_file(layer, "etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+    return buffer.getvalue()
+
+
+def _info(name: str, kind: bytes, mode: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.mtime, info.uid, info.gid = kind, mode, 0, 0, 0
+    return info
+
+
+def _add_dir(archive: tarfile.TarFile, name: str, *, mode: int = 0o755) -> None:
+    archive.addfile(_info(name, tarfile.DIRTYPE, mode))
+
+
+def _add_file(archive: tarfile.TarFile, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    info = _info(name, tarfile.REGTYPE, mode)
+    info.size = len(data)
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _add_symlink(archive: tarfile.TarFile, name: str, target: str) -> None:
+    info = _info(name, tarfile.SYMTYPE, 0o777)
+    info.linkname = target
+    archive.addfile(info)

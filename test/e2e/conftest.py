@@ -1,0 +1,117 @@
+"""The e2e tier: a real control plane with real nodes (kubelet + containerd) on this machine.
+
+One control plane and one node (``real_node``, with the simulated GPUs of the ``a30-x2`` fixture
+host) are started per session; ``second_node`` (``h100-and-l4``) starts on first use. Nodes stop
+at the end of the session, and the session fails if a node left anything on the machine (a
+mount, a process, its bridge, a host-wide file). Fixtures shared with the integration tier
+(``kube``, ``namespace``, failure logs in ``test-artifacts/``) are in ``test/conftest.py``.
+
+Needs root (mknod, mounts, network namespaces, cgroups), overlayfs and the Debian packages of
+``make host-packages``; ``make test-e2e`` provides the rest.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pkg.devcluster.cluster import (
+    CONTROLLERS,
+    NODE_CONTROLLERS,
+    ControlPlane,
+    ControlPlaneConfig,
+    default_bin_dir,
+)
+from pkg.devcluster.images import ImageArchive, build_archive
+from pkg.devcluster.node import NodeConfig, RealNode
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "test/e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def work_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="gpu-e2e-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def control_plane(work_dir: Path) -> Iterator[ControlPlane]:
+    plane = ControlPlane(
+        ControlPlaneConfig(
+            bin_dir=default_bin_dir(),
+            work_dir=work_dir / "cluster",
+            controllers=CONTROLLERS + NODE_CONTROLLERS,
+        )
+    )
+    plane.start()
+    try:
+        plane.kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd"))
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def images(work_dir: Path) -> ImageArchive:
+    return build_archive(work_dir / "images.tar")
+
+
+class NodePool:
+    """Nodes started on demand, stopped together; remembers what each left behind."""
+
+    def __init__(self, plane: ControlPlane, images: ImageArchive, work_dir: Path) -> None:
+        self._plane, self._images, self._work_dir = plane, images, work_dir
+        self._nodes: dict[str, RealNode] = {}
+
+    def get(self, config: NodeConfig) -> RealNode:
+        node = self._nodes.get(config.name)
+        if node is None:
+            node = RealNode(
+                config=config,
+                plane=self._plane,
+                index=len(self._nodes),
+                images=self._images,
+                work_dir=self._work_dir / "nodes",
+            )
+            node.start()
+            self._nodes[config.name] = node
+        return node
+
+    def stop_all(self) -> list[str]:
+        leftovers = []
+        for node in reversed(self._nodes.values()):
+            node.stop()
+            leftovers += [f"{node.name}: {item}" for item in node.leftovers()]
+            node.remove_files()
+        return leftovers
+
+
+@pytest.fixture(scope="session")
+def node_pool(control_plane: ControlPlane, images: ImageArchive, work_dir: Path) -> Iterator[NodePool]:
+    pool = NodePool(control_plane, images, work_dir)
+    yield pool
+    leftovers = pool.stop_all()
+    assert not leftovers, f"real nodes left things behind: {leftovers}"
+
+
+@pytest.fixture(scope="session")
+def real_node(node_pool: NodePool) -> RealNode:
+    return node_pool.get(NodeConfig(name="e2e-node-a", gpu_fixture=FIXTURES / "a30-x2"))
+
+
+@pytest.fixture(scope="session")
+def second_node(node_pool: NodePool) -> RealNode:
+    return node_pool.get(NodeConfig(name="e2e-node-b", gpu_fixture=FIXTURES / "h100-and-l4"))
