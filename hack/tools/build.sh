@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd)
-# from the modules committed beside this script, into a cache keyed by what was built.
+# Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd,
+# the CDI spec validator) from the modules committed beside this script, into a cache keyed by
+# what was built.
 #
 # Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
 # `tool` lines name the commands to build. Builds run with -mod=readonly, so what builds is exactly
 # what go.sum pins: a new release on the module proxy can neither change nor break it. Kubernetes
 # maps its staging modules to local folders, so its module replaces them with their published
-# v0.Y.Z; etcd's server module is required directly. Bump a tool with `make tools-update`.
+# v0.Y.Z; etcd's server module is required directly; the CDI validator is a main package of ours
+# over the CDI project's loader. Bump a tool with `make tools-update`.
 #
 # Cache: $GPU_CP_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/gpu-control-plane)
 #   tools/<tool>-<version>-<key>/          finished binaries of one tool (key: hash of its go.mod,
@@ -26,7 +28,7 @@
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_TOOLS=(etcd kubernetes helm containerd)
+ALL_TOOLS=(etcd kubernetes helm containerd cdi)
 CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
 # Changing how a tool is built (flags, tags) must change its cache key: bump this.
 RECIPE_REVISION=1
@@ -55,6 +57,7 @@ binaries() {
       for c in containerd ctr containerd-shim-runc-v2; do
         echo "$c=github.com/containerd/containerd/v2/cmd/$c"
       done ;;
+    cdi) echo "cdi-validate=gpu-control-plane/hack/tools/cdi" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
 }
@@ -65,6 +68,7 @@ tool_version() {
     kubernetes) module_version kubernetes k8s.io/kubernetes ;;
     helm) module_version helm helm.sh/helm/v4 ;;
     containerd) module_version containerd github.com/containerd/containerd/v2 ;;
+    cdi) module_version cdi tags.cncf.io/container-device-interface ;;
   esac
 }
 
@@ -102,7 +106,7 @@ tool_key() { # <tool>-<version>-<hash of go.mod, go.sum and recipe>
   local tool="$1" version hash
   version="$(tool_version "$tool")"
   [[ -n "$version" ]] || die "$HERE/$tool/go.mod names no version of the tool"
-  hash="$( { cat "$HERE/$tool/go.mod" "$HERE/$tool/go.sum"; echo "$RECIPE_REVISION";
+  hash="$( { cat "$HERE/$tool/go.mod" "$HERE/$tool/go.sum" "$HERE/$tool"/*.go 2>/dev/null; echo "$RECIPE_REVISION";
              binaries "$tool"; build_args "$tool" "$version"; } | sha256sum | cut -c1-12)"
   echo "$tool-$version-$hash"
 }

@@ -16,6 +16,7 @@ case "$tool" in
   kubernetes) module=k8s.io/kubernetes ;;
   helm) module=helm.sh/helm/v4 ;;
   containerd) module=github.com/containerd/containerd/v2 ;;
+  cdi) module=tags.cncf.io/container-device-interface ;;
   *) echo "unknown tool '$tool'" >&2; exit 1 ;;
 esac
 

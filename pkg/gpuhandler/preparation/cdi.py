@@ -1,0 +1,134 @@
+"""CDI specs: how a prepared claim's devices reach its containers.
+
+One spec file per claim, ``<cdi dir>/k8s.gpu.deckhouse.io-claim_<claim UID>.json``, kind
+``k8s.gpu.deckhouse.io/claim``, one CDI device per allocated device named ``<claim UID>-<device>``,
+so a claim's devices can never be confused with another claim's and start-up can tell which
+files are ours and whom they belong to. The kubelet receives the CDI device IDs from
+NodePrepareResources and the runtime (containerd) applies the edits: the device nodes and the
+environment a container of the device needs.
+
+The spec's ``cdiVersion`` is the oldest version that has every field used (``hostPath`` needs
+0.5.0), so older runtimes read the files too; the file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from pkg.gpuhandler.preparation.atomic_file import remove_durably, write_atomically
+
+CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
+CDI_CLASS: Final = "claim"
+CDI_KIND: Final = f"{CDI_VENDOR}/{CDI_CLASS}"
+_FILE = re.compile(rf"^{re.escape(CDI_VENDOR)}-{CDI_CLASS}_(?P<uid>[0-9a-f-]+)\.json$")
+# The oldest CDI version that knows a field (CDI SPEC.md, "Released versions").
+_FIELD_VERSIONS: Final = {"hostPath": (0, 5, 0), "annotations": (0, 6, 0), "additionalGids": (0, 7, 0)}
+_BASE_VERSION: Final = (0, 3, 0)
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node inside the container at ``path``, taken from ``host_path`` on the host."""
+
+    path: str
+    host_path: str
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """What a container of one device needs: device nodes and environment variables."""
+
+    device_nodes: tuple[DeviceNode, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def device_name(claim_uid: str, device: str) -> str:
+    return f"{claim_uid}-{device}"
+
+
+def device_id(claim_uid: str, device: str) -> str:
+    """The fully qualified CDI device ID the kubelet hands to the runtime."""
+    return f"{CDI_KIND}={device_name(claim_uid, device)}"
+
+
+def build_spec(claim_uid: str, devices: Mapping[str, ContainerEdits]) -> dict[str, Any]:
+    """The spec of one claim; ``devices`` maps DRA device names to their edits.
+
+    A device without edits is refused here, as CDI loaders refuse it: it would give a container
+    nothing, which is never what a prepared device means.
+    """
+    entries = []
+    for name, edits in sorted(devices.items()):
+        if not (edits.env or edits.device_nodes):
+            raise ValueError(f"claim {claim_uid}: device {name} has no container edits")
+        container_edits: dict[str, Any] = {}
+        if edits.env:
+            container_edits["env"] = [f"{key}={value}" for key, value in edits.env]
+        if edits.device_nodes:
+            container_edits["deviceNodes"] = [
+                {"path": node.path, "hostPath": node.host_path} for node in edits.device_nodes
+            ]
+        entries.append({"name": device_name(claim_uid, name), "containerEdits": container_edits})
+    spec: dict[str, Any] = {"kind": CDI_KIND, "devices": entries}
+    return {"cdiVersion": minimum_version(spec), **spec}
+
+
+def minimum_version(spec: Mapping[str, Any]) -> str:
+    """The oldest CDI version that has every field ``spec`` uses."""
+    needed = _BASE_VERSION
+
+    def visit(value: Any) -> None:
+        nonlocal needed
+        if isinstance(value, Mapping):
+            for key, inner in value.items():
+                needed = max(needed, _FIELD_VERSIONS.get(key, _BASE_VERSION))
+                visit(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                visit(inner)
+
+    visit(spec)
+    return ".".join(str(part) for part in needed)
+
+
+class CdiSpecs:
+    """The claim spec files in the node's CDI folder (the runtime's ``cdi_spec_dirs``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path_of(self, claim_uid: str) -> Path:
+        return self.folder / f"{CDI_VENDOR}-{CDI_CLASS}_{claim_uid}.json"
+
+    def write(self, claim_uid: str, devices: Mapping[str, ContainerEdits]) -> list[str]:
+        """Writes the claim's spec; returns the CDI device IDs, in the order of ``devices``."""
+        path = self.path_of(claim_uid)
+        write_atomically(
+            path, json.dumps(build_spec(claim_uid, devices), indent=1).encode() + b"\n", mode=0o644
+        )
+        return [device_id(claim_uid, name) for name in devices]
+
+    def remove(self, claim_uid: str) -> bool:
+        return remove_durably(self.path_of(claim_uid))
+
+    def claims(self) -> dict[str, Path]:
+        """Claim UID → spec file, for every spec file of ours in the folder."""
+        if not self.folder.is_dir():
+            return {}
+        found = {}
+        for path in self.folder.iterdir():
+            if match := _FILE.match(path.name):
+                found[match["uid"]] = path
+        return found
+
+    def remove_all_but(self, keep: Sequence[str]) -> list[str]:
+        """Removes the spec files of claims not in ``keep``; returns their claim UIDs."""
+        removed = [uid for uid in self.claims() if uid not in set(keep)]
+        for uid in removed:
+            self.remove(uid)
+        return removed
