@@ -4,13 +4,17 @@ No GPU is available, so each local node gets a folder that stands in for the par
 node components read (DESIGN §8):
 
 * ``root/`` — a fixture sysfs tree (``test/fixtures/sysfs/<scenario>``), which also holds the
-  host's ``etc/os-release`` and ``proc/`` files; the NVIDIA driver's per-card
-  ``proc/driver/nvidia/gpus/<address>/information`` (with the card's minor number) is added here;
+  host's ``etc/os-release`` and ``proc/`` files; the NVIDIA driver's files are added here: per card
+  ``proc/driver/nvidia/gpus/<address>/information`` (with the card's minor number), and
+  ``proc/driver/nvidia-caps/mig-minors``, the table of the device minor of every MIG capability
+  (``gpu<N>/gi<G>/access``, ``gpu<N>/gi<G>/ci<C>/access``) that container runtimes read;
 * ``dev/`` — the device nodes a real host would have: ``nvidia<minor>`` per card bound to the
-  ``nvidia`` driver, ``nvidiactl``, ``nvidia-uvm``, ``nvidia-uvm-tools``, ``nvidia-caps/``, and
-  ``vfio/vfio`` plus ``vfio/<group>`` for cards bound to ``vfio-pci``. They are real character
-  devices made with mknod, with /dev/null's numbers (1:3), so a container given one through CDI
-  can open and write it and the device cgroup is exercised for real;
+  ``nvidia`` driver, ``nvidiactl``, ``nvidia-uvm``, ``nvidia-uvm-tools``, the MIG capability
+  nodes ``nvidia-caps/nvidia-cap<minor>`` for every entry of mig-minors (as ``nvidia-modprobe``
+  makes them on a real host), and ``vfio/vfio`` plus ``vfio/<group>`` for cards bound to
+  ``vfio-pci``. They are real character devices made with mknod, with /dev/null's numbers (1:3),
+  so a container given one through CDI can open and write it and the device cgroup is exercised
+  for real;
 * ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records).
 
 Minor numbers follow the driver's probe order, which is PCI address order; this module is the
@@ -29,13 +33,27 @@ from pathlib import Path
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 _NULL_DEVICE = os.makedev(1, 3)
-_CONTROL_NODES = (
-    "nvidiactl",
-    "nvidia-uvm",
-    "nvidia-uvm-tools",
-    "nvidia-caps/nvidia-cap1",
-    "nvidia-caps/nvidia-cap2",
-)
+_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+# The driver numbers MIG capabilities densely: config 1, monitor 2, then per GPU 15 GPU instances
+# (IDs 0-14) each followed by its 8 compute instances (IDs 0-7).
+MIG_GPU_INSTANCES = 15
+MIG_COMPUTE_INSTANCES = 8
+_FIRST_MIG_MINOR = 3
+
+
+def mig_minors(gpu_minors: list[int]) -> dict[str, int]:
+    """The entries of ``/proc/driver/nvidia-caps/mig-minors`` for cards with these minor numbers."""
+    table = {"config": 1, "monitor": 2}
+    per_gpu = MIG_GPU_INSTANCES * (1 + MIG_COMPUTE_INSTANCES)
+    for gpu in gpu_minors:
+        minor = _FIRST_MIG_MINOR + gpu * per_gpu
+        for gi in range(MIG_GPU_INSTANCES):
+            table[f"gpu{gpu}/gi{gi}/access"] = minor
+            minor += 1
+            for ci in range(MIG_COMPUTE_INSTANCES):
+                table[f"gpu{gpu}/gi{gi}/ci{ci}/access"] = minor
+                minor += 1
+    return table
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,13 @@ class SimulatedGpuHost:
             info = host.root / "proc" / "driver" / "nvidia" / "gpus" / address / "information"
             info.parent.mkdir(parents=True, exist_ok=True)
             info.write_text(f"Model: \t\t simulated\nBus Location: \t {address}\nDevice Minor: \t {minor}\n")
+        if cards:
+            caps = mig_minors(list(range(len(cards))))
+            table = host.root / "proc" / "driver" / "nvidia-caps" / "mig-minors"
+            table.parent.mkdir(parents=True, exist_ok=True)
+            table.write_text("".join(f"{name} {minor}\n" for name, minor in caps.items()))
+            for minor in sorted(set(caps.values())):
+                host.make_device(f"nvidia-caps/nvidia-cap{minor}")
         groups = vfio_groups(host.root)
         if groups:
             host.make_device("vfio/vfio")

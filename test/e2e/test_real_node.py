@@ -83,6 +83,12 @@ def test_the_simulated_gpu_host_has_the_device_nodes_of_its_cards(real_node: Rea
         p.name: (p / "information").read_text().split("Device Minor:")[1].strip() for p in gpus.iterdir()
     }
     assert minors == {"0000:3b:00.0": "0", "0000:d8:00.0": "1"}
+    # The MIG capability table and its device nodes, numbered as the NVIDIA driver numbers them.
+    table = (real_node.host.root / "proc" / "driver" / "nvidia-caps" / "mig-minors").read_text().splitlines()
+    assert table[:4] == ["config 1", "monitor 2", "gpu0/gi0/access 3", "gpu0/gi0/ci0/access 4"]
+    assert "gpu1/gi0/access 138" in table
+    assert len(table) == 2 + 2 * 15 * 9
+    assert (dev / "nvidia-caps" / "nvidia-cap138").is_char_device()
 
 
 def test_a_node_stops_without_leaving_anything_behind(
