@@ -11,6 +11,6 @@ python3 -m venv "$tmp/venv"
 {
   echo "# Exact versions of every Python package .venv installs (make install uses it as constraints)."
   echo "# Regenerate with 'make deps-update' after changing pyproject.toml; commit the result."
-  "$tmp/venv/bin/pip" freeze --all --exclude-editable | grep -v -E "^(gpu-control-plane|pip)==" | LC_ALL=C sort -f
+  "$tmp/venv/bin/pip" freeze --all --exclude-editable | grep -v -E "^(gpu-control-plane|pip)( @|==)" | LC_ALL=C sort -f
 } > requirements/constraints.txt
 echo "requirements/constraints.txt updated"
