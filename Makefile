@@ -33,7 +33,7 @@ install: $(STAMP) ## Create the virtualenv with pinned dependencies
 tools: ## Build (or reuse) etcd, kube-apiserver/-scheduler/-controller-manager, kubectl, kubelet, helm, containerd, cdi-validate
 	$(TOOLS)
 
-tools-check: ## CI's check of the set-up path: go.sum verified and tidy, every tool linked afresh
+tools-check: tools ## CI's check of the set-up path: go.sum verified and tidy, every tool linked afresh
 	$(TOOLS) --check
 	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; $(TOOLS) --bin-dir "$$tmp"
 
