@@ -317,10 +317,11 @@ def test_socket_names_fit_the_unix_path_limit() -> None:
     assert paths == socket_paths(kubelet_root=deep, driver=DRIVER, instance=uid)  # stable across restarts
 
 
-def test_starting_without_the_kubelets_folders_says_which_is_missing(tmp_path: Path) -> None:
+def test_starting_without_the_kubelets_folders_says_which_is_missing(kubelet_root: Path) -> None:
+    shutil.rmtree(kubelet_root / "plugins_registry")
     plugin = KubeletPlugin(
         identity=PluginIdentity(driver=DRIVER, instance="x"),
-        kubelet_root=tmp_path,
+        kubelet_root=kubelet_root,
         driver=RecordingDriver(),
         health=HealthBoard(),
     )
