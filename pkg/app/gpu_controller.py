@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
-from pkg.controller.manager import Manager
-from pkg.controller.physicalgpu.setup import PhysicalGPUContainer, setup_controller
+from pkg.framework.manager.manager import Manager
+from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer, setup_controller
 
 COMPONENT = "gpu-controller"
 

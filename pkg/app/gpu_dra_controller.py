@@ -2,7 +2,7 @@
 
 Run without a subcommand it is the controller: it competes for a Lease and, while leading,
 allocates unallocated ResourceClaims of our device classes that no Pod references (see
-:mod:`pkg.controller.resourceclaim`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
+:mod:`pkg.dracontroller`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
 why a claim gets the devices it gets, or none, from the cluster or a YAML bundle (see
 :mod:`pkg.dra.explain.cli`).
 """
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
-from pkg.controller.manager import Manager
-from pkg.controller.resourceclaim.setup import ResourceClaimContainer, setup_controller
 from pkg.dra.explain import cli as explain_cli
+from pkg.dracontroller.setup import ResourceClaimContainer, setup_controller
+from pkg.framework.manager.manager import Manager
 
 COMPONENT = "gpu-dra-controller"
 EXPLAIN = "explain"

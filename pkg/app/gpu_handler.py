@@ -25,8 +25,10 @@ from pathlib import Path
 
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
+from pkg.backends import default_registry
 from pkg.dra.domain.slices import ServerVersion
+from pkg.framework.logging import setup_logging
+from pkg.framework.manager.manager import install_signal_handlers
 from pkg.gpuhandler.offline import (
     NEWEST_SERVER_VERSION,
     OfflineInputError,
@@ -35,8 +37,6 @@ from pkg.gpuhandler.offline import (
     render_yaml,
 )
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
-from pkg.logger import setup_logging
-from pkg.vendor import default_registry
 
 COMPONENT = "gpu-handler"
 DEFAULT_ENRICH_SECONDS = 60.0

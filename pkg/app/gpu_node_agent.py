@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
-from pkg.logger import setup_logging
+from pkg.framework.logging import setup_logging
+from pkg.framework.manager.manager import install_signal_handlers
 from pkg.nodeagent.internal.trigger import install_sighup_trigger
 from pkg.nodeagent.reconciler import SYNC
 from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent

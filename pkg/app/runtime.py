@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dependency_injector import containers, providers
 
 from pkg.app.options import ManagerOptions
-from pkg.client import KubeClient
-from pkg.client.config import new_api_client
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.leaderelection import LeaderElectionConfig
-from pkg.controller.manager import Manager, install_signal_handlers
-from pkg.eventrecord.recorder import EventRecorderLogger
-from pkg.logger import setup_logging
+from pkg.domain.metrics import METRICS
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.config import new_api_client
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.logging import setup_logging
+from pkg.framework.manager.leaderelection import LeaderElectionConfig
+from pkg.framework.manager.manager import Manager, install_signal_handlers
 
 # Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it;
 # their own transport has no retries, which would multiply the timeout.
@@ -40,6 +41,7 @@ def _manager(options: ManagerOptions, component: str, informers: InformerFactory
             lease_name=options.leader_election_id, lease_namespace=options.leader_election_namespace
         )
     manager = Manager(
+        metrics=METRICS,
         leader_election=election,
         lease_client=_lease_client(options, component) if election else None,
         monitoring_bind_address=options.metrics_bind_address,

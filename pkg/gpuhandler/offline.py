@@ -34,9 +34,10 @@ import yaml
 from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
-from pkg.controller.conditions import now_utc
-from pkg.controller.reconciler import BaseReconciler
+from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
 from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
+from pkg.framework.reconcile import BaseReconciler
+from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -47,14 +48,13 @@ from pkg.gpuhandler.internal.handler import (
 )
 from pkg.gpuhandler.internal.state import EnrichmentState, OwnedStatus, Readiness, readiness
 from pkg.gpuhandler.publishing.selection import LABEL_ALLOW_MIG, build_card_offers, select_cards
+from pkg.hardware.labels import to_label_value
+from pkg.hardware.pciids import PciIds
 from pkg.nodeagent.internal.handler import DiscoverHandler
 from pkg.nodeagent.internal.service import FileHostInfoReader, SysfsPciScanner
 from pkg.nodeagent.internal.state import SyncState
 from pkg.nodeagent.internal.state.desired import gpu_labels, gpu_status, node_info
 from pkg.nodeagent.internal.state.naming import allocate_name
-from pkg.sys.labels import to_label_value
-from pkg.sys.pciids import PciIds
-from pkg.vendor import BackendOptions, VendorBackend, VendorRegistry, default_registry
 
 NEWEST_SERVER_VERSION: Final = ServerVersion(1, 37)
 ASSUMED_REASON: Final = "AssumedOffline"

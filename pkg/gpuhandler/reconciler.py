@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.controller.reconcile import Request, Result
-from pkg.controller.reconciler import BaseReconciler, Handler
+from pkg.backends.backend import BackendError
+from pkg.framework.reconcile import BaseReconciler, Handler
+from pkg.framework.reconcile.contract import Request, Result
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
-from pkg.vendor.backend import BackendError
 
 logger = logging.getLogger(__name__)
 

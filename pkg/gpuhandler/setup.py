@@ -19,13 +19,15 @@ from pathlib import Path
 from dependency_injector import containers, providers
 
 from api.gpu.v1alpha1 import LABEL_NODE
-from pkg.client import ApiError, KubeClient
-from pkg.client.known_kinds import PHYSICAL_GPU
-from pkg.controller.controller import Controller
-from pkg.controller.handler import EnqueueRequestForObject
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.backends import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.domain.metrics import METRICS
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestForObject
+from pkg.framework.manager.manager import Manager
+from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -38,8 +40,7 @@ from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.watcher import gpu_events
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
-from pkg.sys.labels import to_label_value
-from pkg.vendor import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.hardware.labels import to_label_value
 
 ENRICHMENT_CONTROLLER = "gpu-enrichment"
 # A card whose reads fail is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
@@ -107,6 +108,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     )
     controller = providers.Singleton(
         lambda r, s: Controller(
+            metrics=METRICS,
             name=ENRICHMENT_CONTROLLER,
             reconciler=r,
             max_concurrent_reconciles=s.workers,

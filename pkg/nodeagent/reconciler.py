@@ -5,10 +5,10 @@ one object, and the triggers (start, udev, a deleted object, SIGHUP, the periodi
 information a level-based sync needs. Each trigger just adds ``sync`` to the controller's queue;
 the queue de-duplicates (a burst of triggers costs one pass, a trigger during a pass one more
 pass), one worker means two syncs never overlap, and a failed sync is retried with the queue's
-exponential backoff. So the framework's :class:`~pkg.controller.controller.Controller` runs it
+exponential backoff. So the framework's :class:`~pkg.framework.controller.controller.Controller` runs it
 unchanged.
 
-Why the :class:`~pkg.controller.reconciler.base.BaseReconciler` handler chain rather than the
+Why the :class:`~pkg.framework.reconcile.chain.BaseReconciler` handler chain rather than the
 StepTaker: the steps are level-based and idempotent, and a failed sync is simply run again, so
 there is nothing to roll back; what the chain adds is what a sync needs (ordered steps over one
 state, stop on the first raised error). The ResourceReconciler is not used because a sync writes
@@ -25,9 +25,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from pkg.controller.reconcile import Request, Result
-from pkg.controller.reconciler import BaseReconciler, Handler
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.framework.reconcile import BaseReconciler, Handler
+from pkg.framework.reconcile.contract import Request, Result
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service import CacheWaiter
 from pkg.nodeagent.internal.state import Failure, StateFactory, SyncState
 

@@ -16,22 +16,24 @@ from dependency_injector import containers, providers
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import ApiError, KubeClient
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.controller.controller import Controller
-from pkg.controller.handler import EnqueueRequestsFromMapFunc
-from pkg.controller.informer import SharedInformer
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.backends import default_registry
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.domain.metrics import METRICS
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.manager.manager import Manager
+from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.hardware.labels import to_label_value
+from pkg.hardware.pciids import PciIds
 from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
 from pkg.nodeagent.internal.service import CacheBarrier, FileHostInfoReader, KubeWriter, SysfsPciScanner
 from pkg.nodeagent.internal.state import StateFactory, SyncState
 from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger, gpu_events, node_events
 from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError
-from pkg.sys.labels import to_label_value
-from pkg.sys.pciids import PciIds
-from pkg.vendor import default_registry
 
 CONTROLLER_NAME = "node-agent"
 # A failed sync is retried after 0.5 s, 1 s, 2 s, ... at most 5 minutes apart.
@@ -44,7 +46,7 @@ class AgentSettings:
     node_name: str
     sysfs_root: Path
     host_root: Path
-    pci_ids: Path | None  # None: the first of pkg.sys.pciids.DEFAULT_PATHS
+    pci_ids: Path | None  # None: the first of pkg.hardware.pciids.DEFAULT_PATHS
     resync_period: float
     resync_jitter: float = 0.2
     udev: bool = True
@@ -122,6 +124,7 @@ class NodeAgentContainer(containers.DeclarativeContainer):
     )
     controller = providers.Singleton(
         lambda r: Controller(
+            metrics=METRICS,
             name=CONTROLLER_NAME,
             reconciler=r,
             max_concurrent_reconciles=1,  # syncs of one node never overlap

@@ -48,11 +48,12 @@ from informer_helpers import (
 from kubernetes.client import V1ConfigMap, V1Lease, V1LeaseSpec, V1ObjectMeta
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.client import KubeClient, NotFoundError, PatchType, WatchEventType
-from pkg.client.known_kinds import CONFIG_MAP, LEASE, PHYSICAL_GPU
-from pkg.controller.event_handler import DeletedFinalStateUnknown
-from pkg.controller.informer import SharedInformer
 from pkg.devcluster.cluster import ControlPlane
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
+from pkg.framework.client import KubeClient, NotFoundError, PatchType, WatchEventType
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, LEASE
 
 RUN_LABEL = "test.gpu.deckhouse.io/run"
 WATCHED_LABEL = "test.gpu.deckhouse.io/watched"

@@ -41,11 +41,11 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.dra.domain.offers import CardOffers, build_offers
 from pkg.dra.domain.slices import Layout, build_slices, read_server_version
-from pkg.dra.services.publisher import KubeSliceReader, SlicePublisher, content
+from pkg.dra.publisher import KubeSliceReader, SlicePublisher, content
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 A30, H100 = "0000:02:00.0", "0000:9a:00.0"
 ATTR = f'device.attributes["{DRIVER}"]'

@@ -24,8 +24,8 @@ from kubernetes.client import (
 )
 from pydantic import ValidationError
 
-from pkg.client import ResourceKind
-from pkg.client.known_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client import ResourceKind
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
 
 KINDS: dict[str, ResourceKind[Any]] = {
     k.kind: k for k in (RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, NAMESPACE, NODE)

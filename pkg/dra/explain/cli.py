@@ -21,10 +21,10 @@ from typing import TextIO
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
+from pkg.dra.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
 from pkg.dra.explain.bundle import BundleError, Snapshot, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
-from pkg.dra.services.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
 
 EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT = 0, 1, 2
 

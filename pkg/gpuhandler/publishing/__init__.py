@@ -1,7 +1,7 @@
 """ResourceSlice publishing of the gpu-handler: this node's offers, kept current (spec §7.5).
 
 The loop (:mod:`.setup`, :mod:`.reconciler`) publishes the node's pool ``gpus/<node>`` through
-:class:`~pkg.dra.services.publisher.SlicePublisher`: server-side apply, the generation bumped on
+:class:`~pkg.dra.publisher.SlicePublisher`: server-side apply, the generation bumped on
 any change, slices of vanished cards deleted, no write when nothing changed, the Node as owner of
 every slice so they go with it. Publishes of one node never overlap (one request, one worker).
 

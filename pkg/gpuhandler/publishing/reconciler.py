@@ -32,9 +32,9 @@ from typing import Protocol
 from kubernetes.client import V1Node, V1OwnerReference
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
-from pkg.controller.reconcile import Request, Result
 from pkg.dra.domain.offers import CardOffers
-from pkg.dra.services.publisher import PublishResult
+from pkg.dra.publisher import PublishResult
+from pkg.framework.reconcile.contract import Request, Result
 from pkg.gpuhandler.card_specs import CardEntry, CardSpecProvider
 from pkg.gpuhandler.publishing.selection import (
     build_card_offers,

@@ -26,21 +26,22 @@ from typing import TYPE_CHECKING
 from dependency_injector import containers, providers
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import ApiError, KubeClient
-from pkg.client.known_kinds import NODE, RESOURCE_SLICE
-from pkg.controller.controller import Controller
-from pkg.controller.handler import EnqueueRequestsFromMapFunc
-from pkg.controller.informer import SharedInformer
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from pkg.backends import VendorBackend
+from pkg.domain.metrics import METRICS
 from pkg.dra.domain.slices import DRIVER, UnsupportedServerError
-from pkg.dra.services.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
+from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.manager.manager import Manager
+from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.gpuhandler.card_specs import CardSpecProvider
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
 from pkg.gpuhandler.publishing.triggers import gpu_events, node_events, slice_events
-from pkg.vendor import VendorBackend
 
 if TYPE_CHECKING:
     from pkg.gpuhandler.setup import GpuHandlerContainer
@@ -114,6 +115,7 @@ class PublishingContainer(containers.DeclarativeContainer):
     )
     controller = providers.Singleton(
         lambda r: Controller(
+            metrics=METRICS,
             name=PUBLISH_CONTROLLER,
             reconciler=r,
             max_concurrent_reconciles=1,  # publishes of one node never overlap

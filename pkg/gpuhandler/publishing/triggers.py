@@ -24,9 +24,9 @@ from typing import Any
 from kubernetes.client import V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import condition_status
-from pkg.controller.predicate import Funcs, Predicate
-from pkg.dra.services.publisher import content
+from pkg.dra.publisher import content
+from pkg.framework.controller.predicate import Funcs, Predicate
+from pkg.framework.reconcile.conditions import condition_status
 from pkg.gpuhandler.publishing.selection import mig_allowed_on
 
 

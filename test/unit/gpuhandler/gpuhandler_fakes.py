@@ -25,6 +25,8 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
+from pkg.backends import BackendOptions, ConditionReport, Enrichment, VendorBackend
+from pkg.backends.simulated.backend import SIMULATED_NVIDIA
 from pkg.dra.domain.card import Card
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
@@ -36,8 +38,6 @@ from pkg.gpuhandler.internal.handler import (
 )
 from pkg.gpuhandler.internal.state import OwnedStatus
 from pkg.gpuhandler.reconciler import EnrichmentReconciler
-from pkg.vendor import BackendOptions, ConditionReport, Enrichment, VendorBackend
-from pkg.vendor.simulated.backend import SIMULATED_NVIDIA
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "test" / "fixtures" / "sysfs"

@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 from gpuhandler_fakes import SYSFS, gpu
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU, RESOURCE_SLICE
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.domain.slices import Layout, UnsupportedServerError
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
+from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.publishing import PUBLISH, PUBLISH_CONTROLLER
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler

@@ -22,10 +22,10 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
+from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.pci import PciDevice
 from pkg.nodeagent.internal.state import SyncState
 from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL, address_key
-from pkg.sys.hostinfo import HostInfo
-from pkg.sys.pci import PciDevice
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "test" / "fixtures"

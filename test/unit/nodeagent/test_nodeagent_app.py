@@ -10,10 +10,11 @@ import pytest
 
 from pkg.app.gpu_node_agent import parser, settings_from
 from pkg.app.options import parse_duration as _seconds
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.manager.manager import Manager
 from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger
 from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
 

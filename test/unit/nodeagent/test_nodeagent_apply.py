@@ -5,15 +5,15 @@ from __future__ import annotations
 from nodeagent_fakes import NODE, RecordingWriter, device, gpu_object, host, sync_state
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, NvidiaState, PhysicalGPU
-from pkg.client import AlreadyExistsError, ConflictError
+from pkg.backends import VendorRegistry
+from pkg.framework.client import AlreadyExistsError, ConflictError
+from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.pci import PciDevice
+from pkg.hardware.pciids import PciIds
 from pkg.nodeagent.internal.handler import ApplyHandler, DiscoverHandler
 from pkg.nodeagent.internal.service import PciScan
 from pkg.nodeagent.internal.state import SyncState
 from pkg.nodeagent.internal.state.desired import gpu_labels, gpu_status, node_info
-from pkg.sys.hostinfo import HostInfo
-from pkg.sys.pci import PciDevice
-from pkg.sys.pciids import PciIds
-from pkg.vendor import VendorRegistry
 
 
 class _Scanner:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from nodeagent_fakes import RecordingWriter, gpu_object, sync_state
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo
-from pkg.client import ApiError
+from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
+from pkg.framework.client import ApiError
 from pkg.nodeagent.internal.handler import CleanupHandler
 from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
-from pkg.vendor.nvidia.identity import IDENTITY as NVIDIA
 
 
 def _present(state: SyncState, *addresses: str) -> SyncState:

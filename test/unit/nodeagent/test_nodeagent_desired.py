@@ -15,6 +15,8 @@ from api.gpu.v1alpha1 import (
     PhysicalGPUStatus,
     Vendor,
 )
+from pkg.hardware.labels import LABEL_VALUE_PATTERN
+from pkg.hardware.pciids import PciIds
 from pkg.nodeagent.internal.state.desired import (
     LABEL_BAREMETAL,
     LABEL_KERNEL_VERSION,
@@ -31,8 +33,6 @@ from pkg.nodeagent.internal.state.desired import (
     stale_vendor_state,
     status_differs,
 )
-from pkg.sys.labels import LABEL_VALUE_PATTERN
-from pkg.sys.pciids import PciIds
 
 
 def test_pci_info_takes_names_from_pci_ids(pci_ids: PciIds) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nodeagent_fakes import NODE, RecordingWriter, host, sync_state
 
-from pkg.client import NotFoundError
+from pkg.framework.client import NotFoundError
 from pkg.nodeagent.internal.handler import NodeLabelsHandler
 
 CURRENT = {

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from kubernetes.client import V1Condition
 
 from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends.backend import BackendError, Enrichment
 from pkg.gpuhandler.internal.state.readiness import Readiness
-from pkg.vendor.backend import BackendError, Enrichment
 
 
 @dataclass(kw_only=True)

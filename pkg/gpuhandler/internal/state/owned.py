@@ -25,8 +25,13 @@ from typing import Any
 from kubernetes.client import V1Condition
 
 from api.gpu.v1alpha1 import Capabilities, NvidiaState, PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import DesiredCondition, conditions_equal, find_condition, set_condition
-from pkg.vendor.backend import ConditionReport
+from pkg.backends.backend import ConditionReport
+from pkg.framework.reconcile.conditions import (
+    DesiredCondition,
+    conditions_equal,
+    find_condition,
+    set_condition,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

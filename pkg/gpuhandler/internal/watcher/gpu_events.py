@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import condition_status
-from pkg.controller.predicate import Funcs, Predicate
+from pkg.framework.controller.predicate import Funcs, Predicate
+from pkg.framework.reconcile.conditions import condition_status
 from pkg.gpuhandler.internal.state import owned_of
 
 

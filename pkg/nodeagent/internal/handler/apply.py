@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from api.gpu.v1alpha1 import NodeInfo, PhysicalGPU
-from pkg.client import AlreadyExistsError, ApiError
+from pkg.framework.client import AlreadyExistsError, ApiError
 from pkg.nodeagent.internal.service import GPUWriter
 from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
 from pkg.nodeagent.internal.state.desired import (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from api.gpu.v1alpha1 import LABEL_VENDOR, PhysicalGPU
-from pkg.client import ApiError
+from pkg.framework.client import ApiError
 from pkg.nodeagent.internal.service import GPUWriter
 from pkg.nodeagent.internal.state import SyncState
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.backends import VendorIdentity, VendorRegistry, driver_type_for
+from pkg.hardware.pci import PciDevice
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service import HostInfoReader, PciScanner
 from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
 from pkg.nodeagent.internal.state.desired import PciNames, device_label, pci_info
 from pkg.nodeagent.internal.state.naming import address_key
-from pkg.sys.pci import PciDevice
-from pkg.vendor import VendorIdentity, VendorRegistry, driver_type_for
 
 logger = logging.getLogger(__name__)
 

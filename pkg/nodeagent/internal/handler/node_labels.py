@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from pkg.client import ApiError
+from pkg.framework.client import ApiError
 from pkg.nodeagent.internal.service import NodeWriter
 from pkg.nodeagent.internal.state import SyncState
 from pkg.nodeagent.internal.state.desired import label_changes, node_labels

@@ -15,7 +15,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from pkg.sys.hostinfo import HostInfo, read_host_info
+from pkg.hardware.hostinfo import HostInfo, read_host_info
 
 _MAX_LINKS = 40  # the kernel's limit on symlinks in one lookup (ELOOP past it)
 

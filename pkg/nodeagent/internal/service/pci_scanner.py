@@ -1,6 +1,6 @@
 """The PCI scanner service: every PCI function of the host, and those present but unreadable.
 
-:func:`pkg.sys.pci.scan_pci_devices` leaves an unreadable device out (with a warning naming it).
+:func:`pkg.hardware.pci.scan_pci_devices` leaves an unreadable device out (with a warning naming it).
 For the agent, "left out" would read as "removed" and delete the card's PhysicalGPU, losing what
 other components wrote into it because of one failed read. So the scanner also lists the
 directory and reports addresses that are there but were not read; the cleanup step keeps their
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pkg.sys.pci import PciDevice, scan_pci_devices
+from pkg.hardware.pci import PciDevice, scan_pci_devices
 
 
 @dataclass(frozen=True)

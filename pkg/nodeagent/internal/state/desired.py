@@ -8,7 +8,7 @@ object the same way on both sides, so a condition or capability written by anoth
 never looks like a difference, and an unchanged card costs no API request.
 
 Filling rules (spec §4.2.2): a name pci.ids lacks, an os-release field or a kernel release that
-cannot be read is left out. Bare metal is always known: :mod:`pkg.sys.hostinfo` fails closed
+cannot be read is left out. Bare metal is always known: :mod:`pkg.hardware.hostinfo` fails closed
 (unreadable DMI counts as a VM), so ``bareMetal`` and the ``baremetal`` label are always written.
 """
 
@@ -30,10 +30,10 @@ from api.gpu.v1alpha1 import (
     PciInfo,
     PhysicalGPUStatus,
 )
+from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.labels import normalize_device_model, to_label_value
+from pkg.hardware.pci import PciDevice
 from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL, address_key
-from pkg.sys.hostinfo import HostInfo
-from pkg.sys.labels import normalize_device_model, to_label_value
-from pkg.sys.pci import PciDevice
 
 LABEL_BAREMETAL: Final = "gpu.deckhouse.io/baremetal"
 LABEL_OS_ID: Final = "gpu.deckhouse.io/os.id"
@@ -46,7 +46,7 @@ _VENDOR_STATE: Final = {"nvidia": DriverType.NVIDIA}
 
 
 class PciNames(Protocol):
-    """Name lookups in pci.ids (:class:`pkg.sys.pciids.PciIds`); ``None`` when unknown."""
+    """Name lookups in pci.ids (:class:`pkg.hardware.pciids.PciIds`); ``None`` when unknown."""
 
     def vendor_name(self, vendor_id: str) -> str | None: ...
 

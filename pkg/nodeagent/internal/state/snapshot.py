@@ -22,9 +22,9 @@ from functools import cached_property
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import DriverType, PciInfo, PhysicalGPU
+from pkg.backends import VendorIdentity
+from pkg.hardware.hostinfo import HostInfo
 from pkg.nodeagent.internal.state.naming import ObjectIndex, address_key, index_objects
-from pkg.sys.hostinfo import HostInfo
-from pkg.vendor import VendorIdentity
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The handler only starts a thread that enqueues: a Python signal handler runs between two bytecodes
 of the main thread, which might hold a lock the enqueue needs (the same reasoning as
-:func:`pkg.controller.manager.install_signal_handlers`).
+:func:`pkg.framework.manager.manager.install_signal_handlers`).
 """
 
 from __future__ import annotations

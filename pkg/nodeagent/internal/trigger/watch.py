@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, LABEL_NODE, LABEL_VENDOR
-from pkg.controller.predicate import Funcs, Predicate
+from pkg.framework.controller.predicate import Funcs, Predicate
 from pkg.nodeagent.internal.state.desired import NODE_LABEL_KEYS, owned_status
 from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL
 
