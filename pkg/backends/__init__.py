@@ -12,10 +12,11 @@ of its drivers mean what; the gpu-handler builds one backend by entry point name
 from pkg.backends.backend import (
     BackendError,
     BackendOptions,
-    ConditionReport,
+    CardVerdict,
     Enrichment,
     VendorBackend,
     VendorPlugin,
+    VerdictStatus,
     claimed_gpus,
 )
 from pkg.backends.registry import (
@@ -32,12 +33,13 @@ __all__ = [
     "KNOWN_DRIVERS",
     "BackendError",
     "BackendOptions",
-    "ConditionReport",
+    "CardVerdict",
     "Enrichment",
     "VendorBackend",
     "VendorIdentity",
     "VendorPlugin",
     "VendorRegistry",
+    "VerdictStatus",
     "claimed_gpus",
     "default_registry",
     "driver_type_for",

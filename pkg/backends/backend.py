@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
-from pkg.framework.reconcile.conditions import ConditionStatus
 from pkg.hardware.pci import PciDevice
 
 if TYPE_CHECKING:
@@ -60,25 +60,38 @@ class Enrichment:
     nvidia: NvidiaState | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConditionReport:
-    """A verdict for one condition of the card (``HardwareHealthy`` or ``DriverReady``)."""
+class VerdictStatus(StrEnum):
+    """The answer of a verdict; the values are a Kubernetes condition's, so the component that turns a
+    verdict into a condition copies the value (a backend knows nothing of conditions)."""
 
-    status: ConditionStatus
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardVerdict:
+    """A backend's verdict on one question about the card (is it healthy; is its driver ready).
+
+    A backend never builds Kubernetes conditions: the gpu-handler turns a verdict into
+    ``HardwareHealthy`` (or, later, ``DriverReady``) with the condition rules of the framework.
+    """
+
+    status: VerdictStatus
     reason: str
     message: str = ""
 
     @classmethod
-    def true(cls, reason: str, message: str = "") -> ConditionReport:
-        return cls(status=ConditionStatus.TRUE, reason=reason, message=message)
+    def true(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.TRUE, reason=reason, message=message)
 
     @classmethod
-    def false(cls, reason: str, message: str = "") -> ConditionReport:
-        return cls(status=ConditionStatus.FALSE, reason=reason, message=message)
+    def false(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.FALSE, reason=reason, message=message)
 
     @classmethod
-    def unknown(cls, reason: str, message: str = "") -> ConditionReport:
-        return cls(status=ConditionStatus.UNKNOWN, reason=reason, message=message)
+    def unknown(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.UNKNOWN, reason=reason, message=message)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,11 +126,11 @@ class VendorBackend(Protocol):
         """Reads capabilities and driver state of the card; raises :class:`BackendError`."""
         ...
 
-    def health(self, gpu: PhysicalGPU) -> ConditionReport:
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
         """``HardwareHealthy`` of the card; a check that could not run says ``Unknown``."""
         ...
 
-    def validate(self, gpu: PhysicalGPU) -> ConditionReport:
+    def validate(self, gpu: PhysicalGPU) -> CardVerdict:
         """``DriverReady`` of the card: whether its driver answers through the library."""
         ...
 

@@ -29,8 +29,10 @@ from pkg.framework.manager.manager import Manager
 from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.hardware.labels import to_label_value
 from pkg.hardware.pciids import PciIds
+from pkg.inventory.host_info import FileHostInfoReader
+from pkg.inventory.pci_scanner import SysfsPciScanner
 from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
-from pkg.nodeagent.internal.service import CacheBarrier, FileHostInfoReader, KubeWriter, SysfsPciScanner
+from pkg.nodeagent.internal.service import CacheBarrier, KubeWriter
 from pkg.nodeagent.internal.state import StateFactory, SyncState
 from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger, gpu_events, node_events
 from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError

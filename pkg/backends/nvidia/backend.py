@@ -28,7 +28,7 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     Vendor,
 )
-from pkg.backends.backend import ConditionReport, Enrichment, claimed_gpus, pci_address
+from pkg.backends.backend import CardVerdict, Enrichment, claimed_gpus, pci_address
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.health import check_driver, check_health
 from pkg.backends.nvidia.identity import IDENTITY
@@ -63,10 +63,10 @@ class NvidiaBackend:
         reading = self.read(gpu)
         return Enrichment(capabilities=capabilities_of(reading), nvidia=nvidia_state_of(reading))
 
-    def health(self, gpu: PhysicalGPU) -> ConditionReport:
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
         return check_health(self._nvml, pci_address(gpu))
 
-    def validate(self, gpu: PhysicalGPU) -> ConditionReport:
+    def validate(self, gpu: PhysicalGPU) -> CardVerdict:
         return check_driver(self._nvml, pci_address(gpu))
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:

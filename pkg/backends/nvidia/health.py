@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from pkg.backends.backend import ConditionReport
+from pkg.backends.backend import CardVerdict
 from pkg.backends.nvidia.nvml_port import (
     CLOCKS_EVENT_HW_THERMAL,
     CLOCKS_EVENT_SW_THERMAL,
@@ -65,7 +65,7 @@ CHECKS: Final[tuple[Callable[[Nvml, str], tuple[str, str] | None], ...]] = (
 )
 
 
-def check_health(nvml: Nvml, address: str) -> ConditionReport:
+def check_health(nvml: Nvml, address: str) -> CardVerdict:
     """Runs every check on the card at ``address``; never raises for an NVML error."""
     faults: list[tuple[str, str]] = []
     failed: list[NvmlError] = []
@@ -74,26 +74,26 @@ def check_health(nvml: Nvml, address: str) -> ConditionReport:
             fault = check(nvml, address)
         except NvmlError as exc:
             if exc.code in _FATAL:
-                return ConditionReport.false(_FATAL[NvmlReturn(exc.code)], str(exc))
+                return CardVerdict.false(_FATAL[NvmlReturn(exc.code)], str(exc))
             if not exc.not_supported:
                 failed.append(exc)
             continue
         if fault is not None:
             faults.append(fault)
     if faults:
-        return ConditionReport.false(faults[0][0], "; ".join(message for _, message in faults))
+        return CardVerdict.false(faults[0][0], "; ".join(message for _, message in faults))
     if failed:
-        return ConditionReport.unknown(REASON_CHECK_FAILED, "; ".join(map(str, failed)))
-    return ConditionReport.true(
+        return CardVerdict.unknown(REASON_CHECK_FAILED, "; ".join(map(str, failed)))
+    return CardVerdict.true(
         REASON_HEALTHY, "no pending page retirement, row remapping failure or thermal slowdown"
     )
 
 
-def check_driver(nvml: Nvml, address: str) -> ConditionReport:
+def check_driver(nvml: Nvml, address: str) -> CardVerdict:
     """``DriverReady``: NVML loads, knows the driver and answers for this card."""
     try:
         version = nvml.driver_version()
         uuid = nvml.uuid(address)
     except NvmlError as exc:
-        return ConditionReport.false(exc.reason, str(exc))
-    return ConditionReport.true(REASON_DRIVER_RESPONDING, f"driver {version} answers for {uuid}")
+        return CardVerdict.false(exc.reason, str(exc))
+    return CardVerdict.true(REASON_DRIVER_RESPONDING, f"driver {version} answers for {uuid}")

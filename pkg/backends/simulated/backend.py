@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Final
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.backends.backend import BackendOptions, ConditionReport, VendorBackend, pci_address
+from pkg.backends.backend import BackendOptions, CardVerdict, VendorBackend, VerdictStatus, pci_address
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.registry import VendorIdentity
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
-from pkg.framework.reconcile.conditions import ConditionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ class SimulatedBackend(NvidiaBackend):
         super().__init__(nvml=nvml)
         self._state_dir = state_dir
 
-    def health(self, gpu: PhysicalGPU) -> ConditionReport:
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
         if self._state_dir is not None:
             override = read_health_file(self._state_dir / f"{pci_address(gpu)}{HEALTH_FILE_SUFFIX}")
             if override is not None:
@@ -50,23 +49,23 @@ class SimulatedBackend(NvidiaBackend):
         return super().health(gpu)
 
 
-def read_health_file(path: Path) -> ConditionReport | None:
+def read_health_file(path: Path) -> CardVerdict | None:
     """The verdict in ``path``; ``None`` when there is no such file."""
     try:
         text = path.read_text().strip()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return ConditionReport.unknown(REASON_INVALID_FILE, f"{path}: {exc}")
+        return CardVerdict.unknown(REASON_INVALID_FILE, f"{path}: {exc}")
     status, _, rest = text.partition(" ")
     reason, _, message = rest.strip().partition(" ")
-    if status not in {s.value for s in ConditionStatus} or not _REASON.match(reason):
+    if status not in {s.value for s in VerdictStatus} or not _REASON.match(reason):
         logger.warning("ignoring malformed health file", extra={"path": str(path), "content": text[:200]})
-        return ConditionReport.unknown(
+        return CardVerdict.unknown(
             REASON_INVALID_FILE,
             f"{path}: expected '<True|False|Unknown> <Reason> <message>', got {text[:100]!r}",
         )
-    return ConditionReport(status=ConditionStatus(status), reason=reason, message=message.strip())
+    return CardVerdict(status=VerdictStatus(status), reason=reason, message=message.strip())
 
 
 class SimulatedNvidiaPlugin:

@@ -6,17 +6,17 @@ from dataclasses import replace
 
 import pynvml
 import pytest
-from pytest_mock import MockerFixture
 from backend_fakes import FakeCard, install, physical_gpu
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import MigMode
+from pkg.backends import VerdictStatus
 from pkg.backends.backend import BackendError
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.profiles import model_for_pci_device
 from pkg.backends.nvidia.reading import cuda_version, watts
 from pkg.dra.domain.card import Engines, Placement
-from pkg.framework.reconcile.conditions import ConditionStatus
 from pkg.hardware.pci import PciDevice
 
 A, B = "0000:3b:00.0", "0000:d8:00.0"
@@ -163,7 +163,7 @@ def test_an_nvml_error_on_one_card_fails_that_card_only(mocker: MockerFixture) -
     assert (caught.value.address, caught.value.reason) == (A, "NvmlGpuIsLost")
     assert nvidia.enrich(physical_gpu(B)).nvidia.gpu_uuid == "GPU-b"  # type: ignore[union-attr]
     health = nvidia.health(physical_gpu(A))
-    assert health.status is ConditionStatus.TRUE  # the health checks themselves still answer
+    assert health.status is VerdictStatus.TRUE  # the health checks themselves still answer
 
 
 def test_a_transient_error_on_an_optional_value_fails_the_card_rather_than_dropping_the_field(
@@ -177,28 +177,28 @@ def test_a_transient_error_on_an_optional_value_fails_the_card_rather_than_dropp
 @pytest.mark.parametrize(
     ("card", "status", "reason"),
     [
-        (FakeCard(), ConditionStatus.TRUE, "Healthy"),
+        (FakeCard(), VerdictStatus.TRUE, "Healthy"),
         (
             FakeCard(retired_pages_pending=pynvml.NVML_FEATURE_ENABLED),
-            ConditionStatus.FALSE,
+            VerdictStatus.FALSE,
             "RetiredPagesPending",
         ),
-        (FakeCard(remapped_rows=(0, 3, 0, 1)), ConditionStatus.FALSE, "RowRemappingFailed"),
-        (FakeCard(clocks_event_reasons=0x40 | 0x1), ConditionStatus.FALSE, "ThermalSlowdown"),
-        (FakeCard(clocks_event_reasons=0x20), ConditionStatus.FALSE, "ThermalSlowdown"),
+        (FakeCard(remapped_rows=(0, 3, 0, 1)), VerdictStatus.FALSE, "RowRemappingFailed"),
+        (FakeCard(clocks_event_reasons=0x40 | 0x1), VerdictStatus.FALSE, "ThermalSlowdown"),
+        (FakeCard(clocks_event_reasons=0x20), VerdictStatus.FALSE, "ThermalSlowdown"),
         (
             FakeCard(errors={"nvmlDeviceGetRemappedRows": pynvml.NVML_ERROR_GPU_IS_LOST}),
-            ConditionStatus.FALSE,
+            VerdictStatus.FALSE,
             "GpuLost",
         ),
         (
             FakeCard(errors={"nvmlDeviceGetRetiredPagesPendingStatus": pynvml.NVML_ERROR_NOT_SUPPORTED}),
-            ConditionStatus.TRUE,
+            VerdictStatus.TRUE,
             "Healthy",
         ),
         (
             FakeCard(errors={"nvmlDeviceGetCurrentClocksEventReasons": pynvml.NVML_ERROR_UNKNOWN}),
-            ConditionStatus.UNKNOWN,
+            VerdictStatus.UNKNOWN,
             "HealthCheckFailed",
         ),
         (
@@ -206,12 +206,12 @@ def test_a_transient_error_on_an_optional_value_fails_the_card_rather_than_dropp
                 remapped_rows=(0, 3, 0, 1),
                 errors={"nvmlDeviceGetCurrentClocksEventReasons": pynvml.NVML_ERROR_UNKNOWN},
             ),
-            ConditionStatus.FALSE,
+            VerdictStatus.FALSE,
             "RowRemappingFailed",
         ),
     ],
 )
-def test_health(mocker: MockerFixture, card: FakeCard, status: ConditionStatus, reason: str) -> None:
+def test_health(mocker: MockerFixture, card: FakeCard, status: VerdictStatus, reason: str) -> None:
     install(mocker, {A: card})
     report = backend().health(physical_gpu(A))
     assert (report.status, report.reason) == (status, reason)
@@ -223,9 +223,9 @@ def test_validate_reports_whether_the_driver_answers_for_the_card(mocker: Mocker
         mocker, {A: FakeCard(), B: FakeCard(errors={"nvmlDeviceGetUUID": pynvml.NVML_ERROR_NO_PERMISSION})}
     )
     nvidia = backend()
-    assert nvidia.validate(physical_gpu(A)).status is ConditionStatus.TRUE
+    assert nvidia.validate(physical_gpu(A)).status is VerdictStatus.TRUE
     failed = nvidia.validate(physical_gpu(B))
-    assert (failed.status, failed.reason) == (ConditionStatus.FALSE, "NvmlNoPermission")
+    assert (failed.status, failed.reason) == (VerdictStatus.FALSE, "NvmlNoPermission")
 
 
 def test_offer_inputs_carry_placements_and_engine_counts(mocker: MockerFixture) -> None:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pynvml
 import pytest
-from pytest_mock import MockerFixture
 from backend_fakes import FakeCard, install
+from pytest_mock import MockerFixture
 
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.nvml_port import GpuInstanceProfileInfo, NvmlError, NvmlReturn, RemappedRows

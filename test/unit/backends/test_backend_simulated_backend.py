@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 from backend_fakes import physical_gpu, sysfs_card
 
-from pkg.backends import BackendError, BackendOptions
+from pkg.backends import BackendError, BackendOptions, VerdictStatus
 from pkg.backends.nvidia.architecture import architecture_name
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend, read_health_file
 from pkg.backends.simulated.data import SimulatedModel, models
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
-from pkg.framework.reconcile.conditions import ConditionStatus
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
@@ -75,8 +74,8 @@ def test_every_model_enriches_as_its_data_says(tmp_path: Path, model: SimulatedM
         }
         card = backend.offer_inputs(gpu)
         assert card.memory_slices == model.mig.memory_slices
-    assert backend.health(gpu).status is ConditionStatus.TRUE
-    assert backend.validate(gpu).status is ConditionStatus.TRUE
+    assert backend.health(gpu).status is VerdictStatus.TRUE
+    assert backend.validate(gpu).status is VerdictStatus.TRUE
 
 
 @pytest.mark.parametrize(
@@ -100,7 +99,7 @@ def test_a_card_not_bound_to_nvidia_is_invisible_like_to_real_nvml() -> None:
     with pytest.raises(BackendError) as caught:
         backend.enrich(physical_gpu("0000:ca:00.0", device_id="27b8"))
     assert caught.value.reason == "NvmlNotFound"
-    assert backend.validate(physical_gpu("0000:ca:00.0")).status is ConditionStatus.FALSE
+    assert backend.validate(physical_gpu("0000:ca:00.0")).status is VerdictStatus.FALSE
     assert backend.enrich(physical_gpu("0000:4a:00.0", device_id="27b8")).capabilities is not None
 
 
@@ -145,12 +144,12 @@ def test_a_health_file_overrides_the_verdict_until_it_is_removed(tmp_path: Path)
     health_file.write_text("False RowRemappingFailed row remapping failed on bank 3\n")
     report = backend.health(gpu)
     assert (report.status, report.reason, report.message) == (
-        ConditionStatus.FALSE,
+        VerdictStatus.FALSE,
         "RowRemappingFailed",
         "row remapping failed on bank 3",
     )
     health_file.unlink()
-    assert backend.health(gpu).status is ConditionStatus.TRUE
+    assert backend.health(gpu).status is VerdictStatus.TRUE
 
 
 @pytest.mark.parametrize("content", ["", "Sick", "Maybe Reason text", "False not-a-reason text", "True"])
@@ -159,5 +158,5 @@ def test_a_malformed_health_file_is_never_read_as_healthy(tmp_path: Path, conten
     path.write_text(content)
     report = read_health_file(path)
     assert report is not None
-    assert (report.status, report.reason) == (ConditionStatus.UNKNOWN, "InvalidHealthFile")
+    assert (report.status, report.reason) == (VerdictStatus.UNKNOWN, "InvalidHealthFile")
     assert read_health_file(tmp_path / "missing.health") is None

@@ -25,7 +25,7 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
-from pkg.backends import BackendOptions, ConditionReport, Enrichment, VendorBackend
+from pkg.backends import BackendOptions, CardVerdict, Enrichment, VendorBackend
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA
 from pkg.dra.domain.card import Card
 from pkg.gpuhandler.card_specs import CardSpecs
@@ -122,7 +122,7 @@ class CountingBackend:
         self.reads += 1
         return self.enrichment if self.enrichment is not None else self.inner.enrich(gpu)
 
-    def health(self, gpu: PhysicalGPU) -> ConditionReport:
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
         self.reads += 1
         return self.inner.health(gpu)
 

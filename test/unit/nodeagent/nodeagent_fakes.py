@@ -24,8 +24,8 @@ from api.gpu.v1alpha1 import (
 )
 from pkg.hardware.hostinfo import HostInfo
 from pkg.hardware.pci import PciDevice
+from pkg.inventory.naming import ADDRESS_LABEL, address_key
 from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL, address_key
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "test" / "fixtures"

@@ -10,10 +10,10 @@ from pkg.framework.client import AlreadyExistsError, ConflictError
 from pkg.hardware.hostinfo import HostInfo
 from pkg.hardware.pci import PciDevice
 from pkg.hardware.pciids import PciIds
+from pkg.inventory.desired import gpu_labels, gpu_status, node_info
+from pkg.inventory.pci_scanner import PciScan
 from pkg.nodeagent.internal.handler import ApplyHandler, DiscoverHandler
-from pkg.nodeagent.internal.service import PciScan
 from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.internal.state.desired import gpu_labels, gpu_status, node_info
 
 
 class _Scanner:

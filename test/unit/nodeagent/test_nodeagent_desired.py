@@ -17,7 +17,7 @@ from api.gpu.v1alpha1 import (
 )
 from pkg.hardware.labels import LABEL_VALUE_PATTERN
 from pkg.hardware.pciids import PciIds
-from pkg.nodeagent.internal.state.desired import (
+from pkg.inventory.desired import (
     LABEL_BAREMETAL,
     LABEL_KERNEL_VERSION,
     LABEL_OS_ID,

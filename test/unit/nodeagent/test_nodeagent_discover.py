@@ -12,9 +12,10 @@ from pkg.backends import VendorRegistry
 from pkg.hardware.hostinfo import HostInfo
 from pkg.hardware.pci import PciDevice
 from pkg.hardware.pciids import PciIds
+from pkg.inventory.host_info import FileHostInfoReader
+from pkg.inventory.pci_scanner import PciScan, SysfsPciScanner
 from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.handler import DiscoverHandler
-from pkg.nodeagent.internal.service import FileHostInfoReader, PciScan, SysfsPciScanner
 
 
 class _Scanner:

@@ -9,7 +9,7 @@ from nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo, PhysicalGPUStatus
 from pkg.hardware.labels import LABEL_VALUE_PATTERN
-from pkg.nodeagent.internal.state.naming import (
+from pkg.inventory.naming import (
     ADDRESS_LABEL,
     address_key,
     allocate_name,

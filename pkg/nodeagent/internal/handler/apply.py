@@ -1,6 +1,6 @@
 """Step 2, apply: make each discovered card's PhysicalGPU carry what the agent knows.
 
-Per card: find its object by PCI address (:mod:`~pkg.nodeagent.internal.state.naming`); create
+Per card: find its object by PCI address (:mod:`~pkg.inventory.naming`); create
 one under a new name if there is none; then patch the agent's labels and apply the agent's status
 fields, each only when the cached object differs. An unchanged card therefore costs no request.
 
@@ -18,9 +18,7 @@ import logging
 
 from api.gpu.v1alpha1 import NodeInfo, PhysicalGPU
 from pkg.framework.client import AlreadyExistsError, ApiError
-from pkg.nodeagent.internal.service import GPUWriter
-from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
-from pkg.nodeagent.internal.state.desired import (
+from pkg.inventory.desired import (
     gpu_labels,
     gpu_status,
     label_changes,
@@ -28,7 +26,9 @@ from pkg.nodeagent.internal.state.desired import (
     stale_vendor_state,
     status_differs,
 )
-from pkg.nodeagent.internal.state.naming import allocate_name
+from pkg.inventory.naming import allocate_name
+from pkg.nodeagent.internal.service import GPUWriter
+from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The Kubernetes writer service: every request the agent sends, and nothing else.
 
 Each write is shaped so that the agent touches only what it owns (see
-:mod:`pkg.nodeagent.internal.state.desired`):
+:mod:`pkg.inventory.desired`):
 
 * ``create``: a POST with name and labels only. A POST, not an apply, because an apply creates or
   *adopts* whatever has that name, and the agent must never take over an object it did not make;

@@ -21,30 +21,12 @@ from functools import cached_property
 
 from kubernetes.client import V1Node
 
-from api.gpu.v1alpha1 import DriverType, PciInfo, PhysicalGPU
-from pkg.backends import VendorIdentity
+from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.hardware.hostinfo import HostInfo
-from pkg.nodeagent.internal.state.naming import ObjectIndex, address_key, index_objects
+from pkg.inventory.discovery import DiscoveredGPU
+from pkg.inventory.naming import ObjectIndex, index_objects
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DiscoveredGPU:
-    """A card the scan found and a vendor backend claims, with everything the agent writes."""
-
-    vendor: VendorIdentity
-    pci_info: PciInfo
-    driver_type: DriverType | None
-    device_label: str
-
-    @property
-    def address(self) -> str:
-        return self.pci_info.address
-
-    @property
-    def key(self) -> str:
-        return address_key(self.pci_info.address)
 
 
 @dataclass(frozen=True)

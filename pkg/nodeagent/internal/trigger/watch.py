@@ -15,8 +15,8 @@ from typing import Any
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, LABEL_NODE, LABEL_VENDOR
 from pkg.framework.controller.predicate import Funcs, Predicate
-from pkg.nodeagent.internal.state.desired import NODE_LABEL_KEYS, owned_status
-from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL
+from pkg.inventory.desired import NODE_LABEL_KEYS, owned_status
+from pkg.inventory.naming import ADDRESS_LABEL
 
 _GPU_LABEL_KEYS = (LABEL_NODE, LABEL_VENDOR, LABEL_DEVICE, ADDRESS_LABEL)
 

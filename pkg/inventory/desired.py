@@ -33,7 +33,7 @@ from api.gpu.v1alpha1 import (
 from pkg.hardware.hostinfo import HostInfo
 from pkg.hardware.labels import normalize_device_model, to_label_value
 from pkg.hardware.pci import PciDevice
-from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL, address_key
+from pkg.inventory.naming import ADDRESS_LABEL, address_key
 
 LABEL_BAREMETAL: Final = "gpu.deckhouse.io/baremetal"
 LABEL_OS_ID: Final = "gpu.deckhouse.io/os.id"
