@@ -49,9 +49,10 @@ generate: $(STAMP) ## Regenerate derived files (CRDs from the API models)
 verify-generated: $(STAMP)
 	$(BIN)/python hack/generate_crds.py --check
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff lint and format check, and the layer contract (import-linter, pyproject.toml)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP) ## mypy (strict on pkg/ and api/)
 	$(BIN)/mypy pkg api hack

@@ -1,5 +1,5 @@
 """What the informer tests need around a real SharedInformer: a client seen through a gate, a
-recording handler, a running informer and a polling wait.
+recording listener, a running informer and a polling wait.
 
 ``ObservedClient`` wraps a real :class:`~pkg.framework.client.KubeClient` with the reflector's two calls
 (``list_page`` and ``watch``). It answers nothing itself: it counts lists, records the watch events
@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pkg.framework.cache.informer import SharedInformer
-from pkg.framework.cache.listener import DeletedFinalStateUnknown, object_key
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
 from pkg.framework.client import GoneError, KubeClient, ListPage, ResourceKind, WatchEvent
 from pkg.framework.client.config import new_api_client
+from pkg.framework.keys import object_key
 
 POLL_SECONDS = 0.05
 
@@ -168,8 +169,8 @@ class Notification:
     old: Any = None
 
 
-class RecordingHandler:
-    """A ResourceEventHandler that records every call, in order, for the test thread to read."""
+class RecordingListener:
+    """A ResourceListener that records every call, in order, for the test thread to read."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -30,6 +30,7 @@ from kubernetes.client import (
 from pkg.dra.allocator.cel_env import CelEnvironment, CompiledSelector
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.quantity import Quantity, QuantityError, parse_quantity
+from pkg.framework.keys import object_key
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 MAX_DEVICES_PER_CLAIM = 32  # AllocationResultsMaxSize
@@ -80,8 +81,8 @@ class RequestPlan:
 
 
 def claim_label(claim: ResourceV1ResourceClaim) -> str:
-    meta = claim.metadata
-    return f"{meta.namespace}/{meta.name}" if meta is not None else "<unnamed>"
+    """The claim's ``namespace/name`` for messages, ``<unnamed>`` when it has no metadata."""
+    return object_key(claim) or "<unnamed>"
 
 
 def plan_requests(

@@ -28,6 +28,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1DeviceRequestAllocation
 
 from pkg.dra.allocator import parse_quantity
 from pkg.dra.allocator.pools import Candidate, Pool
+from pkg.dra.allocator.requests import claim_label
 from pkg.dra.domain import DeviceID, PoolID
 
 
@@ -39,11 +40,6 @@ def results_of(claim: ResourceV1ResourceClaim) -> list[V1DeviceRequestAllocation
 
 def pools_of(claim: ResourceV1ResourceClaim) -> set[PoolID]:
     return {PoolID(r.driver, r.pool) for r in results_of(claim)}
-
-
-def label(claim: ResourceV1ResourceClaim) -> str:
-    meta = claim.metadata
-    return f"{meta.namespace}/{meta.name}" if meta is not None else "<unnamed>"
 
 
 def is_reserved(claim: ResourceV1ResourceClaim) -> bool:
@@ -83,7 +79,7 @@ class _Ledger:
                 charges.append(dev)
         problem = problem or self._counter_problem(charges)
         if problem is None or force:
-            self._commit(label(claim), exclusive, shares, charges)
+            self._commit(claim_label(claim), exclusive, shares, charges)
         return problem
 
     def _capacity_problem(self, dev: DeviceID, cand: Candidate | None, amounts: dict[str, int]) -> str | None:
@@ -160,7 +156,7 @@ def must_yield(
 
     def priority(c: ResourceV1ResourceClaim) -> tuple[bool, str, str]:
         created = c.metadata.creation_timestamp if c.metadata is not None else None
-        return (yieldable(c), created.isoformat() if created is not None else "", label(c))
+        return (yieldable(c), created.isoformat() if created is not None else "", claim_label(c))
 
     for other in sorted([*relevant, claim], key=priority):
         if other is claim:

@@ -36,6 +36,7 @@ from typing import Any
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass
 
 from pkg.dracontroller.internal.names import DRIVER, EXTENDED_RESOURCE_CLAIM
+from pkg.framework.keys import namespaced_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ def claims_of_pod(pod: Any) -> list[str]:
     names = {c.resource_claim_name for c in (pod.spec.resource_claims if pod.spec else None) or ()}
     statuses = (pod.status.resource_claim_statuses if pod.status else None) or ()
     names |= {s.resource_claim_name for s in statuses}
-    return sorted(f"{namespace}/{name}" for name in names if name)
+    return sorted(namespaced_key(namespace, name) for name in names if name)
 
 
 def judge(

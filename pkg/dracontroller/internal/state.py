@@ -17,8 +17,8 @@ from kubernetes.client import ResourceV1ResourceClaim
 from pkg.dracontroller.internal.collisions import is_reserved
 from pkg.dracontroller.internal.eligibility import Verdict, is_allocated, judge
 from pkg.dracontroller.internal.indexes import is_ours
-from pkg.dracontroller.internal.service.in_flight import claim_key
 from pkg.dracontroller.internal.service.inventory import Inventory
+from pkg.framework.keys import object_key
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ClaimState:
 
     @property
     def key(self) -> str:
-        return claim_key(self.claim)
+        return object_key(self.claim)
 
     @property
     def namespace(self) -> str:

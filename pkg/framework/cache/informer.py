@@ -1,20 +1,20 @@
-"""SharedInformer: one list+watch of a kind, a store, and any number of event handlers.
+"""SharedInformer: one list+watch of a kind, a store, and any number of listeners.
 
 Threads, and why there are three:
 
 - the **reflector thread** lists and watches (:mod:`pkg.framework.cache.reflector`) and writes through
   :class:`_DeltaStore`, which compares each write with the store (client-go's DeltaFIFO and
   ``processDeltas`` folded into one step), applies it and enqueues the resulting notification;
-- the **dispatch thread** pops notifications from an unbounded queue and calls the handlers, so
-  the watch never waits for a handler: a slow handler delays only later notifications, and the
+- the **dispatch thread** pops notifications from an unbounded queue and calls the listeners, so
+  the watch never waits for a listener: a slow listener delays only later notifications, and the
   store (which controllers read) stays current meanwhile;
 - the thread calling :meth:`SharedInformer.run` waits for ``stop`` and fires periodic resyncs.
 
 Ordering: every store write and the enqueueing of its notification happen under one lock, so the
-queue holds notifications in store order. Registering a handler takes the same lock, snapshots the
+queue holds notifications in store order. Registering a listener takes the same lock, snapshots the
 store and enqueues the registration; the dispatch thread delivers the snapshot as adds and then
-adds the handler to its list (which only it touches), so a late handler sees the current objects
-and then exactly the changes after them: no gap, no duplicate. A handler that raises is logged
+adds the listener to its list (which only it touches), so a late listener sees the current objects
+and then exactly the changes after them: no gap, no duplicate. A listener that raises is logged
 and dispatch goes on.
 
 Deltas: a watch ADDED of a known object is an update; a MODIFIED of an unknown one an add; a
@@ -24,7 +24,7 @@ deletes wrapped in :class:`DeletedFinalStateUnknown` holding the last state the 
 
 ``has_synced()`` becomes true when the dispatch thread reaches a marker queued right after the
 first list's notifications, i.e. once the first list is in the store *and* every initial add has
-been delivered to the handlers registered by then.
+been delivered to the listeners registered by then.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceEventHandler, object_key
+from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceListener
 from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS, ListerWatcher, Reflector
 from pkg.framework.cache.store import Indexers, Store
 from pkg.framework.client import ResourceKind
+from pkg.framework.keys import object_key
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -54,15 +55,15 @@ STOP_GRACE_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class _Notification:
-    """One queued call for every handler: ``call(handler)``; ``what`` names it in logs."""
+    """One queued call for every listener: ``call(listener)``; ``what`` names it in logs."""
 
     what: str
-    call: Callable[[ResourceEventHandler[Any]], None]
+    call: Callable[[ResourceListener[Any]], None]
 
 
 @dataclass(frozen=True)
 class _Register:
-    handler: ResourceEventHandler[Any]
+    listener: ResourceListener[Any]
     snapshot: list[Any]
 
 
@@ -71,7 +72,7 @@ _STOP = object()
 
 
 class SharedInformer(Generic[ModelT]):
-    """Watches one kind (optionally one namespace and selectors) for many handlers. A Runnable."""
+    """Watches one kind (optionally one namespace and selectors) for many listeners. A Runnable."""
 
     needs_leader_election = False
 
@@ -96,7 +97,7 @@ class SharedInformer(Generic[ModelT]):
         self._resync_period = resync_period
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._handlers: list[ResourceEventHandler[Any]] = []  # dispatch thread only
+        self._listeners: list[ResourceListener[Any]] = []  # dispatch thread only
         self._listed = False
         self._synced = threading.Event()
         self._started = False
@@ -121,10 +122,10 @@ class SharedInformer(Generic[ModelT]):
     def last_sync_resource_version(self) -> str:
         return self._reflector.last_sync_resource_version
 
-    def add_event_handler(self, handler: ResourceEventHandler[ModelT]) -> None:
-        """Registers a handler, before or after start; it first gets adds for current objects."""
+    def add_listener(self, listener: ResourceListener[ModelT]) -> None:
+        """Registers a listener, before or after start; it first gets adds for current objects."""
         with self._lock:
-            self._queue.put(_Register(handler, self._store.list()))
+            self._queue.put(_Register(listener, self._store.list()))
 
     def add_indexers(self, indexers: Indexers) -> None:
         self._store.add_indexers(indexers)
@@ -163,7 +164,7 @@ class SharedInformer(Generic[ModelT]):
 
     # -- producer side (reflector thread, resync) ------------------------------------------------
 
-    def _enqueue(self, what: str, call: Callable[[ResourceEventHandler[Any]], None]) -> None:
+    def _enqueue(self, what: str, call: Callable[[ResourceListener[Any]], None]) -> None:
         self._queue.put(_Notification(what, call))
 
     def _resync(self) -> None:
@@ -183,32 +184,33 @@ class SharedInformer(Generic[ModelT]):
                 logger.info("informer synced", extra=self._log_extra)
             elif isinstance(item, _Register):
                 for obj in item.snapshot:
-                    self._call(item.handler, "add", _added(obj, initial=True))
-                self._handlers.append(item.handler)
+                    self._call(item.listener, "add", _added(obj, initial=True))
+                self._listeners.append(item.listener)
             elif isinstance(item, _Notification):
-                for handler in self._handlers:
-                    self._call(handler, item.what, item.call)
+                for listener in self._listeners:
+                    self._call(listener, item.what, item.call)
 
     def _call(
-        self, handler: ResourceEventHandler[Any], what: str, call: Callable[[ResourceEventHandler[Any]], None]
+        self, listener: ResourceListener[Any], what: str, call: Callable[[ResourceListener[Any]], None]
     ) -> None:
         try:
-            call(handler)
+            call(listener)
         except Exception as exc:
-            extra = {**self._log_extra, "handler": repr(handler), "notification": what}
-            logger.error("event handler failed: %s", exc, exc_info=exc, extra=extra)
+            # The log field keeps its historical name, "handler".
+            extra = {**self._log_extra, "handler": repr(listener), "notification": what}
+            logger.error("listener failed: %s", exc, exc_info=exc, extra=extra)
 
 
-def _added(obj: Any, *, initial: bool) -> Callable[[ResourceEventHandler[Any]], None]:
-    return lambda handler: handler.on_add(obj, is_in_initial_list=initial)
+def _added(obj: Any, *, initial: bool) -> Callable[[ResourceListener[Any]], None]:
+    return lambda listener: listener.on_add(obj, is_in_initial_list=initial)
 
 
-def _updated(old: Any, new: Any) -> Callable[[ResourceEventHandler[Any]], None]:
-    return lambda handler: handler.on_update(old, new)
+def _updated(old: Any, new: Any) -> Callable[[ResourceListener[Any]], None]:
+    return lambda listener: listener.on_update(old, new)
 
 
-def _deleted(obj: Any) -> Callable[[ResourceEventHandler[Any]], None]:
-    return lambda handler: handler.on_delete(obj)
+def _deleted(obj: Any) -> Callable[[ResourceListener[Any]], None]:
+    return lambda listener: listener.on_delete(obj)
 
 
 class _DeltaStore(Generic[ModelT]):

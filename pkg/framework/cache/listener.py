@@ -1,8 +1,8 @@
 """What an informer tells its listeners, and the shapes listeners and informers share.
 
-Handlers receive typed objects (pydantic models). They run on the informer's dispatch thread, never
-on the watch thread, so a slow handler delays other handlers of that informer but never the watch
-itself; handlers should still only enqueue work and return.
+Listeners receive typed objects (pydantic models). They run on the informer's dispatch thread, never
+on the watch thread, so a slow listener delays other listeners of that informer but never the watch
+itself; listeners should still only enqueue work and return.
 """
 
 from __future__ import annotations
@@ -22,17 +22,11 @@ class DeletedFinalStateUnknown(Generic[ObjT]):
     obj: ObjT
 
 
-class ResourceEventHandler(Protocol[ObjT_contra]):
-    """Listener of one informer (client-go's ``ResourceEventHandler``)."""
+class ResourceListener(Protocol[ObjT_contra]):
+    """Listener of one informer (client-go's ``ResourceListener``)."""
 
     def on_add(self, obj: ObjT_contra, *, is_in_initial_list: bool) -> None: ...
 
     def on_update(self, old: ObjT_contra, new: ObjT_contra) -> None: ...
 
     def on_delete(self, obj: ObjT_contra | DeletedFinalStateUnknown[Any]) -> None: ...
-
-
-def object_key(obj: Any) -> str:
-    """The store key of an object: ``namespace/name``, or ``name`` when cluster-scoped."""
-    meta = obj.metadata
-    return f"{meta.namespace}/{meta.name}" if meta.namespace else str(meta.name)

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from pkg.framework.cache.listener import object_key
+from pkg.framework.keys import object_key
 
 ObjT = TypeVar("ObjT")
 

@@ -1,6 +1,6 @@
 """The controller: watched sources feed a rate-limiting queue drained by N reconcile workers.
 
-Data flows one way: informer event -> :class:`~pkg.framework.controller.enqueue.QueueingEventHandler`
+Data flows one way: informer event -> :class:`~pkg.framework.controller.enqueue.EnqueueingListener`
 (predicates, mapping) -> queue -> worker -> :meth:`Reconciler.reconcile` -> the result decides
 whether and when the request comes back. The queue guarantees that one request is never reconciled
 by two workers at once, however many workers run; different requests run in parallel.
@@ -36,10 +36,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pkg.framework.cache.listener import ResourceEventHandler
+from pkg.framework.cache.listener import ResourceListener
 from pkg.framework.client.errors import ApiError
 from pkg.framework.client.kinds import ResourceKind
-from pkg.framework.controller.enqueue import EventHandler, QueueingEventHandler
+from pkg.framework.controller.enqueue import EnqueueingListener, RequestMapper
 from pkg.framework.controller.predicate import Predicate
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.reconcile import ReconcileMetrics, ReconcileResult
@@ -58,7 +58,7 @@ class EventSource(Protocol):
     @property
     def kind(self) -> ResourceKind[Any]: ...
 
-    def add_event_handler(self, handler: ResourceEventHandler[Any]) -> object: ...
+    def add_listener(self, handler: ResourceListener[Any]) -> object: ...
 
     def wait_for_sync(self, timeout: float) -> bool: ...
 
@@ -104,15 +104,13 @@ class Controller:
         self._metrics = ReconcileMetrics(name, provider=metrics or MetricsProvider())
 
     def watch(
-        self, source: EventSource, handler: EventHandler, *, predicates: Sequence[Predicate] = ()
+        self, source: EventSource, handler: RequestMapper, *, predicates: Sequence[Predicate] = ()
     ) -> None:
         """Queues the requests ``handler`` maps ``source``'s events to, for events ``predicates`` pass."""
         with self._lock:
             if not any(known is source for known in self._sources):
                 self._sources.append(source)
-        source.add_event_handler(
-            QueueingEventHandler(handler=handler, queue=self.queue, predicates=predicates)
-        )
+        source.add_listener(EnqueueingListener(handler=handler, queue=self.queue, predicates=predicates))
 
     def run(self, stop: threading.Event) -> None:
         """Waits for the caches, then reconciles until ``stop`` is set. A controller runs once."""

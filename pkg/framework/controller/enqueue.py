@@ -1,13 +1,13 @@
 """Event handlers: which requests an event about an object should wake (controller-runtime's ``handler``).
 
-An :class:`EventHandler` maps one object to the requests of the objects that must be reconciled
+An :class:`RequestMapper` maps one object to the requests of the objects that must be reconciled
 because it changed: itself (:class:`EnqueueRequestForObject`), its controlling owner
 (:class:`EnqueueRequestForOwner`), or whatever a function finds (:class:`EnqueueRequestsFromMapFunc`).
 Mapping is all a handler does; it reads only names and references, never the payload's state,
 because the reconciler reads state itself from the cache (level-based).
 
-:class:`QueueingEventHandler` is the glue an informer sees: it implements
-:class:`~pkg.framework.cache.listener.ResourceEventHandler`, applies the predicates, maps and adds
+:class:`EnqueueingListener` is the glue an informer sees: it implements
+:class:`~pkg.framework.cache.listener.ResourceListener`, applies the predicates, maps and adds
 the requests to a queue. Event-specific rules live here once:
 
 * an update maps both the old and the new object, so a reference that moved from one owner to
@@ -28,7 +28,7 @@ from pkg.framework.controller.predicate import Predicate
 from pkg.framework.reconcile.contract import Request
 
 
-class EventHandler(Protocol):
+class RequestMapper(Protocol):
     """Maps an object that changed to the requests it should wake."""
 
     def requests_for(self, obj: Any) -> Iterable[Request]: ...
@@ -88,11 +88,11 @@ class EnqueueRequestsFromMapFunc:
         return list(self._fn(obj))
 
 
-class QueueingEventHandler:
-    """Adapts an :class:`EventHandler` and predicates to an informer, adding requests to ``queue``."""
+class EnqueueingListener:
+    """Adapts an :class:`RequestMapper` and predicates to an informer, adding requests to ``queue``."""
 
     def __init__(
-        self, *, handler: EventHandler, queue: RequestQueue, predicates: Sequence[Predicate] = ()
+        self, *, handler: RequestMapper, queue: RequestQueue, predicates: Sequence[Predicate] = ()
     ) -> None:
         self._handler = handler
         self._queue = queue
@@ -129,7 +129,7 @@ __all__ = [
     "EnqueueRequestForObject",
     "EnqueueRequestForOwner",
     "EnqueueRequestsFromMapFunc",
-    "EventHandler",
-    "QueueingEventHandler",
+    "EnqueueingListener",
+    "RequestMapper",
     "RequestQueue",
 ]

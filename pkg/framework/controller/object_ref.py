@@ -1,4 +1,4 @@
-"""ObjectRefWatcher: reconcile the objects that reference a changed dependency (spec §10.4, item 6).
+"""ObjectRefWatch: reconcile the objects that reference a changed dependency (spec §10.4, item 6).
 
 A controller often depends on objects of another kind that its own objects *reference* by name
 (a claim naming a device class, a GPU naming its node). When such a dependency changes, the
@@ -8,11 +8,11 @@ decisions involved are kept apart, so each watcher file states only what is spec
 * :class:`UpdateEventsFilter` ``(old, new) -> bool``: which updates of the dependency matter
   (e.g. only a changed spec or label). Creates and deletes always pass: a dependency appearing or
   vanishing is always news to whoever references it.
-* :class:`RequestEnqueuer` ``(obj) -> list[Request]``: which of the controller's objects reference
+* :class:`ReferrersOf` ``(obj) -> list[Request]``: which of the controller's objects reference
   this dependency, typically through a cache index, never an API call.
 
 On an update the enqueuer sees both the old and the new dependency (see
-:class:`~pkg.framework.controller.enqueue.QueueingEventHandler`), so objects that matched only before the
+:class:`~pkg.framework.controller.enqueue.EnqueueingListener`), so objects that matched only before the
 change are reconciled too.
 """
 
@@ -35,7 +35,7 @@ class UpdateEventsFilter(Protocol):
     def __call__(self, old: Any, new: Any) -> bool: ...
 
 
-class RequestEnqueuer(Protocol):
+class ReferrersOf(Protocol):
     """The requests of the objects that reference ``obj``."""
 
     def __call__(self, obj: Any) -> list[Request]: ...
@@ -47,10 +47,10 @@ class Watcher(Protocol):
     def watch(self, source: EventSource, controller: Controller) -> None: ...
 
 
-class ObjectRefWatcher:
+class ObjectRefWatch:
     """Watches a dependency kind and enqueues the controller's objects that reference it."""
 
-    def __init__(self, *, update_filter: UpdateEventsFilter, enqueuer: RequestEnqueuer) -> None:
+    def __init__(self, *, update_filter: UpdateEventsFilter, enqueuer: ReferrersOf) -> None:
         self._update_filter = update_filter
         self._enqueuer = enqueuer
 
@@ -76,4 +76,4 @@ class ObjectRefWatcher:
         )
 
 
-__all__ = ["ObjectRefWatcher", "RequestEnqueuer", "UpdateEventsFilter", "Watcher"]
+__all__ = ["ObjectRefWatch", "ReferrersOf", "UpdateEventsFilter", "Watcher"]

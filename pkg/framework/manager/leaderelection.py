@@ -34,14 +34,13 @@ from kubernetes.client import V1Lease, V1LeaseSpec, V1ObjectMeta
 from pkg.framework.client import AlreadyExistsError, ConflictError, NotFoundError
 from pkg.framework.client.builtin_kinds import LEASE
 from pkg.framework.client.times import micro_time
+from pkg.framework.clock import Clock, SystemClock
 from pkg.framework.manager.leaderelection_config import (
     JITTER_FACTOR,
-    Clock,
     LeaderCallbacks,
     LeaderElectionConfig,
     LeaseClient,
     Sleep,
-    SystemClock,
     default_identity,
 )
 from pkg.framework.metrics.leader import LeaderMetrics

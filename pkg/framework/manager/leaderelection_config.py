@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
 from kubernetes.client import V1Lease
@@ -24,22 +22,6 @@ JITTER_FACTOR = 1.2
 
 Sleep = Callable[[threading.Event, float], bool]
 """Waits up to ``seconds`` or until the event is set; returns whether it was set."""
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-    def now(self) -> datetime: ...
-
-
-class SystemClock:
-    """Monotonic time for expiry decisions, UTC wall time for what is written to the lease."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 class LeaseClient(Protocol):

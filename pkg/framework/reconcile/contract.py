@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
+from pkg.framework.keys import namespaced_key
+
 
 @dataclass(frozen=True, order=True)
 class Request:
@@ -28,7 +30,7 @@ class Request:
     namespace: str = ""
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return namespaced_key(self.namespace, self.name)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ Concurrency: one lock guards all state; separate conditions on it wake getters (
 drainers (``_idle``) and the delay timer (``_timer``), so a notification meant for one kind of
 waiter can never be swallowed by another. :class:`DelayingQueue` keeps delayed items in a heap
 served by one timer thread, started on the first delayed add and ended by shut-down: no thread
-per item. Time comes from a :class:`Clock` so tests can move it by hand.
+per item. Time comes from a :class:`~pkg.framework.clock.Clock` so tests can move it by hand.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
+from pkg.framework.clock import SYSTEM_CLOCK, Clock
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.workqueue import QueueMetrics
 from pkg.framework.workqueue.ratelimiter import RateLimiter, default_controller_rate_limiter
@@ -45,26 +45,6 @@ class ShutDownError(Exception):
     """Raised by :meth:`Queue.get` once the queue is shut down and empty."""
 
 
-class Clock(Protocol):
-    """Monotonic time, and a way to wait on a condition for a span of *this clock's* time."""
-
-    def now(self) -> float: ...
-
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        """Waits on ``cond`` (held by the caller) until notified or ``timeout`` seconds pass."""
-        ...
-
-
-class MonotonicClock:
-    """The real clock: ``time.monotonic`` and ``Condition.wait``."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        cond.wait(timeout)
-
-
 class Queue(Generic[T]):
     """A de-duplicating FIFO whose items are never processed by two workers at once."""
 
@@ -72,7 +52,7 @@ class Queue(Generic[T]):
         self, *, name: str, clock: Clock | None = None, metrics: MetricsProvider | None = None
     ) -> None:
         self.name = name
-        self._clock: Clock = clock or MonotonicClock()
+        self._clock: Clock = clock or SYSTEM_CLOCK
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)
@@ -104,7 +84,7 @@ class Queue(Generic[T]):
             if not self._queue:
                 raise ShutDownError(f"workqueue {self.name!r} is shut down")
             item = self._queue.popleft()
-            now = self._clock.now()
+            now = self._clock.monotonic()
             self._processing[item] = now
             self._dirty.discard(item)
             self._metrics.taken(queue_len=len(self._queue), waited=now - self._added_at.pop(item, now))
@@ -115,7 +95,7 @@ class Queue(Generic[T]):
         with self._lock:
             started = self._processing.pop(item, None)
             if started is not None:
-                self._metrics.finished(worked=self._clock.now() - started)
+                self._metrics.finished(worked=self._clock.monotonic() - started)
             if item in self._dirty:
                 self._queue.append(item)
                 self._metrics.requeued(queue_len=len(self._queue))
@@ -150,7 +130,7 @@ class Queue(Generic[T]):
         if self._shutting_down or item in self._dirty:
             return
         self._dirty.add(item)
-        self._added_at.setdefault(item, self._clock.now())
+        self._added_at.setdefault(item, self._clock.monotonic())
         # An item being processed is not queued: done() queues it, so no second worker gets it meanwhile.
         if item not in self._processing:
             self._queue.append(item)
@@ -165,7 +145,7 @@ class Queue(Generic[T]):
     def _in_flight_seconds(self) -> tuple[float, float]:
         """(summed, longest) age of the items being processed."""
         with self._lock:
-            now = self._clock.now()
+            now = self._clock.monotonic()
             ages = [now - started for started in self._processing.values()]
         return sum(ages), max(ages, default=0.0)
 
@@ -196,7 +176,7 @@ class DelayingQueue(Queue[T]):
             if delay <= 0:
                 self._add_locked(item)
                 return
-            ready_at = self._clock.now() + delay
+            ready_at = self._clock.monotonic() + delay
             known = self._waiting.get(item)
             if known is not None and known[0] <= ready_at:
                 return
@@ -218,7 +198,7 @@ class DelayingQueue(Queue[T]):
     def _run_timer(self) -> None:
         with self._lock:
             while not self._shutting_down:
-                now = self._clock.now()
+                now = self._clock.monotonic()
                 while self._heap and self._heap[0][0] <= now:
                     ready_at, seq, item = heapq.heappop(self._heap)
                     if self._waiting.get(item) == (ready_at, seq):
@@ -255,9 +235,7 @@ class RateLimitingQueue(DelayingQueue[T]):
 
 
 __all__ = [
-    "Clock",
     "DelayingQueue",
-    "MonotonicClock",
     "Queue",
     "RateLimitingQueue",
     "ShutDownError",

@@ -92,9 +92,9 @@ class RecordingController:
         self._handlers: list[Any] = []
 
     def watch(self, source: Any, handler: Any, *, predicates: Any = ()) -> None:
-        from pkg.framework.controller.enqueue import QueueingEventHandler
+        from pkg.framework.controller.enqueue import EnqueueingListener
 
-        self._handlers.append(QueueingEventHandler(handler=handler, queue=self, predicates=predicates))
+        self._handlers.append(EnqueueingListener(handler=handler, queue=self, predicates=predicates))
 
     def add(self, item: Request) -> None:
         self.queue.append(item)

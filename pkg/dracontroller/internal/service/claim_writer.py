@@ -34,10 +34,11 @@ from pkg.dracontroller.internal.names import (
     ALLOCATED_BY_US,
     DELETE_PROTECTION_FINALIZER,
 )
-from pkg.dracontroller.internal.service.in_flight import InFlight, claim_key
+from pkg.dracontroller.internal.service.in_flight import InFlight
 from pkg.framework.client import ConflictError, KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.patch import list_patch, map_patch, test_op
+from pkg.framework.keys import object_key
 from pkg.framework.reconcile import ConflictRequeue, KubeResourceWriter
 
 
@@ -121,7 +122,7 @@ class ClaimWriter:
                 ops=[test_op("/metadata/resourceVersion", meta.resource_version), *ops],
             )
         except ConflictError as exc:
-            raise ConflictRequeue(key=claim_key(claim), write="metadata", cause=exc) from exc
+            raise ConflictRequeue(key=object_key(claim), write="metadata", cause=exc) from exc
         except NotFoundError:
             return None
 
@@ -133,7 +134,7 @@ class ClaimWriter:
         try:
             return self._writer.update_status(body)
         except ConflictError as exc:
-            raise ConflictRequeue(key=claim_key(claim), write="status", cause=exc) from exc
+            raise ConflictRequeue(key=object_key(claim), write="status", cause=exc) from exc
         except NotFoundError:
             return None
 

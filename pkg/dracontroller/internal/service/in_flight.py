@@ -18,10 +18,7 @@ from collections.abc import Iterable
 
 from kubernetes.client import ResourceV1ResourceClaim
 
-
-def claim_key(claim: ResourceV1ResourceClaim) -> str:
-    meta = claim.metadata
-    return f"{meta.namespace}/{meta.name}" if meta is not None else ""
+from pkg.framework.keys import object_key
 
 
 def _version(claim: ResourceV1ResourceClaim) -> str:
@@ -40,7 +37,7 @@ class InFlight:
         Writes chain (patch, then status PUT): every version an earlier entry replaced, and that
         entry's own version, stay superseded by the newer write.
         """
-        key = claim_key(written)
+        key = object_key(written)
         with self._guard:
             earlier = self._entries.get(key)
             versions = set(superseded)
@@ -52,7 +49,7 @@ class InFlight:
 
     def resolve(self, cached: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim:
         """The freshest known state of a cached claim."""
-        key = claim_key(cached)
+        key = object_key(cached)
         with self._guard:
             entry = self._entries.get(key)
             if entry is None:

@@ -17,8 +17,9 @@ from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Resource
 from pkg.dra.allocator.pools import Pool, PoolCache, gather_pools
 from pkg.dracontroller.internal.eligibility import is_allocated
 from pkg.dracontroller.internal.indexes import POD_BY_CLAIM
-from pkg.dracontroller.internal.service.in_flight import InFlight, claim_key
+from pkg.dracontroller.internal.service.in_flight import InFlight
 from pkg.framework.cache.store import Store
+from pkg.framework.keys import object_key
 from pkg.framework.reconcile.contract import Request
 
 
@@ -39,12 +40,12 @@ class Inventory:
         self._pool_cache = PoolCache()
 
     def claim(self, request: Request) -> ResourceV1ResourceClaim | None:
-        cached = self._claims.get_by_key(f"{request.namespace}/{request.name}")
+        cached = self._claims.get_by_key(str(request))
         return None if cached is None else self.in_flight.resolve(cached)
 
     def referencing_pods(self, claim: ResourceV1ResourceClaim) -> list[str]:
         """Keys of the Pods that may still run and reference ``claim``."""
-        return self._pods.index_keys(POD_BY_CLAIM, claim_key(claim))
+        return self._pods.index_keys(POD_BY_CLAIM, object_key(claim))
 
     def classes(self) -> Mapping[str, V1DeviceClass]:
         return {str(c.metadata.name): c for c in self._classes.list() if c.metadata is not None}
@@ -59,7 +60,7 @@ class Inventory:
     def allocated_claims(self) -> list[ResourceV1ResourceClaim]:
         claims = [self.in_flight.resolve(c) for c in self._claims.list()]
         if len(self.in_flight):
-            self.in_flight.prune({claim_key(c) for c in claims})
+            self.in_flight.prune({object_key(c) for c in claims})
         return [c for c in claims if is_allocated(c)]
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:

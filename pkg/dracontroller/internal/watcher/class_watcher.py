@@ -11,12 +11,12 @@ from typing import Any
 from pkg.dracontroller.internal.indexes import CLAIM_BY_CLASS
 from pkg.dracontroller.internal.watcher.slice_watcher import requests_of
 from pkg.framework.cache.store import Store
-from pkg.framework.controller.object_ref import ObjectRefWatcher
+from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
-def class_watcher(claim_store: Store[Any]) -> ObjectRefWatcher:
+def class_watcher(claim_store: Store[Any]) -> ObjectRefWatch:
     def enqueue(obj: Any) -> list[Request]:
         return requests_of(claim_store.by_index(CLAIM_BY_CLASS, str(obj.metadata.name)))
 
-    return ObjectRefWatcher(update_filter=lambda old, new: old.spec != new.spec, enqueuer=enqueue)
+    return ObjectRefWatch(update_filter=lambda old, new: old.spec != new.spec, enqueuer=enqueue)

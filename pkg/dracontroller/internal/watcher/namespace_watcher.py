@@ -11,17 +11,17 @@ from typing import Any
 from pkg.dracontroller.internal.indexes import CLAIM_PENDING, PENDING
 from pkg.dracontroller.internal.watcher.slice_watcher import requests_of
 from pkg.framework.cache.store import Store
-from pkg.framework.controller.object_ref import ObjectRefWatcher
+from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
-def namespace_watcher(claim_store: Store[Any]) -> ObjectRefWatcher:
+def namespace_watcher(claim_store: Store[Any]) -> ObjectRefWatch:
     def enqueue(obj: Any) -> list[Request]:
         name = str(obj.metadata.name)
         pending = claim_store.by_index(CLAIM_PENDING, PENDING)
         return requests_of([c for c in pending if c.metadata.namespace == name])
 
-    return ObjectRefWatcher(
+    return ObjectRefWatch(
         update_filter=lambda old, new: (old.metadata.labels or {}) != (new.metadata.labels or {}),
         enqueuer=enqueue,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pkg.dracontroller.internal.eligibility import claims_of_pod
-from pkg.framework.controller.object_ref import ObjectRefWatcher
+from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
@@ -23,7 +23,7 @@ def _requests(obj: Any) -> list[Request]:
     return requests
 
 
-def pod_watcher() -> ObjectRefWatcher:
-    return ObjectRefWatcher(
+def pod_watcher() -> ObjectRefWatch:
+    return ObjectRefWatch(
         update_filter=lambda old, new: claims_of_pod(old) != claims_of_pod(new), enqueuer=_requests
     )

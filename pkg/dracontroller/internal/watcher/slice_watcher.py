@@ -12,7 +12,7 @@ from typing import Any
 
 from pkg.dracontroller.internal.indexes import CLAIM_OURS_BY_POOL, CLAIM_PENDING, PENDING
 from pkg.framework.cache.store import Store
-from pkg.framework.controller.object_ref import ObjectRefWatcher
+from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
@@ -20,10 +20,10 @@ def requests_of(claims: list[Any]) -> list[Request]:
     return [Request(name=str(c.metadata.name), namespace=str(c.metadata.namespace)) for c in claims]
 
 
-def slice_watcher(claim_store: Store[Any]) -> ObjectRefWatcher:
+def slice_watcher(claim_store: Store[Any]) -> ObjectRefWatch:
     def enqueue(obj: Any) -> list[Request]:
         pool = f"{obj.spec.driver}/{obj.spec.pool.name}"
         pending = claim_store.by_index(CLAIM_PENDING, PENDING)
         return requests_of(pending + claim_store.by_index(CLAIM_OURS_BY_POOL, pool))
 
-    return ObjectRefWatcher(update_filter=lambda old, new: old.spec != new.spec, enqueuer=enqueue)
+    return ObjectRefWatch(update_filter=lambda old, new: old.spec != new.spec, enqueuer=enqueue)

@@ -1,4 +1,4 @@
-"""Fixtures for the informer machinery: an in-memory list/watch endpoint and a recording handler.
+"""Fixtures for the informer machinery: an in-memory list/watch endpoint and a recording listener.
 
 ``FakeListWatchServer`` holds objects like an API server (a resourceVersion counter, paged lists
 with continue tokens) and serves watches from a queue the test feeds: events, exceptions to raise
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from kubernetes.client import V1ConfigMap
 
-from pkg.framework.cache.listener import object_key
 from pkg.framework.client import GoneError, ListPage, ResourceKind, WatchEvent, WatchEventType
 from pkg.framework.client.watch import WatchStreamClosedError
+from pkg.framework.keys import object_key
 
 CONFIG_MAPS: ResourceKind[V1ConfigMap] = ResourceKind(
     group="", version="v1", kind="ConfigMap", plural="configmaps", namespaced=True, model=V1ConfigMap
@@ -165,8 +165,8 @@ def _in(namespace: str | None, key: str) -> bool:
     return not namespace or key.startswith(f"{namespace}/")
 
 
-class RecordingHandler:
-    """Records every notification as a tuple; ``block`` makes on_add wait (a slow handler)."""
+class RecordingListener:
+    """Records every notification as a tuple; ``block`` makes on_add wait (a slow listener)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
@@ -202,8 +202,8 @@ def informer_wait_until() -> Callable[..., bool]:
 
 
 @pytest.fixture
-def informer_handler_factory() -> Callable[[], RecordingHandler]:
-    return RecordingHandler
+def informer_listener_factory() -> Callable[[], RecordingListener]:
+    return RecordingListener
 
 
 @pytest.fixture

@@ -30,14 +30,14 @@ def make_informer(
 def test_handlers_see_initial_adds_then_watch_events_in_order(
     informer_fake_server: Any,
     make_informer: Any,
-    informer_handler_factory: Any,
+    informer_listener_factory: Any,
     informer_run_thread: RunThread,
 ) -> None:
     informer_fake_server.put("a", event=False)
     informer = make_informer()
-    first, second = informer_handler_factory(), informer_handler_factory()
-    informer.add_event_handler(first)
-    informer.add_event_handler(second)
+    first, second = informer_listener_factory(), informer_listener_factory()
+    informer.add_listener(first)
+    informer.add_listener(second)
     informer_run_thread(informer.run)
     assert informer.wait_for_sync(2.0)
     informer_fake_server.put("b")
@@ -58,13 +58,13 @@ def test_handlers_see_initial_adds_then_watch_events_in_order(
 def test_added_for_known_object_is_an_update_and_unknown_delete_is_dropped(
     informer_fake_server: Any,
     make_informer: Any,
-    informer_handler_factory: Any,
+    informer_listener_factory: Any,
     informer_run_thread: RunThread,
 ) -> None:
     informer_fake_server.put("a", event=False)
     informer = make_informer()
-    handler = informer_handler_factory()
-    informer.add_event_handler(handler)
+    handler = informer_listener_factory()
+    informer.add_listener(handler)
     informer_run_thread(informer.run)
     assert informer.wait_for_sync(2.0)
     raw = informer_fake_server.put("a", event=False)
@@ -79,14 +79,14 @@ def test_added_for_known_object_is_an_update_and_unknown_delete_is_dropped(
 def test_relist_after_gone_converges_with_deleted_final_state_unknown(
     informer_fake_server: Any,
     make_informer: Any,
-    informer_handler_factory: Any,
+    informer_listener_factory: Any,
     informer_run_thread: RunThread,
 ) -> None:
     for name in "abc":
         informer_fake_server.put(name, event=False)
     informer = make_informer()
-    handler = informer_handler_factory()
-    informer.add_event_handler(handler)
+    handler = informer_listener_factory()
+    informer.add_listener(handler)
     informer_run_thread(informer.run)
     assert handler.wait_for(3)
     informer_fake_server.remove("b", event=False)  # deleted while the watch was away
@@ -105,14 +105,14 @@ def test_relist_after_gone_converges_with_deleted_final_state_unknown(
 
 
 def test_blocked_handler_does_not_stop_store_updates(
-    informer_fake_server: Any, make_informer: Any, informer_handler_factory: Any,
+    informer_fake_server: Any, make_informer: Any, informer_listener_factory: Any,
     informer_run_thread: RunThread, informer_wait_until: Any,
 ) -> None:  # fmt: skip
     informer = make_informer()
-    handler = informer_handler_factory()
+    handler = informer_listener_factory()
     release = threading.Event()
     handler.block = release
-    informer.add_event_handler(handler)
+    informer.add_listener(handler)
     informer_run_thread(informer.run)
     assert informer.wait_for_sync(2.0)
     informer_fake_server.put("a")
@@ -129,7 +129,7 @@ def test_blocked_handler_does_not_stop_store_updates(
 def test_late_handler_gets_current_objects_then_changes(
     informer_fake_server: Any,
     make_informer: Any,
-    informer_handler_factory: Any,
+    informer_listener_factory: Any,
     informer_run_thread: RunThread,
 ) -> None:
     informer_fake_server.put("a", event=False)
@@ -137,8 +137,8 @@ def test_late_handler_gets_current_objects_then_changes(
     informer_run_thread(informer.run)
     assert informer.wait_for_sync(2.0)
     informer_fake_server.put("b")
-    late = informer_handler_factory()
-    informer.add_event_handler(late)  # may race the "b" event: it must be seen exactly once
+    late = informer_listener_factory()
+    informer.add_listener(late)  # may race the "b" event: it must be seen exactly once
     informer_fake_server.put("c")
     assert late.wait_for(3)
     keys = sorted(event[1] for event in late.events)
@@ -147,15 +147,15 @@ def test_late_handler_gets_current_objects_then_changes(
 
 
 def test_has_synced_only_after_initial_adds_are_delivered(
-    informer_fake_server: Any, make_informer: Any, informer_handler_factory: Any,
+    informer_fake_server: Any, make_informer: Any, informer_listener_factory: Any,
     informer_run_thread: RunThread, informer_wait_until: Any,
 ) -> None:  # fmt: skip
     informer_fake_server.put("a", event=False)
     informer = make_informer()
-    handler = informer_handler_factory()
+    handler = informer_listener_factory()
     release = threading.Event()
     handler.block = release
-    informer.add_event_handler(handler)
+    informer.add_listener(handler)
     assert not informer.has_synced()
     informer_run_thread(informer.run)
     assert handler.blocked.wait(2.0)
@@ -169,7 +169,7 @@ def test_has_synced_only_after_initial_adds_are_delivered(
 
 
 def test_raising_handler_is_logged_and_dispatch_goes_on(
-    informer_fake_server: Any, make_informer: Any, informer_handler_factory: Any,
+    informer_fake_server: Any, make_informer: Any, informer_listener_factory: Any,
     informer_run_thread: RunThread, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     class Exploding:
@@ -183,9 +183,9 @@ def test_raising_handler_is_logged_and_dispatch_goes_on(
             raise RuntimeError("handler bug")
 
     informer = make_informer()
-    healthy = informer_handler_factory()
-    informer.add_event_handler(Exploding())
-    informer.add_event_handler(healthy)
+    healthy = informer_listener_factory()
+    informer.add_listener(Exploding())
+    informer.add_listener(healthy)
     with caplog.at_level(logging.ERROR, logger="pkg.framework.cache.informer"):
         informer_run_thread(informer.run)
         assert informer.wait_for_sync(2.0)
@@ -201,14 +201,14 @@ def test_raising_handler_is_logged_and_dispatch_goes_on(
 def test_resync_redelivers_every_object_as_update(
     informer_fake_server: Any,
     make_informer: Any,
-    informer_handler_factory: Any,
+    informer_listener_factory: Any,
     informer_run_thread: RunThread,
 ) -> None:
     informer_fake_server.put("a", event=False)
     informer_fake_server.put("b", event=False)
     informer = make_informer(resync_period=0.05)
-    handler = informer_handler_factory()
-    informer.add_event_handler(handler)
+    handler = informer_listener_factory()
+    informer.add_listener(handler)
     informer_run_thread(informer.run)
     assert handler.wait_for(6)
     resyncs = [e for e in handler.events if e[0] == "update"]

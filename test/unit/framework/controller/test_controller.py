@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client import V1ObjectMeta
 from pydantic import BaseModel
 
-from pkg.framework.cache.listener import ResourceEventHandler
+from pkg.framework.cache.listener import ResourceListener
 from pkg.framework.client.errors import ConflictError
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.controller import CacheSyncTimeoutError, Controller
@@ -49,9 +49,9 @@ class FakeSource:
     def __init__(self, *, synced: bool = True, kind: ResourceKind[Any] = KIND) -> None:
         self.kind = kind
         self.synced = synced
-        self.handlers: list[ResourceEventHandler[Any]] = []
+        self.handlers: list[ResourceListener[Any]] = []
 
-    def add_event_handler(self, handler: ResourceEventHandler[Any]) -> None:
+    def add_listener(self, handler: ResourceListener[Any]) -> None:
         self.handlers.append(handler)
 
     def has_synced(self) -> bool:

@@ -10,10 +10,10 @@ from pydantic import BaseModel
 
 from pkg.framework.cache.listener import DeletedFinalStateUnknown
 from pkg.framework.controller.enqueue import (
+    EnqueueingListener,
     EnqueueRequestForObject,
     EnqueueRequestForOwner,
     EnqueueRequestsFromMapFunc,
-    QueueingEventHandler,
 )
 from pkg.framework.controller.predicate import (
     Funcs,
@@ -113,7 +113,7 @@ def test_map_func() -> None:
 
 def test_queueing_handler_routes_every_event_type() -> None:
     queue = ListQueue()
-    adapter = QueueingEventHandler(handler=EnqueueRequestForObject(), queue=queue)
+    adapter = EnqueueingListener(handler=EnqueueRequestForObject(), queue=queue)
     adapter.on_add(obj("a"), is_in_initial_list=True)
     adapter.on_update(obj("b", rv="1"), obj("b", rv="2"))
     adapter.on_delete(obj("c"))
@@ -123,7 +123,7 @@ def test_queueing_handler_routes_every_event_type() -> None:
 
 def test_update_maps_old_and_new_once_each() -> None:
     queue = ListQueue()
-    adapter = QueueingEventHandler(
+    adapter = EnqueueingListener(
         handler=EnqueueRequestForOwner(owner_kind="GPUPool", owner_api_group="gpu.deckhouse.io"), queue=queue
     )
     adapter.on_update(obj("c", owners=[owner("GPUPool", "old")]), obj("c", owners=[owner("GPUPool", "new")]))
@@ -135,7 +135,7 @@ def test_update_maps_old_and_new_once_each() -> None:
 
 def test_predicates_filter_updates_only_by_default() -> None:
     queue = ListQueue()
-    adapter = QueueingEventHandler(
+    adapter = EnqueueingListener(
         handler=EnqueueRequestForObject(), queue=queue, predicates=[GenerationChangedPredicate()]
     )
     adapter.on_add(obj("a"), is_in_initial_list=False)
@@ -153,7 +153,7 @@ def test_predicates_see_the_unwrapped_deleted_object() -> None:
         seen.append(o)
         return bool(o.metadata.name != "skip")
 
-    adapter = QueueingEventHandler(
+    adapter = EnqueueingListener(
         handler=EnqueueRequestForObject(), queue=queue, predicates=[Funcs(delete=delete)]
     )
     adapter.on_delete(DeletedFinalStateUnknown(key="skip", obj=obj("skip")))

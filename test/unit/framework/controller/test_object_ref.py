@@ -1,4 +1,4 @@
-"""ObjectRefWatcher: a change of a dependency enqueues the controller's objects that reference it."""
+"""ObjectRefWatch: a change of a dependency enqueues the controller's objects that reference it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from kubernetes.client import V1ObjectMeta
 from pydantic import BaseModel
 
-from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceEventHandler
+from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceListener
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.controller import CacheSyncTimeoutError, Controller
-from pkg.framework.controller.object_ref import ObjectRefWatcher, Watcher
+from pkg.framework.controller.object_ref import ObjectRefWatch, Watcher
 from pkg.framework.reconcile.contract import Request, Result
 
 
@@ -44,9 +44,9 @@ class FakeSource:
     def __init__(self, *, synced: bool = True) -> None:
         self.kind = DEVICE_CLASS
         self.synced = synced
-        self.handlers: list[ResourceEventHandler[Any]] = []
+        self.handlers: list[ResourceListener[Any]] = []
 
-    def add_event_handler(self, handler: ResourceEventHandler[Any]) -> None:
+    def add_listener(self, handler: ResourceListener[Any]) -> None:
         self.handlers.append(handler)
 
     def has_synced(self) -> bool:
@@ -80,23 +80,23 @@ def drain(controller: Controller) -> list[Request]:
 
 
 @pytest.fixture
-def wired() -> tuple[Controller, ResourceEventHandler[Any]]:
+def wired() -> tuple[Controller, ResourceListener[Any]]:
     controller = Controller(name="claims", reconciler=NoopReconciler())
     source = FakeSource()
-    watcher: Watcher = ObjectRefWatcher(update_filter=spec_changed, enqueuer=referrers)
+    watcher: Watcher = ObjectRefWatch(update_filter=spec_changed, enqueuer=referrers)
     watcher.watch(source, controller)
     assert len(source.handlers) == 1
     return controller, source.handlers[0]
 
 
-def test_create_enqueues_referrers(wired: tuple[Controller, ResourceEventHandler[Any]]) -> None:
+def test_create_enqueues_referrers(wired: tuple[Controller, ResourceListener[Any]]) -> None:
     controller, handler = wired
     handler.on_add(device_class("gpu-full"), is_in_initial_list=True)
     handler.on_add(device_class("unused"), is_in_initial_list=False)
     assert drain(controller) == [Request("claim-1", "team-a"), Request("claim-2", "team-b")]
 
 
-def test_update_filter_drops_irrelevant_updates(wired: tuple[Controller, ResourceEventHandler[Any]]) -> None:
+def test_update_filter_drops_irrelevant_updates(wired: tuple[Controller, ResourceListener[Any]]) -> None:
     controller, handler = wired
     handler.on_update(device_class("gpu-full", rv="1"), device_class("gpu-full", rv="2"))
     assert drain(controller) == []
@@ -105,7 +105,7 @@ def test_update_filter_drops_irrelevant_updates(wired: tuple[Controller, Resourc
 
 
 def test_update_enqueues_referrers_of_old_and_new(
-    wired: tuple[Controller, ResourceEventHandler[Any]],
+    wired: tuple[Controller, ResourceListener[Any]],
 ) -> None:
     controller, handler = wired
     # Not realistic for a name, but the same holds for any reference a dependency can lose.
@@ -114,7 +114,7 @@ def test_update_enqueues_referrers_of_old_and_new(
 
 
 def test_delete_enqueues_referrers_even_when_final_state_unknown(
-    wired: tuple[Controller, ResourceEventHandler[Any]],
+    wired: tuple[Controller, ResourceListener[Any]],
 ) -> None:
     controller, handler = wired
     handler.on_delete(device_class("gpu-half"))
@@ -125,8 +125,6 @@ def test_delete_enqueues_referrers_even_when_final_state_unknown(
 
 def test_controller_waits_for_the_watched_source() -> None:
     controller = Controller(name="claims-unsynced", reconciler=NoopReconciler(), cache_sync_timeout=0.01)
-    ObjectRefWatcher(update_filter=spec_changed, enqueuer=referrers).watch(
-        FakeSource(synced=False), controller
-    )
+    ObjectRefWatch(update_filter=spec_changed, enqueuer=referrers).watch(FakeSource(synced=False), controller)
     with pytest.raises(CacheSyncTimeoutError, match="DeviceClass"):
         controller.run(threading.Event())

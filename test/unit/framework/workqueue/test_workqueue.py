@@ -35,7 +35,7 @@ class FakeClock:
         self._seen: dict[int, float] = {}  # thread -> last time it read
         self._settled_at = -1.0
 
-    def now(self) -> float:
+    def monotonic(self) -> float:
         with self._lock:
             self._seen[threading.get_ident()] = self.t
             return self.t

@@ -11,13 +11,13 @@ from typing import Any
 
 from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE
 from pkg.framework.cache.store import Store
-from pkg.framework.controller.object_ref import ObjectRefWatcher
+from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
-def node_watcher(gpu_store: Store[Any]) -> ObjectRefWatcher:
+def node_watcher(gpu_store: Store[Any]) -> ObjectRefWatch:
     def gpus_on_node(obj: Any) -> list[Request]:
         gpus = gpu_store.by_index(PHYSICAL_GPU_BY_NODE, str(obj.metadata.name))
         return [Request(name=str(gpu.metadata.name)) for gpu in gpus]
 
-    return ObjectRefWatcher(update_filter=lambda _old, _new: False, enqueuer=gpus_on_node)
+    return ObjectRefWatch(update_filter=lambda _old, _new: False, enqueuer=gpus_on_node)
