@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
@@ -40,12 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return explain_cli.run(args[1:])
     options = manager_options(parser().parse_args(args))
 
-    def setup(runtime: RuntimeContainer, manager: Manager) -> None:
+    def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
         container = ResourceClaimContainer(
             client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
         )
         container.config.workers.from_value(options.workers)
         setup_controller(manager, container)
+        return runtime.recorder().stop
 
     return run_controllers(component=COMPONENT, options=options, setup=setup)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from dependency_injector import containers, providers
 
@@ -75,23 +75,35 @@ class RuntimeContainer(containers.DeclarativeContainer):
     manager = providers.Singleton(_manager, options, component, informers)
 
 
+Setup = Callable[[RuntimeContainer, Manager], Callable[[], None] | None]
+"""Registers a binary's controllers on the manager; may return a cleanup run after the manager stops."""
+
+
 def run_controllers(
     *,
     component: str,
     options: ManagerOptions,
-    setup: Callable[[RuntimeContainer, Manager], None],
+    setup: Setup,
+    log_extra: Mapping[str, object] | None = None,
 ) -> int:
-    """Runs a control-plane binary: logging, the shared runtime, ``setup`` (which registers the
-    binary's controllers on the manager), then the manager until SIGTERM/SIGINT."""
+    """Runs a binary, the same way for all four: logging, the shared runtime, ``setup`` (which
+    registers the binary's controllers on the manager), then the manager until SIGTERM/SIGINT; the
+    cleanup ``setup`` returned (stop the event recorder, close the backend) runs however it ends.
+
+    ``setup`` runs on the main thread, so it may install signal handlers (the node agent's SIGHUP).
+    """
     setup_logging()
     runtime = RuntimeContainer(options=options, component=component)
     manager = runtime.manager()
-    setup(runtime, manager)
+    cleanup = setup(runtime, manager)
     stop = threading.Event()
     install_signal_handlers(stop)
-    logging.getLogger(component).info("starting", extra={"leader_elect": options.leader_elect})
+    logging.getLogger(component).info(
+        "starting", extra=dict(log_extra or {"leader_elect": options.leader_elect})
+    )
     try:
         manager.run(stop)
     finally:
-        runtime.recorder().stop()
+        if cleanup is not None:
+            cleanup()
     return 0

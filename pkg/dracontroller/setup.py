@@ -28,12 +28,12 @@ from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS, add
 from pkg.dracontroller.internal.names import CONTROLLER_NAME, DRIVER
 from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory
 from pkg.dracontroller.internal.state import state_factory
-from pkg.dracontroller.internal.watcher import (
-    ClaimPeersWatcher,
-    class_watcher,
-    namespace_watcher,
-    pod_watcher,
-    slice_watcher,
+from pkg.dracontroller.internal.watch import (
+    ClaimPeersWatch,
+    class_watch,
+    namespace_watch,
+    pod_watch,
+    slice_watch,
 )
 from pkg.dracontroller.metrics import AllocationCollector
 from pkg.dracontroller.reconciler import ClaimReconciler
@@ -136,11 +136,11 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller.watch(claims, EnqueueRequestForObject())
-    ClaimPeersWatcher(claims.store).watch(claims, controller)
-    pod_watcher().watch(container.pod_informer(), controller)
-    slice_watcher(claims.store).watch(slices, controller)
-    class_watcher(claims.store).watch(container.class_informer(), controller)
-    namespace_watcher(claims.store).watch(container.namespace_informer(), controller)
+    ClaimPeersWatch(claims.store).watch(claims, controller)
+    pod_watch().watch(container.pod_informer(), controller)
+    slice_watch(claims.store).watch(slices, controller)
+    class_watch(claims.store).watch(container.class_informer(), controller)
+    namespace_watch(claims.store).watch(container.namespace_informer(), controller)
     METRICS.register(AllocationCollector(claims=claims.store.list, slices=slices.store.list, driver=DRIVER))
     manager.add(controller)
     return controller

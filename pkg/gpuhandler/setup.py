@@ -37,7 +37,7 @@ from pkg.gpuhandler.internal.handler import (
     ReadinessHandler,
 )
 from pkg.gpuhandler.internal.service import KubeStatusWriter
-from pkg.gpuhandler.internal.watcher import gpu_events
+from pkg.gpuhandler.internal.watch import gpu_events
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
 from pkg.hardware.labels import to_label_value

@@ -4,11 +4,12 @@ The container declares how the parts are built from the agent's settings and the
 (client, informer factory); :func:`setup_agent` wires them into a manager: the two informers (this
 node's PhysicalGPUs by label selector, this Node by field selector; DESIGN §7: nothing else is
 listed or watched), the write barriers on them, the single-worker controller running the sync, and
-the triggers. There is no leader election: one agent runs per node and owns that node's objects.
+the sources that wake it. There is no leader election: one agent runs per node and owns that node's objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from pkg.framework.client import ApiError, KubeClient
 from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.controller.source import PeriodicSource, Source, StartSource
+from pkg.framework.jitter import Jitter
 from pkg.framework.manager.manager import Manager
 from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.hardware.labels import to_label_value
@@ -33,8 +36,9 @@ from pkg.inventory.host_info import FileHostInfoReader
 from pkg.inventory.pci_scanner import SysfsPciScanner
 from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
 from pkg.nodeagent.internal.service import CacheBarrier, KubeWriter
+from pkg.nodeagent.internal.source import UdevSource
 from pkg.nodeagent.internal.state import StateFactory, SyncState
-from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger, gpu_events, node_events
+from pkg.nodeagent.internal.watch import gpu_events, node_events
 from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError
 
 CONTROLLER_NAME = "node-agent"
@@ -140,28 +144,29 @@ class NodeAgentContainer(containers.DeclarativeContainer):
     )
 
 
-def setup_agent(manager: Manager, container: NodeAgentContainer) -> Controller:
-    """Registers the sync controller, its watches and its triggers with ``manager``.
+def setup_agent(
+    manager: Manager, container: NodeAgentContainer, *, extra_sources: Sequence[Source] = ()
+) -> Controller:
+    """Registers the sync controller and everything that wakes it with ``manager``.
 
-    The start-up sync is queued at once; the controller takes it when its caches have synced.
+    Every wake-up is a watch of the controller mapped to the one ``sync`` request: the two
+    informers (with their predicates), the start, the jittered periodic resync, PCI uevents, and
+    ``extra_sources`` (the process adds SIGHUP, whose handler only the main thread may install).
     """
     settings: AgentSettings = container.settings()
     controller: Controller = container.controller()
     gpus, nodes = container.gpu_informer(), container.node_informer()
     gpus.add_listener(container.gpu_barrier())
     nodes.add_listener(container.node_barrier())
-    wake = EnqueueRequestsFromMapFunc(lambda _obj: [SYNC])
-    controller.watch(gpus, wake, predicates=[gpu_events()])
-    controller.watch(nodes, wake, predicates=[node_events()])
-    controller.queue.add(SYNC)
-    manager.add(controller)
-
-    def enqueue() -> None:
-        controller.queue.add(SYNC)
-
-    manager.add(
-        PeriodicTrigger(enqueue=enqueue, period=settings.resync_period, jitter=settings.resync_jitter)
-    )
+    sync = EnqueueRequestsFromMapFunc(lambda _obj: [SYNC])
+    controller.watch(gpus, sync, predicates=[gpu_events()])
+    controller.watch(nodes, sync, predicates=[node_events()])
+    controller.watch(StartSource(), sync)  # taken once the caches have synced
+    resync = Jitter(period=settings.resync_period, jitter=settings.resync_jitter)
+    controller.watch(PeriodicSource(name="periodic-resync", every=resync), sync)
     if settings.udev:
-        manager.add(UdevTrigger(enqueue=enqueue))
+        controller.watch(UdevSource(), sync)
+    for source in extra_sources:
+        controller.watch(source, sync)
+    manager.add(controller)
     return controller

@@ -55,7 +55,7 @@ NODE_LABEL = "gpu-test.deckhouse.io/node"
 def _offer_models() -> ModuleType:
     """The model tables of the unit tests (test helpers are imported by bare name per folder)."""
     if "offer_models" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "unit" / "offers" / "offer_models.py"
+        path = Path(__file__).resolve().parents[1] / "unit" / "dra" / "offers" / "offer_models.py"
         spec = importlib.util.spec_from_file_location("offer_models", path)
         assert spec is not None
         assert spec.loader is not None

@@ -196,9 +196,9 @@ class SharedInformer(Generic[ModelT]):
         try:
             call(listener)
         except Exception as exc:
-            # The log field keeps its historical name, "handler".
+            # The message and the field keep their historical wording ("handler"): log queries use them.
             extra = {**self._log_extra, "handler": repr(listener), "notification": what}
-            logger.error("listener failed: %s", exc, exc_info=exc, extra=extra)
+            logger.error("event handler failed: %s", exc, exc_info=exc, extra=extra)
 
 
 def _added(obj: Any, *, initial: bool) -> Callable[[ResourceListener[Any]], None]:

@@ -1,7 +1,8 @@
 """The controller: watched sources feed a rate-limiting queue drained by N reconcile workers.
 
-Data flows one way: informer event -> :class:`~pkg.framework.controller.enqueue.EnqueueingListener`
-(predicates, mapping) -> queue -> worker -> :meth:`Reconciler.reconcile` -> the result decides
+Data flows one way: an informer's event, or a :mod:`~pkg.framework.controller.source`'s generic
+event -> :class:`~pkg.framework.controller.enqueue.EnqueueingListener` (predicates, mapping) ->
+queue -> worker -> :meth:`Reconciler.reconcile` -> the result decides
 whether and when the request comes back. The queue guarantees that one request is never reconciled
 by two workers at once, however many workers run; different requests run in parallel.
 
@@ -21,7 +22,8 @@ it is logged with its traceback and counted in ``gpu_reconcile_panics_total``; w
 without it the controller stops and :meth:`Controller.run` re-raises it (a fatal error for the
 manager).
 
-Start-up waits for every watched source to sync, so the first reconciles read a complete cache
+Start-up starts the generic sources (each on a thread of its own), then waits for every watched
+informer to sync, so the first reconciles read a complete cache
 rather than concluding from a half-filled one that objects are missing. Stopping shuts the queue
 down: each worker finishes the request in hand and exits without taking another, and ``run``
 returns once all have exited. Queued requests are dropped; they are level-based and the next
@@ -34,13 +36,14 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pkg.framework.cache.listener import ResourceListener
 from pkg.framework.client.errors import ApiError
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.enqueue import EnqueueingListener, RequestMapper
 from pkg.framework.controller.predicate import Predicate
+from pkg.framework.controller.source import Source
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.reconcile import ReconcileMetrics, ReconcileResult
 from pkg.framework.reconcile.contract import Reconciler, Request, Result, TerminalError
@@ -50,8 +53,12 @@ from pkg.framework.workqueue.ratelimiter import RateLimiter
 # threading.Event cannot wait on two events; run() waits on `stop` in slices this long to notice a
 # worker that died of an unrecovered exception.
 _FATAL_CHECK_INTERVAL = 0.1
+# Sources return soon after their stop is set (the slowest, udev, polls twice a second); a source
+# stuck longer is a daemon thread and does not keep the process alive.
+_SOURCE_JOIN_SECONDS = 2.0
 
 
+@runtime_checkable
 class EventSource(Protocol):
     """What a controller needs from an informer."""
 
@@ -96,6 +103,7 @@ class Controller:
         self._cache_sync_timeout = cache_sync_timeout
         self._expected_errors = expected_errors
         self._sources: list[EventSource] = []
+        self._generic_sources: list[tuple[Source, EnqueueingListener]] = []
         self._log = logging.getLogger(f"{__name__}.{name}")
         self._started = False
         self._halt = threading.Event()  # set once workers must take no more requests
@@ -104,13 +112,36 @@ class Controller:
         self._metrics = ReconcileMetrics(name, provider=metrics or MetricsProvider())
 
     def watch(
-        self, source: EventSource, handler: RequestMapper, *, predicates: Sequence[Predicate] = ()
+        self,
+        source: EventSource | Source,
+        mapper: RequestMapper,
+        *,
+        predicates: Sequence[Predicate] = (),
     ) -> None:
-        """Queues the requests ``handler`` maps ``source``'s events to, for events ``predicates`` pass."""
+        """Queues the requests ``mapper`` maps ``source``'s events to, for events ``predicates`` pass.
+
+        ``source`` is an informer (its object events) or a :class:`Source` (generic events; started
+        when the controller runs). Watches are declared before :meth:`run`.
+        """
+        listener = EnqueueingListener(mapper=mapper, queue=self.queue, predicates=predicates)
+        if isinstance(source, EventSource):
+            with self._lock:
+                if not any(known is source for known in self._sources):
+                    self._sources.append(source)
+            source.add_listener(listener)
+            return
         with self._lock:
-            if not any(known is source for known in self._sources):
-                self._sources.append(source)
-        source.add_listener(EnqueueingListener(handler=handler, queue=self.queue, predicates=predicates))
+            if self._started:
+                raise RuntimeError(
+                    f"controller {self.name!r}: watch {source.name!r} before the controller runs"
+                )
+            self._generic_sources.append((source, listener))
+
+    @property
+    def generic_sources(self) -> tuple[Source, ...]:
+        """The non-informer sources this controller watches, in the order they were added."""
+        with self._lock:
+            return tuple(source for source, _listener in self._generic_sources)
 
     def run(self, stop: threading.Event) -> None:
         """Waits for the caches, then reconciles until ``stop`` is set. A controller runs once."""
@@ -119,7 +150,19 @@ class Controller:
                 raise RuntimeError(f"controller {self.name!r} was already started")
             self._started = True
         workers: list[threading.Thread] = []
+        sources_stop = threading.Event()
+        sources = [
+            threading.Thread(
+                target=source.start,
+                args=(listener.on_generic, sources_stop),
+                name=f"{self.name}-source-{source.name}",
+                daemon=True,
+            )
+            for source, listener in self._generic_sources
+        ]
         try:
+            for thread in sources:
+                thread.start()
             self._wait_for_sync()
             self._log.info("starting %d workers", self._workers, extra={"controller": self.name})
             for i in range(self._workers):
@@ -129,10 +172,13 @@ class Controller:
             while not stop.wait(_FATAL_CHECK_INTERVAL) and self._fatal is None:
                 pass
         finally:
+            sources_stop.set()
             self._halt.set()
             self.queue.shut_down()
             for worker in workers:
                 worker.join()
+            for thread in sources:
+                thread.join(_SOURCE_JOIN_SECONDS)
         self._log.info("stopped", extra={"controller": self.name})
         if self._fatal is not None:
             raise self._fatal

@@ -41,7 +41,7 @@ class ReferrersOf(Protocol):
     def __call__(self, obj: Any) -> list[Request]: ...
 
 
-class Watcher(Protocol):
+class Watch(Protocol):
     """A controller's subscription to one source (the Go ``Watch(mgr, ctr) error``)."""
 
     def watch(self, source: EventSource, controller: Controller) -> None: ...
@@ -76,4 +76,4 @@ class ObjectRefWatch:
         )
 
 
-__all__ = ["ObjectRefWatch", "ReferrersOf", "UpdateEventsFilter", "Watcher"]
+__all__ = ["ObjectRefWatch", "ReferrersOf", "UpdateEventsFilter", "Watch"]

@@ -6,9 +6,11 @@ on the spec would wake itself up with its own status writes. A predicate drops s
 *before* they reach the queue. Dropping an event is safe only because reconcilers are
 level-based: whatever a later pass observes includes the change that was filtered out.
 
-A :class:`Predicate` answers per event type. The built-in ones filter updates only and let every
-create and delete through (a new or vanished object always deserves a look). :func:`and_` and
-:func:`or_` combine predicates; :class:`Funcs` builds one from plain callables.
+A :class:`Predicate` answers per event type: ``create``, ``update`` and ``delete`` for an
+informer's events, ``generic`` for the events of a :mod:`~pkg.framework.controller.source` (a
+timer, a uevent, a signal, a channel). :class:`Funcs` builds one from plain callables; a missing
+callable lets its events through. Each controller's watches declare their own predicates next to
+the watch (``internal/watch/``), where the reason for dropping an event is written down.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class Predicate(Protocol):
 
     def delete(self, obj: Any) -> bool: ...
 
+    def generic(self, obj: Any) -> bool: ...
+
 
 class Funcs:
     """A predicate from callables; a missing callable lets its events through."""
@@ -36,10 +40,12 @@ class Funcs:
         create: Callable[[Any], bool] | None = None,
         update: Callable[[Any, Any], bool] | None = None,
         delete: Callable[[Any], bool] | None = None,
+        generic: Callable[[Any], bool] | None = None,
     ) -> None:
         self._create = create
         self._update = update
         self._delete = delete
+        self._generic = generic
 
     def create(self, obj: Any) -> bool:
         return self._create is None or self._create(obj)
@@ -50,82 +56,8 @@ class Funcs:
     def delete(self, obj: Any) -> bool:
         return self._delete is None or self._delete(obj)
 
-
-class _UpdateOnly:
-    """Base of the built-ins: creates and deletes always pass; subclasses judge updates."""
-
-    def create(self, obj: Any) -> bool:
-        return True
-
-    def delete(self, obj: Any) -> bool:
-        return True
+    def generic(self, obj: Any) -> bool:
+        return self._generic is None or self._generic(obj)
 
 
-class GenerationChangedPredicate(_UpdateOnly):
-    """Passes updates that changed ``metadata.generation``, i.e. the spec (not status or metadata)."""
-
-    def update(self, old: Any, new: Any) -> bool:
-        return bool(old.metadata.generation != new.metadata.generation)
-
-
-class LabelChangedPredicate(_UpdateOnly):
-    """Passes updates that changed ``metadata.labels`` (missing and empty labels are the same)."""
-
-    def update(self, old: Any, new: Any) -> bool:
-        return (old.metadata.labels or {}) != (new.metadata.labels or {})
-
-
-class ResourceVersionChangedPredicate(_UpdateOnly):
-    """Passes updates whose ``resourceVersion`` changed: drops the periodic resync's no-op updates."""
-
-    def update(self, old: Any, new: Any) -> bool:
-        return bool(old.metadata.resource_version != new.metadata.resource_version)
-
-
-class _All:
-    def __init__(self, predicates: tuple[Predicate, ...]) -> None:
-        self._predicates = predicates
-
-    def create(self, obj: Any) -> bool:
-        return all(p.create(obj) for p in self._predicates)
-
-    def update(self, old: Any, new: Any) -> bool:
-        return all(p.update(old, new) for p in self._predicates)
-
-    def delete(self, obj: Any) -> bool:
-        return all(p.delete(obj) for p in self._predicates)
-
-
-class _Any:
-    def __init__(self, predicates: tuple[Predicate, ...]) -> None:
-        self._predicates = predicates
-
-    def create(self, obj: Any) -> bool:
-        return any(p.create(obj) for p in self._predicates)
-
-    def update(self, old: Any, new: Any) -> bool:
-        return any(p.update(old, new) for p in self._predicates)
-
-    def delete(self, obj: Any) -> bool:
-        return any(p.delete(obj) for p in self._predicates)
-
-
-def and_(*predicates: Predicate) -> Predicate:
-    """Passes an event only if every predicate passes it (all of none: everything passes)."""
-    return _All(predicates)
-
-
-def or_(*predicates: Predicate) -> Predicate:
-    """Passes an event if any predicate passes it (any of none: nothing passes)."""
-    return _Any(predicates)
-
-
-__all__ = [
-    "Funcs",
-    "GenerationChangedPredicate",
-    "LabelChangedPredicate",
-    "Predicate",
-    "ResourceVersionChangedPredicate",
-    "and_",
-    "or_",
-]
+__all__ = ["Funcs", "Predicate"]

@@ -23,7 +23,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.gpucontroller.physicalgpu.internal.handler import DefaultConditionsHandler, OrphanCleanupHandler
 from pkg.gpucontroller.physicalgpu.internal.service import PhysicalGPUService
-from pkg.gpucontroller.physicalgpu.internal.watcher import node_watcher
+from pkg.gpucontroller.physicalgpu.internal.watch import node_watch
 from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector
 from pkg.gpucontroller.physicalgpu.reconciler import new_reconciler
 
@@ -78,7 +78,7 @@ def setup_controller(manager: Manager, container: PhysicalGPUContainer) -> Contr
     controller: Controller = container.controller()
     gpus = container.gpu_informer()
     controller.watch(gpus, EnqueueRequestForObject())
-    node_watcher(gpus.store).watch(container.node_informer(), controller)
+    node_watch(gpus.store).watch(container.node_informer(), controller)
     METRICS.register(PhysicalGPUCollector(gpus.store))
     manager.add(controller)
     return controller

@@ -36,12 +36,13 @@ from pkg.framework.client import ApiError, KubeClient
 from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
 from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.gpuhandler.card_specs import CardSpecProvider
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
-from pkg.gpuhandler.publishing.triggers import gpu_events, node_events, slice_events
+from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
 
 if TYPE_CHECKING:
     from pkg.gpuhandler.setup import GpuHandlerContainer
@@ -148,11 +149,13 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         backend=handler.backend(),
     )
     controller: Controller = container.controller()
-    wake = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
-    controller.watch(handler.gpu_informer(), wake, predicates=[gpu_events()])
-    controller.watch(container.node_informer(), wake, predicates=[node_events()])
-    controller.watch(container.slice_informer(), wake, predicates=[slice_events()])
-    handler.card_specs().subscribe(lambda: controller.queue.add(PUBLISH))
-    controller.queue.add(PUBLISH)  # the start-up publish, taken once the caches have synced
+    publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
+    controller.watch(handler.gpu_informer(), publish, predicates=[gpu_events()])
+    controller.watch(container.node_informer(), publish, predicates=[node_events()])
+    controller.watch(container.slice_informer(), publish, predicates=[slice_events()])
+    cards_changed = ChannelSource(name="card-specs")
+    handler.card_specs().subscribe(cards_changed.send)
+    controller.watch(cards_changed, publish)
+    controller.watch(StartSource(), publish)  # the start-up publish, taken once the caches have synced
     manager.add(controller)
     return controller

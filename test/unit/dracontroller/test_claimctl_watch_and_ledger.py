@@ -27,12 +27,12 @@ from pkg.dracontroller.internal.indexes import (
 )
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
 from pkg.dracontroller.internal.service import InFlight
-from pkg.dracontroller.internal.watcher import (
-    ClaimPeersWatcher,
-    class_watcher,
-    namespace_watcher,
-    pod_watcher,
-    slice_watcher,
+from pkg.dracontroller.internal.watch import (
+    ClaimPeersWatch,
+    class_watch,
+    namespace_watch,
+    pod_watch,
+    slice_watch,
 )
 from pkg.framework.cache.store import Store
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
@@ -94,7 +94,7 @@ class RecordingController:
     def watch(self, source: Any, handler: Any, *, predicates: Any = ()) -> None:
         from pkg.framework.controller.enqueue import EnqueueingListener
 
-        self._handlers.append(EnqueueingListener(handler=handler, queue=self, predicates=predicates))
+        self._handlers.append(EnqueueingListener(mapper=handler, queue=self, predicates=predicates))
 
     def add(self, item: Request) -> None:
         self.queue.append(item)
@@ -134,7 +134,7 @@ def claim_store() -> Store[Any]:
 
 
 def test_released_allocation_wakes_pending_claims_and_new_allocation_wakes_ours_in_the_pool() -> None:
-    controller = watched(ClaimPeersWatcher(claim_store()))
+    controller = watched(ClaimPeersWatch(claim_store()))
     unallocated = claim("x", exact("gpu", "mig-1g"))
     assert controller.update(allocated("x"), unallocated) == ["pending"]
     assert controller.delete(allocated("x")) == ["pending"]
@@ -143,7 +143,7 @@ def test_released_allocation_wakes_pending_claims_and_new_allocation_wakes_ours_
 
 
 def test_slice_change_wakes_pending_and_ours_in_its_pool() -> None:
-    controller = watched(slice_watcher(claim_store()))
+    controller = watched(slice_watch(claim_store()))
     rs = a30_pool()[1]
     rs.spec.pool.name = "p1"
     changed = rs.model_copy(deep=True)
@@ -153,14 +153,14 @@ def test_slice_change_wakes_pending_and_ours_in_its_pool() -> None:
 
 
 def test_class_change_wakes_the_claims_naming_it() -> None:
-    controller = watched(class_watcher(claim_store()))
+    controller = watched(class_watch(claim_store()))
     old, new = our_mig_class("1g"), our_mig_class("1g")
     new.spec.selectors = []
     assert controller.update(old, new) == ["pending"]
 
 
 def test_pod_referencing_a_claim_wakes_it() -> None:
-    controller = watched(pod_watcher())
+    controller = watched(pod_watch())
     bare = V1Pod(metadata=V1ObjectMeta(name="p", namespace="default"), spec=V1PodSpec(containers=[]))
     with_claim = bare.model_copy(deep=True)
     with_claim.spec.resource_claims = [V1PodResourceClaim(name="g", resource_claim_name="pending")]
@@ -169,7 +169,7 @@ def test_pod_referencing_a_claim_wakes_it() -> None:
 
 
 def test_namespace_label_change_wakes_its_pending_claims() -> None:
-    controller = watched(namespace_watcher(claim_store()))
+    controller = watched(namespace_watch(claim_store()))
     old = V1Namespace(metadata=V1ObjectMeta(name="default"))
     new = V1Namespace(
         metadata=V1ObjectMeta(name="default", labels={"resource.kubernetes.io/admin-access": "true"})

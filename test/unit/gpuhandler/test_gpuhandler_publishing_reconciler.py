@@ -32,7 +32,7 @@ A30_SECOND = "0000:d8:00.0"
 def _fake_slice_server() -> ModuleType:
     """The publisher tests' stand-in API server (helpers are imported by bare name per folder)."""
     if "fake_slice_server" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "offers" / "fake_slice_server.py"
+        path = Path(__file__).resolve().parents[1] / "dra" / "offers" / "fake_slice_server.py"
         spec = importlib.util.spec_from_file_location("fake_slice_server", path)
         assert spec is not None
         assert spec.loader is not None

@@ -19,7 +19,7 @@ from pkg.framework.client.errors import ConflictError
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.controller import CacheSyncTimeoutError, Controller
 from pkg.framework.controller.enqueue import EnqueueRequestForObject
-from pkg.framework.controller.predicate import GenerationChangedPredicate
+from pkg.framework.controller.predicate import Funcs
 from pkg.framework.metrics import MetricsProvider
 from pkg.framework.reconcile.contract import Request, Result, TerminalError
 from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
@@ -352,7 +352,11 @@ def test_watch_applies_predicates() -> None:
     done = threading.Event()
     controller = Controller(name="t-predicates", reconciler=FuncReconciler(signalling(done)))
     source = FakeSource()
-    controller.watch(source, EnqueueRequestForObject(), predicates=[GenerationChangedPredicate()])
+    controller.watch(
+        source,
+        EnqueueRequestForObject(),
+        predicates=[Funcs(update=lambda old, new: old.metadata.generation != new.metadata.generation)],
+    )
     old, new = (
         Obj(metadata=V1ObjectMeta(name="a", generation=1)),
         Obj(metadata=V1ObjectMeta(name="a", generation=1)),

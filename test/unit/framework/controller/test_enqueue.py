@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from kubernetes.client import V1ObjectMeta, V1OwnerReference
 from pydantic import BaseModel
 
@@ -12,19 +11,14 @@ from pkg.framework.cache.listener import DeletedFinalStateUnknown
 from pkg.framework.controller.enqueue import (
     EnqueueingListener,
     EnqueueRequestForObject,
-    EnqueueRequestForOwner,
     EnqueueRequestsFromMapFunc,
 )
-from pkg.framework.controller.predicate import (
-    Funcs,
-    GenerationChangedPredicate,
-    LabelChangedPredicate,
-    Predicate,
-    ResourceVersionChangedPredicate,
-    and_,
-    or_,
-)
+from pkg.framework.controller.predicate import Funcs
 from pkg.framework.reconcile.contract import Request
+
+# The predicate controllers use when they act on the spec only: a status write bumps resourceVersion
+# but not generation.
+GENERATION_CHANGED = Funcs(update=lambda old, new: old.metadata.generation != new.metadata.generation)
 
 
 class Obj(BaseModel):
@@ -74,36 +68,6 @@ def test_for_object_maps_namespaced_and_cluster_objects() -> None:
     assert handler.requests_for(obj("gpu-0")) == [Request(name="gpu-0")]
 
 
-def test_for_owner_maps_only_controller_owners_of_the_right_kind() -> None:
-    child = obj(
-        "pod",
-        namespace="ns",
-        owners=[
-            owner("GPUPool", "pool-a"),
-            owner("GPUPool", "pool-b", controller=False),  # owner, but not the controller
-            owner("Node", "pool-c"),  # wrong kind
-            owner("GPUPool", "pool-d", api_version="other.io/v1"),  # wrong group
-        ],
-    )
-    handler = EnqueueRequestForOwner(owner_kind="GPUPool", owner_api_group="gpu.deckhouse.io")
-    assert handler.requests_for(child) == [Request(name="pool-a", namespace="ns")]
-
-
-def test_for_owner_without_is_controller_maps_every_owner_of_the_kind() -> None:
-    child = obj("c", namespace="ns", owners=[owner("GPUPool", "a"), owner("GPUPool", "b", controller=False)])
-    handler = EnqueueRequestForOwner(
-        owner_kind="GPUPool", owner_api_group="gpu.deckhouse.io", is_controller=False
-    )
-    assert handler.requests_for(child) == [Request("a", "ns"), Request("b", "ns")]
-
-
-def test_for_owner_core_group_and_cluster_scoped_owner() -> None:
-    child = obj("gpu", namespace="ns", owners=[owner("Node", "node-1", api_version="v1")])
-    handler = EnqueueRequestForOwner(owner_kind="Node", owner_api_group="", owner_namespaced=False)
-    assert handler.requests_for(child) == [Request(name="node-1")]
-    assert handler.requests_for(obj("orphan", namespace="ns")) == []
-
-
 def test_map_func() -> None:
     handler = EnqueueRequestsFromMapFunc(
         lambda o: [Request(f"{o.metadata.name}-1"), Request(f"{o.metadata.name}-2")]
@@ -113,7 +77,7 @@ def test_map_func() -> None:
 
 def test_queueing_handler_routes_every_event_type() -> None:
     queue = ListQueue()
-    adapter = EnqueueingListener(handler=EnqueueRequestForObject(), queue=queue)
+    adapter = EnqueueingListener(mapper=EnqueueRequestForObject(), queue=queue)
     adapter.on_add(obj("a"), is_in_initial_list=True)
     adapter.on_update(obj("b", rv="1"), obj("b", rv="2"))
     adapter.on_delete(obj("c"))
@@ -124,7 +88,10 @@ def test_queueing_handler_routes_every_event_type() -> None:
 def test_update_maps_old_and_new_once_each() -> None:
     queue = ListQueue()
     adapter = EnqueueingListener(
-        handler=EnqueueRequestForOwner(owner_kind="GPUPool", owner_api_group="gpu.deckhouse.io"), queue=queue
+        mapper=EnqueueRequestsFromMapFunc(
+            lambda o: [Request(ref.name) for ref in o.metadata.owner_references or ()]
+        ),
+        queue=queue,
     )
     adapter.on_update(obj("c", owners=[owner("GPUPool", "old")]), obj("c", owners=[owner("GPUPool", "new")]))
     adapter.on_update(
@@ -136,7 +103,7 @@ def test_update_maps_old_and_new_once_each() -> None:
 def test_predicates_filter_updates_only_by_default() -> None:
     queue = ListQueue()
     adapter = EnqueueingListener(
-        handler=EnqueueRequestForObject(), queue=queue, predicates=[GenerationChangedPredicate()]
+        mapper=EnqueueRequestForObject(), queue=queue, predicates=[GENERATION_CHANGED]
     )
     adapter.on_add(obj("a"), is_in_initial_list=False)
     adapter.on_update(obj("status-only", generation=1, rv="1"), obj("status-only", generation=1, rv="2"))
@@ -154,7 +121,7 @@ def test_predicates_see_the_unwrapped_deleted_object() -> None:
         return bool(o.metadata.name != "skip")
 
     adapter = EnqueueingListener(
-        handler=EnqueueRequestForObject(), queue=queue, predicates=[Funcs(delete=delete)]
+        mapper=EnqueueRequestForObject(), queue=queue, predicates=[Funcs(delete=delete)]
     )
     adapter.on_delete(DeletedFinalStateUnknown(key="skip", obj=obj("skip")))
     adapter.on_delete(obj("keep"))
@@ -162,31 +129,13 @@ def test_predicates_see_the_unwrapped_deleted_object() -> None:
     assert queue.items == [Request("keep")]
 
 
-@pytest.mark.parametrize(
-    ("predicate", "old", "new", "passes"),
-    [
-        (GenerationChangedPredicate(), obj("a", generation=1), obj("a", generation=1, rv="2"), False),
-        (GenerationChangedPredicate(), obj("a", generation=1), obj("a", generation=2), True),
-        (LabelChangedPredicate(), obj("a", labels=None), obj("a", labels={}), False),
-        (LabelChangedPredicate(), obj("a", labels={"x": "1"}), obj("a", labels={"x": "2"}), True),
-        (ResourceVersionChangedPredicate(), obj("a", rv="5"), obj("a", rv="5"), False),
-        (ResourceVersionChangedPredicate(), obj("a", rv="5"), obj("a", rv="6"), True),
-    ],
-)
-def test_builtin_update_predicates(predicate: Predicate, old: Obj, new: Obj, passes: bool) -> None:
-    assert predicate.update(old, new) is passes
-    assert predicate.create(new) is True
-    assert predicate.delete(new) is True
-
-
-def test_and_or_combinators() -> None:
-    gen, labels = GenerationChangedPredicate(), LabelChangedPredicate()
-    old = obj("a", generation=1, labels={"x": "1"})
-    only_gen = obj("a", generation=2, labels={"x": "1"})
-    assert and_(gen, labels).update(old, only_gen) is False
-    assert or_(gen, labels).update(old, only_gen) is True
-    assert and_().update(old, old) is True
-    assert or_().update(old, old) is False
-    never = Funcs(create=lambda o: False)
-    assert and_(gen, never).create(old) is False
-    assert or_(gen, never).create(old) is True
+def test_generic_events_of_a_source_pass_generic_predicates() -> None:
+    queue = ListQueue()
+    adapter = EnqueueingListener(
+        mapper=EnqueueRequestsFromMapFunc(lambda _obj: [Request("sync")]),
+        queue=queue,
+        predicates=[Funcs(generic=lambda o: o != "skip")],
+    )
+    adapter.on_generic(None)
+    adapter.on_generic("skip")
+    assert queue.items == [Request("sync")]

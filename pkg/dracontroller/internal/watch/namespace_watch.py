@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from pkg.dracontroller.internal.indexes import CLAIM_PENDING, PENDING
-from pkg.dracontroller.internal.watcher.slice_watcher import requests_of
+from pkg.dracontroller.internal.watch.slice_watch import requests_of
 from pkg.framework.cache.store import Store
 from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
-def namespace_watcher(claim_store: Store[Any]) -> ObjectRefWatch:
+def namespace_watch(claim_store: Store[Any]) -> ObjectRefWatch:
     def enqueue(obj: Any) -> list[Request]:
         name = str(obj.metadata.name)
         pending = claim_store.by_index(CLAIM_PENDING, PENDING)

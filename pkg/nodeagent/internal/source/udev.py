@@ -5,9 +5,11 @@ the container runs no udevd, so the udev-processed stream is empty there. Kernel
 delivered in the host's network namespace, so the DaemonSet runs with ``hostNetwork: true``.
 
 One hot-plug is many events (one per PCI function, then a bind per driver) spread over hundreds of
-milliseconds, so the trigger waits for ``quiet`` seconds without events before it enqueues one
-sync, and at most ``max_delay`` after the first event of a burst, so an endless storm still syncs.
-The events' contents are only logged: the sync reads sysfs itself (level-based).
+milliseconds, so the source waits for ``quiet`` seconds without events before it enqueues one
+event, and at most ``max_delay`` after the first event of a burst, so an endless storm still syncs.
+The events' contents are only logged: the sync reads sysfs itself (level-based). It is a
+:class:`~pkg.framework.controller.source.Source` that lives here rather than in the framework
+because it needs pyudev (libudev), which only the node agent loads.
 
 Failures never stop the agent. If the monitor cannot be opened it logs an error and the periodic
 resync remains; a failing ``poll`` (ENOBUFS means events were dropped) is treated as an event,
@@ -22,9 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pkg.framework.controller.source import Emit
+
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.5  # how often an idle trigger checks for stop
+POLL_SECONDS = 0.5  # how often an idle source checks for stop
 MAX_BACKOFF_SECONDS = 30.0
 
 
@@ -72,26 +76,22 @@ class Debouncer:
         return True
 
 
-class UdevTrigger:
-    """A Runnable that enqueues a sync after each burst of PCI uevents."""
-
-    needs_leader_election = False
+class UdevSource:
+    """A :class:`~pkg.framework.controller.source.Source`: one event after each burst of PCI uevents."""
 
     def __init__(
         self,
         *,
-        enqueue: Callable[[], None],
         monitor_factory: Callable[[], Monitor] = netlink_monitor,
         quiet: float = 1.0,
         max_delay: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.name = "udev-trigger"
-        self._enqueue = enqueue
+        self.name = "udev"
         self._monitor_factory = monitor_factory
         self._debouncer = Debouncer(quiet=quiet, max_delay=max_delay, clock=clock)
 
-    def run(self, stop: threading.Event) -> None:
+    def start(self, emit: Emit, stop: threading.Event) -> None:
         try:
             monitor = self._monitor_factory()
         except Exception as exc:  # libudev missing, netlink refused: degrade, never crash
@@ -120,4 +120,4 @@ class UdevTrigger:
                     self._debouncer.event()
             if self._debouncer.fire():
                 logger.info("PCI uevents settled: syncing")
-                self._enqueue()
+                emit(None)

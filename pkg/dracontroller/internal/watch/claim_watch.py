@@ -16,7 +16,7 @@ from typing import Any
 from pkg.dracontroller.internal.collisions import pools_of
 from pkg.dracontroller.internal.eligibility import is_allocated
 from pkg.dracontroller.internal.indexes import CLAIM_OURS_BY_POOL, CLAIM_PENDING, PENDING
-from pkg.dracontroller.internal.watcher.slice_watcher import requests_of
+from pkg.dracontroller.internal.watch.slice_watch import requests_of
 from pkg.framework.cache.store import Store
 from pkg.framework.controller.controller import Controller, EventSource
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
@@ -28,7 +28,7 @@ def _allocation(claim: Any) -> Any:
     return claim.status.allocation if claim.status is not None else None
 
 
-class ClaimPeersWatcher:
+class ClaimPeersWatch:
     def __init__(self, claim_store: Store[Any]) -> None:
         self._store = claim_store
 

@@ -15,7 +15,7 @@ from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile.contract import Request
 
 
-def node_watcher(gpu_store: Store[Any]) -> ObjectRefWatch:
+def node_watch(gpu_store: Store[Any]) -> ObjectRefWatch:
     def gpus_on_node(obj: Any) -> list[Request]:
         gpus = gpu_store.by_index(PHYSICAL_GPU_BY_NODE, str(obj.metadata.name))
         return [Request(name=str(gpu.metadata.name)) for gpu in gpus]

@@ -18,7 +18,7 @@ from kubernetes.client import (
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, PhysicalGPU, Vendor
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG
-from pkg.gpuhandler.publishing.triggers import gpu_events, node_events, slice_events
+from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
 
 
 def healthy(

@@ -23,7 +23,7 @@ def _requests(obj: Any) -> list[Request]:
     return requests
 
 
-def pod_watcher() -> ObjectRefWatch:
+def pod_watch() -> ObjectRefWatch:
     return ObjectRefWatch(
         update_filter=lambda old, new: claims_of_pod(old) != claims_of_pod(new), enqueuer=_requests
     )

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceListener
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.controller import CacheSyncTimeoutError, Controller
-from pkg.framework.controller.object_ref import ObjectRefWatch, Watcher
+from pkg.framework.controller.object_ref import ObjectRefWatch, Watch
 from pkg.framework.reconcile.contract import Request, Result
 
 
@@ -83,7 +83,7 @@ def drain(controller: Controller) -> list[Request]:
 def wired() -> tuple[Controller, ResourceListener[Any]]:
     controller = Controller(name="claims", reconciler=NoopReconciler())
     source = FakeSource()
-    watcher: Watcher = ObjectRefWatch(update_filter=spec_changed, enqueuer=referrers)
+    watcher: Watch = ObjectRefWatch(update_filter=spec_changed, enqueuer=referrers)
     watcher.watch(source, controller)
     assert len(source.handlers) == 1
     return controller, source.handlers[0]

@@ -20,7 +20,7 @@ def requests_of(claims: list[Any]) -> list[Request]:
     return [Request(name=str(c.metadata.name), namespace=str(c.metadata.namespace)) for c in claims]
 
 
-def slice_watcher(claim_store: Store[Any]) -> ObjectRefWatch:
+def slice_watch(claim_store: Store[Any]) -> ObjectRefWatch:
     def enqueue(obj: Any) -> list[Request]:
         pool = f"{obj.spec.driver}/{obj.spec.pool.name}"
         pending = claim_store.by_index(CLAIM_PENDING, PENDING)
