@@ -36,7 +36,7 @@ from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
 from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
-from pkg.framework.reconcile import BaseReconciler
+from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
@@ -181,7 +181,7 @@ def _enrich(
 ) -> tuple[list[PhysicalGPU], CardSpecs, dict[str, str]]:
     """Runs the handler's enrichment chain over each card with ``DriverReady`` assumed."""
     writer, cards = _MergingWriter(), CardSpecs()
-    chain: BaseReconciler[EnrichmentState] = BaseReconciler(
+    chain: HandlerChain[EnrichmentState] = HandlerChain(
         [
             ReadinessHandler(backend=backend),
             HealthHandler(backend=backend, now=lambda: at),

@@ -19,10 +19,11 @@ from pkg.dracontroller.internal.eligibility import Verdict, is_allocated, judge
 from pkg.dracontroller.internal.indexes import is_ours
 from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.framework.keys import object_key
+from pkg.framework.reconcile.handler import Snapshot
 
 
 @dataclass(frozen=True)
-class ClaimState:
+class ClaimState(Snapshot):
     claim: ResourceV1ResourceClaim
     verdict: Verdict
     referencing_pods: tuple[str, ...]

@@ -92,6 +92,12 @@ class Controller:
     ) -> None:
         if max_concurrent_reconciles < 1:
             raise ValueError(f"controller {name!r}: max_concurrent_reconciles must be >= 1")
+        limit = getattr(reconciler, "max_workers", None)  # declared by SingletonReconciler
+        if limit is not None and max_concurrent_reconciles > limit:
+            raise ValueError(
+                f"controller {name!r}: its reconciler allows at most {limit} worker(s), "
+                f"not {max_concurrent_reconciles}"
+            )
         self.name = name
         self.needs_leader_election = needs_leader_election
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(

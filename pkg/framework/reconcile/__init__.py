@@ -1,27 +1,55 @@
-"""The reconciler template: resource wrapper, handler chain and the thin reconciler (spec §10.4).
+"""Reconciling: the contract, the handler chain and the two templates (spec §10.4).
 
-Every controller reconciles the same way: :class:`Resource` fetches the object and keeps a
-baseline, handlers edit a working copy through a read-only state, and :meth:`Resource.update`
-writes only the difference (metadata by JSON patch, status by the status subresource, with
-``observedGeneration``). :class:`ResourceReconciler` wires those steps so a controller supplies
-only its state factory and handlers.
+* :mod:`.contract`: ``Request``, ``Result``, ``TerminalError``, the ``Reconciler`` protocol;
+* :mod:`.handler`: a step of a reconcile (``Handler``), ``StopHandlerChain``, the ``AfterWrite``
+  hook, and the two kinds of state (``Snapshot``, read-only; ``Scratch``, filled in chain order);
+* :mod:`.chain`: the ``HandlerChain`` both templates run;
+* :mod:`.object_reconciler`: fetch -> state -> handlers -> pluggable writer -> conclude;
+  ``ResourceReconciler`` with the :class:`Resource` writer (guarded metadata patch, status PUT);
+* :mod:`.singleton`: one request for a whole unit, one worker, declared by the template;
+* :mod:`.conditions`: Kubernetes condition semantics.
+
+No controller writes its own ``reconcile`` loop: each picks a template and supplies its state,
+handlers and, if it needs them, a writer and a ``conclude``.
 """
 
-from pkg.framework.reconcile.chain import BaseReconciler, ChainOutcome, ResourceReconciler, merge_results
-from pkg.framework.reconcile.handler import Finalizer, Handler, StopHandlerChain
+from pkg.framework.reconcile.chain import ChainOutcome, HandlerChain, merge_results
+from pkg.framework.reconcile.contract import Reconciler, Request, Result, TerminalError
+from pkg.framework.reconcile.handler import AfterWrite, Handler, Scratch, Snapshot, StopHandlerChain
+from pkg.framework.reconcile.object_reconciler import (
+    Conclude,
+    ObjectReconciler,
+    ResourceReconciler,
+    ResourceUpdate,
+    StateWriter,
+    raise_or_result,
+)
 from pkg.framework.reconcile.resource import ConflictRequeue, Resource
+from pkg.framework.reconcile.singleton import SingletonReconciler
 from pkg.framework.reconcile.writer import KubeResourceWriter, ResourceWriter
 
 __all__ = [
-    "BaseReconciler",
+    "AfterWrite",
     "ChainOutcome",
+    "Conclude",
     "ConflictRequeue",
-    "Finalizer",
     "Handler",
+    "HandlerChain",
     "KubeResourceWriter",
+    "ObjectReconciler",
+    "Reconciler",
+    "Request",
     "Resource",
     "ResourceReconciler",
+    "ResourceUpdate",
     "ResourceWriter",
+    "Result",
+    "Scratch",
+    "SingletonReconciler",
+    "Snapshot",
+    "StateWriter",
     "StopHandlerChain",
+    "TerminalError",
     "merge_results",
+    "raise_or_result",
 ]

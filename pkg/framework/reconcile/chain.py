@@ -1,37 +1,28 @@
-"""The thin reconciler: fetch, build state, run handlers, write, finalize (spec §10.4 item 2).
+"""The handler chain: run the steps of a reconcile in order over one state.
 
-:class:`BaseReconciler` runs a handler chain over a state snapshot; :class:`ResourceReconciler` is
-the template every controller instantiates instead of writing its own ``reconcile``:
-
-1. ``Resource.fetch``; a missing object calls ``on_missing(request)`` (cleanup of things keyed by
-   the name, if any) and ends the reconcile;
-2. ``state_factory(resource)`` builds the snapshot handlers read (the resource plus readers);
-3. the handler chain runs; see :mod:`~pkg.framework.reconcile.handler` for stop and error rules;
-4. ``Resource.update`` writes what handlers changed, even when a handler failed, so a condition
-   saying why is not lost; the handler's exception is raised afterwards;
-5. ``finalize`` hooks of the handlers that ran, only if the chain succeeded and the write did;
-6. the merged Result. A write conflict is ``Result(requeue=True)``, logged at debug: it only means
-   somebody wrote first, and the next pass works from their version.
+:class:`HandlerChain` is the engine both templates share
+(:class:`~pkg.framework.reconcile.object_reconciler.ObjectReconciler`,
+:class:`~pkg.framework.reconcile.singleton.SingletonReconciler`): it merges the steps' Results,
+stops on :class:`~pkg.framework.reconcile.handler.StopHandlerChain` (not an error) and on the
+first exception, which it *returns* in the :class:`ChainOutcome` instead of raising, so the
+template can still write what the steps before it changed (see
+:mod:`~pkg.framework.reconcile.handler` for why) and raise afterwards. The chain holds no per-call
+state, so one instance serves every worker.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel
-
-from pkg.framework.reconcile.contract import Request, Result
-from pkg.framework.reconcile.handler import Finalizer, Handler, StopHandlerChain
-from pkg.framework.reconcile.resource import ConflictRequeue, Resource
+from pkg.framework.reconcile.contract import Result
+from pkg.framework.reconcile.handler import AfterWrite, Handler, StopHandlerChain
 
 logger = logging.getLogger(__name__)
 
 StateT = TypeVar("StateT")
-ObjT = TypeVar("ObjT", bound=BaseModel)
-StatusT = TypeVar("StatusT", bound=BaseModel)
 
 
 def merge_results(first: Result, second: Result) -> Result:
@@ -49,8 +40,13 @@ class ChainOutcome(Generic[StateT]):
     ran: tuple[Handler[StateT], ...]
     error: Exception | None = None
 
+    @property
+    def failed_step(self) -> str | None:
+        """The name of the handler that raised, if one did."""
+        return self.ran[-1].name if self.error is not None and self.ran else None
 
-class BaseReconciler(Generic[StateT]):
+
+class HandlerChain(Generic[StateT]):
     """Runs handlers in order over one state. Stateless, so one instance serves every worker."""
 
     def __init__(self, handlers: Sequence[Handler[StateT]]) -> None:
@@ -71,54 +67,11 @@ class BaseReconciler(Generic[StateT]):
                 return ChainOutcome(result, tuple(ran), exc)
         return ChainOutcome(result, tuple(ran))
 
-    def finalize(self, state: StateT, ran: Sequence[Handler[StateT]]) -> None:
-        """Calls ``finalize`` of the handlers that ran and implement it; the first error propagates."""
+    def after_write(self, state: StateT, ran: Sequence[Handler[StateT]]) -> None:
+        """Calls ``after_write`` of the handlers that ran and implement it; the first error propagates."""
         for handler in ran:
-            if isinstance(handler, Finalizer):
-                handler.finalize(state)
+            if isinstance(handler, AfterWrite):
+                handler.after_write(state)
 
 
-class ResourceReconciler(Generic[ObjT, StatusT, StateT]):
-    """``Reconciler`` for one kind, assembled from parts (see the module docs for the algorithm).
-
-    ``resource_factory`` makes a fresh :class:`Resource` per request, because reconciles of
-    different objects run concurrently and a resource holds per-call state.
-    """
-
-    def __init__(
-        self,
-        *,
-        resource_factory: Callable[[Request], Resource[ObjT, StatusT]],
-        state_factory: Callable[[Resource[ObjT, StatusT]], StateT],
-        handlers: Sequence[Handler[StateT]],
-        on_missing: Callable[[Request], Result | None] | None = None,
-    ) -> None:
-        self._resource_factory = resource_factory
-        self._state_factory = state_factory
-        self._chain = BaseReconciler(handlers)
-        self._on_missing = on_missing
-
-    def reconcile(self, request: Request) -> Result:
-        resource = self._resource_factory(request)
-        if resource.fetch() is None:
-            logger.debug("object not found", extra={"object": str(request)})
-            return (self._on_missing(request) if self._on_missing else None) or Result()
-        state = self._state_factory(resource)
-        outcome = self._chain.handle(state)
-        try:
-            resource.update()
-        except ConflictRequeue as conflict:
-            if outcome.error is not None:
-                raise outcome.error from conflict
-            logger.debug("requeue after a write conflict: %s", conflict, extra={"object": str(request)})
-            return Result(requeue=True)
-        except Exception as exc:
-            if outcome.error is not None:
-                # The handler's failure is the root cause; the failed write rides along as context.
-                outcome.error.add_note(f"writing the changes made before the failure also failed: {exc!r}")
-                raise outcome.error from exc
-            raise
-        if outcome.error is not None:
-            raise outcome.error
-        self._chain.finalize(state, outcome.ran)
-        return outcome.result
+__all__ = ["ChainOutcome", "HandlerChain", "merge_results"]

@@ -15,10 +15,18 @@ each may:
   exception propagates and the controller retries with backoff. The Go reference skips the write on
   error; that hides the reason for a failure exactly when it matters most.
 
-A handler that also implements :class:`Finalizer` gets ``finalize(state)`` after the update was
-stored. That is the place for effects that must follow a persisted state, such as emitting an
-event only once the condition it reports is really in the object. ("Finalizer" here is the
-spec's post-update hook, unrelated to ``metadata.finalizers``.)
+A handler that also implements :class:`AfterWrite` gets ``after_write(state)`` once the template's
+writer has stored the changes. That is the place for effects that must follow a persisted state,
+such as emitting an event only once the condition it reports is really in the object.
+
+The state handlers share says what it is by its base class:
+
+* :class:`Snapshot`: read-only. Handlers read it and edit only what it hands out for editing (a
+  :class:`~pkg.framework.reconcile.resource.Resource`'s working copy); everything else is fixed
+  when the reconcile starts. Frozen dataclasses.
+* :class:`Scratch`: a blackboard filled in chain order (what discovery found, what a step wrote,
+  which reads failed). A step may rely on the fields of the steps before it, which is why the
+  chain's order is part of a controller's setup. One per reconcile, never shared across workers.
 """
 
 from __future__ import annotations
@@ -42,11 +50,23 @@ class Handler(Protocol[StateT_contra]):
 
 
 @runtime_checkable
-class Finalizer(Protocol[StateT_contra]):
-    """Optional post-update hook of a handler; runs only after a successful update, and only for
-    handlers whose ``handle`` ran in this reconcile."""
+class AfterWrite(Protocol[StateT_contra]):
+    """Optional hook of a handler; runs only after a successful write, and only for handlers whose
+    ``handle`` ran in this reconcile."""
 
-    def finalize(self, state: StateT_contra) -> None: ...
+    def after_write(self, state: StateT_contra) -> None: ...
+
+
+class Snapshot:
+    """Base of a read-only state (see the module docs)."""
+
+    __slots__ = ()
+
+
+class Scratch:
+    """Base of a scratch state, filled in chain order (see the module docs)."""
+
+    __slots__ = ()
 
 
 class StopHandlerChain(Exception):  # noqa: N818 - the spec's ErrStopHandlerChain; a signal, not an error

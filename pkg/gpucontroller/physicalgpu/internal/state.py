@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU, PhysicalGPUStatus
 from pkg.framework.reconcile import Resource
+from pkg.framework.reconcile.handler import Snapshot
 
 PhysicalGPUResource = Resource[PhysicalGPU, PhysicalGPUStatus]
 
 
 @dataclass(frozen=True)
-class PhysicalGPUState:
+class PhysicalGPUState(Snapshot):
     resource: PhysicalGPUResource
     node_name: str | None
     node_exists: bool

@@ -15,6 +15,7 @@ discover step raises, the chain stops, and nothing is deleted on the strength of
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +23,7 @@ from functools import cached_property
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.framework.reconcile.handler import Scratch
 from pkg.hardware.hostinfo import HostInfo
 from pkg.inventory.discovery import DiscoveredGPU
 from pkg.inventory.naming import ObjectIndex, index_objects
@@ -42,7 +44,9 @@ class Failure:
 
 
 @dataclass
-class SyncState:
+class SyncState(Scratch):
+    """The scratch state of one sync (see the module docs); ``started`` times the pass."""
+
     node_name: str
     node_label: str  # the node's value of gpu.deckhouse.io/node (a label value, maybe shortened)
     existing: Sequence[PhysicalGPU]  # this node's PhysicalGPUs, from the cache
@@ -53,6 +57,7 @@ class SyncState:
     unreadable: set[str] = field(default_factory=set)  # address keys seen but not readable
     failures: list[Failure] = field(default_factory=list)
     writes: int = 0
+    started: float = field(default_factory=time.monotonic)
 
     @cached_property
     def objects(self) -> ObjectIndex:

@@ -21,6 +21,7 @@ from pkg.framework.controller.controller import CacheSyncTimeoutError, Controlle
 from pkg.framework.controller.enqueue import EnqueueRequestForObject
 from pkg.framework.controller.predicate import Funcs
 from pkg.framework.metrics import MetricsProvider
+from pkg.framework.reconcile import SingletonReconciler
 from pkg.framework.reconcile.contract import Request, Result, TerminalError
 from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 
@@ -376,3 +377,10 @@ def test_a_controller_runs_once() -> None:
     controller.run(stop)
     with pytest.raises(RuntimeError, match="already started"):
         controller.run(stop)
+
+
+def test_a_singleton_reconciler_refuses_a_second_worker() -> None:
+    singleton = SingletonReconciler(request=Request("sync"), state=lambda: None, handlers=[])
+    with pytest.raises(ValueError, match="at most 1 worker"):
+        Controller(name="t-singleton", reconciler=singleton, max_concurrent_reconciles=2)
+    assert Controller(name="t-singleton", reconciler=singleton)._workers == 1

@@ -1,4 +1,4 @@
-"""Handler chain and the thin reconciler template: order, stops, errors, writes, finalize hooks."""
+"""Handler chain and the thin reconciler template: order, stops, errors, writes, after_write hooks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pkg.framework.client.errors import ApiError, ConflictError
 from pkg.framework.reconcile import (
-    BaseReconciler,
+    HandlerChain,
     Resource,
     ResourceReconciler,
     StopHandlerChain,
@@ -57,8 +57,8 @@ class Step:
 
 
 class FinalizingStep(Step):
-    def finalize(self, state: State) -> None:
-        self.journal.append(f"finalize:{self.name}")
+    def after_write(self, state: State) -> None:
+        self.journal.append(f"after_write:{self.name}")
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_merge_results_requeues_if_any_and_the_sooner_delay_wins() -> None:
 
 
 def test_handlers_run_in_order_and_results_merge(journal: list[str]) -> None:
-    chain = BaseReconciler(
+    chain = HandlerChain(
         [
             Step("a", journal, result=Result(requeue_after=timedelta(minutes=2))),
             Step("b", journal),
@@ -117,7 +117,7 @@ def test_handlers_run_in_order_and_results_merge(journal: list[str]) -> None:
     assert outcome.error is None
 
 
-def test_full_pass_writes_status_then_finalizes_and_returns_the_merged_result(
+def test_full_pass_writes_status_then_runs_after_write_and_returns_the_merged_result(
     journal: list[str], writer: Any
 ) -> None:
     handlers = [
@@ -126,7 +126,7 @@ def test_full_pass_writes_status_then_finalizes_and_returns_the_merged_result(
     ]
     result = reconciler(writer, handlers).reconcile(Request("gpu-a"))
     assert result == Result(requeue=True)
-    assert journal == ["handle:a", "handle:b", "update_status", "finalize:a"]
+    assert journal == ["handle:a", "handle:b", "update_status", "after_write:a"]
     body = writer.update_status.call_args.args[0]
     assert body.status == GPUStatus(observed_generation=1, phase="Ready")
 
@@ -139,7 +139,7 @@ def test_stop_handler_chain_skips_later_handlers_but_still_writes(journal: list[
     ]
     result = reconciler(writer, handlers).reconcile(Request("gpu-a"))
     assert result == Result(requeue_after=timedelta(seconds=10))
-    assert journal == ["handle:a", "update_status", "finalize:a"]
+    assert journal == ["handle:a", "update_status", "after_write:a"]
 
 
 def test_handler_error_writes_what_was_set_then_raises_without_finalizing(
@@ -166,21 +166,21 @@ def test_handler_error_wins_over_a_failed_write(journal: list[str], writer: Any)
     assert isinstance(raised.value.__cause__, ApiError)
 
 
-def test_conflict_is_a_requeue_not_an_error_and_skips_finalize(journal: list[str], writer: Any) -> None:
+def test_conflict_is_a_requeue_not_an_error_and_skips_after_write(journal: list[str], writer: Any) -> None:
     writer.update_status.side_effect = ConflictError(status=409, reason="Conflict", message="stale")
     handlers = [FinalizingStep("a", journal, phase="Ready", result=Result(requeue_after=timedelta(hours=1)))]
     assert reconciler(writer, handlers).reconcile(Request("gpu-a")) == Result(requeue=True)
     assert journal == ["handle:a"]
 
 
-def test_failed_write_propagates_and_skips_finalize(journal: list[str], writer: Any) -> None:
+def test_failed_write_propagates_and_skips_after_write(journal: list[str], writer: Any) -> None:
     writer.update_status.side_effect = ApiError(status=500, reason="InternalError", message="etcd")
     with pytest.raises(ApiError):
         reconciler(writer, [FinalizingStep("a", journal, phase="Ready")]).reconcile(Request("gpu-a"))
     assert journal == ["handle:a"]
 
 
-def test_no_change_makes_no_call_but_still_finalizes(journal: list[str], writer: Any) -> None:
+def test_no_change_makes_no_call_but_still_runs_after_write(journal: list[str], writer: Any) -> None:
     current = GPU(
         metadata=V1ObjectMeta(name="gpu-a", resource_version="1", generation=1),
         status=GPUStatus(observed_generation=1),
@@ -188,7 +188,7 @@ def test_no_change_makes_no_call_but_still_finalizes(journal: list[str], writer:
     result = reconciler(writer, [FinalizingStep("a", journal)], obj=current).reconcile(Request("gpu-a"))
     assert result == Result()
     assert writer.mock_calls == []
-    assert journal == ["handle:a", "finalize:a"]
+    assert journal == ["handle:a", "after_write:a"]
 
 
 def test_missing_object_calls_on_missing_and_runs_no_handler(
