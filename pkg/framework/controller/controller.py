@@ -32,7 +32,6 @@ leader's initial list finds them again.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.controller.enqueue import EnqueueingListener, RequestMapper
 from pkg.framework.controller.predicate import Predicate
 from pkg.framework.controller.source import Source
+from pkg.framework.logging.setup import new_controller_logger
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.reconcile import ReconcileMetrics, ReconcileResult
 from pkg.framework.reconcile.contract import Reconciler, Request, Result, TerminalError
@@ -110,7 +110,9 @@ class Controller:
         self._expected_errors = expected_errors
         self._sources: list[EventSource] = []
         self._generic_sources: list[tuple[Source, EnqueueingListener]] = []
-        self._log = logging.getLogger(f"{__name__}.{name}")
+        # Logger "controller.<name>" with field "controller": LOG_DEBUG_CONTROLLER_LIST=<name> turns
+        # its debug lines on (pkg.framework.logging).
+        self._log = new_controller_logger(name)
         self._started = False
         self._halt = threading.Event()  # set once workers must take no more requests
         self._fatal: Exception | None = None

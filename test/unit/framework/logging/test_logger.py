@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,3 +151,34 @@ def test_setup_is_idempotent_and_exposes_verbosity() -> None:
     assert verbosity() == 5
     logging.getLogger("test.once").warning("once")
     assert len(lines(stream)) == 1
+
+
+def test_a_listed_controller_logs_its_debug_lines_and_another_does_not() -> None:
+    """LOG_DEBUG_CONTROLLER_LIST end to end: two real controllers reconcile one request each at
+    level Info; only the listed one's debug line ("reconciled: success") is written."""
+    from pkg.framework.controller.controller import Controller
+    from pkg.framework.reconcile import Request, Result
+
+    stream = configure({"LOG_LEVEL": "Info", "LOG_DEBUG_CONTROLLER_LIST": "physicalgpu"})
+
+    class Done:
+        def __init__(self) -> None:
+            self.event = threading.Event()
+
+        def reconcile(self, request: Request) -> Result:
+            self.event.set()
+            return Result()
+
+    for name in ("physicalgpu", "resourceclaim"):
+        reconciler = Done()
+        controller = Controller(name=name, reconciler=reconciler)
+        controller.queue.add(Request("gpu-0"))
+        stop = threading.Event()
+        thread = threading.Thread(target=controller.run, args=(stop,))
+        thread.start()
+        assert reconciler.event.wait(2.0)
+        stop.set()
+        thread.join(5.0)
+    debug = [line for line in lines(stream) if line["level"] == "debug"]
+    assert [(line["controller"], line["msg"]) for line in debug] == [("physicalgpu", "reconciled: success")]
+    assert {line["controller"] for line in lines(stream)} == {"physicalgpu", "resourceclaim"}  # info lines
