@@ -130,6 +130,15 @@ class SharedInformer(Generic[ModelT]):
     def add_indexers(self, indexers: Indexers) -> None:
         self._store.add_indexers(indexers)
 
+    def ensure_indexers(self, indexers: Indexers) -> None:
+        """Adds those of ``indexers`` the store does not have yet. Idempotent, so every controller's
+        setup can declare the indexes it reads without knowing whether another one in the process
+        (sharing this informer) already did. Names are assumed to mean one function each."""
+        existing = self._store.get_indexers()
+        missing = {name: fn for name, fn in indexers.items() if name not in existing}
+        if missing:
+            self._store.add_indexers(missing)
+
     def has_synced(self) -> bool:
         return self._synced.is_set()
 

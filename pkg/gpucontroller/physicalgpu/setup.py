@@ -1,39 +1,82 @@
 """Composition root of the PhysicalGPU controller (spec §10.4 item 1).
 
-The container declares how the parts are built; :func:`setup_controller` wires them into a manager:
-indexes, watches, the inventory collector and the controller itself. Everything shared across
-worker threads here is either immutable or thread-safe (informer stores, the client, the recorder).
+The container declares how the parts are built, each provider naming what it passes
+(``providers.Singleton(Cls, kw=provider)``), so a unit test overrides one part of the real
+container (``container.service.override(providers.Object(fake))``) instead of wiring its own.
+:func:`setup_controller` registers the controller with the builder: it reconciles PhysicalGPUs,
+and a Node appearing or disappearing wakes the GPUs on that node. Everything shared across worker
+threads here is either immutable or thread-safe (informer stores, the client, the recorder).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dependency_injector import containers, providers
+from kubernetes.client import V1Node
 
-from pkg.domain.indexes import index_all
+from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
+from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE
+from pkg.domain.informers import nodes, physical_gpus
 from pkg.domain.kinds import PHYSICAL_GPU
-from pkg.domain.metrics import METRICS
+from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.cache.store import Store
 from pkg.framework.client import KubeClient
-from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
-from pkg.framework.controller.enqueue import EnqueueRequestForObject
+from pkg.framework.controller.object_ref import ObjectRefWatch, ReferrersOf
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
-from pkg.gpucontroller.physicalgpu.internal.handler import DefaultConditionsHandler, OrphanCleanupHandler
+from pkg.framework.reconcile import Handler, KubeResourceWriter, Request, Resource, ResourceReconciler
+from pkg.framework.reconcile.conditions import now_utc
+from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
+from pkg.gpucontroller.physicalgpu.internal.handler.orphan_cleanup import OrphanCleanupHandler
 from pkg.gpucontroller.physicalgpu.internal.service import PhysicalGPUService
-from pkg.gpucontroller.physicalgpu.internal.watch import node_watch
+from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState, state_factory
 from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector
-from pkg.gpucontroller.physicalgpu.reconciler import new_reconciler
 
 CONTROLLER_NAME = "physicalgpu"
+DEFAULT_WORKERS = 2
+
+PhysicalGPUReconciler = ResourceReconciler[PhysicalGPU, PhysicalGPUStatus, PhysicalGPUState]
 
 
-def _gpu_informer(factory: InformerFactory) -> Any:
-    informer = factory.get_informer(PHYSICAL_GPU)
-    index_all(informer)
-    return informer
+def new_reconciler(
+    *,
+    client: KubeClient,
+    gpus: SharedInformer[PhysicalGPU],
+    nodes: SharedInformer[V1Node],
+    handlers: Sequence[Handler[PhysicalGPUState]],
+) -> PhysicalGPUReconciler:
+    """Fetch from the cache -> state -> handlers -> one guarded metadata patch and one status PUT."""
+    writer = KubeResourceWriter(client, PHYSICAL_GPU)
+
+    def resource(request: Request) -> Resource[PhysicalGPU, PhysicalGPUStatus]:
+        return Resource(
+            request,
+            getter=lambda r: gpus.store.get_by_key(r.name),
+            writer=writer,
+            status_type=PhysicalGPUStatus,
+        )
+
+    def node_exists(name: str) -> bool:
+        return nodes.store.get_by_key(name) is not None
+
+    return ResourceReconciler(
+        resource_factory=resource, state_factory=state_factory(node_exists), handlers=handlers
+    )
+
+
+def gpus_on_node(gpu_store: Store[PhysicalGPU]) -> ReferrersOf:
+    """Node -> the PhysicalGPUs labelled with it (an index lookup, never a scan)."""
+
+    def referrers(obj: Any) -> list[Request]:
+        gpus = gpu_store.by_index(PHYSICAL_GPU_BY_NODE, str(obj.metadata.name))
+        return [Request(name=str(gpu.metadata.name)) for gpu in gpus]
+
+    return referrers
 
 
 class PhysicalGPUContainer(containers.DeclarativeContainer):
@@ -42,43 +85,31 @@ class PhysicalGPUContainer(containers.DeclarativeContainer):
     informers = providers.Dependency(instance_of=InformerFactory)
     recorder = providers.Dependency(instance_of=EventRecorderLogger)
 
-    gpu_informer = providers.Singleton(_gpu_informer, informers)
-    node_informer = providers.Singleton(lambda f: f.get_informer(NODE), informers)
-    service = providers.Singleton(PhysicalGPUService, client)
+    gpu_informer = providers.Singleton(physical_gpus, informers=informers)
+    node_informer = providers.Singleton(nodes, informers=informers)
+    now = providers.Object(now_utc)  # the conditions' clock
+    service = providers.Singleton(PhysicalGPUService, client=client)
     handlers = providers.List(
         providers.Singleton(OrphanCleanupHandler, deleter=service, recorder=recorder),
-        providers.Singleton(DefaultConditionsHandler),
+        providers.Singleton(DefaultConditionsHandler, now=now),
     )
     reconciler = providers.Singleton(
-        lambda client, gpus, nodes, handlers: new_reconciler(
-            client=client,
-            get_gpu=lambda request: gpus.store.get_by_key(request.name),
-            node_exists=lambda name: nodes.store.get_by_key(name) is not None,
-            handlers=handlers,
-        ),
-        client,
-        gpu_informer,
-        node_informer,
-        handlers,
-    )
-    controller = providers.Singleton(
-        lambda reconciler, workers: Controller(
-            metrics=METRICS,
-            name=CONTROLLER_NAME,
-            reconciler=reconciler,
-            max_concurrent_reconciles=int(workers or 2),
-        ),
-        reconciler,
-        config.workers,
+        new_reconciler, client=client, gpus=gpu_informer, nodes=node_informer, handlers=handlers
     )
 
 
 def setup_controller(manager: Manager, container: PhysicalGPUContainer) -> Controller:
     """Registers the controller, its watches and its metrics collector with ``manager``."""
-    controller: Controller = container.controller()
-    gpus = container.gpu_informer()
-    controller.watch(gpus, EnqueueRequestForObject())
-    node_watch(gpus.store).watch(container.node_informer(), controller)
-    METRICS.register(PhysicalGPUCollector(gpus.store))
-    manager.add(controller)
+    gpus: SharedInformer[PhysicalGPU] = container.gpu_informer()
+    # Only a Node's appearance or disappearance changes what the controller decides (orphan
+    # cleanup): Node status heartbeats would otherwise wake every GPU of the node every few seconds.
+    node_changes = ObjectRefWatch(update_filter=lambda _old, _new: False, enqueuer=gpus_on_node(gpus.store))
+    controller = (
+        ControllerBuilder(manager, name=CONTROLLER_NAME)
+        .for_(gpus)
+        .watches_with(container.node_informer(), node_changes)
+        .workers(int(container.config.workers() or DEFAULT_WORKERS))
+        .complete(container.reconciler())
+    )
+    manager.metrics.register(PhysicalGPUCollector(gpus.store))
     return controller

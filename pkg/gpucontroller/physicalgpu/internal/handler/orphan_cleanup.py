@@ -11,7 +11,7 @@ from __future__ import annotations
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
-from pkg.gpucontroller.physicalgpu.internal.service.physicalgpu_service import GPUDeleter
+from pkg.gpucontroller.physicalgpu.internal.service import GPUDeleter
 from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState
 
 REASON_NODE_GONE = "NodeGone"
