@@ -38,7 +38,7 @@ from pkg.dra.allocator.result import Chosen, build_result
 from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
 from pkg.dra.allocator.strategy import BestFit, Strategy
 from pkg.dra.allocator.taints import blocking_taint
-from pkg.dra.domain import DeviceID, Unschedulable
+from pkg.dra.domain import DeviceID, Unschedulable, UnschedulableKind
 
 Undo = Callable[[], None]
 
@@ -116,9 +116,13 @@ class Allocator:
         except SelectorEvaluationError as failure:
             return Unschedulable("device selector failed", fatal=True, errors=(str(failure),))
         except PoolUnavailableError as err:
-            return Unschedulable("a resource pool is not ready", errors=(str(err),))
+            return Unschedulable(
+                "a resource pool is not ready", errors=(str(err),), kind=UnschedulableKind.POOL_NOT_READY
+            )
         except _BudgetExhaustedError:
-            return Unschedulable(f"search gave up after {self._max_steps} tried devices")
+            return Unschedulable(
+                f"search gave up after {self._max_steps} tried devices", kind=UnschedulableKind.SEARCH_LIMIT
+            )
         if not found:
             invalid = tuple(f"pool {p.id}: {p.invalid}" for p in ctx.pools if p.invalid is not None)
             if invalid:

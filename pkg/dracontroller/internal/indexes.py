@@ -11,7 +11,8 @@ Every watcher answers "which claims does this change concern?" from an index, ne
 * :data:`CLAIM_OURS_BY_POOL` (claims): claims we allocated, by ``driver/pool`` of each device,
   woken when another allocation lands in the same pool (a possible collision).
 
-:func:`add_indexes` is idempotent, so a second controller in the process may call it again.
+Informers add them with :meth:`~pkg.framework.cache.informer.SharedInformer.ensure_indexers`,
+which is idempotent, so a second controller in the process may declare them again.
 """
 
 from __future__ import annotations
@@ -67,11 +68,3 @@ CLAIM_INDEXERS: Indexers = {
     CLAIM_OURS_BY_POOL: _ours_by_pool,
 }
 POD_INDEXERS: Indexers = {POD_BY_CLAIM: claims_of_pod}
-
-
-def add_indexes(informer: Any, indexers: Indexers) -> None:
-    """Adds the ``indexers`` the informer's store does not have yet."""
-    existing = informer.store.get_indexers()
-    missing = {name: fn for name, fn in indexers.items() if name not in existing}
-    if missing:
-        informer.add_indexers(missing)

@@ -16,6 +16,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 from alloc_builders import DRIVER, device_class
+from dependency_injector import providers
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1DeviceClass,
@@ -25,17 +26,12 @@ from kubernetes.client import (
 )
 
 from pkg.dra.allocator import Allocator
-from pkg.dracontroller.internal.handler import (
-    AllocateHandler,
-    CollisionHandler,
-    EligibilityHandler,
-)
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory
-from pkg.dracontroller.internal.state import state_factory
-from pkg.dracontroller.reconciler import ClaimReconciler
+from pkg.dracontroller.setup import ResourceClaimContainer
+from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Store
-from pkg.framework.client import ConflictError, InvalidError, NotFoundError
+from pkg.framework.client import ConflictError, InvalidError, KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.contract import Request, Result
@@ -152,20 +148,17 @@ class Env:
         self.recorder = MagicMock(spec=EventRecorderLogger)
         shares = (f"share-{i}" for i in itertools.count(1))
         self.allocator = Allocator(share_id=lambda: next(shares))
-        self.reconciler = ClaimReconciler(
-            get_claim=self.inventory.claim,
-            state_factory=state_factory(self.inventory),
-            handlers=[
-                EligibilityHandler(writer=self.writer),
-                CollisionHandler(inventory=self.inventory, writer=self.writer, recorder=self.recorder),
-                AllocateHandler(
-                    inventory=self.inventory,
-                    writer=self.writer,
-                    recorder=self.recorder,
-                    allocator=self.allocator,
-                ),
-            ],
+        # The real container, its I/O parts overridden: the reconciler, the handlers and the
+        # decisions service are built exactly as the process builds them.
+        self.container = ResourceClaimContainer(
+            client=MagicMock(spec=KubeClient),
+            informers=MagicMock(spec=InformerFactory),
+            recorder=self.recorder,
         )
+        self.container.inventory.override(providers.Object(self.inventory))
+        self.container.writer.override(providers.Object(self.writer))
+        self.container.allocator.override(providers.Object(self.allocator))
+        self.reconciler = self.container.reconciler()
 
     def add(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
         stored = self.api.put(claim, age=age)

@@ -6,7 +6,7 @@ from alloc_builders import a30_pool, claim, exact, first_available, with_allocat
 from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
 from prometheus_client import CollectorRegistry, generate_latest
 
-from pkg.dra.domain import Unschedulable
+from pkg.dra.domain import Unschedulable, UnschedulableKind
 from pkg.dracontroller.internal.handler.allocate import failure_reason
 from pkg.dracontroller.metrics import AllocationCollector
 
@@ -54,5 +54,32 @@ def test_allocated_devices_by_class_type_and_node() -> None:
 def test_failure_reasons() -> None:
     assert failure_reason(Unschedulable("cannot allocate all claims")) == "unschedulable"
     assert failure_reason(Unschedulable("device selector failed", fatal=True)) == "invalid"
-    assert failure_reason(Unschedulable("a resource pool is not ready")) == "pool-not-ready"
-    assert failure_reason(Unschedulable("search gave up after 5 tried devices")) == "search-limit"
+    assert (
+        failure_reason(Unschedulable("a resource pool is not ready", kind=UnschedulableKind.POOL_NOT_READY))
+        == "pool-not-ready"
+    )
+    assert (
+        failure_reason(
+            Unschedulable("search gave up after 5 tried devices", kind=UnschedulableKind.SEARCH_LIMIT)
+        )
+        == "search-limit"
+    )
+
+
+def test_the_allocator_states_the_kind_of_a_failure() -> None:
+    """The metric label comes from the allocator's typed kind, not from the start of its message."""
+    from alloc_builders import a30_pool, claim, exact, mig_class
+
+    from pkg.dra.allocator import Allocator
+
+    too_many = claim("big", exact("r", "mig-1g", count=8))  # an A30 has four 1g placements
+    outcome = Allocator().allocate(
+        too_many, slices=a30_pool(), classes=[mig_class("1g")], allocated_claims=[], namespace_labels={}
+    )
+    assert isinstance(outcome, Unschedulable)
+    assert (outcome.kind, failure_reason(outcome)) == (UnschedulableKind.UNSCHEDULABLE, "unschedulable")
+    gave_up = Allocator(max_steps=1).allocate(
+        too_many, slices=a30_pool(), classes=[mig_class("1g")], allocated_claims=[], namespace_labels={}
+    )
+    assert isinstance(gave_up, Unschedulable)
+    assert (gave_up.kind, failure_reason(gave_up)) == (UnschedulableKind.SEARCH_LIMIT, "search-limit")

@@ -1,8 +1,9 @@
 """Last step: allocate an eligible claim and write the result, or say why it cannot be done.
 
-Decide-and-write happens under the decision lock (``service/in_flight.py``): the allocator sees
-every allocation this process made before, including ones the watch has not delivered yet. The
-allocator (best fit) returns either the ``status.allocation`` to write or an ``Unschedulable``:
+Decide-and-write is one locked operation of the decisions service (``service/decisions.py``): the
+allocator sees every allocation this process made before, including ones the watch has not
+delivered yet. The allocator (best fit) returns either the ``status.allocation`` to write or an
+``Unschedulable``, whose ``kind`` is the ``reason`` label of ``gpu_dra_allocation_failures_total``:
 
 * allocated → the writer marks and allocates the claim with compare-and-swap writes, then a
   ``Normal Allocated`` event lists the devices and the node;
@@ -23,14 +24,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import V1AllocationResult
-
 from pkg.dra.allocator import Allocator, explain
 from pkg.dra.domain import Unschedulable
 from pkg.dra.explain.render import describe_allocation, summary
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
-from pkg.dracontroller.internal.service import ClaimWrites, Inventory
+from pkg.dracontroller.internal.service import Decisions
 from pkg.dracontroller.internal.state import ClaimState
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -40,57 +39,34 @@ from pkg.framework.reconcile.contract import Result
 
 def failure_reason(outcome: Unschedulable) -> str:
     """The ``reason`` label of ``gpu_dra_allocation_failures_total`` for an outcome."""
-    if outcome.fatal:
-        return "invalid"
-    if outcome.reason.startswith("a resource pool is not ready"):
-        return "pool-not-ready"
-    if outcome.reason.startswith("search gave up"):
-        return "search-limit"
-    return "unschedulable"
+    return outcome.kind.value
 
 
 class AllocateHandler:
     name = "allocate"
 
-    def __init__(
-        self,
-        *,
-        inventory: Inventory,
-        writer: ClaimWrites,
-        recorder: EventRecorderLogger,
-        allocator: Allocator,
-    ) -> None:
-        self._inventory = inventory
-        self._writer = writer
+    def __init__(self, *, decisions: Decisions, recorder: EventRecorderLogger, allocator: Allocator) -> None:
+        self._decisions = decisions
         self._recorder = recorder
-        self._allocator = allocator
+        self._allocator = allocator  # for the explain trace of a failure
 
     def handle(self, state: ClaimState) -> Result | None:
         if state.allocated:
             return None
         started = time.monotonic()
-        inventory = self._inventory
-        with inventory.in_flight.lock:
-            inputs: dict[str, Any] = {
-                "slices": inventory.slices(),
-                "classes": inventory.classes(),
-                "allocated_claims": inventory.allocated_claims(),
-                "namespace_labels": inventory.namespace_labels(state.namespace),
-            }
-            outcome = self._allocator.allocate(state.claim, **inputs)
-            if isinstance(outcome, V1AllocationResult):
-                try:
-                    written = self._writer.allocate(state.claim, outcome)
-                except ConflictRequeue:
-                    metrics.allocation_failures.labels(reason="conflict").inc()
-                    raise
+        try:
+            decision = self._decisions.allocate(state.claim, namespace=state.namespace)
+        except ConflictRequeue:
+            metrics.allocation_failures.labels(reason="conflict").inc()
+            raise
+        outcome = decision.outcome
         if isinstance(outcome, Unschedulable):
-            return self._failed(state, outcome, inputs)
-        if written is None:
+            return self._failed(state, outcome, decision.inputs)
+        if decision.written is None:
             raise StopHandlerChain(reason="claim deleted before its allocation was written")
         metrics.allocation_latency.observe(time.monotonic() - started)
         self._recorder.event(
-            written,
+            decision.written,
             type_="Normal",
             reason=REASON_ALLOCATED,
             message=f"allocated {describe_allocation(outcome)}",

@@ -5,28 +5,24 @@ and no Pod reserves yet ever yields: its devices are not in use, so taking them 
 one, and the next pass (the release wakes the claim again) allocates it from what is really free.
 A claim without a collision ends the chain: it is allocated and nothing is left to do.
 
-The check runs under the decision lock with the in-flight view, like an allocation, so it never
-judges against a world in which our own last write is missing.
+The check and the release are one locked operation of the decisions service, like an allocation,
+so the check never judges against a world in which our own last write is missing.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from kubernetes.client import ResourceV1ResourceClaim
 
 from pkg.dracontroller.internal.collisions import must_yield
 from pkg.dracontroller.internal.indexes import is_ours
 from pkg.dracontroller.internal.names import REASON_REALLOCATING
-from pkg.dracontroller.internal.service import ClaimWrites, Inventory
+from pkg.dracontroller.internal.service import Decisions, Inventory, YieldCheck
 from pkg.dracontroller.internal.state import ClaimState
 from pkg.dracontroller.metrics import allocation_collisions
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
-
-YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 
 
 def check_collision(claim: ResourceV1ResourceClaim, inventory: Inventory) -> str | None:
@@ -37,15 +33,9 @@ class CollisionHandler:
     name = "collision"
 
     def __init__(
-        self,
-        *,
-        inventory: Inventory,
-        writer: ClaimWrites,
-        recorder: EventRecorderLogger,
-        check: YieldCheck = check_collision,
+        self, *, decisions: Decisions, recorder: EventRecorderLogger, check: YieldCheck = check_collision
     ) -> None:
-        self._inventory = inventory
-        self._writer = writer
+        self._decisions = decisions
         self._recorder = recorder
         self._check = check
 
@@ -54,18 +44,16 @@ class CollisionHandler:
             return None
         if state.reserved:
             raise StopHandlerChain(reason="allocated and reserved by a consumer")
-        with self._inventory.in_flight.lock:
-            reason = self._check(state.claim, self._inventory)
-            if reason is None:
-                raise StopHandlerChain(reason="allocated, no collision")
-            released = self._writer.release(state.claim)
-        if released is not None:
+        release = self._decisions.release_if_colliding(state.claim, check=self._check)
+        if release is None:
+            raise StopHandlerChain(reason="allocated, no collision")
+        if release.released is not None:
             allocation_collisions.inc()
             self._recorder.event(
-                released,
+                release.released,
                 type_="Warning",
                 reason=REASON_REALLOCATING,
-                message=f"{reason}; gave the allocation back to allocate the claim again",
+                message=f"{release.reason}; gave the allocation back to allocate the claim again",
                 kind=RESOURCE_CLAIM,
             )
-        raise StopHandlerChain(Result(requeue=True), reason=f"released after a collision: {reason}")
+        raise StopHandlerChain(Result(requeue=True), reason=f"released after a collision: {release.reason}")

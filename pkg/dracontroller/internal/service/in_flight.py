@@ -8,7 +8,8 @@ of a cached one that still carries a superseded version. An entry is dropped as 
 shows any other version (ours or a later one) or the claim is gone.
 
 :attr:`InFlight.lock` serialises decide-and-write: decisions are milliseconds, and two workers
-deciding at once from the same view is exactly the race this module exists to prevent.
+deciding at once from the same view is exactly the race this module exists to prevent. Only
+:class:`~pkg.dracontroller.internal.service.decisions.Decisions` takes it.
 """
 
 from __future__ import annotations
