@@ -18,12 +18,11 @@ from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends import default_registry
-from pkg.domain.kinds import PHYSICAL_GPU
-from pkg.domain.metrics import METRICS
+from pkg.domain.informers import node_named, node_physical_gpus
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import ApiError, KubeClient
-from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import PeriodicSource, Source, StartSource
@@ -63,8 +62,8 @@ class AgentSettings:
         return to_label_value(self.node_name)
 
 
-def _state_factory(
-    settings: AgentSettings, gpus: SharedInformer[PhysicalGPU], nodes: SharedInformer[V1Node]
+def new_state_factory(
+    *, settings: AgentSettings, gpus: SharedInformer[PhysicalGPU], nodes: SharedInformer[V1Node]
 ) -> StateFactory:
     """Snapshots the caches; the label check is a second guard behind the informer's selector."""
 
@@ -88,27 +87,25 @@ class NodeAgentContainer(containers.DeclarativeContainer):
     informers = providers.Dependency(instance_of=InformerFactory)
 
     gpu_informer = providers.Singleton(
-        lambda f, s: f.get_informer(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={s.node_label}"),
-        informers,
-        settings,
+        node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
     node_informer = providers.Singleton(
-        lambda f, s: f.get_informer(NODE, field_selector=f"metadata.name={s.node_name}"), informers, settings
+        node_named, informers=informers, node_name=settings.provided.node_name
     )
     gpu_barrier = providers.Singleton(CacheBarrier, name="physicalgpus")
     node_barrier = providers.Singleton(CacheBarrier, name="node")
     writer = providers.Singleton(
-        lambda c, s, g, n: KubeWriter(c, node_name=s.node_name, gpu_barrier=g, node_barrier=n),
-        client,
-        settings,
-        gpu_barrier,
-        node_barrier,
+        KubeWriter,
+        client,  # the writer checks the client's field manager, so it takes the client itself
+        node_name=settings.provided.node_name,
+        gpu_barrier=gpu_barrier,
+        node_barrier=node_barrier,
     )
     vendors = providers.Singleton(default_registry)
-    pci_names = providers.Singleton(lambda s: PciIds.load(s.pci_ids), settings)
-    scanner = providers.Singleton(lambda s: SysfsPciScanner(s.sysfs_root), settings)
+    pci_names = providers.Singleton(PciIds.load, settings.provided.pci_ids)
+    scanner = providers.Singleton(SysfsPciScanner, settings.provided.sysfs_root)
     host_info = providers.Singleton(
-        lambda s: FileHostInfoReader(host_root=s.host_root, sysfs_root=s.sysfs_root), settings
+        FileHostInfoReader, host_root=settings.provided.host_root, sysfs_root=settings.provided.sysfs_root
     )
     handlers = providers.List(
         providers.Singleton(
@@ -118,29 +115,15 @@ class NodeAgentContainer(containers.DeclarativeContainer):
         providers.Singleton(CleanupHandler, writer=writer),
         providers.Singleton(NodeLabelsHandler, writer=writer),
     )
-    reconciler = providers.Singleton(
-        lambda s, g, n, h, w: NodeSyncReconciler(
-            node_name=s.node_name, state_factory=_state_factory(s, g, n), handlers=h, cache=w
-        ),
-        settings,
-        gpu_informer,
-        node_informer,
-        handlers,
-        writer,
+    state_factory = providers.Singleton(
+        new_state_factory, settings=settings, gpus=gpu_informer, nodes=node_informer
     )
-    controller = providers.Singleton(
-        lambda r: Controller(
-            metrics=METRICS,
-            name=CONTROLLER_NAME,
-            reconciler=r,
-            max_concurrent_reconciles=1,  # syncs of one node never overlap
-            needs_leader_election=False,
-            rate_limiter=ItemExponentialFailureRateLimiter(
-                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
-            ),
-            expected_errors=(ApiError, OSError, SyncFailedError),
-        ),
-        reconciler,
+    reconciler = providers.Singleton(
+        NodeSyncReconciler,
+        node_name=settings.provided.node_name,
+        state_factory=state_factory,
+        handlers=handlers,
+        cache=writer,
     )
 
 
@@ -154,19 +137,28 @@ def setup_agent(
     ``extra_sources`` (the process adds SIGHUP, whose handler only the main thread may install).
     """
     settings: AgentSettings = container.settings()
-    controller: Controller = container.controller()
     gpus, nodes = container.gpu_informer(), container.node_informer()
     gpus.add_listener(container.gpu_barrier())
     nodes.add_listener(container.node_barrier())
     sync = EnqueueRequestsFromMapFunc(lambda _obj: [SYNC])
-    controller.watch(gpus, sync, predicates=[gpu_events()])
-    controller.watch(nodes, sync, predicates=[node_events()])
-    controller.watch(StartSource(), sync)  # taken once the caches have synced
-    resync = Jitter(period=settings.resync_period, jitter=settings.resync_jitter)
-    controller.watch(PeriodicSource(name="periodic-resync", every=resync), sync)
+    builder = (
+        ControllerBuilder(manager, name=CONTROLLER_NAME)
+        .watches(gpus, sync, predicates=[gpu_events()])
+        .watches(nodes, sync, predicates=[node_events()])
+        .watches(StartSource(), sync)  # taken once the caches have synced
+        .watches(
+            PeriodicSource(
+                name="periodic-resync",
+                every=Jitter(period=settings.resync_period, jitter=settings.resync_jitter),
+            ),
+            sync,
+        )
+        .without_leader_election()
+        .rate_limiter(ItemExponentialFailureRateLimiter(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS))
+        .expected_errors(ApiError, OSError, SyncFailedError)
+    )
     if settings.udev:
-        controller.watch(UdevSource(), sync)
+        builder.watches(UdevSource(), sync)
     for source in extra_sources:
-        controller.watch(source, sync)
-    manager.add(controller)
-    return controller
+        builder.watches(source, sync)
+    return builder.complete(container.reconciler())

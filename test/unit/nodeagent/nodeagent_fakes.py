@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
@@ -162,3 +162,29 @@ class RecordingWriter:
 
     def verbs(self) -> list[str]:
         return [verb for verb, _ in self.calls]
+
+
+HandlerT = TypeVar("HandlerT")
+
+
+def agent_handler(kind: type[HandlerT], *, writer: Any) -> HandlerT:
+    """The ``kind`` step as the real container builds it, with the writer service overridden."""
+    from unittest.mock import MagicMock
+
+    from dependency_injector import providers
+
+    from pkg.framework.cache.informer_factory import InformerFactory
+    from pkg.framework.client import KubeClient
+    from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer
+
+    client = MagicMock(spec=KubeClient)
+    client.field_manager = "gpu-node-agent"
+    settings = AgentSettings(
+        node_name=NODE, sysfs_root=FIXTURES, host_root=Path("/"), pci_ids=None, resync_period=300.0
+    )
+    container = NodeAgentContainer(
+        settings=settings, client=client, informers=MagicMock(spec=InformerFactory)
+    )
+    container.writer.override(providers.Object(writer))
+    [handler] = [h for h in container.handlers() if isinstance(h, kind)]
+    return handler

@@ -5,8 +5,9 @@ one under a new name if there is none; then patch the agent's labels and apply t
 fields, each only when the cached object differs. An unchanged card therefore costs no request.
 
 Cards are handled in address order, so names given in one sync are deterministic. The handler
-remembers each card's object name (its only state across syncs; one worker runs syncs, so it
-needs no lock), so an object someone deletes while its card stays comes back under the same name. A card whose
+remembers each card's object name (its only state across syncs; it needs no lock because the
+sync is a :class:`~pkg.framework.reconcile.SingletonReconciler`, whose template allows one
+worker), so an object someone deletes while its card stays comes back under the same name. A card whose
 only object is being deleted (someone else's finalizer holds it) is left alone until the deletion
 completes; its delete event triggers the sync that recreates it under its freed name. A failure is
 recorded with the card and its object, and the other cards proceed.
