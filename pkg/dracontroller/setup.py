@@ -19,10 +19,11 @@ from typing import Any
 from dependency_injector import containers, providers
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Namespace, V1Pod, V1ResourceSlice
 
+from pkg.domain.names import DRIVER
 from pkg.dra.allocator import Allocator
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
-from pkg.dracontroller.internal.names import CONTROLLER_NAME, DRIVER
+from pkg.dracontroller.internal.names import CONTROLLER_NAME
 from pkg.dracontroller.internal.service import ClaimWriter, Decisions, InFlight, Inventory
 from pkg.dracontroller.internal.state import ClaimState, state_factory
 from pkg.dracontroller.internal.watch import (

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 
+from pkg.domain.names import DRIVER
 from pkg.dra.domain.offers import CardOffers
-from pkg.dra.domain.slices import DRIVER, Layout, build_slices, pool_name
+from pkg.dra.domain.slices import Layout, build_slices, pool_name
 from pkg.dra.publisher.diff import dropped_fields, plan_changes
 from pkg.dra.publisher.metrics import OfferSeries, set_node_offers
 from pkg.dra.publisher.readers import SliceReader

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from kubernetes.client import V1ResourceSlice
 
-from pkg.dra.domain.slices import DRIVER
+from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
 

@@ -35,7 +35,8 @@ from typing import Any
 
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass
 
-from pkg.dracontroller.internal.names import DRIVER, EXTENDED_RESOURCE_CLAIM
+from pkg.domain.names import DRIVER
+from pkg.dracontroller.internal.names import EXTENDED_RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
 
 

@@ -16,8 +16,6 @@ takes back an allocation this controller made.
 
 from __future__ import annotations
 
-DRIVER = "gpu.deckhouse.io"
-
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 """``resourceapi.Finalizer``: the scheduler adds it before writing an allocation."""
 
