@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from dependency_injector import containers, providers
+from kubernetes.client import ApiClient
 
 from pkg.app.options import ManagerOptions
 from pkg.domain.metrics import METRICS
@@ -23,6 +24,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.logging import setup_logging
 from pkg.framework.manager.leaderelection import LeaderElectionConfig
 from pkg.framework.manager.manager import Manager, install_signal_handlers
+from pkg.framework.metrics import MetricsProvider
 
 # Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it;
 # their own transport has no retries, which would multiply the timeout.
@@ -34,14 +36,16 @@ def _lease_client(options: ManagerOptions, component: str) -> KubeClient:
     return KubeClient(api, field_manager=component, request_timeout=LEASE_REQUEST_TIMEOUT)
 
 
-def _manager(options: ManagerOptions, component: str, informers: InformerFactory) -> Manager:
+def new_manager(
+    *, options: ManagerOptions, component: str, informers: InformerFactory, metrics: MetricsProvider
+) -> Manager:
     election = None
     if options.leader_elect:
         election = LeaderElectionConfig(
             lease_name=options.leader_election_id, lease_namespace=options.leader_election_namespace
         )
     manager = Manager(
-        metrics=METRICS,
+        metrics=metrics,
         leader_election=election,
         lease_client=_lease_client(options, component) if election else None,
         monitoring_bind_address=options.metrics_bind_address,
@@ -50,29 +54,30 @@ def _manager(options: ManagerOptions, component: str, informers: InformerFactory
     return manager
 
 
+def new_client(*, api_client: ApiClient, component: str) -> KubeClient:
+    return KubeClient(api_client, field_manager=component)
+
+
+def new_recorder(*, client: KubeClient, component: str) -> EventRecorderLogger:
+    return EventRecorderLogger(
+        client=client,
+        reporting_controller=f"gpu.deckhouse.io/{component}",
+        reporting_instance=socket.gethostname(),
+    )
+
+
 class RuntimeContainer(containers.DeclarativeContainer):
     options = providers.Dependency(instance_of=ManagerOptions)
     component = providers.Dependency(instance_of=str)
 
-    api_client = providers.Singleton(
-        lambda options, component: new_api_client(options.kubeconfig, user_agent=component),
-        options,
-        component,
-    )
-    client = providers.Singleton(
-        lambda api, component: KubeClient(api, field_manager=component), api_client, component
-    )
+    metrics = providers.Object(METRICS)  # the project's provider: namespace gpu, one registry
+    api_client = providers.Singleton(new_api_client, options.provided.kubeconfig, user_agent=component)
+    client = providers.Singleton(new_client, api_client=api_client, component=component)
     informers = providers.Singleton(InformerFactory, client)
-    recorder = providers.Singleton(
-        lambda client, component: EventRecorderLogger(
-            client=client,
-            reporting_controller=f"gpu.deckhouse.io/{component}",
-            reporting_instance=socket.gethostname(),
-        ),
-        client,
-        component,
+    recorder = providers.Singleton(new_recorder, client=client, component=component)
+    manager = providers.Singleton(
+        new_manager, options=options, component=component, informers=informers, metrics=metrics
     )
-    manager = providers.Singleton(_manager, options, component, informers)
 
 
 Setup = Callable[[RuntimeContainer, Manager], Callable[[], None] | None]
