@@ -17,7 +17,7 @@ Outcomes, per the contract in :mod:`pkg.framework.reconcile.contract`:
 Python has no panic, so the controller draws the line controller-runtime draws between an error and
 a panic by type: exceptions in ``expected_errors`` (API errors and I/O errors by default) are
 operational failures, logged in one line. Anything else is a bug (``KeyError``, ``TypeError``...):
-it is logged with its traceback and counted in ``gpu_reconcile_panics_total``; with
+it is logged with its traceback and counted in ``<ns>_reconcile_panics_total``; with
 ``recover_panic`` (the default) it is retried with backoff like an error and the worker carries on,
 without it the controller stops and :meth:`Controller.run` re-raises it (a fatal error for the
 manager).

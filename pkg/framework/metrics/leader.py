@@ -1,6 +1,6 @@
 """Leader-election metrics.
 
-``gpu_leader_election_master_status{name}`` mirrors client-go's ``leader_election_master_status``:
+``<ns>_leader_election_master_status{name}`` mirrors client-go's ``leader_election_master_status``:
 1 while this process holds the lease named ``name``, 0 otherwise, so an alert can check that exactly
 one replica leads. The transitions counter counts how often *this process* gained or lost the lease;
 a steadily growing value means replicas keep stealing the lease (clock or network trouble).

@@ -38,7 +38,7 @@ class MetricsProvider:
         self._lock = threading.Lock()
 
     def full_name(self, name: str) -> str:
-        """``name`` as exposed: ``workqueue_depth`` -> ``gpu_workqueue_depth``."""
+        """``name`` as exposed: ``workqueue_depth`` -> ``<namespace>_workqueue_depth``."""
         return f"{self.namespace}_{name}" if self.namespace else name
 
     def counter(self, name: str, documentation: str, *, labelnames: Sequence[str] = ()) -> Counter:

@@ -1,16 +1,16 @@
 """Reconcile metrics, named and shaped like controller-runtime's, labelled by controller name.
 
-* ``gpu_reconcile_total{controller,result}``: passes by outcome: ``success`` (done, backoff
+* ``<ns>_reconcile_total{controller,result}``: passes by outcome: ``success`` (done, backoff
   forgotten), ``error`` (raised; retried with backoff unless terminal), ``requeue`` (asked for a
   backoff requeue) and ``requeue_after`` (asked for a pass after a fixed delay).
-* ``gpu_reconcile_errors_total{controller}``: passes that raised, terminal errors included.
-* ``gpu_reconcile_time_seconds{controller}``: duration of each pass, whatever its outcome.
-* ``gpu_reconcile_panics_total{controller}``: passes that raised an *unexpected* exception (a bug
+* ``<ns>_reconcile_errors_total{controller}``: passes that raised, terminal errors included.
+* ``<ns>_reconcile_time_seconds{controller}``: duration of each pass, whatever its outcome.
+* ``<ns>_reconcile_panics_total{controller}``: passes that raised an *unexpected* exception (a bug
   rather than an operational failure; see :mod:`pkg.framework.controller.controller`).
-* ``gpu_active_workers{controller}``: workers inside a reconcile right now.
+* ``<ns>_active_workers{controller}``: workers inside a reconcile right now.
 
 The families come from the process's :class:`~pkg.framework.metrics.provider.MetricsProvider`
-(names are shown with the project's namespace, ``gpu``); :class:`ReconcileMetrics` binds one
+(``<ns>`` is its namespace; the project's is ``gpu``); :class:`ReconcileMetrics` binds one
 controller's series and creates them at zero, so ``rate()`` and alerts see them before the first
 failure.
 """
@@ -23,7 +23,7 @@ from pkg.framework.metrics.provider import MetricsProvider
 
 
 class ReconcileResult(StrEnum):
-    """Values of the ``result`` label of ``gpu_reconcile_total``."""
+    """Values of the ``result`` label of ``<ns>_reconcile_total``."""
 
     SUCCESS = "success"
     ERROR = "error"

@@ -4,16 +4,16 @@ The families are created through the process's
 :class:`~pkg.framework.metrics.provider.MetricsProvider`, which memoises them; a queue binds the
 children of its own ``name`` through :class:`QueueMetrics`. Building many queues (every unit test
 does) therefore never registers anything twice, and two queues of the same name simply share their
-series, as they would in client-go. Names are shown with the project's namespace, ``gpu``.
+series, as they would in client-go. ``<ns>`` is the provider's namespace (the project's is ``gpu``).
 
-* ``gpu_workqueue_depth``: items waiting in the queue (not those being processed).
-* ``gpu_workqueue_adds_total``: adds that were accepted (duplicates of a waiting item are not).
-* ``gpu_workqueue_queue_duration_seconds``: time from the first add to the ``get`` that took it.
-* ``gpu_workqueue_work_duration_seconds``: time from ``get`` to ``done``.
-* ``gpu_workqueue_retries_total``: delayed re-adds (``add_after``, hence every rate-limited retry).
-* ``gpu_workqueue_unfinished_work_seconds``: summed age of the items being processed now; growth
+* ``<ns>_workqueue_depth``: items waiting in the queue (not those being processed).
+* ``<ns>_workqueue_adds_total``: adds that were accepted (duplicates of a waiting item are not).
+* ``<ns>_workqueue_queue_duration_seconds``: time from the first add to the ``get`` that took it.
+* ``<ns>_workqueue_work_duration_seconds``: time from ``get`` to ``done``.
+* ``<ns>_workqueue_retries_total``: delayed re-adds (``add_after``, hence every rate-limited retry).
+* ``<ns>_workqueue_unfinished_work_seconds``: summed age of the items being processed now; growth
   without ``work_duration`` observations means stuck workers.
-* ``gpu_workqueue_longest_running_processor_seconds``: age of the oldest item being processed.
+* ``<ns>_workqueue_longest_running_processor_seconds``: age of the oldest item being processed.
 
 The last two are computed at scrape time from the queue itself (``Gauge.set_function``), instead of
 by a ticker thread as in client-go: nothing runs when nobody is looking.

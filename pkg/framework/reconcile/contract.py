@@ -11,6 +11,14 @@ Contract of :meth:`Reconciler.reconcile` (mirrors controller-runtime's):
 - raises an exception: the request is requeued with exponential backoff, the Result is ignored;
 - raises :class:`TerminalError`: the error is logged and counted but the request is not retried,
   because retrying cannot help (bad input that only a new event can fix).
+
+Why the contract keeps :class:`TerminalError` although no controller raises it today: every
+failure the current controllers know is either transient (API, I/O, a backend read), or fixed
+only by a change that arrives as an event anyway (a broken device class or claim: the claim
+controller then ends the pass *successfully* and without a requeue, and says why in an event, so
+it needs no error), or a bug, for which a retry with backoff is the safe default. The kubelet
+plugin's Prepare, where a claim can name a device this node cannot serve, is the expected first
+user; the controller already handles it (logged, counted, backoff forgotten, not requeued).
 """
 
 from __future__ import annotations

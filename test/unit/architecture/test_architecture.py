@@ -1,4 +1,5 @@
-"""No module imports another package's ``internal``: the part of the layer contract import-linter
+"""The parts of the layer contract import-linter cannot say: no module imports another package's
+``internal``, and the framework names nothing of the project. No module imports another package's ``internal``: the part of the layer contract import-linter
 cannot say ("only my parent package may import me"). The layers themselves are checked by
 ``lint-imports`` (pyproject.toml, ``make lint``)."""
 
@@ -47,3 +48,32 @@ def test_only_the_owning_package_imports_its_internal() -> None:
 def test_the_rule_sees_a_violation() -> None:
     assert _owner_of_internal("pkg.nodeagent.internal.state.snapshot") == "pkg.nodeagent"
     assert _owner_of_internal("pkg.nodeagent.setup") is None
+
+
+def _code_strings(path: Path) -> list[str]:
+    """String constants of a module, docstrings left out (they may cite the project as an example)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_the_framework_names_nothing_of_the_project() -> None:
+    """No ``gpu_`` metric name, no API group of ours: the process hands those in."""
+    found = [
+        f"{path.relative_to(ROOT)}: {text!r}"
+        for path in sorted((ROOT / "pkg" / "framework").rglob("*.py"))
+        for text in _code_strings(path)
+        if "gpu_" in text or "gpu.deckhouse.io" in text
+    ]
+    assert found == []
