@@ -1,7 +1,6 @@
 """The parts of the layer contract import-linter cannot say: no module imports another package's
-``internal``, and the framework names nothing of the project. No module imports another package's ``internal``: the part of the layer contract import-linter
-cannot say ("only my parent package may import me"). The layers themselves are checked by
-``lint-imports`` (pyproject.toml, ``make lint``)."""
+``internal`` ("only my parent package may import me"), and the framework names nothing of the
+project. The layers themselves are checked by ``lint-imports`` (pyproject.toml, ``make lint``)."""
 
 from __future__ import annotations
 
