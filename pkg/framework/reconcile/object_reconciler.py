@@ -39,11 +39,13 @@ from pkg.framework.reconcile.chain import ChainOutcome, HandlerChain
 from pkg.framework.reconcile.contract import Request, Result
 from pkg.framework.reconcile.handler import Handler
 from pkg.framework.reconcile.resource import ConflictRequeue, Resource
+from pkg.framework.reconcile.writer import ResourceWriter
 
 logger = logging.getLogger(__name__)
 
 ObjT = TypeVar("ObjT")
 ObjT_contra = TypeVar("ObjT_contra", contravariant=True)
+ObjT_co = TypeVar("ObjT_co", covariant=True)
 StateT = TypeVar("StateT")
 StateT_contra = TypeVar("StateT_contra", contravariant=True)
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -51,6 +53,12 @@ StatusT = TypeVar("StatusT", bound=BaseModel)
 
 Conclude = Callable[[StateT, ChainOutcome[StateT]], Result]
 """Turns a chain's outcome into the pass's Result (or raises); see step 5 of the module docs."""
+
+
+class CacheReader(Protocol[ObjT_co]):
+    """What :meth:`ResourceReconciler.over_cache` needs of an informer's store."""
+
+    def get_by_key(self, key: str) -> ObjT_co | None: ...
 
 
 class StateWriter(Protocol[ObjT_contra, StateT_contra]):
@@ -160,8 +168,32 @@ class ResourceReconciler(ObjectReconciler[Resource[ModelT, StatusT], StateT]):
             on_missing=on_missing,
         )
 
+    @classmethod
+    def over_cache(
+        cls,
+        *,
+        cache: CacheReader[ModelT],
+        writer: ResourceWriter[ModelT],
+        status_type: type[StatusT],
+        state_factory: Callable[[Resource[ModelT, StatusT]], StateT],
+        handlers: Sequence[Handler[StateT]],
+        on_missing: Callable[[Request], Result | None] | None = None,
+    ) -> ResourceReconciler[ModelT, StatusT, StateT]:
+        """The usual case: each request's object is read from an informer's store (keys are
+        ``namespace/name``, as ``str(request)`` prints them), never from the API server."""
+
+        def resource(request: Request) -> Resource[ModelT, StatusT]:
+            return Resource(
+                request, getter=lambda r: cache.get_by_key(str(r)), writer=writer, status_type=status_type
+            )
+
+        return cls(
+            resource_factory=resource, state_factory=state_factory, handlers=handlers, on_missing=on_missing
+        )
+
 
 __all__ = [
+    "CacheReader",
     "Conclude",
     "ObjectReconciler",
     "ResourceReconciler",

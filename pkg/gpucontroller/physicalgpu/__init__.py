@@ -8,7 +8,7 @@ It keeps the inventory honest from the control plane's side, where no node agent
   nobody else would ever remove it;
 - the ``gpu_physicalgpu_*`` inventory metrics are collected from the informer cache.
 
-Layout (one concept per module): ``setup`` is the composition root, ``reconciler`` the thin
-reconciler, ``internal/state`` the read-only snapshot, ``internal/handler/*`` one step each,
-``internal/service`` the I/O, ``internal/watcher`` the Node watch.
+Layout (one concept per module): ``setup`` is the composition root (container, reconciler from the
+framework's ``ResourceReconciler``, the Node watch), ``internal/state`` the read-only snapshot,
+``internal/handler/*`` one step each, ``internal/service`` the I/O, ``metrics`` the collector.
 """

@@ -29,7 +29,7 @@ from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.object_ref import ObjectRefWatch, ReferrersOf
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
-from pkg.framework.reconcile import Handler, KubeResourceWriter, Request, Resource, ResourceReconciler
+from pkg.framework.reconcile import Handler, KubeResourceWriter, Request, ResourceReconciler
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
 from pkg.gpucontroller.physicalgpu.internal.handler.orphan_cleanup import OrphanCleanupHandler
@@ -50,22 +50,17 @@ def new_reconciler(
     nodes: SharedInformer[V1Node],
     handlers: Sequence[Handler[PhysicalGPUState]],
 ) -> PhysicalGPUReconciler:
-    """Fetch from the cache -> state -> handlers -> one guarded metadata patch and one status PUT."""
-    writer = KubeResourceWriter(client, PHYSICAL_GPU)
-
-    def resource(request: Request) -> Resource[PhysicalGPU, PhysicalGPUStatus]:
-        return Resource(
-            request,
-            getter=lambda r: gpus.store.get_by_key(r.name),
-            writer=writer,
-            status_type=PhysicalGPUStatus,
-        )
+    """Read from the cache -> state -> handlers -> one guarded metadata patch and one status PUT."""
 
     def node_exists(name: str) -> bool:
         return nodes.store.get_by_key(name) is not None
 
-    return ResourceReconciler(
-        resource_factory=resource, state_factory=state_factory(node_exists), handlers=handlers
+    return ResourceReconciler.over_cache(
+        cache=gpus.store,
+        writer=KubeResourceWriter(client, PHYSICAL_GPU),
+        status_type=PhysicalGPUStatus,
+        state_factory=state_factory(node_exists),
+        handlers=handlers,
     )
 
 

@@ -19,7 +19,8 @@ from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import Resource, StopHandlerChain
 from pkg.framework.reconcile.contract import Request
-from pkg.gpucontroller.physicalgpu.internal.handler import DefaultConditionsHandler, OrphanCleanupHandler
+from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
+from pkg.gpucontroller.physicalgpu.internal.handler.orphan_cleanup import OrphanCleanupHandler
 from pkg.gpucontroller.physicalgpu.internal.state import state_factory
 from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer
 
