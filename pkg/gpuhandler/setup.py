@@ -28,7 +28,6 @@ from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
-from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -126,7 +125,7 @@ def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Contro
         .for_(container.gpu_informer(), predicates=[gpu_events()])
         .workers(settings.workers)
         .without_leader_election()
-        .rate_limiter(ItemExponentialFailureRateLimiter(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS))
+        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
         .expected_errors(ApiError, OSError, BackendError, EnrichmentFailedError)
         .complete(container.reconciler())
     )

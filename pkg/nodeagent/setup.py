@@ -28,7 +28,6 @@ from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import PeriodicSource, Source, StartSource
 from pkg.framework.jitter import Jitter
 from pkg.framework.manager.manager import Manager
-from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.hardware.labels import to_label_value
 from pkg.hardware.pciids import PciIds
 from pkg.inventory.host_info import FileHostInfoReader
@@ -154,7 +153,7 @@ def setup_agent(
             sync,
         )
         .without_leader_election()
-        .rate_limiter(ItemExponentialFailureRateLimiter(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS))
+        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
         .expected_errors(ApiError, OSError, SyncFailedError)
     )
     if settings.udev:

@@ -33,7 +33,7 @@ from pkg.framework.controller.predicate import Predicate
 from pkg.framework.controller.source import Source
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile.contract import Reconciler, Request
-from pkg.framework.workqueue.ratelimiter import RateLimiter
+from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter, RateLimiter
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,11 @@ class ControllerBuilder:
     def rate_limiter(self, limiter: RateLimiter[Request]) -> ControllerBuilder:
         self._rate_limiter = limiter
         return self
+
+    def backoff(self, *, base: float, max_delay: float) -> ControllerBuilder:
+        """Per-request exponential backoff: a failed request is retried after ``base``, ``2*base``,
+        ... at most ``max_delay`` seconds apart (no process-wide bucket: one node's requests)."""
+        return self.rate_limiter(ItemExponentialFailureRateLimiter(base=base, max_delay=max_delay))
 
     def expected_errors(self, *errors: type[Exception]) -> ControllerBuilder:
         """Errors logged in one line and retried with backoff (anything else counts as a bug)."""

@@ -40,7 +40,6 @@ from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
-from pkg.framework.workqueue.ratelimiter import ItemExponentialFailureRateLimiter
 from pkg.gpuhandler.card_specs import CardSpecProvider
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
@@ -161,7 +160,7 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         .watches(cards_changed, publish)
         .watches(StartSource(), publish)  # the start-up publish, taken once the caches have synced
         .without_leader_election()
-        .rate_limiter(ItemExponentialFailureRateLimiter(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS))
+        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
         .expected_errors(ApiError, OSError, FieldsDroppedError, UnsupportedServerError)
         .complete(container.reconciler())  # a SingletonReconciler: publishes of one node never overlap
     )
