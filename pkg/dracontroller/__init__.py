@@ -22,5 +22,5 @@ devices with nothing of ours in the path; see ``internal/names.py``.
 
 Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/state`` (the snapshot),
 ``internal/handler/*`` (one step each), ``internal/service/*`` (cache readers, the writer, the
-in-flight ledger), ``internal/watcher/*`` (which events wake which claims).
+in-flight ledger), ``internal/watch/*`` (which events wake which claims).
 """

@@ -1,7 +1,7 @@
 """Metrics of gpu-node-agent: how long a sync takes, what it found, what failed, what it wrote.
 
 * ``gpu_node_agent_sync_duration_seconds``: duration of each sync, whatever its outcome; its
-  ``_count`` is the number of syncs, so ``rate()`` of it shows the trigger rate (start, udev,
+  ``_count`` is the number of syncs, so ``rate()`` of it shows the wake-up rate (start, udev,
   deletes, SIGHUP, periodic resync).
 * ``gpu_node_agent_devices{node}``: GPUs the last successful scan found on the node.
 * ``gpu_node_agent_sync_errors_total{node,step}``: syncs in which a step (``discover``, ``apply``,

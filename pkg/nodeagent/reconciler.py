@@ -1,9 +1,9 @@
 """The node sync as a reconciler: one request, ``sync``, for the whole node.
 
 Why one key: the agent's desired state is a function of the node (every card, the host), not of
-one object, and the triggers (start, udev, a deleted object, SIGHUP, the periodic resync) carry no
-information a level-based sync needs. Each trigger just adds ``sync`` to the controller's queue;
-the queue de-duplicates (a burst of triggers costs one pass, a trigger during a pass one more
+one object, and the sources that wake it (start, udev, a deleted object, SIGHUP, the periodic
+resync) carry no information a level-based sync needs. Each maps to ``sync`` in the controller's
+queue; the queue de-duplicates (a burst of events costs one pass, an event during a pass one more
 pass), one worker means two syncs never overlap, and a failed sync is retried with the queue's
 exponential backoff. So the framework's :class:`~pkg.framework.controller.controller.Controller` runs it
 unchanged.

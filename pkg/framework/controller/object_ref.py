@@ -3,7 +3,7 @@
 A controller often depends on objects of another kind that its own objects *reference* by name
 (a claim naming a device class, a GPU naming its node). When such a dependency changes, the
 controller must reconcile every object that points at it, not the dependency itself. The two
-decisions involved are kept apart, so each watcher file states only what is specific to it:
+decisions involved are kept apart, so each watch module states only what is specific to it:
 
 * :class:`UpdateEventsFilter` ``(old, new) -> bool``: which updates of the dependency matter
   (e.g. only a changed spec or label). Creates and deletes always pass: a dependency appearing or
