@@ -13,6 +13,8 @@ There is no leader election: one handler runs per node and writes only that node
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
+from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -83,6 +86,7 @@ def new_enrichment_reconciler(
     gpus: SharedInformer[PhysicalGPU],
     handlers: list[Handler[EnrichmentState]],
     cards: CardSpecs,
+    rand: Callable[[float, float], float],
 ) -> EnrichmentReconciler:
     return EnrichmentReconciler(
         node_label=settings.node_label,
@@ -90,6 +94,7 @@ def new_enrichment_reconciler(
         handlers=handlers,
         cards=cards,
         period=settings.enrich_period,
+        rand=rand,
     )
 
 
@@ -105,15 +110,22 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
     status_writer = providers.Singleton(KubeStatusWriter, client)
+    now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
+    rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
     handlers = providers.List(
         providers.Singleton(ReadinessHandler, backend=backend),
-        providers.Singleton(HealthHandler, backend=backend),
+        providers.Singleton(HealthHandler, backend=backend, now=now),
         providers.Singleton(EnrichHandler, backend=backend),
         providers.Singleton(ApplyHandler, writer=status_writer),
         providers.Singleton(CardSpecHandler, backend=backend, cards=card_specs),
     )
     reconciler = providers.Singleton(
-        new_enrichment_reconciler, settings=settings, gpus=gpu_informer, handlers=handlers, cards=card_specs
+        new_enrichment_reconciler,
+        settings=settings,
+        gpus=gpu_informer,
+        handlers=handlers,
+        cards=card_specs,
+        rand=rand,
     )
 
 
