@@ -300,8 +300,7 @@ def default_bin_dir() -> Path:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         ["bash", str(root / "hack" / "tools" / "build.sh"), "--print-dir", "--cached-only"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         check=False,
     )
