@@ -54,9 +54,10 @@ verify-generated: $(STAMP)
 	$(BIN)/python hack/generate_crds.py --check
 	$(BIN)/python hack/generate_protos.py --check
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff lint and format check, and the layer contract (import-linter, pyproject.toml)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP) ## mypy (strict on pkg/ and api/)
 	$(BIN)/mypy pkg api hack

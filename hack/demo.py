@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import KubeClient, PatchType
-from pkg.client.config import new_api_client
-from pkg.client.known_kinds import PHYSICAL_GPU, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir
 from pkg.devcluster.nodes import create_ready_node
 from pkg.devcluster.processes import ManagedProcess, free_port
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, PatchType
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]
 

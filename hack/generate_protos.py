@@ -1,15 +1,15 @@
 """Generate the Python modules of the kubelet plugin's gRPC API from its .proto files.
 
 Usage (from the repository root):
-    .venv/bin/python hack/generate_protos.py            # write pkg/kubeletplugin/wire/*_pb2.py(i)
+    .venv/bin/python hack/generate_protos.py            # write pkg/framework/kubeletplugin/wire/*_pb2.py(i)
     .venv/bin/python hack/generate_protos.py --check    # exit 1 naming the stale files
 
-The .proto files in ``pkg/kubeletplugin/wire/`` are ours, written from the kubelet's published
+The .proto files in ``pkg/framework/kubeletplugin/wire/`` are ours, written from the kubelet's published
 wire contract; the generated modules are committed so that installing the project needs no
 compiler. protoc runs with the repository root as its include path, so the generated modules
-import each other as ``pkg.kubeletplugin.wire.<name>_pb2`` and live in a package like any other.
+import each other as ``pkg.framework.kubeletplugin.wire.<name>_pb2`` and live in a package like any other.
 Only messages are generated (with type stubs); the services are served by
-:mod:`pkg.kubeletplugin.handlers` from the service descriptors, typed, instead of through
+:mod:`pkg.framework.kubeletplugin.handlers` from the service descriptors, typed, instead of through
 grpc's untyped generated servicer classes.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from grpc_tools import protoc  # type: ignore[import-untyped]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-WIRE = REPO_ROOT / "pkg" / "kubeletplugin" / "wire"
+WIRE = REPO_ROOT / "pkg" / "framework" / "kubeletplugin" / "wire"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi")
 
 

@@ -20,11 +20,11 @@ from typing import Protocol, runtime_checkable
 import pytest
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.config import new_api_client
-from pkg.client.known_kinds import NAMESPACE, SERVICE_ACCOUNT
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.processes import wait_until
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import NAMESPACE, SERVICE_ACCOUNT
+from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -2,7 +2,7 @@
 
 Run without a subcommand it is the controller: it competes for a Lease and, while leading,
 allocates unallocated ResourceClaims of our device classes that no Pod references (see
-:mod:`pkg.controller.resourceclaim`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
+:mod:`pkg.dracontroller`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
 why a claim gets the devices it gets, or none, from the cluster or a YAML bundle (see
 :mod:`pkg.dra.explain.cli`).
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
-from pkg.controller.manager import Manager
-from pkg.controller.resourceclaim.setup import ResourceClaimContainer, setup_controller
 from pkg.dra.explain import cli as explain_cli
+from pkg.dracontroller.setup import ResourceClaimContainer, setup_controller
+from pkg.framework.manager.manager import Manager
 
 COMPONENT = "gpu-dra-controller"
 EXPLAIN = "explain"
@@ -40,12 +40,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return explain_cli.run(args[1:])
     options = manager_options(parser().parse_args(args))
 
-    def setup(runtime: RuntimeContainer, manager: Manager) -> None:
+    def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
         container = ResourceClaimContainer(
             client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
         )
         container.config.workers.from_value(options.workers)
         setup_controller(manager, container)
+        return runtime.recorder().stop
 
     return run_controllers(component=COMPONENT, options=options, setup=setup)
 

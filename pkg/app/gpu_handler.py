@@ -16,17 +16,17 @@ bad input, 1 that a card could not be read.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
-from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
+from pkg.app.runtime import RuntimeContainer, run_controllers
+from pkg.backends import default_registry
 from pkg.dra.domain.slices import ServerVersion
+from pkg.framework.logging import setup_logging
+from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.offline import (
     NEWEST_SERVER_VERSION,
     OfflineInputError,
@@ -35,15 +35,12 @@ from pkg.gpuhandler.offline import (
     render_yaml,
 )
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
-from pkg.logger import setup_logging
-from pkg.vendor import default_registry
 
 COMPONENT = "gpu-handler"
 DEFAULT_ENRICH_SECONDS = 60.0
 DEFAULT_PUBLISH_RESYNC_SECONDS = 300.0
 EXIT_BAD_INPUT = 2
 EXIT_READ_FAILED = 1
-log = logging.getLogger(COMPONENT)
 
 
 def _server_version(value: str) -> ServerVersion:
@@ -185,7 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default_registry().plugin(settings.backend)
     except KeyError as exc:
         raise SystemExit(f"{COMPONENT}: {exc.args[0]}") from None
-    setup_logging()
     options = ManagerOptions(
         kubeconfig=args.kubeconfig,
         metrics_bind_address=args.metrics_bind_address,
@@ -194,26 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         leader_election_id="",
         workers=settings.workers,
     )
-    runtime = RuntimeContainer(options=options, component=COMPONENT)
-    handler = GpuHandlerContainer(settings=settings, client=runtime.client(), informers=runtime.informers())
-    backend = handler.backend()
-    manager = runtime.manager()
-    setup_handler(manager, handler)
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    log.info(
-        "starting",
-        extra={
-            "node": settings.node_name,
-            "backend": settings.backend,
-            "sysfs_root": str(settings.sysfs_root),
-        },
-    )
-    try:
-        manager.run(stop)
-    finally:
-        backend.close()
-    return 0
+
+    def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
+        handler = GpuHandlerContainer(
+            settings=settings, client=runtime.client(), informers=runtime.informers()
+        )
+        setup_handler(manager, handler)
+        return handler.backend().close
+
+    log_extra = {
+        "node": settings.node_name,
+        "backend": settings.backend,
+        "sysfs_root": str(settings.sysfs_root),
+    }
+    return run_controllers(component=COMPONENT, options=options, setup=setup, log_extra=log_extra)
 
 
 if __name__ == "__main__":

@@ -8,24 +8,20 @@ the host's sysfs and root somewhere other than ``/sys`` and ``/`` (``--sysfs-roo
 from __future__ import annotations
 
 import argparse
-import logging
 import os
+import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
-from pkg.app.runtime import RuntimeContainer
-from pkg.controller.manager import install_signal_handlers
-from pkg.logger import setup_logging
-from pkg.nodeagent.internal.trigger import install_sighup_trigger
-from pkg.nodeagent.reconciler import SYNC
+from pkg.app.runtime import RuntimeContainer, run_controllers
+from pkg.framework.controller.source import SignalSource
+from pkg.framework.manager.manager import Manager
 from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
 
 COMPONENT = "gpu-node-agent"
 DEFAULT_RESYNC_SECONDS = 300.0
-log = logging.getLogger(COMPONENT)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,7 +66,6 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = settings_from(args)
-    setup_logging()
     options = ManagerOptions(
         kubeconfig=args.kubeconfig,
         metrics_bind_address=args.metrics_bind_address,
@@ -79,19 +74,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         leader_election_id="",
         workers=1,
     )
-    runtime = RuntimeContainer(options=options, component=COMPONENT)
-    agent = NodeAgentContainer(settings=settings, client=runtime.client(), informers=runtime.informers())
-    manager = runtime.manager()
-    controller = setup_agent(manager, agent)
-    stop = threading.Event()
-    install_signal_handlers(stop)
-    install_sighup_trigger(lambda: controller.queue.add(SYNC))
-    log.info(
-        "starting",
-        extra={"node": settings.node_name, "sysfs_root": str(settings.sysfs_root), "udev": settings.udev},
-    )
-    manager.run(stop)
-    return 0
+
+    def setup(runtime: RuntimeContainer, manager: Manager) -> None:
+        agent = NodeAgentContainer(settings=settings, client=runtime.client(), informers=runtime.informers())
+        # SIGHUP: an immediate sync on an operator's request (kill -HUP <pid>); built here, on the
+        # main thread, the only one that may install a signal handler.
+        sighup = SignalSource(signal.SIGHUP, name="sighup", message="received SIGHUP: syncing now")
+        setup_agent(manager, agent, extra_sources=[sighup])
+
+    log_extra = {"node": settings.node_name, "sysfs_root": str(settings.sysfs_root), "udev": settings.udev}
+    return run_controllers(component=COMPONENT, options=options, setup=setup, log_extra=log_extra)
 
 
 if __name__ == "__main__":

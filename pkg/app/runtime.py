@@ -10,18 +10,21 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from dependency_injector import containers, providers
+from kubernetes.client import ApiClient
 
 from pkg.app.options import ManagerOptions
-from pkg.client import KubeClient
-from pkg.client.config import new_api_client
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.leaderelection import LeaderElectionConfig
-from pkg.controller.manager import Manager, install_signal_handlers
-from pkg.eventrecord.recorder import EventRecorderLogger
-from pkg.logger import setup_logging
+from pkg.domain.metrics import METRICS
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.config import new_api_client
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.logging import setup_logging
+from pkg.framework.manager.leaderelection import LeaderElectionConfig
+from pkg.framework.manager.manager import Manager, install_signal_handlers
+from pkg.framework.metrics import MetricsProvider
 
 # Lease calls must fail well inside the renew deadline (10 s), or one hung request could outlast it;
 # their own transport has no retries, which would multiply the timeout.
@@ -33,13 +36,16 @@ def _lease_client(options: ManagerOptions, component: str) -> KubeClient:
     return KubeClient(api, field_manager=component, request_timeout=LEASE_REQUEST_TIMEOUT)
 
 
-def _manager(options: ManagerOptions, component: str, informers: InformerFactory) -> Manager:
+def new_manager(
+    *, options: ManagerOptions, component: str, informers: InformerFactory, metrics: MetricsProvider
+) -> Manager:
     election = None
     if options.leader_elect:
         election = LeaderElectionConfig(
             lease_name=options.leader_election_id, lease_namespace=options.leader_election_namespace
         )
     manager = Manager(
+        metrics=metrics,
         leader_election=election,
         lease_client=_lease_client(options, component) if election else None,
         monitoring_bind_address=options.metrics_bind_address,
@@ -48,48 +54,61 @@ def _manager(options: ManagerOptions, component: str, informers: InformerFactory
     return manager
 
 
+def new_client(*, api_client: ApiClient, component: str) -> KubeClient:
+    return KubeClient(api_client, field_manager=component)
+
+
+def new_recorder(*, client: KubeClient, component: str) -> EventRecorderLogger:
+    return EventRecorderLogger(
+        client=client,
+        reporting_controller=f"gpu.deckhouse.io/{component}",
+        reporting_instance=socket.gethostname(),
+    )
+
+
 class RuntimeContainer(containers.DeclarativeContainer):
     options = providers.Dependency(instance_of=ManagerOptions)
     component = providers.Dependency(instance_of=str)
 
-    api_client = providers.Singleton(
-        lambda options, component: new_api_client(options.kubeconfig, user_agent=component),
-        options,
-        component,
-    )
-    client = providers.Singleton(
-        lambda api, component: KubeClient(api, field_manager=component), api_client, component
-    )
+    metrics = providers.Object(METRICS)  # the project's provider: namespace gpu, one registry
+    api_client = providers.Singleton(new_api_client, options.provided.kubeconfig, user_agent=component)
+    client = providers.Singleton(new_client, api_client=api_client, component=component)
     informers = providers.Singleton(InformerFactory, client)
-    recorder = providers.Singleton(
-        lambda client, component: EventRecorderLogger(
-            client=client,
-            reporting_controller=f"gpu.deckhouse.io/{component}",
-            reporting_instance=socket.gethostname(),
-        ),
-        client,
-        component,
+    recorder = providers.Singleton(new_recorder, client=client, component=component)
+    manager = providers.Singleton(
+        new_manager, options=options, component=component, informers=informers, metrics=metrics
     )
-    manager = providers.Singleton(_manager, options, component, informers)
+
+
+Setup = Callable[[RuntimeContainer, Manager], Callable[[], None] | None]
+"""Registers a binary's controllers on the manager; may return a cleanup run after the manager stops."""
 
 
 def run_controllers(
     *,
     component: str,
     options: ManagerOptions,
-    setup: Callable[[RuntimeContainer, Manager], None],
+    setup: Setup,
+    log_extra: Mapping[str, object] | None = None,
 ) -> int:
-    """Runs a control-plane binary: logging, the shared runtime, ``setup`` (which registers the
-    binary's controllers on the manager), then the manager until SIGTERM/SIGINT."""
+    """Runs a binary, the same way for all four: logging, the shared runtime, ``setup`` (which
+    registers the binary's controllers on the manager), then the manager until SIGTERM/SIGINT; the
+    cleanup ``setup`` returned (stop the event recorder, close the backend) runs however it ends.
+
+    ``setup`` runs on the main thread, so it may install signal handlers (the node agent's SIGHUP).
+    """
     setup_logging()
     runtime = RuntimeContainer(options=options, component=component)
     manager = runtime.manager()
-    setup(runtime, manager)
+    cleanup = setup(runtime, manager)
     stop = threading.Event()
     install_signal_handlers(stop)
-    logging.getLogger(component).info("starting", extra={"leader_elect": options.leader_elect})
+    logging.getLogger(component).info(
+        "starting", extra=dict(log_extra or {"leader_elect": options.leader_elect})
+    )
     try:
         manager.run(stop)
     finally:
-        runtime.recorder().stop()
+        if cleanup is not None:
+            cleanup()
     return 0

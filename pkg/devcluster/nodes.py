@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from kubernetes.client import V1Node, V1NodeCondition, V1NodeStatus, V1ObjectMeta
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE
 
 
 def create_ready_node(kube: KubeClient, name: str, *, labels: dict[str, str] | None = None) -> V1Node:

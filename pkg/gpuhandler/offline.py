@@ -3,8 +3,8 @@
 Operators use it to see what a node will offer before (or instead of) installing anything: it
 runs the production code paths end to end on one host tree and prints multi-document YAML.
 
-1. **The node agent's part**: its discover step (:class:`~pkg.nodeagent.internal.handler.DiscoverHandler`
-   over the sysfs root, the host root and pci.ids) and its desired-state builders give each card's
+1. **The node agent's part**: its discovery (:class:`~pkg.inventory.discovery.Discoverer` over the
+   sysfs root, the host root and pci.ids) and its desired-state builders give each card's
    PhysicalGPU name, labels and ``pciInfo``/``nodeInfo``/``currentState.driverType``, named as the
    agent names the cards of a fresh node.
 2. **The validator's part is assumed**: every card bound to the backend's driver gets
@@ -34,9 +34,10 @@ import yaml
 from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
-from pkg.controller.conditions import now_utc
-from pkg.controller.reconciler import BaseReconciler
+from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
 from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
+from pkg.framework.reconcile import HandlerChain
+from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -47,14 +48,13 @@ from pkg.gpuhandler.internal.handler import (
 )
 from pkg.gpuhandler.internal.state import EnrichmentState, OwnedStatus, Readiness, readiness
 from pkg.gpuhandler.publishing.selection import LABEL_ALLOW_MIG, build_card_offers, select_cards
-from pkg.nodeagent.internal.handler import DiscoverHandler
-from pkg.nodeagent.internal.service import FileHostInfoReader, SysfsPciScanner
-from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.internal.state.desired import gpu_labels, gpu_status, node_info
-from pkg.nodeagent.internal.state.naming import allocate_name
-from pkg.sys.labels import to_label_value
-from pkg.sys.pciids import PciIds
-from pkg.vendor import BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.hardware.labels import to_label_value
+from pkg.hardware.pciids import PciIds
+from pkg.inventory.desired import gpu_labels, gpu_status, node_info
+from pkg.inventory.discovery import Discoverer
+from pkg.inventory.host_info import FileHostInfoReader
+from pkg.inventory.naming import allocate_name
+from pkg.inventory.pci_scanner import SysfsPciScanner
 
 NEWEST_SERVER_VERSION: Final = ServerVersion(1, 37)
 ASSUMED_REASON: Final = "AssumedOffline"
@@ -149,19 +149,16 @@ def _node_agent_objects(
 ) -> tuple[list[PhysicalGPU], list[str]]:
     """The PhysicalGPUs the node agent would create on a fresh node, with its status fields."""
     node_label = to_label_value(request.node_name)
-    state = SyncState(node_name=request.node_name, node_label=node_label, existing=[], node=None)
-    DiscoverHandler(
+    found = Discoverer(
         scanner=SysfsPciScanner(request.sysfs_root),
         host_info=FileHostInfoReader(host_root=request.host_root, sysfs_root=request.sysfs_root),
         vendors=vendors,
         names=PciIds.load(request.pci_ids),
-    ).handle(state)
-    if state.host is None:  # the discover step always reads it
-        raise RuntimeError("the discover step left no host info")
-    node = node_info(request.node_name, state.host)
+    ).discover()
+    node = node_info(request.node_name, found.host)
     taken: set[str] = set()
     objects = []
-    for position, card in enumerate(sorted(state.gpus, key=lambda g: g.key)):
+    for position, card in enumerate(sorted(found.gpus, key=lambda g: g.key)):
         name = allocate_name(
             node_name=request.node_name,
             position=position,
@@ -175,7 +172,8 @@ def _node_agent_objects(
         )
         status = gpu_status(info=card.pci_info, node=node, driver_type=card.driver_type)
         objects.append(PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels), status=status))
-    return objects, [str(f) for f in state.failures]
+    # Worded as the node agent words a failure of its discover step.
+    return objects, [f"discover: {p.subject}: {p.error}" for p in found.problems]
 
 
 def _enrich(
@@ -183,7 +181,7 @@ def _enrich(
 ) -> tuple[list[PhysicalGPU], CardSpecs, dict[str, str]]:
     """Runs the handler's enrichment chain over each card with ``DriverReady`` assumed."""
     writer, cards = _MergingWriter(), CardSpecs()
-    chain: BaseReconciler[EnrichmentState] = BaseReconciler(
+    chain: HandlerChain[EnrichmentState] = HandlerChain(
         [
             ReadinessHandler(backend=backend),
             HealthHandler(backend=backend, now=lambda: at),

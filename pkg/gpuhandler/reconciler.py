@@ -15,8 +15,10 @@ fresh :class:`~pkg.gpuhandler.internal.state.EnrichmentState`, then:
 * a card that is not readable waits for its next event (DriverReady or the driver changing);
 * a card gone from the cache is forgotten by the card store.
 
-Why not the framework's ``ResourceReconciler``: it writes a status with a full PUT, which takes
-every field of the status; the enrichment must own only its own fields, which takes an apply.
+It is the framework's :class:`~pkg.framework.reconcile.ObjectReconciler` *without a writer*: the
+``Resource`` writer PUTs a whole status, which takes every field of it; the enrichment must own
+only its own fields, which takes a server-side apply, done by the apply step through the status
+writer service. The state is a scratch blackboard (:class:`~pkg.framework.reconcile.Scratch`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.controller.reconcile import Request, Result
-from pkg.controller.reconciler import BaseReconciler, Handler
+from pkg.backends.backend import BackendError
+from pkg.framework.jitter import Jitter
+from pkg.framework.reconcile import ChainOutcome, Handler, ObjectReconciler, Request, Result
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
-from pkg.vendor.backend import BackendError
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ class EnrichmentFailedError(Exception):
         self.failures = tuple(failures)
 
 
-class EnrichmentReconciler:
+class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
     """Runs the enrichment chain for one PhysicalGPU per request."""
 
     def __init__(
@@ -59,32 +61,39 @@ class EnrichmentReconciler:
         jitter: float = 0.1,
         rand: Callable[[float, float], float] = random.uniform,
     ) -> None:
-        if period <= 0 or not 0 <= jitter < 1:
-            raise ValueError(f"need period > 0 and 0 <= jitter < 1, got period={period} jitter={jitter}")
         self._node_label = node_label
-        self._get = get_gpu
-        self._chain = BaseReconciler(handlers)
+        self._get_gpu = get_gpu
         self._cards = cards
-        self._period = period
-        self._jitter = jitter
-        self._rand = rand
+        self._every = Jitter(period=period, jitter=jitter, rand=rand)
+        super().__init__(
+            get=self._mine,
+            state=lambda gpu: EnrichmentState(gpu=gpu),
+            handlers=handlers,
+            conclude=self.conclude,
+            on_missing=self._forget,
+        )
 
-    def reconcile(self, request: Request) -> Result:
-        gpu = self._get(request.name)
+    def _mine(self, request: Request) -> PhysicalGPU | None:
+        """The cached object, if it is still this node's (a relabelled card is as good as gone)."""
+        gpu = self._get_gpu(request.name)
         if gpu is None or (gpu.metadata.labels or {}).get(LABEL_NODE) != self._node_label:
-            self._cards.remove(request.name)
-            return Result()
-        state = EnrichmentState(gpu=gpu)
-        outcome = self._chain.handle(state)
+            return None
+        return gpu
+
+    def _forget(self, request: Request) -> Result:
+        self._cards.remove(request.name)
+        return Result()
+
+    def conclude(self, state: EnrichmentState, outcome: ChainOutcome[EnrichmentState]) -> Result:
         if outcome.error is not None:
             raise outcome.error
         if state.failures:
-            raise EnrichmentFailedError(request.name, state.failures)
+            raise EnrichmentFailedError(state.name, state.failures)
         log = logger.info if state.writes else logger.debug
-        log("card enriched", extra={"physical_gpu": request.name, "readiness": state.readiness.value})
+        log("card enriched", extra={"physical_gpu": state.name, "readiness": state.readiness.value})
         if state.readiness is not Readiness.READY:
             return Result()
         return Result(requeue_after=timedelta(seconds=self.next_period()))
 
     def next_period(self) -> float:
-        return self._period * self._rand(1 - self._jitter, 1 + self._jitter)
+        return self._every.next()

@@ -13,19 +13,24 @@ There is no leader election: one handler runs per node and writes only that node
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dependency_injector import containers, providers
 
-from api.gpu.v1alpha1 import LABEL_NODE
-from pkg.client import ApiError, KubeClient
-from pkg.client.known_kinds import PHYSICAL_GPU
-from pkg.controller.controller import Controller
-from pkg.controller.handler import EnqueueRequestForObject
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.domain.informers import node_physical_gpus
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.controller.builder import ControllerBuilder
+from pkg.framework.controller.controller import Controller
+from pkg.framework.manager.manager import Manager
+from pkg.framework.reconcile import Handler
+from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -35,11 +40,11 @@ from pkg.gpuhandler.internal.handler import (
     ReadinessHandler,
 )
 from pkg.gpuhandler.internal.service import KubeStatusWriter
-from pkg.gpuhandler.internal.watcher import gpu_events
+from pkg.gpuhandler.internal.state import EnrichmentState
+from pkg.gpuhandler.internal.watch import gpu_events
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
-from pkg.sys.labels import to_label_value
-from pkg.vendor import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.hardware.labels import to_label_value
 
 ENRICHMENT_CONTROLLER = "gpu-enrichment"
 # A card whose reads fail is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
@@ -75,58 +80,67 @@ def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorB
     return vendors.plugin(settings.backend).create(options)
 
 
+def new_enrichment_reconciler(
+    *,
+    settings: HandlerSettings,
+    gpus: SharedInformer[PhysicalGPU],
+    handlers: list[Handler[EnrichmentState]],
+    cards: CardSpecs,
+    rand: Callable[[float, float], float],
+) -> EnrichmentReconciler:
+    return EnrichmentReconciler(
+        node_label=settings.node_label,
+        get_gpu=gpus.store.get_by_key,
+        handlers=handlers,
+        cards=cards,
+        period=settings.enrich_period,
+        rand=rand,
+    )
+
+
 class GpuHandlerContainer(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=HandlerSettings)
     client = providers.Dependency(instance_of=KubeClient)
     informers = providers.Dependency(instance_of=InformerFactory)
 
     vendors = providers.Singleton(default_registry)
-    backend = providers.Singleton(build_backend, vendors, settings)
+    backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
     gpu_informer = providers.Singleton(
-        lambda f, s: f.get_informer(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={s.node_label}"),
-        informers,
-        settings,
+        node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
     status_writer = providers.Singleton(KubeStatusWriter, client)
+    now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
+    rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
     handlers = providers.List(
         providers.Singleton(ReadinessHandler, backend=backend),
-        providers.Singleton(HealthHandler, backend=backend),
+        providers.Singleton(HealthHandler, backend=backend, now=now),
         providers.Singleton(EnrichHandler, backend=backend),
         providers.Singleton(ApplyHandler, writer=status_writer),
         providers.Singleton(CardSpecHandler, backend=backend, cards=card_specs),
     )
     reconciler = providers.Singleton(
-        lambda s, g, h, c: EnrichmentReconciler(
-            node_label=s.node_label, get_gpu=g.store.get_by_key, handlers=h, cards=c, period=s.enrich_period
-        ),
-        settings,
-        gpu_informer,
-        handlers,
-        card_specs,
-    )
-    controller = providers.Singleton(
-        lambda r, s: Controller(
-            name=ENRICHMENT_CONTROLLER,
-            reconciler=r,
-            max_concurrent_reconciles=s.workers,
-            needs_leader_election=False,
-            rate_limiter=ItemExponentialFailureRateLimiter(
-                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
-            ),
-            expected_errors=(ApiError, OSError, BackendError, EnrichmentFailedError),
-        ),
-        reconciler,
-        settings,
+        new_enrichment_reconciler,
+        settings=settings,
+        gpus=gpu_informer,
+        handlers=handlers,
+        cards=card_specs,
+        rand=rand,
     )
 
 
 def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Controller:
-    """Registers the enrichment controller and its watch with ``manager``."""
-    controller: Controller = container.controller()
-    controller.watch(container.gpu_informer(), EnqueueRequestForObject(), predicates=[gpu_events()])
-    manager.add(controller)
-    return controller
+    """Registers the enrichment controller (one request per card) and its watch with ``manager``."""
+    settings: HandlerSettings = container.settings()
+    return (
+        ControllerBuilder(manager, name=ENRICHMENT_CONTROLLER)
+        .for_(container.gpu_informer(), predicates=[gpu_events()])
+        .workers(settings.workers)
+        .without_leader_election()
+        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
+        .expected_errors(ApiError, OSError, BackendError, EnrichmentFailedError)
+        .complete(container.reconciler())
+    )
 
 
 def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:

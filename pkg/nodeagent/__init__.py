@@ -3,7 +3,7 @@
 One agent runs per node (DaemonSet) and owns exactly its node's inventory (spec §2.1 B):
 
 * **discover** scans ``<sysfs-root>/bus/pci/devices``; a GPU is a VGA/3D-class function of a vendor
-  that a registered backend claims (:mod:`pkg.vendor`);
+  that a registered backend claims (:mod:`pkg.backends`);
 * **apply** creates each card's PhysicalGPU (named ``<node>-<index>-<vendorID>-<deviceID>``, matched
   by PCI address afterwards), its labels and its status fields ``pciInfo``, ``nodeInfo`` and
   ``currentState.driverType`` (server-side apply, field manager ``gpu-node-agent``);

@@ -1,22 +1,24 @@
 """The node sync as a reconciler: one request, ``sync``, for the whole node.
 
 Why one key: the agent's desired state is a function of the node (every card, the host), not of
-one object, and the triggers (start, udev, a deleted object, SIGHUP, the periodic resync) carry no
-information a level-based sync needs. Each trigger just adds ``sync`` to the controller's queue;
-the queue de-duplicates (a burst of triggers costs one pass, a trigger during a pass one more
+one object, and the sources that wake it (start, udev, a deleted object, SIGHUP, the periodic
+resync) carry no information a level-based sync needs. Each maps to ``sync`` in the controller's
+queue; the queue de-duplicates (a burst of events costs one pass, an event during a pass one more
 pass), one worker means two syncs never overlap, and a failed sync is retried with the queue's
-exponential backoff. So the framework's :class:`~pkg.controller.controller.Controller` runs it
+exponential backoff. So the framework's :class:`~pkg.framework.controller.controller.Controller` runs it
 unchanged.
 
-Why the :class:`~pkg.controller.reconciler.base.BaseReconciler` handler chain rather than the
-StepTaker: the steps are level-based and idempotent, and a failed sync is simply run again, so
-there is nothing to roll back; what the chain adds is what a sync needs (ordered steps over one
-state, stop on the first raised error). The ResourceReconciler is not used because a sync writes
-many objects, each with its own write (see the writer service), not one fetched resource.
+It is the framework's :class:`~pkg.framework.reconcile.SingletonReconciler`, which fixes the one
+worker this relies on (two syncs of one node must never overlap). Why a handler chain rather
+than the StepTaker: the steps are level-based and idempotent, and a failed sync is simply run
+again, so there is nothing to roll back; what the chain adds is what a sync needs (ordered steps
+over one scratch state, stop on the first raised error). The template's writer is the write
+barrier: the steps wrote through the writer service (each object its own write), and the pass
+waits until the caches hold those writes, so the next pass does not act on a stale cache.
 
-A pass: build the state from the caches, run the chain, wait until the caches hold this pass's
-writes (the write barrier), record metrics, and raise if a step failed (recorded failures or a
-raised error) so that the controller retries with backoff.
+A pass: build the state from the caches, run the chain, wait for the caches (the writer), then
+:meth:`NodeSyncReconciler.conclude` records metrics and raises if a step failed (recorded failures
+or a raised error), so that the controller retries with backoff.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from pkg.controller.reconcile import Request, Result
-from pkg.controller.reconciler import BaseReconciler, Handler
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.framework.reconcile import ChainOutcome, Handler, Request, Result, SingletonReconciler
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service import CacheWaiter
 from pkg.nodeagent.internal.state import Failure, StateFactory, SyncState
 
@@ -46,8 +47,20 @@ class SyncFailedError(Exception):
         self.failures = tuple(failures)
 
 
-class NodeSyncReconciler:
-    """Runs the sync chain over a fresh state for every request (there is only ``sync``)."""
+class CacheCatchUp:
+    """The sync's writer: when the pass wrote anything, wait (bounded) until the caches hold it."""
+
+    def __init__(self, cache: CacheWaiter, *, seconds: float) -> None:
+        self._cache = cache
+        self._seconds = seconds
+
+    def write(self, obj: SyncState, state: SyncState) -> None:
+        if state.writes:
+            self._cache.wait_for_cache(self._seconds)
+
+
+class NodeSyncReconciler(SingletonReconciler[SyncState]):
+    """The node's sync: one request, ``sync``, one worker (declared by the template)."""
 
     def __init__(
         self,
@@ -59,24 +72,21 @@ class NodeSyncReconciler:
         cache_wait_seconds: float = CACHE_WAIT_SECONDS,
     ) -> None:
         self._node = node_name
-        self._state_factory = state_factory
-        self._chain = BaseReconciler(handlers)
-        self._cache = cache
-        self._cache_wait = cache_wait_seconds
+        super().__init__(
+            request=SYNC,
+            state=state_factory,
+            handlers=handlers,
+            writer=CacheCatchUp(cache, seconds=cache_wait_seconds),
+            conclude=self.conclude,
+        )
         metrics.init_node(node_name)
 
-    def reconcile(self, request: Request) -> Result:
-        started = time.monotonic()
-        state = self._state_factory()
-        try:
-            outcome = self._chain.handle(state)
-        finally:
-            if state.writes:
-                self._cache.wait_for_cache(self._cache_wait)
-            metrics.sync_duration.observe(time.monotonic() - started)
+    def conclude(self, state: SyncState, outcome: ChainOutcome[SyncState]) -> Result:
+        """Metrics, then raise on any failure so the controller retries, else log the pass."""
+        metrics.sync_duration.observe(time.monotonic() - state.started)
         failed_steps = {failure.step for failure in state.failures}
-        if outcome.error is not None and outcome.ran:
-            failed_steps.add(outcome.ran[-1].name)
+        if outcome.failed_step is not None:
+            failed_steps.add(outcome.failed_step)
         for step in sorted(failed_steps):
             metrics.sync_errors.labels(node=self._node, step=step).inc()
         if outcome.error is not None:
@@ -90,7 +100,7 @@ class NodeSyncReconciler:
                 "node": self._node,
                 "gpus": len(state.gpus),
                 "writes": state.writes,
-                "duration_seconds": round(time.monotonic() - started, 4),
+                "duration_seconds": round(time.monotonic() - state.started, 4),
             },
         )
         return Result()

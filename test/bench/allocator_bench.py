@@ -42,10 +42,10 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
+from pkg.dra.allocator import Allocator, BestFit, FirstFit, Strategy, Unschedulable
 from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.domain.offers import CardOffers, build_offers
 from pkg.dra.domain.slices import Layout, build_slices
-from pkg.dra.services.allocator import Allocator, BestFit, FirstFit, Strategy, Unschedulable
 
 DRIVER = "gpu.deckhouse.io"
 PCI = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",

@@ -5,7 +5,7 @@ Run: ``.venv/bin/python test/bench/cel_engines.py``. Engines that are not instal
 ``pip install common-expression-language==0.10.0 cel-python``).
 
 Every engine evaluates the same selector on the same device, with a Kubernetes-exact ``quantity``
-(our :mod:`pkg.dra.services.allocator.quantity`) behind ``quantity()`` and ``compareTo``:
+(our :mod:`pkg.dra.allocator.quantity`) behind ``quantity()`` and ``compareTo``:
 
 * *cached input*: the device's variables are built once and reused (the allocator's steady state:
   selector results are cached per device, so this is the cost of a new expression on a known device);
@@ -22,9 +22,9 @@ from typing import Any
 
 from kubernetes.client import V1Device, V1DeviceAttribute, V1DeviceCapacity
 
-from pkg.dra.services.allocator.cel_env import CelEnvironment, device_input
-from pkg.dra.services.allocator.cel_library import QUANTITY_TAG, encode_quantity
-from pkg.dra.services.allocator.quantity import parse_quantity
+from pkg.dra.allocator.cel_env import CelEnvironment, device_input
+from pkg.dra.allocator.cel_library import QUANTITY_TAG, encode_quantity
+from pkg.dra.allocator.quantity import parse_quantity
 
 DRIVER = "gpu.deckhouse.io"
 SELECTOR = (

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import POD
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.images import BUSYBOX_IMAGE
 from pkg.devcluster.processes import wait_until
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import POD
 
 
 def shell_pod(name: str, script: str, *, node: str, **spec: object) -> V1Pod:

@@ -1,7 +1,7 @@
 """A device reaches a container through the whole DRA path, on the real node.
 
 The real kube-scheduler allocates a device of a test driver from a ResourceSlice; the real kubelet
-finds the driver's plugin (our ``pkg.kubeletplugin`` server, here with a stand-in driver that
+finds the driver's plugin (our ``pkg.framework.kubeletplugin`` server, here with a stand-in driver that
 answers with a fixed CDI device) over its registration socket and calls NodePrepareResources;
 containerd applies the CDI spec the test wrote, so the container sees the spec's environment and a
 character device from the simulated GPU host that it can write to (the device cgroup allows it).
@@ -38,13 +38,19 @@ from kubernetes.client import (
 )
 from pods import logs, run_to_completion, shell_pod
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import DEVICE_CLASS, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
-from pkg.kubeletplugin.server import KubeletPlugin
-from pkg.kubeletplugin.types import ClaimRef, HealthBoard, PluginIdentity, PreparedDevice, PrepareOutcome
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.kubeletplugin.server import KubeletPlugin
+from pkg.framework.kubeletplugin.types import (
+    ClaimRef,
+    HealthBoard,
+    PluginIdentity,
+    PreparedDevice,
+    PrepareOutcome,
+)
 
 DRIVER = "e2e.gpucp.test"
 CDI_KIND = "gpucp.test/gpu"

@@ -13,12 +13,12 @@ from pathlib import Path
 from kubernetes.client import V1Node
 from pods import logs, run_to_completion, shell_pod
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE, POD
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.images import PAUSE_IMAGE, ImageArchive
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE, POD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 

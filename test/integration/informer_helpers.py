@@ -1,7 +1,7 @@
 """What the informer tests need around a real SharedInformer: a client seen through a gate, a
-recording handler, a running informer and a polling wait.
+recording listener, a running informer and a polling wait.
 
-``ObservedClient`` wraps a real :class:`~pkg.client.KubeClient` with the reflector's two calls
+``ObservedClient`` wraps a real :class:`~pkg.framework.client.KubeClient` with the reflector's two calls
 (``list_page`` and ``watch``). It answers nothing itself: it counts lists, records the watch events
 the server sent (bookmarks included) and the errors a watch ended with, and it can hold back new
 watch calls, which is how a test makes an informer "disconnected" without touching the server: the
@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pkg.client import GoneError, KubeClient, ListPage, ResourceKind, WatchEvent
-from pkg.client.config import new_api_client
-from pkg.controller.event_handler import DeletedFinalStateUnknown, object_key
-from pkg.controller.informer import SharedInformer
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
+from pkg.framework.client import GoneError, KubeClient, ListPage, ResourceKind, WatchEvent
+from pkg.framework.client.config import new_api_client
+from pkg.framework.keys import object_key
 
 POLL_SECONDS = 0.05
 
@@ -168,8 +169,8 @@ class Notification:
     old: Any = None
 
 
-class RecordingHandler:
-    """A ResourceEventHandler that records every call, in order, for the test thread to read."""
+class RecordingListener:
+    """A ResourceListener that records every call, in order, for the test thread to read."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -49,12 +49,12 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.dra.allocator import Allocator, FirstFit, Unschedulable, parse_quantity
 from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.domain.offers import build_offers
 from pkg.dra.domain.slices import Layout, build_slices
-from pkg.dra.services.allocator import Allocator, FirstFit, Unschedulable, parse_quantity
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 SLOTS, SCENARIOS_PER_SLOT, SEED = 8, 40, 20261121
 A = f'device.attributes["{DRIVER}"]'

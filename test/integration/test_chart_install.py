@@ -40,10 +40,11 @@ from kubernetes.client import V1ObjectMeta
 from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import EVENT, LEASE, NODE, PHYSICAL_GPU
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.processes import free_port
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import EVENT, LEASE, NODE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"

@@ -37,12 +37,20 @@ from kubernetes.client import (
 )
 from process_helpers import eventually, running
 
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import DEVICE_CLASS, EVENT, NAMESPACE, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.devcluster.processes import free_port
 from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.domain.offers import build_offers
 from pkg.dra.domain.slices import Layout, build_slices
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import (
+    DEVICE_CLASS,
+    EVENT,
+    NAMESPACE,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+)
 
 ALLOCATED_BY = "gpu.deckhouse.io/allocated-by"
 FINALIZER = "resource.kubernetes.io/delete-protection"

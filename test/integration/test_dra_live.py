@@ -19,8 +19,8 @@ from kubernetes.client import (
     V1ResourceRequirements,
 )
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 MIG_SELECTOR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "MIG"'
 

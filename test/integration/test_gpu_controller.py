@@ -15,9 +15,10 @@ from kubernetes.client import V1ObjectMeta
 from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import LABEL_NODE, PciClass, PciId, PciInfo, PhysicalGPU, PhysicalGPUStatus
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import EVENT, LEASE, NODE, PHYSICAL_GPU
 from pkg.devcluster.processes import free_port
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import EVENT, LEASE, NODE
 
 
 def _create_gpu(kube: KubeClient, name: str, node: str) -> PhysicalGPU:

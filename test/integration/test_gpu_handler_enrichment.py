@@ -21,8 +21,9 @@ from dra_objects import create_ready_node
 from process_helpers import eventually, node_components
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import NODE
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"

@@ -44,9 +44,10 @@ from kubernetes.client import (
 )
 from process_helpers import eventually, node_components
 
-from pkg.client import KubeClient, NotFoundError, PatchType
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, PHYSICAL_GPU, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.devcluster.processes import free_port
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError, PatchType
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"

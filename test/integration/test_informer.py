@@ -39,7 +39,7 @@ from collections.abc import Iterator
 import pytest
 from informer_helpers import (
     ObservedClient,
-    RecordingHandler,
+    RecordingListener,
     eventually,
     resource_versions,
     running,
@@ -48,11 +48,12 @@ from informer_helpers import (
 from kubernetes.client import V1ConfigMap, V1Lease, V1LeaseSpec, V1ObjectMeta
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.client import KubeClient, NotFoundError, PatchType, WatchEventType
-from pkg.client.known_kinds import CONFIG_MAP, LEASE, PHYSICAL_GPU
-from pkg.controller.event_handler import DeletedFinalStateUnknown
-from pkg.controller.informer import SharedInformer
 from pkg.devcluster.cluster import ControlPlane
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
+from pkg.framework.client import KubeClient, NotFoundError, PatchType, WatchEventType
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, LEASE
 
 RUN_LABEL = "test.gpu.deckhouse.io/run"
 WATCHED_LABEL = "test.gpu.deckhouse.io/watched"
@@ -99,8 +100,8 @@ def test_initial_list_is_paged_then_watch_events_arrive_in_order(
         listed[name] = kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels)))
     client = ObservedClient(kubeconfig)
     informer = SharedInformer(client=client, kind=PHYSICAL_GPU, label_selector=gpu_selector, page_size=2)
-    handler = RecordingHandler()
-    informer.add_event_handler(handler)
+    handler = RecordingListener()
+    informer.add_listener(handler)
 
     with running(informer):
         assert informer.wait_for_sync(SYNC_TIMEOUT)
@@ -149,8 +150,8 @@ def test_bookmarks_advance_the_resource_version_without_object_changes(
         label_selector=f"{WATCHED_LABEL}=yes",
         min_watch_timeout_seconds=SHORT_WATCH_TIMEOUT,
     )
-    handler = RecordingHandler()
-    informer.add_event_handler(handler)
+    handler = RecordingListener()
+    informer.add_listener(handler)
 
     with running(informer):
         assert informer.wait_for_sync(SYNC_TIMEOUT)
@@ -206,8 +207,8 @@ def test_watch_resumed_after_compaction_relists_and_reports_missed_deletes(
         page_size=2,
         min_watch_timeout_seconds=SHORT_WATCH_TIMEOUT,
     )
-    handler = RecordingHandler()
-    informer.add_event_handler(handler)
+    handler = RecordingListener()
+    informer.add_listener(handler)
 
     with running(informer):
         assert informer.wait_for_sync(SYNC_TIMEOUT)
@@ -258,8 +259,8 @@ def test_watch_resumes_across_an_apiserver_restart_without_losing_changes(
         kube.create(CONFIG_MAP, _config_map(name, namespace, "1"))
     client = ObservedClient(kubeconfig)
     informer = SharedInformer(client=client, kind=CONFIG_MAP, namespace=namespace)
-    handler = RecordingHandler()
-    informer.add_event_handler(handler)
+    handler = RecordingListener()
+    informer.add_listener(handler)
 
     with running(informer):
         assert informer.wait_for_sync(SYNC_TIMEOUT)
@@ -297,8 +298,8 @@ def test_cached_kind_converges_after_an_apiserver_crash(
         kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=f"{name}-{unique}", labels=labels)))
     client = ObservedClient(kubeconfig)
     informer = SharedInformer(client=client, kind=PHYSICAL_GPU, label_selector=gpu_selector)
-    handler = RecordingHandler()
-    informer.add_event_handler(handler)
+    handler = RecordingListener()
+    informer.add_listener(handler)
 
     def relabel(name: str) -> PhysicalGPU:
         patch = {"metadata": {"labels": {"stage": "changed"}}}

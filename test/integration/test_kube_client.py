@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
-from pkg.client import (
+from pkg.framework.client import (
     AlreadyExistsError,
     ConflictError,
     InvalidError,
@@ -13,7 +13,7 @@ from pkg.client import (
     NotFoundError,
     PatchType,
 )
-from pkg.client.known_kinds import CONFIG_MAP
+from pkg.framework.client.builtin_kinds import CONFIG_MAP
 
 
 def _cm(name: str, namespace: str, data: dict[str, str] | None = None) -> V1ConfigMap:

@@ -31,12 +31,12 @@ import pytest
 from kubernetes.client import V1Lease
 from process_helpers import eventually, running
 
-from pkg.client import KubeClient, NotFoundError, WatchEventType
-from pkg.client.config import new_api_client
-from pkg.client.known_kinds import LEASE
-from pkg.controller.leaderelection import JITTER_FACTOR, LeaderElectionConfig
-from pkg.controller.manager import Manager
 from pkg.devcluster.processes import free_port
+from pkg.framework.client import KubeClient, NotFoundError, WatchEventType
+from pkg.framework.client.builtin_kinds import LEASE
+from pkg.framework.client.config import new_api_client
+from pkg.framework.manager.leaderelection import JITTER_FACTOR, LeaderElectionConfig
+from pkg.framework.manager.manager import Manager
 
 logger = logging.getLogger(__name__)  # measured timings, for spotting drift towards the bounds
 

@@ -47,11 +47,12 @@ from kubernetes.client import (
 from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import ApiError, KubeClient, NotFoundError, PatchType
-from pkg.client.known_kinds import NAMESPACE, NODE, PHYSICAL_GPU, POD, RESOURCE_SLICE, SERVICE_ACCOUNT
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.processes import free_port
-from pkg.sys.labels import to_label_value
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import ApiError, KubeClient, NotFoundError, PatchType
+from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, POD, RESOURCE_SLICE, SERVICE_ACCOUNT
+from pkg.hardware.labels import to_label_value
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"

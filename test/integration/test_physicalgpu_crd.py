@@ -6,9 +6,9 @@ import pytest
 from kubernetes.client import V1ObjectMeta
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, LABEL_NODE, LABEL_VENDOR, PhysicalGPU
-from pkg.client import InvalidError, KubeClient, PatchType
-from pkg.client.known_kinds import PHYSICAL_GPU
 from pkg.devcluster.cluster import ControlPlane
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import InvalidError, KubeClient, PatchType
 
 A30_STATUS = {
     "nodeInfo": {

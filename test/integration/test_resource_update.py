@@ -7,11 +7,11 @@ import pytest
 from kubernetes.client import V1Condition, V1ObjectMeta
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU, PhysicalGPUStatus
-from pkg.client import KubeClient, PatchType
-from pkg.client.known_kinds import PHYSICAL_GPU
-from pkg.controller.conditions import ConditionStatus, DesiredCondition, set_condition
-from pkg.controller.reconcile import Request
-from pkg.controller.reconciler import ConflictRequeue, KubeResourceWriter, Resource
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, PatchType
+from pkg.framework.reconcile import ConflictRequeue, KubeResourceWriter, Resource
+from pkg.framework.reconcile.conditions import ConditionStatus, DesiredCondition, set_condition
+from pkg.framework.reconcile.contract import Request
 
 
 def _resource(kube: KubeClient, name: str) -> Resource[PhysicalGPU, PhysicalGPUStatus]:

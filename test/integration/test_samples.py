@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 from dra_objects import a30_mig_pool, create_ready_node
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.devcluster.cluster import ControlPlane
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
 

@@ -41,11 +41,11 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.client import KubeClient, NotFoundError
-from pkg.client.known_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.dra.domain.offers import CardOffers, build_offers
 from pkg.dra.domain.slices import Layout, build_slices, read_server_version
-from pkg.dra.services.publisher import KubeSliceReader, SlicePublisher, content
+from pkg.dra.publisher import KubeSliceReader, SlicePublisher, content
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
 A30, H100 = "0000:02:00.0", "0000:9a:00.0"
 ATTR = f'device.attributes["{DRIVER}"]'
@@ -55,7 +55,7 @@ NODE_LABEL = "gpu-test.deckhouse.io/node"
 def _offer_models() -> ModuleType:
     """The model tables of the unit tests (test helpers are imported by bare name per folder)."""
     if "offer_models" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "unit" / "offers" / "offer_models.py"
+        path = Path(__file__).resolve().parents[1] / "unit" / "dra" / "offers" / "offer_models.py"
         spec = importlib.util.spec_from_file_location("offer_models", path)
         assert spec is not None
         assert spec.loader is not None

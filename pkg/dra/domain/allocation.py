@@ -8,6 +8,7 @@ path. The success type is the client's ``V1AllocationResult``; failure is :class
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import NamedTuple
 
 
@@ -28,6 +29,15 @@ class DeviceID(NamedTuple):
         return f"{self.driver}/{self.pool}/{self.device}"
 
 
+class UnschedulableKind(StrEnum):
+    """Why a claim cannot be allocated, as a value (a metric label), never parsed from a message."""
+
+    UNSCHEDULABLE = "unschedulable"  # no capacity fits now
+    POOL_NOT_READY = "pool-not-ready"  # a pool is being republished
+    SEARCH_LIMIT = "search-limit"  # the search gave up
+    INVALID = "invalid"  # fatal: the claim or a class is broken
+
+
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
     """The claim cannot be allocated now.
@@ -36,12 +46,19 @@ class Unschedulable:
     the claim or a class is broken — a CEL compile or runtime error, a missing class, admin access
     outside an admin namespace — which, as in the kube-scheduler, fails the whole attempt rather
     than just this node. ``errors`` holds the individual messages (CEL errors name class/claim,
-    selector index and device).
+    selector index and device). ``kind`` says why as a value; a fatal outcome is always
+    :attr:`UnschedulableKind.INVALID` (and an INVALID one fatal).
     """
 
     reason: str
     fatal: bool = False
     errors: tuple[str, ...] = ()
+    kind: UnschedulableKind = UnschedulableKind.UNSCHEDULABLE
+
+    def __post_init__(self) -> None:
+        if self.fatal or self.kind is UnschedulableKind.INVALID:
+            object.__setattr__(self, "fatal", True)
+            object.__setattr__(self, "kind", UnschedulableKind.INVALID)
 
     def __str__(self) -> str:
         return "; ".join((self.reason, *self.errors)) if self.errors else self.reason

@@ -17,10 +17,10 @@ import re
 
 from kubernetes.client import V1DeviceAttribute
 
+from pkg.domain.names import DOMAIN
 from pkg.dra.domain.card import Card
 from pkg.dra.domain.limits import MAX_ATTRIBUTE_VALUE_LENGTH
 
-DOMAIN = "gpu.deckhouse.io"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 
 _NUMERIC_VERSION = re.compile(r"\d+(\.\d+){0,2}")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, PhysicalGPU
-from pkg.sys.labels import normalize_device_model
+from pkg.hardware.labels import normalize_device_model
 
 
 @dataclass(frozen=True, slots=True)

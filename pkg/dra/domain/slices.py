@@ -32,7 +32,7 @@ from kubernetes.client import (
     V1ResourceSliceSpec,
 )
 
-from pkg.dra.domain.attributes import DOMAIN
+from pkg.domain.names import DRIVER
 from pkg.dra.domain.limits import (
     INLINE_MAX_CONSUMED_COUNTERS,
     INLINE_MAX_SHARED_COUNTERS,
@@ -43,7 +43,6 @@ from pkg.dra.domain.limits import (
 )
 from pkg.dra.domain.offers import CardOffers
 
-DRIVER = DOMAIN
 _LONGEST_SUFFIX = len("-counters-000")
 _DIGITS = re.compile(r"\d+")
 

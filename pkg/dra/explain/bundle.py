@@ -24,8 +24,9 @@ from kubernetes.client import (
 )
 from pydantic import ValidationError
 
-from pkg.client import ResourceKind
-from pkg.client.known_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client import ResourceKind
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.keys import namespaced_key
 
 KINDS: dict[str, ResourceKind[Any]] = {
     k.kind: k for k in (RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, NAMESPACE, NODE)
@@ -61,7 +62,7 @@ class Snapshot:
             return
         if isinstance(obj, ResourceV1ResourceClaim):
             meta.namespace = meta.namespace or "default"
-            key = f"{meta.namespace}/{name}"
+            key = namespaced_key(meta.namespace, name)
             target: dict[str, Any] = self.claims
         else:
             key = name

@@ -21,10 +21,11 @@ from typing import TextIO
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
+from pkg.dra.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
 from pkg.dra.explain.bundle import BundleError, Snapshot, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
-from pkg.dra.services.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
+from pkg.framework.keys import namespaced_key
 
 EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -78,7 +79,7 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     try:
         namespace, name = _split(args.claim)
         snapshot = _load(args, namespace)
-        key = f"{namespace}/{name}"
+        key = namespaced_key(namespace, name)
         claim = snapshot.claims.get(key)
         if claim is None:
             where = str(args.bundle) if args.bundle is not None else "the cluster"

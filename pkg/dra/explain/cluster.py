@@ -12,10 +12,10 @@ import contextlib
 
 from urllib3.exceptions import HTTPError
 
-from pkg.client import ApiError, KubeClient, NotFoundError
-from pkg.client.config import new_api_client
-from pkg.client.known_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.dra.explain.bundle import BundleError, Snapshot
+from pkg.framework.client import ApiError, KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.config import new_api_client
 
 
 class ClusterError(Exception):

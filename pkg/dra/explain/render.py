@@ -1,4 +1,4 @@
-"""Turning an allocator :class:`~pkg.dra.services.allocator.Explanation` into text for people.
+"""Turning an allocator :class:`~pkg.dra.allocator.Explanation` into text for people.
 
 Three shapes, one per reader:
 
@@ -19,7 +19,7 @@ from collections import Counter
 
 from kubernetes.client import V1AllocationResult, V1NodeSelector
 
-from pkg.dra.services.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
+from pkg.dra.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
 
 SELECTOR_FALSE = "selector false"
 FITS = "fits"

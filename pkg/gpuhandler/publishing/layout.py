@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from kubernetes.client import V1OwnerReference
 
-from pkg.client import KubeClient
 from pkg.dra.domain.offers import CardOffers
 from pkg.dra.domain.slices import read_server_version
-from pkg.dra.services.publisher import PublishResult, SlicePublisher, SliceReader
+from pkg.dra.publisher import PublishResult, SlicePublisher, SliceReader
+from pkg.framework.client import KubeClient
 
 logger = logging.getLogger(__name__)
 

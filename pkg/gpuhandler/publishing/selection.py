@@ -33,10 +33,10 @@ from typing import Final
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import ConditionStatus, condition_status
 from pkg.dra.domain.card import Card
 from pkg.dra.domain.limits import SliceLimitError
 from pkg.dra.domain.offers import CardOffers, build_offers
+from pkg.framework.reconcile.conditions import ConditionStatus, condition_status
 from pkg.gpuhandler.card_specs import CardEntry
 from pkg.gpuhandler.internal.state import Readiness, readiness
 

@@ -19,28 +19,31 @@ give a changed pool the generation it already has.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
+from kubernetes.client import V1Node, V1ResourceSlice
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.client import ApiError, KubeClient
-from pkg.client.known_kinds import NODE, RESOURCE_SLICE
-from pkg.controller.controller import Controller
-from pkg.controller.handler import EnqueueRequestsFromMapFunc
-from pkg.controller.informer import SharedInformer
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.controller.ratelimiter import ItemExponentialFailureRateLimiter
-from pkg.dra.domain.slices import DRIVER, UnsupportedServerError
-from pkg.dra.services.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.backends import VendorBackend
+from pkg.domain.informers import node_named
+from pkg.domain.names import DRIVER
+from pkg.dra.domain.slices import UnsupportedServerError
+from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
+from pkg.framework.controller.builder import ControllerBuilder
+from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.controller.source import ChannelSource, StartSource
+from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.card_specs import CardSpecProvider
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
-from pkg.gpuhandler.publishing.triggers import gpu_events, node_events, slice_events
-from pkg.vendor import VendorBackend
+from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
 
 if TYPE_CHECKING:
     from pkg.gpuhandler.setup import GpuHandlerContainer
@@ -63,13 +66,43 @@ class PublishSettings:
     startup_grace: float = 30.0
 
 
-def _gpus_of(informer: SharedInformer[PhysicalGPU], node_label: str) -> Callable[[], list[PhysicalGPU]]:
-    """This node's cached PhysicalGPUs; the label check is a second guard behind the selector."""
+def node_slices(*, informers: InformerFactory, node_name: str) -> SharedInformer[V1ResourceSlice]:
+    """This node's ResourceSlices of our driver, by field selector."""
+    return informers.get_informer(
+        RESOURCE_SLICE, field_selector=f"spec.nodeName={node_name},spec.driver={DRIVER}"
+    )
 
-    def gpus() -> list[PhysicalGPU]:
-        return [g for g in informer.store.list() if (g.metadata.labels or {}).get(LABEL_NODE) == node_label]
 
-    return gpus
+def new_publisher(*, client: KubeClient) -> ServerLayoutPublisher:
+    return ServerLayoutPublisher(kube=client, reader=KubeSliceReader(client))
+
+
+def new_reconciler(
+    *,
+    settings: PublishSettings,
+    nodes: SharedInformer[V1Node],
+    gpus: SharedInformer[PhysicalGPU],
+    cards: CardSpecProvider,
+    publisher: ServerLayoutPublisher,
+    backend: VendorBackend,
+) -> PublishReconciler:
+    def this_nodes_gpus() -> list[PhysicalGPU]:
+        """The label check is a second guard behind the informer's selector."""
+        return [
+            g for g in gpus.store.list() if (g.metadata.labels or {}).get(LABEL_NODE) == settings.node_label
+        ]
+
+    return PublishReconciler(
+        node_name=settings.node_name,
+        get_node=nodes.store.get_by_key,
+        list_gpus=this_nodes_gpus,
+        cards=cards,
+        publisher=publisher,
+        pci_vendor_id=backend.identity.pci_vendor_id,
+        driver_type=backend.driver_type,
+        resync_period=settings.resync_period,
+        startup_grace=settings.startup_grace,
+    )
 
 
 class PublishingContainer(containers.DeclarativeContainer):
@@ -81,49 +114,20 @@ class PublishingContainer(containers.DeclarativeContainer):
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
 
     node_informer = providers.Singleton(
-        lambda f, s: f.get_informer(NODE, field_selector=f"metadata.name={s.node_name}"), informers, settings
+        node_named, informers=informers, node_name=settings.provided.node_name
     )
     slice_informer = providers.Singleton(
-        lambda f, s: f.get_informer(
-            RESOURCE_SLICE, field_selector=f"spec.nodeName={s.node_name},spec.driver={DRIVER}"
-        ),
-        informers,
-        settings,
+        node_slices, informers=informers, node_name=settings.provided.node_name
     )
-    publisher = providers.Singleton(
-        lambda c: ServerLayoutPublisher(kube=c, reader=KubeSliceReader(c)), client
-    )
+    publisher = providers.Singleton(new_publisher, client=client)
     reconciler = providers.Singleton(
-        lambda s, n, g, c, p, b: PublishReconciler(
-            node_name=s.node_name,
-            get_node=n.store.get_by_key,
-            list_gpus=_gpus_of(g, s.node_label),
-            cards=c,
-            publisher=p,
-            pci_vendor_id=b.identity.pci_vendor_id,
-            driver_type=b.driver_type,
-            resync_period=s.resync_period,
-            startup_grace=s.startup_grace,
-        ),
-        settings,
-        node_informer,
-        gpu_informer,
-        cards,
-        publisher,
-        backend,
-    )
-    controller = providers.Singleton(
-        lambda r: Controller(
-            name=PUBLISH_CONTROLLER,
-            reconciler=r,
-            max_concurrent_reconciles=1,  # publishes of one node never overlap
-            needs_leader_election=False,
-            rate_limiter=ItemExponentialFailureRateLimiter(
-                base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS
-            ),
-            expected_errors=(ApiError, OSError, FieldsDroppedError, UnsupportedServerError),
-        ),
-        reconciler,
+        new_reconciler,
+        settings=settings,
+        nodes=node_informer,
+        gpus=gpu_informer,
+        cards=cards,
+        publisher=publisher,
+        backend=backend,
     )
 
 
@@ -145,12 +149,18 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         gpu_informer=handler.gpu_informer(),
         backend=handler.backend(),
     )
-    controller: Controller = container.controller()
-    wake = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
-    controller.watch(handler.gpu_informer(), wake, predicates=[gpu_events()])
-    controller.watch(container.node_informer(), wake, predicates=[node_events()])
-    controller.watch(container.slice_informer(), wake, predicates=[slice_events()])
-    handler.card_specs().subscribe(lambda: controller.queue.add(PUBLISH))
-    controller.queue.add(PUBLISH)  # the start-up publish, taken once the caches have synced
-    manager.add(controller)
-    return controller
+    publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
+    cards_changed = ChannelSource(name="card-specs")
+    handler.card_specs().subscribe(cards_changed.send)
+    return (
+        ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
+        .watches(handler.gpu_informer(), publish, predicates=[gpu_events()])
+        .watches(container.node_informer(), publish, predicates=[node_events()])
+        .watches(container.slice_informer(), publish, predicates=[slice_events()])
+        .watches(cards_changed, publish)
+        .watches(StartSource(), publish)  # the start-up publish, taken once the caches have synced
+        .without_leader_election()
+        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
+        .expected_errors(ApiError, OSError, FieldsDroppedError, UnsupportedServerError)
+        .complete(container.reconciler())  # a SingletonReconciler: publishes of one node never overlap
+    )

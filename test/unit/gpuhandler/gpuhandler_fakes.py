@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes.client import V1Condition, V1ObjectMeta
@@ -25,19 +26,12 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
+from pkg.backends import BackendOptions, CardVerdict, Enrichment, VendorBackend
+from pkg.backends.simulated.backend import SIMULATED_NVIDIA
 from pkg.dra.domain.card import Card
 from pkg.gpuhandler.card_specs import CardSpecs
-from pkg.gpuhandler.internal.handler import (
-    ApplyHandler,
-    CardSpecHandler,
-    EnrichHandler,
-    HealthHandler,
-    ReadinessHandler,
-)
 from pkg.gpuhandler.internal.state import OwnedStatus
 from pkg.gpuhandler.reconciler import EnrichmentReconciler
-from pkg.vendor import BackendOptions, ConditionReport, Enrichment, VendorBackend
-from pkg.vendor.simulated.backend import SIMULATED_NVIDIA
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "test" / "fixtures" / "sysfs"
@@ -122,7 +116,7 @@ class CountingBackend:
         self.reads += 1
         return self.enrichment if self.enrichment is not None else self.inner.enrich(gpu)
 
-    def health(self, gpu: PhysicalGPU) -> ConditionReport:
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
         self.reads += 1
         return self.inner.health(gpu)
 
@@ -140,24 +134,32 @@ class Harness:
 
 
 def harness(backend: Any, *objects: PhysicalGPU, now: datetime = T1, period: float = 60.0) -> Harness:
-    """The enrichment chain of :mod:`pkg.gpuhandler.setup` with a recording writer and a dict cache."""
+    """The enrichment of the real container (:mod:`pkg.gpuhandler.setup`) with its backend, status
+    writer, cache, clock and jitter overridden: a recording writer and a dict cache."""
+    from unittest.mock import MagicMock
+
+    from dependency_injector import providers
+
+    from pkg.framework.cache.informer_factory import InformerFactory
+    from pkg.framework.client import KubeClient
+    from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings
+
     writer, cards = RecordingWriter(), CardSpecs()
     store = {str(o.metadata.name): o for o in objects}
-    reconciler = EnrichmentReconciler(
-        node_label=NODE,
-        get_gpu=store.get,
-        handlers=[
-            ReadinessHandler(backend=backend),
-            HealthHandler(backend=backend, now=lambda: now),
-            EnrichHandler(backend=backend),
-            ApplyHandler(writer=writer),
-            CardSpecHandler(backend=backend, cards=cards),
-        ],
-        cards=cards,
-        period=period,
-        rand=lambda low, high: 1.0,
+    container = GpuHandlerContainer(
+        settings=HandlerSettings(node_name=NODE, enrich_period=period),
+        client=MagicMock(spec=KubeClient),
+        informers=MagicMock(spec=InformerFactory),
     )
-    return Harness(reconciler=reconciler, writer=writer, cards=cards, objects=store)
+    container.backend.override(providers.Object(backend))
+    container.status_writer.override(providers.Object(writer))
+    container.card_specs.override(providers.Object(cards))
+    container.gpu_informer.override(
+        providers.Object(SimpleNamespace(store=SimpleNamespace(get_by_key=store.get)))
+    )
+    container.now.override(providers.Object(lambda: now))
+    container.rand.override(providers.Object(lambda low, high: 1.0))
+    return Harness(reconciler=container.reconciler(), writer=writer, cards=cards, objects=store)
 
 
 def stored(before: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:

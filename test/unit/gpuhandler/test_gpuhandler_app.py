@@ -11,12 +11,12 @@ from gpuhandler_fakes import SYSFS
 
 from pkg.app.gpu_handler import main, parser, settings_from
 from pkg.app.options import parse_duration as _seconds
-from pkg.client import KubeClient
-from pkg.client.known_kinds import PHYSICAL_GPU
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
+from pkg.backends.simulated.backend import SimulatedBackend
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.setup import ENRICHMENT_CONTROLLER, GpuHandlerContainer, HandlerSettings, setup_handler
-from pkg.vendor.simulated.backend import SimulatedBackend
 
 
 def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,9 +18,9 @@ from gpuhandler_fakes import (
 )
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
-from pkg.controller.reconcile import Request
+from pkg.backends import BackendError, Enrichment
+from pkg.framework.reconcile.contract import Request
 from pkg.gpuhandler.reconciler import EnrichmentFailedError
-from pkg.vendor import BackendError, Enrichment
 
 NAME = "node-1-0-10de-20b7"
 

@@ -78,8 +78,8 @@ def test_a_missing_node_name_exits_2(
 
 
 def test_a_card_that_cannot_be_read_exits_1(mocker: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from pkg.vendor.backend import BackendError
-    from pkg.vendor.nvidia.backend import NvidiaBackend
+    from pkg.backends.backend import BackendError
+    from pkg.backends.nvidia.backend import NvidiaBackend
 
     mocker.patch.object(
         NvidiaBackend,

@@ -17,11 +17,11 @@ from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
-from pkg.client import KubeClient
-from pkg.controller.reconcile import Result
 from pkg.dra.domain.offers import CardOffers
 from pkg.dra.domain.slices import Layout
-from pkg.dra.services.publisher import PublishResult, SlicePublisher
+from pkg.dra.publisher import PublishResult, SlicePublisher
+from pkg.framework.client import KubeClient
+from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG, PUBLISH, PublishReconciler
 
@@ -32,7 +32,7 @@ A30_SECOND = "0000:d8:00.0"
 def _fake_slice_server() -> ModuleType:
     """The publisher tests' stand-in API server (helpers are imported by bare name per folder)."""
     if "fake_slice_server" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "offers" / "fake_slice_server.py"
+        path = Path(__file__).resolve().parents[1] / "dra" / "offers" / "fake_slice_server.py"
         spec = importlib.util.spec_from_file_location("fake_slice_server", path)
         assert spec is not None
         assert spec.loader is not None

@@ -1,17 +1,20 @@
-"""The publisher's wiring (this node's informers, one worker, its triggers) and its layout source."""
+"""The publisher's wiring (this node's informers, one worker, its sources) and its layout source."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
 from gpuhandler_fakes import SYSFS, gpu
 
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU, RESOURCE_SLICE
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.domain.slices import Layout, UnsupportedServerError
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
+from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.publishing import PUBLISH, PUBLISH_CONTROLLER
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
@@ -41,11 +44,27 @@ def test_publishing_watches_only_this_nodes_objects_and_runs_one_worker(mocker: 
     [controller] = [r for r in manager._runnables if getattr(r, "name", "") == PUBLISH_CONTROLLER]
     assert controller.needs_leader_election is False
     assert controller._workers == 1  # publishes of one node never overlap
+    # The controller starts its sources when it runs; here each is started by hand, into the
+    # controller's own listener, so the path source -> mapper -> queue is the real one.
+    sources = {source.name: (source, listener) for source, listener in controller._generic_sources}
+    start, start_listener = sources["start"]
+    start.start(start_listener.on_generic, threading.Event())
     assert controller.queue.get() == PUBLISH  # the start-up publish
     controller.queue.done(PUBLISH)
     # A change in the card store wakes a publish.
-    card = container.backend().offer_inputs(gpu())
-    container.card_specs().put("node-1-0-10de-20b7", card)
+    cards, cards_listener = sources["card-specs"]
+    stop = threading.Event()
+    thread = threading.Thread(target=cards.start, args=(cards_listener.on_generic, stop))
+    thread.start()
+    try:
+        card = container.backend().offer_inputs(gpu())
+        container.card_specs().put("node-1-0-10de-20b7", card)
+        deadline = time.monotonic() + 2.0
+        while len(controller.queue) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join(1.0)
     assert len(controller.queue) == 1
 
 

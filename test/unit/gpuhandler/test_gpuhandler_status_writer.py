@@ -8,9 +8,9 @@ import pytest
 from gpuhandler_fakes import condition, gpu
 
 from api.gpu.v1alpha1 import Capabilities, NvidiaState, Vendor
-from pkg.client import KubeClient, PatchType
-from pkg.client.errors import InvalidError
-from pkg.client.known_kinds import PHYSICAL_GPU
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, PatchType
+from pkg.framework.client.errors import InvalidError
 from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.state import OwnedStatus
 

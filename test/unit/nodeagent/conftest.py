@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from nodeagent_fakes import FIXTURES, RecordingWriter
 
-from pkg.sys.pciids import PciIds
-from pkg.vendor import VendorRegistry
-from pkg.vendor.nvidia.identity import IDENTITY as NVIDIA
+from pkg.backends import VendorRegistry
+from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
+from pkg.hardware.pciids import PciIds
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
@@ -22,10 +22,10 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
+from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.pci import PciDevice
+from pkg.inventory.naming import ADDRESS_LABEL, address_key
 from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.internal.state.naming import ADDRESS_LABEL, address_key
-from pkg.sys.hostinfo import HostInfo
-from pkg.sys.pci import PciDevice
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "test" / "fixtures"
@@ -162,3 +162,29 @@ class RecordingWriter:
 
     def verbs(self) -> list[str]:
         return [verb for verb, _ in self.calls]
+
+
+HandlerT = TypeVar("HandlerT")
+
+
+def agent_handler(kind: type[HandlerT], *, writer: Any) -> HandlerT:
+    """The ``kind`` step as the real container builds it, with the writer service overridden."""
+    from unittest.mock import MagicMock
+
+    from dependency_injector import providers
+
+    from pkg.framework.cache.informer_factory import InformerFactory
+    from pkg.framework.client import KubeClient
+    from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer
+
+    client = MagicMock(spec=KubeClient)
+    client.field_manager = "gpu-node-agent"
+    settings = AgentSettings(
+        node_name=NODE, sysfs_root=FIXTURES, host_root=Path("/"), pci_ids=None, resync_period=300.0
+    )
+    container = NodeAgentContainer(
+        settings=settings, client=client, informers=MagicMock(spec=InformerFactory)
+    )
+    container.writer.override(providers.Object(writer))
+    [handler] = [h for h in container.handlers() if isinstance(h, kind)]
+    return handler

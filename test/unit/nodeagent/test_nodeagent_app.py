@@ -10,11 +10,13 @@ import pytest
 
 from pkg.app.gpu_node_agent import parser, settings_from
 from pkg.app.options import parse_duration as _seconds
-from pkg.client import KubeClient
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.controller.informer_cache import InformerFactory
-from pkg.controller.manager import Manager
-from pkg.nodeagent.internal.trigger import PeriodicTrigger, UdevTrigger
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.controller.source import PeriodicSource, StartSource
+from pkg.framework.manager.manager import Manager
+from pkg.nodeagent.internal.source import UdevSource
 from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
 
 
@@ -73,6 +75,8 @@ def test_setup_wires_own_node_watches_and_triggers(mocker: Any, udev: bool) -> N
     runnables = manager._runnables
     assert controller in runnables
     assert controller.needs_leader_election is False
-    assert any(isinstance(r, PeriodicTrigger) for r in runnables)
-    assert any(isinstance(r, UdevTrigger) for r in runnables) is udev
-    assert len(controller.queue) == 1  # the start-up sync
+    sources = controller.generic_sources
+    assert any(isinstance(s, PeriodicSource) and s.every.period == 2.0 for s in sources)
+    assert any(isinstance(s, UdevSource) for s in sources) is udev
+    assert any(isinstance(s, StartSource) for s in sources)  # the start-up sync
+    assert runnables == [controller]  # the sources run inside the controller, not beside it

@@ -8,7 +8,7 @@ from kubernetes.client import V1ObjectMeta
 from nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.controller.event_handler import DeletedFinalStateUnknown
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
 from pkg.nodeagent.internal.service import CacheBarrier
 
 

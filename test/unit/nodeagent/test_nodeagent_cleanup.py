@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from nodeagent_fakes import RecordingWriter, gpu_object, sync_state
+from nodeagent_fakes import RecordingWriter, agent_handler, gpu_object, sync_state
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo
-from pkg.client import ApiError
+from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
+from pkg.framework.client import ApiError
 from pkg.nodeagent.internal.handler import CleanupHandler
 from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
-from pkg.vendor.nvidia.identity import IDENTITY as NVIDIA
 
 
 def _present(state: SyncState, *addresses: str) -> SyncState:
@@ -27,7 +27,7 @@ def test_objects_of_gone_cards_are_deleted_with_their_uid(writer: RecordingWrite
     kept = gpu_object("node-1-0-10de-20b7", "0000:3b:00.0")
     gone = gpu_object("node-1-1-10de-20b7", "0000:d8:00.0", uid="uid-gone")
     state = _present(sync_state(existing=[kept, gone]), "0000:3b:00.0")
-    CleanupHandler(writer=writer).handle(state)
+    agent_handler(CleanupHandler, writer=writer).handle(state)
     assert writer.calls == [("delete", ("node-1-1-10de-20b7", "uid-gone"))]
 
 
@@ -42,7 +42,7 @@ def test_unreadable_terminating_and_unknown_vendor_objects_are_kept(writer: Reco
     amd = gpu_object("node-1-2-1002-740f", "0000:80:00.0", labels=amd_labels)
     state = _present(sync_state(existing=[unreadable, terminating, amd]))
     state.unreadable.add("0000-3b-00.0")
-    CleanupHandler(writer=writer).handle(state)
+    agent_handler(CleanupHandler, writer=writer).handle(state)
     assert writer.calls == []
 
 
@@ -51,7 +51,7 @@ def test_duplicates_and_unidentified_objects_are_deleted(writer: RecordingWriter
     twin = gpu_object("node-1-3-10de-20b7", "0000:3b:00.0", age=5)
     stray = gpu_object("node-1-9-10de-20b7", None, labels={"gpu.deckhouse.io/node": "node-1"})
     state = _present(sync_state(existing=[twin, stray, kept]), "0000:3b:00.0")
-    CleanupHandler(writer=writer).handle(state)
+    agent_handler(CleanupHandler, writer=writer).handle(state)
     assert [name for _, (name, _uid) in writer.calls] == ["node-1-3-10de-20b7", "node-1-9-10de-20b7"]
 
 
@@ -60,7 +60,7 @@ def test_a_failed_delete_is_recorded_and_the_rest_go_on(writer: RecordingWriter)
     second = gpu_object("node-1-1-10de-20b7", "0000:d8:00.0")
     writer.fail_on["delete:node-1-0-10de-20b7"] = ApiError(status=500, reason="InternalError", message="etcd")
     state = _present(sync_state(existing=[first, second]))
-    CleanupHandler(writer=writer).handle(state)
+    agent_handler(CleanupHandler, writer=writer).handle(state)
     assert writer.verbs() == ["delete"]
     assert [f.subject for f in state.failures] == [
         "PhysicalGPU node-1-0-10de-20b7 (card 0000-3b-00.0 is gone)"

@@ -15,7 +15,9 @@ from api.gpu.v1alpha1 import (
     PhysicalGPUStatus,
     Vendor,
 )
-from pkg.nodeagent.internal.state.desired import (
+from pkg.hardware.labels import LABEL_VALUE_PATTERN
+from pkg.hardware.pciids import PciIds
+from pkg.inventory.desired import (
     LABEL_BAREMETAL,
     LABEL_KERNEL_VERSION,
     LABEL_OS_ID,
@@ -31,8 +33,6 @@ from pkg.nodeagent.internal.state.desired import (
     stale_vendor_state,
     status_differs,
 )
-from pkg.sys.labels import LABEL_VALUE_PATTERN
-from pkg.sys.pciids import PciIds
 
 
 def test_pci_info_takes_names_from_pci_ids(pci_ids: PciIds) -> None:

@@ -8,13 +8,14 @@ import pytest
 from nodeagent_fakes import SYSFS, device, host, sync_state
 
 from api.gpu.v1alpha1 import DriverType
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.backends import VendorRegistry
+from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.pci import PciDevice
+from pkg.hardware.pciids import PciIds
+from pkg.inventory.host_info import FileHostInfoReader
+from pkg.inventory.pci_scanner import PciScan, SysfsPciScanner
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.handler import DiscoverHandler
-from pkg.nodeagent.internal.service import FileHostInfoReader, PciScan, SysfsPciScanner
-from pkg.sys.hostinfo import HostInfo
-from pkg.sys.pci import PciDevice
-from pkg.sys.pciids import PciIds
-from pkg.vendor import VendorRegistry
 
 
 class _Scanner:
@@ -80,7 +81,7 @@ def test_a_failed_scan_raises_so_nothing_is_deleted(vendors: VendorRegistry, pci
 def test_unreadable_and_unrepresentable_cards_are_kept_out_and_remembered(
     vendors: VendorRegistry, pci_ids: PciIds
 ) -> None:
-    vmd = device("10000:01:00.0")  # a VMD domain: pkg.sys reads it, the CRD's address pattern does not
+    vmd = device("10000:01:00.0")  # a VMD domain: pkg.hardware reads it, the CRD's address pattern does not
     state = sync_state()
     _discover(_Scanner([vmd, device()], frozenset({"0000:d8:00.0"})), vendors, pci_ids).handle(state)
     assert [gpu.address for gpu in state.gpus] == ["0000:3b:00.0"]

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from nodeagent_fakes import SYSFS
 
-from pkg.nodeagent.internal.service import FileHostInfoReader
-from pkg.nodeagent.internal.service.host_info import resolve_in_root
+from pkg.inventory.host_info import FileHostInfoReader, resolve_in_root
 
 
 def test_absolute_links_resolve_inside_the_root(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ from kubernetes.client import V1Node, V1ObjectMeta
 from nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU, PhysicalGPUStatus
-from pkg.client import KubeClient, NotFoundError, PatchType
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError, PatchType
+from pkg.framework.client.builtin_kinds import NODE
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service import FIELD_MANAGER, CacheBarrier, KubeWriter
 
 

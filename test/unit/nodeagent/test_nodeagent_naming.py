@@ -8,7 +8,8 @@ import pytest
 from nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo, PhysicalGPUStatus
-from pkg.nodeagent.internal.state.naming import (
+from pkg.hardware.labels import LABEL_VALUE_PATTERN
+from pkg.inventory.naming import (
     ADDRESS_LABEL,
     address_key,
     allocate_name,
@@ -17,7 +18,6 @@ from pkg.nodeagent.internal.state.naming import (
     index_objects,
     node_part,
 )
-from pkg.sys.labels import LABEL_VALUE_PATTERN
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

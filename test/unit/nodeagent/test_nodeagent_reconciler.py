@@ -9,14 +9,15 @@ import pytest
 from nodeagent_fakes import NODE, SYSFS, RecordingWriter, sync_state
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.client import ApiError
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.backends import VendorRegistry
+from pkg.framework.client import ApiError
+from pkg.hardware.pciids import PciIds
+from pkg.inventory.host_info import FileHostInfoReader
+from pkg.inventory.pci_scanner import SysfsPciScanner
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
-from pkg.nodeagent.internal.service import FileHostInfoReader, SysfsPciScanner
 from pkg.nodeagent.internal.state import SyncState
 from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError
-from pkg.sys.pciids import PciIds
-from pkg.vendor import VendorRegistry
 
 
 class _Cluster:

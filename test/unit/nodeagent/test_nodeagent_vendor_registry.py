@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from api.gpu.v1alpha1 import DriverType
-from pkg.vendor import KNOWN_DRIVERS, VendorIdentity, VendorRegistry, default_registry, driver_type_for
-from pkg.vendor import registry as registry_module
-from pkg.vendor.nvidia.identity import IDENTITY as NVIDIA
+from pkg.backends import KNOWN_DRIVERS, VendorIdentity, VendorRegistry, default_registry, driver_type_for
+from pkg.backends import registry as registry_module
+from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 
 AMD = VendorIdentity(name="amd", pci_vendor_id="1002", display_name="Amd", driver_types={})
 

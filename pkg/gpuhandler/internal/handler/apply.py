@@ -10,7 +10,7 @@ driver state is withdrawn and everything else stays. An unchanged card costs no 
 from __future__ import annotations
 
 from api.gpu.v1alpha1 import DriverType
-from pkg.controller.reconcile import Result
+from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.internal.service import StatusWriter
 from pkg.gpuhandler.internal.state import EnrichmentState, OwnedStatus, Readiness, owned_of
 

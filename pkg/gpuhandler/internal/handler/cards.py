@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from pkg.controller.reconcile import Result
+from pkg.backends.backend import BackendError, VendorBackend
+from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
-from pkg.vendor.backend import BackendError, VendorBackend
 
 logger = logging.getLogger(__name__)
 

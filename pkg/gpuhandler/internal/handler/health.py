@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from pkg.controller.conditions import now_utc
-from pkg.controller.reconcile import Result
+from pkg.backends.backend import VendorBackend
+from pkg.framework.reconcile.conditions import now_utc
+from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, health_condition
-from pkg.vendor.backend import VendorBackend
 
 
 class HealthHandler:

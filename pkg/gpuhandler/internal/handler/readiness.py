@@ -7,10 +7,10 @@ it (see :mod:`pkg.gpuhandler.internal.state.readiness`).
 
 from __future__ import annotations
 
-from pkg.controller.reconcile import Result
-from pkg.controller.reconciler import StopHandlerChain
+from pkg.backends.backend import VendorBackend
+from pkg.framework.reconcile import StopHandlerChain
+from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, readiness
-from pkg.vendor.backend import VendorBackend
 
 
 class ReadinessHandler:

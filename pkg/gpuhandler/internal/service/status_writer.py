@@ -22,9 +22,9 @@ import logging
 from typing import Any, Final, Protocol
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.client import KubeClient, PatchType
-from pkg.client.errors import InvalidError
-from pkg.client.known_kinds import PHYSICAL_GPU
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, PatchType
+from pkg.framework.client.errors import InvalidError
 from pkg.gpuhandler.internal.state.owned import OwnedStatus
 
 logger = logging.getLogger(__name__)

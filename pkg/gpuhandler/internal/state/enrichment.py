@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from kubernetes.client import V1Condition
 
 from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends.backend import BackendError, Enrichment
+from pkg.framework.reconcile.handler import Scratch
 from pkg.gpuhandler.internal.state.readiness import Readiness
-from pkg.vendor.backend import BackendError, Enrichment
 
 
 @dataclass(kw_only=True)
-class EnrichmentState:
+class EnrichmentState(Scratch):
     gpu: PhysicalGPU
     readiness: Readiness = Readiness.FOREIGN
     health: V1Condition | None = None

@@ -25,8 +25,14 @@ from typing import Any
 from kubernetes.client import V1Condition
 
 from api.gpu.v1alpha1 import Capabilities, NvidiaState, PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import DesiredCondition, conditions_equal, find_condition, set_condition
-from pkg.vendor.backend import ConditionReport
+from pkg.backends.backend import CardVerdict
+from pkg.framework.reconcile.conditions import (
+    ConditionStatus,
+    DesiredCondition,
+    conditions_equal,
+    find_condition,
+    set_condition,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,12 +72,12 @@ def owned_of(gpu: PhysicalGPU) -> OwnedStatus:
     )
 
 
-def health_condition(gpu: PhysicalGPU, report: ConditionReport, *, now: datetime) -> V1Condition:
+def health_condition(gpu: PhysicalGPU, report: CardVerdict, *, now: datetime) -> V1Condition:
     """``HardwareHealthy`` for ``report``: a new transition time only when the status changes."""
     conditions = [c.model_copy() for c in (gpu.status.conditions if gpu.status else None) or ()]
     desired = DesiredCondition(
         type=PhysicalGPUConditionType.HARDWARE_HEALTHY,
-        status=report.status,
+        status=ConditionStatus(report.status.value),
         reason=report.reason,
         message=report.message,
         observed_generation=gpu.metadata.generation,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from enum import Enum
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
-from pkg.controller.conditions import is_true
+from pkg.framework.reconcile.conditions import is_true
 
 
 class Readiness(Enum):

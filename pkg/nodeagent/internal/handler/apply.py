@@ -1,12 +1,13 @@
 """Step 2, apply: make each discovered card's PhysicalGPU carry what the agent knows.
 
-Per card: find its object by PCI address (:mod:`~pkg.nodeagent.internal.state.naming`); create
+Per card: find its object by PCI address (:mod:`~pkg.inventory.naming`); create
 one under a new name if there is none; then patch the agent's labels and apply the agent's status
 fields, each only when the cached object differs. An unchanged card therefore costs no request.
 
 Cards are handled in address order, so names given in one sync are deterministic. The handler
-remembers each card's object name (its only state across syncs; one worker runs syncs, so it
-needs no lock), so an object someone deletes while its card stays comes back under the same name. A card whose
+remembers each card's object name (its only state across syncs; it needs no lock because the
+sync is a :class:`~pkg.framework.reconcile.SingletonReconciler`, whose template allows one
+worker), so an object someone deletes while its card stays comes back under the same name. A card whose
 only object is being deleted (someone else's finalizer holds it) is left alone until the deletion
 completes; its delete event triggers the sync that recreates it under its freed name. A failure is
 recorded with the card and its object, and the other cards proceed.
@@ -17,10 +18,8 @@ from __future__ import annotations
 import logging
 
 from api.gpu.v1alpha1 import NodeInfo, PhysicalGPU
-from pkg.client import AlreadyExistsError, ApiError
-from pkg.nodeagent.internal.service import GPUWriter
-from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
-from pkg.nodeagent.internal.state.desired import (
+from pkg.framework.client import AlreadyExistsError, ApiError
+from pkg.inventory.desired import (
     gpu_labels,
     gpu_status,
     label_changes,
@@ -28,7 +27,9 @@ from pkg.nodeagent.internal.state.desired import (
     stale_vendor_state,
     status_differs,
 )
-from pkg.nodeagent.internal.state.naming import allocate_name
+from pkg.inventory.naming import allocate_name
+from pkg.nodeagent.internal.service import GPUWriter
+from pkg.nodeagent.internal.state import DiscoveredGPU, SyncState
 
 logger = logging.getLogger(__name__)
 

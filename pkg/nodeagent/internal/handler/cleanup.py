@@ -1,7 +1,7 @@
 """Step 3, cleanup: delete this node's PhysicalGPUs whose card is gone.
 
 Deleted: objects of addresses the scan did not find, a second object for one address (the older
-one is kept, see :func:`~pkg.nodeagent.internal.state.naming.index_objects`), and objects with no
+one is kept, see :func:`~pkg.inventory.naming.index_objects`), and objects with no
 address at all (only this agent writes the node label and it always writes the address with it).
 Kept: objects of addresses present in sysfs but unreadable this time, objects already being
 deleted, and objects of a vendor no loaded backend knows: if a backend failed to load, its cards
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from api.gpu.v1alpha1 import LABEL_VENDOR, PhysicalGPU
-from pkg.client import ApiError
+from pkg.framework.client import ApiError
 from pkg.nodeagent.internal.service import GPUWriter
 from pkg.nodeagent.internal.state import SyncState
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from pkg.client import ApiError
+from pkg.framework.client import ApiError
+from pkg.inventory.desired import label_changes, node_labels
 from pkg.nodeagent.internal.service import NodeWriter
 from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.internal.state.desired import label_changes, node_labels
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,6 @@
-"""I/O of the node agent: sysfs, host files and the API server, each behind a Protocol."""
+"""I/O of the node agent: the API server and the cache barrier (pkg.inventory reads the hardware)."""
 
 from pkg.nodeagent.internal.service.cache_barrier import CacheBarrier
-from pkg.nodeagent.internal.service.host_info import FileHostInfoReader, HostInfoReader
 from pkg.nodeagent.internal.service.kube_writer import (
     FIELD_MANAGER,
     CacheWaiter,
@@ -9,18 +8,12 @@ from pkg.nodeagent.internal.service.kube_writer import (
     KubeWriter,
     NodeWriter,
 )
-from pkg.nodeagent.internal.service.pci_scanner import PciScan, PciScanner, SysfsPciScanner
 
 __all__ = [
     "FIELD_MANAGER",
     "CacheBarrier",
     "CacheWaiter",
-    "FileHostInfoReader",
     "GPUWriter",
-    "HostInfoReader",
     "KubeWriter",
     "NodeWriter",
-    "PciScan",
-    "PciScanner",
-    "SysfsPciScanner",
 ]

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from pkg.controller.event_handler import DeletedFinalStateUnknown
+from pkg.framework.cache.listener import DeletedFinalStateUnknown
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The Kubernetes writer service: every request the agent sends, and nothing else.
 
 Each write is shaped so that the agent touches only what it owns (see
-:mod:`pkg.nodeagent.internal.state.desired`):
+:mod:`pkg.inventory.desired`):
 
 * ``create``: a POST with name and labels only. A POST, not an apply, because an apply creates or
   *adopts* whatever has that name, and the agent must never take over an object it did not make;
@@ -32,9 +32,10 @@ from typing import Any, Protocol
 from kubernetes.client import V1Node, V1ObjectMeta
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
-from pkg.client import KubeClient, NotFoundError, PatchType
-from pkg.client.known_kinds import NODE, PHYSICAL_GPU
-from pkg.monitoring.metrics import nodeagent as metrics
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError, PatchType
+from pkg.framework.client.builtin_kinds import NODE
+from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service.cache_barrier import CacheBarrier
 
 FIELD_MANAGER = "gpu-node-agent"

@@ -15,36 +15,20 @@ discover step raises, the chain stops, and nothing is deleted on the strength of
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from kubernetes.client import V1Node
 
-from api.gpu.v1alpha1 import DriverType, PciInfo, PhysicalGPU
-from pkg.nodeagent.internal.state.naming import ObjectIndex, address_key, index_objects
-from pkg.sys.hostinfo import HostInfo
-from pkg.vendor import VendorIdentity
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.framework.reconcile.handler import Scratch
+from pkg.hardware.hostinfo import HostInfo
+from pkg.inventory.discovery import DiscoveredGPU
+from pkg.inventory.naming import ObjectIndex, index_objects
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DiscoveredGPU:
-    """A card the scan found and a vendor backend claims, with everything the agent writes."""
-
-    vendor: VendorIdentity
-    pci_info: PciInfo
-    driver_type: DriverType | None
-    device_label: str
-
-    @property
-    def address(self) -> str:
-        return self.pci_info.address
-
-    @property
-    def key(self) -> str:
-        return address_key(self.pci_info.address)
 
 
 @dataclass(frozen=True)
@@ -60,7 +44,9 @@ class Failure:
 
 
 @dataclass
-class SyncState:
+class SyncState(Scratch):
+    """The scratch state of one sync (see the module docs); ``started`` times the pass."""
+
     node_name: str
     node_label: str  # the node's value of gpu.deckhouse.io/node (a label value, maybe shortened)
     existing: Sequence[PhysicalGPU]  # this node's PhysicalGPUs, from the cache
@@ -71,6 +57,7 @@ class SyncState:
     unreadable: set[str] = field(default_factory=set)  # address keys seen but not readable
     failures: list[Failure] = field(default_factory=list)
     writes: int = 0
+    started: float = field(default_factory=time.monotonic)
 
     @cached_property
     def objects(self) -> ObjectIndex:

@@ -1,0 +1,173 @@
+"""The vendor backend port (spec §10.1): everything the node components ask of a GPU vendor.
+
+A backend is the only code that talks to a vendor's management library (NVML for NVIDIA). The
+node components call it through this Protocol and never import a vendor module, so a new vendor
+is a package with an entry point (:mod:`pkg.backends.registry`), and tests run the real components
+against a simulated backend (DESIGN §8).
+
+The port is split by who asks:
+
+* ``identity`` and ``discover``: which PCI functions are this vendor's GPUs (the node agent).
+* ``enrich``: the capability snapshot and the vendor's live driver state for
+  ``PhysicalGPU.status`` (the gpu-handler, spec §2.2.1). The backend reads; the caller decides
+  *whether* to write, by the filling rules of spec §4.2.1-4.2.2 (only while ``DriverReady=True``
+  and the card is bound to the backend's ``driver_type``).
+* ``health`` and ``validate``: the facts behind ``HardwareHealthy`` and ``DriverReady``.
+* ``offer_inputs``: what the DRA offer builder needs about one card (:class:`~pkg.dra.domain.card.Card`),
+  including per-profile engine counts, which the PhysicalGPU schema does not carry.
+
+Every method takes the PhysicalGPU (its ``status.pciInfo.address`` names the card) and works on
+that card only: a failure raises :class:`BackendError` naming it, and the caller carries on with
+the other cards. Prepare/unprepare join the port with the DRA kubelet plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Protocol
+
+from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
+from pkg.hardware.pci import PciDevice
+
+if TYPE_CHECKING:
+    from pkg.backends.registry import VendorIdentity
+    from pkg.dra.domain.card import Card
+
+GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})  # VGA compatible controller, 3D controller
+
+
+class BackendError(Exception):
+    """A backend could not read one card; ``address`` names it, ``reason`` is a CamelCase word."""
+
+    def __init__(self, *, address: str, reason: str, message: str) -> None:
+        super().__init__(f"GPU {address}: {message}")
+        self.address, self.reason, self.message = address, reason, message
+
+
+@dataclass(frozen=True)
+class Enrichment:
+    """What a backend reads for ``PhysicalGPU.status``.
+
+    ``capabilities`` is ``None`` when the API has no ``Vendor`` value for the backend (the enum is
+    closed); ``nvidia`` is the ``currentState.nvidia`` block, ``None`` for other vendors. Optional
+    fields inside are ``None`` where the library did not answer, so they are left out (§4.2.1).
+    """
+
+    capabilities: Capabilities | None
+    nvidia: NvidiaState | None = None
+
+
+class VerdictStatus(StrEnum):
+    """The answer of a verdict; the values are a Kubernetes condition's, so the component that turns a
+    verdict into a condition copies the value (a backend knows nothing of conditions)."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CardVerdict:
+    """A backend's verdict on one question about the card (is it healthy; is its driver ready).
+
+    A backend never builds Kubernetes conditions: the gpu-handler turns a verdict into
+    ``HardwareHealthy`` (or, later, ``DriverReady``) with the condition rules of the framework.
+    """
+
+    status: VerdictStatus
+    reason: str
+    message: str = ""
+
+    @classmethod
+    def true(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.TRUE, reason=reason, message=message)
+
+    @classmethod
+    def false(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.FALSE, reason=reason, message=message)
+
+    @classmethod
+    def unknown(cls, reason: str, message: str = "") -> CardVerdict:
+        return cls(status=VerdictStatus.UNKNOWN, reason=reason, message=message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendOptions:
+    """What a plugin may need to build its backend on this node.
+
+    ``sysfs_root`` is where the host's sysfs is mounted; ``state_dir`` holds a simulated
+    backend's state (health overrides); real backends ignore it.
+    """
+
+    node_name: str
+    sysfs_root: Path = Path("/sys")
+    state_dir: Path | None = None
+
+
+class VendorBackend(Protocol):
+    """One vendor's access to its cards. Must be safe to call from several threads at once."""
+
+    @property
+    def identity(self) -> VendorIdentity: ...
+
+    @property
+    def driver_type(self) -> DriverType:
+        """The ``currentState.driverType`` under which the backend can read a card (Nvidia)."""
+        ...
+
+    def discover(self, devices: Sequence[PciDevice]) -> list[PciDevice]:
+        """The GPUs among ``devices`` this backend drives, in the given order."""
+        ...
+
+    def enrich(self, gpu: PhysicalGPU) -> Enrichment:
+        """Reads capabilities and driver state of the card; raises :class:`BackendError`."""
+        ...
+
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
+        """``HardwareHealthy`` of the card; a check that could not run says ``Unknown``."""
+        ...
+
+    def validate(self, gpu: PhysicalGPU) -> CardVerdict:
+        """``DriverReady`` of the card: whether its driver answers through the library."""
+        ...
+
+    def offer_inputs(self, gpu: PhysicalGPU) -> Card:
+        """The offer builder's input for the card; raises :class:`BackendError`."""
+        ...
+
+    def close(self) -> None:
+        """Releases the library (once, at process exit)."""
+        ...
+
+
+class VendorPlugin(Protocol):
+    """What an entry point of group ``gpu_control_plane.vendors`` names.
+
+    ``identity`` is all the node agent reads, so it must be cheap; ``create`` builds the backend
+    (and loads the vendor library) only in the process that uses it, the gpu-handler.
+    """
+
+    @property
+    def identity(self) -> VendorIdentity: ...
+
+    def create(self, options: BackendOptions) -> VendorBackend: ...
+
+
+def claimed_gpus(identity: VendorIdentity, devices: Sequence[PciDevice]) -> list[PciDevice]:
+    """The functions of ``devices`` that are GPUs (class VGA or 3D) of ``identity``'s vendor."""
+    return [d for d in devices if d.class_code in GPU_CLASS_CODES and d.vendor_id == identity.pci_vendor_id]
+
+
+def pci_address(gpu: PhysicalGPU) -> str:
+    """The card's PCI address from ``status.pciInfo``; :class:`BackendError` when not reported."""
+    info = gpu.status.pci_info if gpu.status else None
+    if info is None:
+        raise BackendError(
+            address=str(gpu.metadata.name),
+            reason="NoPciAddress",
+            message="status.pciInfo is not reported yet",
+        )
+    return info.address

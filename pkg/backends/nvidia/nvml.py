@@ -1,0 +1,195 @@
+"""The real NVML adapter: :class:`~pkg.backends.nvidia.nvml_port.Nvml` over ``pynvml`` (nvidia-ml-py).
+
+Why so thin: everything that interprets NVML (units, fallbacks, filling rules) lives in the
+backend, where it also runs against the simulated adapter. This module only calls the library,
+converts its ctypes results to plain values and turns ``pynvml.NVMLError`` into
+:class:`~pkg.backends.nvidia.nvml_port.NvmlError` naming the call and the card.
+
+Lifecycle: NVML is initialised once per process, lazily, under a lock, by the first call. If that
+fails (driver not loaded yet: the gpu-handler may start before the driver on a fresh node), the
+call raises and the next call tries again, so the process recovers without a restart.
+:meth:`PynvmlAdapter.close` shuts NVML down once at process exit. NVML itself is thread-safe, so
+calls after initialisation take no lock.
+
+Device handles are looked up by PCI bus ID on every call rather than cached: a handle is only
+valid until the driver reloads or the card is reset, and the lookup is cheap next to the API
+writes that follow.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Final, TypeVar
+
+import pynvml
+
+from pkg.backends.nvidia.nvml_port import GpuInstanceProfileInfo, NvmlError, NvmlReturn, RemappedRows
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_MAX_PLACEMENTS: Final = 32  # more than any card's memory slices (8 on A100/H100/B200)
+_MIG_NAME_PREFIX: Final = "MIG "
+
+
+class PynvmlAdapter:
+    """NVML through nvidia-ml-py. ``library`` is the ``pynvml`` module (a test may pass a fake)."""
+
+    def __init__(self, *, library: ModuleType = pynvml) -> None:
+        self._nvml = library
+        self._lock = threading.Lock()
+        self._initialized = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._initialized:
+                return
+            self._initialized = False
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError as exc:
+                logger.warning("nvmlShutdown failed: %s", exc)
+
+    def _ensure_initialized(self) -> None:
+        if self._initialized:
+            return
+        with self._lock:
+            if self._initialized:
+                return
+            try:
+                self._nvml.nvmlInit()
+            except self._nvml.NVMLError as exc:
+                raise _error("nvmlInit", None, exc) from exc
+            self._initialized = True
+            logger.info("NVML initialised")
+
+    def _system(self, call: str, fn: Callable[[], T]) -> T:
+        self._ensure_initialized()
+        try:
+            return fn()
+        except self._nvml.NVMLError as exc:
+            raise _error(call, None, exc) from exc
+
+    def _device(self, call: str, address: str, fn: Callable[[Any], T]) -> T:
+        self._ensure_initialized()
+        try:
+            handle = self._nvml.nvmlDeviceGetHandleByPciBusId(address)
+            return fn(handle)
+        except self._nvml.NVMLError as exc:
+            raise _error(call, address, exc) from exc
+
+    # -- system ----------------------------------------------------------------------------------
+
+    def driver_version(self) -> str:
+        return _text(self._system("nvmlSystemGetDriverVersion", self._nvml.nvmlSystemGetDriverVersion))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._system("nvmlSystemGetCudaDriverVersion", self._nvml.nvmlSystemGetCudaDriverVersion))
+
+    # -- one card --------------------------------------------------------------------------------
+
+    def name(self, address: str) -> str:
+        return _text(self._device("nvmlDeviceGetName", address, self._nvml.nvmlDeviceGetName))
+
+    def uuid(self, address: str) -> str:
+        return _text(self._device("nvmlDeviceGetUUID", address, self._nvml.nvmlDeviceGetUUID))
+
+    def memory_total_bytes(self, address: str) -> int:
+        info = self._device("nvmlDeviceGetMemoryInfo", address, self._nvml.nvmlDeviceGetMemoryInfo)
+        return int(info.total)
+
+    def cuda_compute_capability(self, address: str) -> tuple[int, int]:
+        major, minor = self._device(
+            "nvmlDeviceGetCudaComputeCapability", address, self._nvml.nvmlDeviceGetCudaComputeCapability
+        )
+        return int(major), int(minor)
+
+    def architecture(self, address: str) -> int:
+        return int(self._device("nvmlDeviceGetArchitecture", address, self._nvml.nvmlDeviceGetArchitecture))
+
+    def board_part_number(self, address: str) -> str:
+        call = "nvmlDeviceGetBoardPartNumber"
+        return _text(self._device(call, address, self._nvml.nvmlDeviceGetBoardPartNumber))
+
+    def power_limit_constraints_mw(self, address: str) -> tuple[int, int]:
+        call = "nvmlDeviceGetPowerManagementLimitConstraints"
+        low, high = self._device(call, address, self._nvml.nvmlDeviceGetPowerManagementLimitConstraints)
+        return int(low), int(high)
+
+    def power_limit_mw(self, address: str) -> int:
+        call = "nvmlDeviceGetPowerManagementLimit"
+        return int(self._device(call, address, self._nvml.nvmlDeviceGetPowerManagementLimit))
+
+    def enforced_power_limit_mw(self, address: str) -> int:
+        call = "nvmlDeviceGetEnforcedPowerLimit"
+        return int(self._device(call, address, self._nvml.nvmlDeviceGetEnforcedPowerLimit))
+
+    def mig_mode(self, address: str) -> tuple[int, int]:
+        current, pending = self._device("nvmlDeviceGetMigMode", address, self._nvml.nvmlDeviceGetMigMode)
+        return int(current), int(pending)
+
+    def gpu_instance_profile_info(self, address: str, profile_index: int) -> GpuInstanceProfileInfo:
+        def query(handle: Any) -> Any:
+            return self._nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile_index, version=2)
+
+        info = self._device("nvmlDeviceGetGpuInstanceProfileInfoV", address, query)
+        name = _text(info.name)
+        return GpuInstanceProfileInfo(
+            id=int(info.id),
+            name=name.removeprefix(_MIG_NAME_PREFIX),
+            slice_count=int(info.sliceCount),
+            instance_count=int(info.instanceCount),
+            memory_mib=int(info.memorySizeMB),
+            multiprocessor_count=int(info.multiprocessorCount),
+            copy_engine_count=int(info.copyEngineCount),
+            decoder_count=int(info.decoderCount),
+            encoder_count=int(info.encoderCount),
+            jpeg_count=int(info.jpegCount),
+            ofa_count=int(info.ofaCount),
+        )
+
+    def gpu_instance_possible_placements(self, address: str, profile_id: int) -> list[tuple[int, int]]:
+        def query(handle: Any) -> list[tuple[int, int]]:
+            placements = (self._nvml.c_nvmlGpuInstancePlacement_t * _MAX_PLACEMENTS)()
+            count = ctypes.c_uint(_MAX_PLACEMENTS)
+            self._nvml.nvmlDeviceGetGpuInstancePossiblePlacements(
+                handle, profile_id, placements, ctypes.byref(count)
+            )
+            return [(int(p.start), int(p.size)) for p in placements[: count.value]]
+
+        return self._device("nvmlDeviceGetGpuInstancePossiblePlacements_v2", address, query)
+
+    def retired_pages_pending(self, address: str) -> bool:
+        call = "nvmlDeviceGetRetiredPagesPendingStatus"
+        return bool(self._device(call, address, self._nvml.nvmlDeviceGetRetiredPagesPendingStatus))
+
+    def remapped_rows(self, address: str) -> RemappedRows:
+        corr, unc, pending, failure = self._device(
+            "nvmlDeviceGetRemappedRows", address, self._nvml.nvmlDeviceGetRemappedRows
+        )
+        return RemappedRows(
+            correctable=int(corr), uncorrectable=int(unc), pending=bool(pending), failure=bool(failure)
+        )
+
+    def clocks_event_reasons(self, address: str) -> int:
+        call = "nvmlDeviceGetCurrentClocksEventReasons"
+        return int(self._device(call, address, self._nvml.nvmlDeviceGetCurrentClocksEventReasons))
+
+
+def _error(call: str, address: str | None, exc: Any) -> NvmlError:
+    code = int(getattr(exc, "value", NvmlReturn.UNKNOWN))
+    return NvmlError(call=call, code=code, message=str(exc), address=address)
+
+
+def _text(value: Any) -> str:
+    """NVML strings arrive as ``str`` (decorated calls) or ``bytes`` (struct fields)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+__all__ = ["PynvmlAdapter"]

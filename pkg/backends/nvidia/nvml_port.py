@@ -1,0 +1,142 @@
+"""The NVML port: the few NVML calls the NVIDIA backend makes, in plain Python types.
+
+Two adapters implement :class:`Nvml`: :class:`~pkg.backends.nvidia.nvml.PynvmlAdapter` over the
+real library (nvidia-ml-py), and :class:`~pkg.backends.simulated.fake_nvml.SimulatedNvml`, which
+answers from the model tables of real cards. The backend above it is the same code in both
+cases, so the simulation exercises the real enrichment logic (DESIGN §8).
+
+The port keeps NVML's semantics and units, because that is what the adapters must agree on:
+memory in bytes, power in milliwatts, the CUDA version as NVML's integer (13000 = 13.0), MIG mode
+and architecture as NVML's enum values, placements in memory slices. Each per-card method takes
+the card's PCI address (``0000:3b:00.0``) rather than a handle, so no handle outlives a driver
+reload, and each failure is an :class:`NvmlError` that names the call and the card: one card's
+error never reaches another card's answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final, Protocol
+
+GPU_INSTANCE_PROFILE_COUNT: Final = 18  # NVML_GPU_INSTANCE_PROFILE_COUNT: profile indexes 0..17
+MIG_DISABLED: Final = 0  # NVML_DEVICE_MIG_DISABLE
+MIG_ENABLED: Final = 1  # NVML_DEVICE_MIG_ENABLE
+CLOCKS_EVENT_SW_THERMAL: Final = 0x20  # nvmlClocksEventReasonSwThermalSlowdown
+CLOCKS_EVENT_HW_THERMAL: Final = 0x40  # nvmlClocksEventReasonHwThermalSlowdown
+
+
+class NvmlReturn(IntEnum):
+    """The ``nvmlReturn_t`` codes the backend tells apart (values as in nvml.h)."""
+
+    UNINITIALIZED = 1
+    INVALID_ARGUMENT = 2
+    NOT_SUPPORTED = 3
+    NO_PERMISSION = 4
+    NOT_FOUND = 6
+    DRIVER_NOT_LOADED = 9
+    LIBRARY_NOT_FOUND = 12
+    FUNCTION_NOT_FOUND = 13
+    GPU_IS_LOST = 15
+    RESET_REQUIRED = 16
+    LIB_RM_VERSION_MISMATCH = 18
+    UNKNOWN = 999
+
+
+class NvmlError(Exception):
+    """An NVML call failed. ``code`` is the raw ``nvmlReturn_t``; ``address`` is ``None`` for
+    system-wide calls (init, driver version)."""
+
+    def __init__(self, *, call: str, code: int, message: str, address: str | None = None) -> None:
+        where = f" for GPU {address}" if address else ""
+        super().__init__(f"{call}{where}: {message} (NVML error {code})")
+        self.call, self.code, self.address, self.message = call, code, address, message
+
+    @property
+    def not_supported(self) -> bool:
+        """The card or driver does not offer this query: the field is simply absent."""
+        return self.code in (NvmlReturn.NOT_SUPPORTED, NvmlReturn.FUNCTION_NOT_FOUND)
+
+    @property
+    def reason(self) -> str:
+        """A CamelCase reason for conditions and logs, e.g. ``NvmlGpuIsLost``."""
+        try:
+            name = NvmlReturn(self.code).name
+        except ValueError:
+            return "NvmlError"
+        return "Nvml" + "".join(part.title() for part in name.split("_"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInstanceProfileInfo:
+    """``nvmlGpuInstanceProfileInfo_v2_t``. ``id`` is the profile ID (``-cgi 9``), not the index
+    passed to the query; ``name`` has NVML's ``MIG `` prefix removed."""
+
+    id: int
+    name: str
+    slice_count: int
+    instance_count: int
+    memory_mib: int
+    multiprocessor_count: int
+    copy_engine_count: int
+    decoder_count: int
+    encoder_count: int
+    jpeg_count: int
+    ofa_count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemappedRows:
+    """``nvmlDeviceGetRemappedRows``: counts of remapped rows, a remap pending (reset needed) and
+    a remap that failed (the memory is out of spare rows)."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+class Nvml(Protocol):
+    """NVML, one method per call. Thread-safe; initialised on first use, released by ``close``."""
+
+    def driver_version(self) -> str: ...
+
+    def cuda_driver_version(self) -> int: ...
+
+    def name(self, address: str) -> str: ...
+
+    def uuid(self, address: str) -> str: ...
+
+    def memory_total_bytes(self, address: str) -> int: ...
+
+    def cuda_compute_capability(self, address: str) -> tuple[int, int]: ...
+
+    def architecture(self, address: str) -> int: ...
+
+    def board_part_number(self, address: str) -> str: ...
+
+    def power_limit_constraints_mw(self, address: str) -> tuple[int, int]: ...
+
+    def power_limit_mw(self, address: str) -> int: ...
+
+    def enforced_power_limit_mw(self, address: str) -> int: ...
+
+    def mig_mode(self, address: str) -> tuple[int, int]:
+        """(current, pending); ``NOT_SUPPORTED`` on a card without MIG."""
+        ...
+
+    def gpu_instance_profile_info(self, address: str, profile_index: int) -> GpuInstanceProfileInfo:
+        """The profile of index ``0..17`` (``NVML_GPU_INSTANCE_PROFILE_*``)."""
+        ...
+
+    def gpu_instance_possible_placements(self, address: str, profile_id: int) -> list[tuple[int, int]]:
+        """(start, size) in memory slices for the profile ID."""
+        ...
+
+    def retired_pages_pending(self, address: str) -> bool: ...
+
+    def remapped_rows(self, address: str) -> RemappedRows: ...
+
+    def clocks_event_reasons(self, address: str) -> int: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,83 @@
+"""The simulated NVIDIA backend: the real NVIDIA backend over the simulated NVML, plus a health
+override, registered as the entry point ``simulated-nvidia``.
+
+Everything a card reports comes from :class:`~pkg.backends.simulated.fake_nvml.SimulatedNvml`, so
+the enrichment, the MIG fallback and the filling rules under test are the production code. The
+one addition is a way for tests and the demo to make a card sick without real faults: a file
+``<state-dir>/<pci-address>.health`` whose content is ``<status> <Reason> <message...>``, e.g.
+``False RowRemappingFailed row remapping failed on bank 3``. While it exists it *is* the card's
+``HardwareHealthy`` verdict; removing it returns the card to what the simulated NVML reports
+(healthy). A malformed file says ``Unknown`` with reason ``InvalidHealthFile``, never healthy.
+
+The identity is NVIDIA's: the simulated cards are NVIDIA cards, labelled ``nvidia``; the registry
+accepts two plugins that share one identity.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Final
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends.backend import BackendOptions, CardVerdict, VendorBackend, VerdictStatus, pci_address
+from pkg.backends.nvidia.backend import NvidiaBackend
+from pkg.backends.nvidia.identity import IDENTITY
+from pkg.backends.registry import VendorIdentity
+from pkg.backends.simulated.fake_nvml import SimulatedNvml
+
+logger = logging.getLogger(__name__)
+
+HEALTH_FILE_SUFFIX: Final = ".health"
+REASON_INVALID_FILE: Final = "InvalidHealthFile"
+_REASON = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+class SimulatedBackend(NvidiaBackend):
+    """:class:`NvidiaBackend` over :class:`SimulatedNvml`; ``state_dir`` holds health overrides."""
+
+    def __init__(self, *, nvml: SimulatedNvml, state_dir: Path | None = None) -> None:
+        super().__init__(nvml=nvml)
+        self._state_dir = state_dir
+
+    def health(self, gpu: PhysicalGPU) -> CardVerdict:
+        if self._state_dir is not None:
+            override = read_health_file(self._state_dir / f"{pci_address(gpu)}{HEALTH_FILE_SUFFIX}")
+            if override is not None:
+                return override
+        return super().health(gpu)
+
+
+def read_health_file(path: Path) -> CardVerdict | None:
+    """The verdict in ``path``; ``None`` when there is no such file."""
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return CardVerdict.unknown(REASON_INVALID_FILE, f"{path}: {exc}")
+    status, _, rest = text.partition(" ")
+    reason, _, message = rest.strip().partition(" ")
+    if status not in {s.value for s in VerdictStatus} or not _REASON.match(reason):
+        logger.warning("ignoring malformed health file", extra={"path": str(path), "content": text[:200]})
+        return CardVerdict.unknown(
+            REASON_INVALID_FILE,
+            f"{path}: expected '<True|False|Unknown> <Reason> <message>', got {text[:100]!r}",
+        )
+    return CardVerdict(status=VerdictStatus(status), reason=reason, message=message.strip())
+
+
+class SimulatedNvidiaPlugin:
+    """Builds :class:`SimulatedBackend` for ``options.node_name`` over ``options.sysfs_root``."""
+
+    @property
+    def identity(self) -> VendorIdentity:
+        return IDENTITY
+
+    def create(self, options: BackendOptions) -> VendorBackend:
+        nvml = SimulatedNvml(node_name=options.node_name, sysfs_root=options.sysfs_root)
+        return SimulatedBackend(nvml=nvml, state_dir=options.state_dir)
+
+
+SIMULATED_NVIDIA: Final = SimulatedNvidiaPlugin()

@@ -1,1 +1,0 @@
-"""Building blocks shared by the controllers and the node agent (pipelines, builders, helpers)."""

@@ -1,1 +1,0 @@
-"""The controller framework: informers, stores, workqueues, controllers, reconcilers, manager."""

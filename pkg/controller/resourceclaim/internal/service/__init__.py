@@ -1,8 +1,0 @@
-"""I/O of the allocation controller: cache reads (:class:`Inventory`), writes (:class:`ClaimWriter`)
-and the ledger of writes the caches have not shown yet (:class:`InFlight`)."""
-
-from pkg.controller.resourceclaim.internal.service.claim_writer import ClaimWriter, ClaimWrites
-from pkg.controller.resourceclaim.internal.service.in_flight import InFlight
-from pkg.controller.resourceclaim.internal.service.inventory import Inventory
-
-__all__ = ["ClaimWriter", "ClaimWrites", "InFlight", "Inventory"]

@@ -1,0 +1,42 @@
+"""The informers the components share, each declared once with its scope and indexes.
+
+Typed functions rather than lambdas in the containers, so a composition root names what it gets
+(``providers.Singleton(node_informer, informers=..., node_name=...)``). Node components watch only
+their own node's objects (DESIGN §7: a PhysicalGPU label selector, a Node field selector); the
+informer factory shares one informer per scope in a process.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client import V1Node
+
+from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
+from pkg.domain.indexes import PHYSICAL_GPU_INDEXERS
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client.builtin_kinds import NODE
+
+
+def physical_gpus(*, informers: InformerFactory) -> SharedInformer[PhysicalGPU]:
+    """Every PhysicalGPU of the cluster, indexed by node."""
+    informer = informers.get_informer(PHYSICAL_GPU)
+    informer.ensure_indexers(PHYSICAL_GPU_INDEXERS)
+    return informer
+
+
+def node_physical_gpus(*, informers: InformerFactory, node_label: str) -> SharedInformer[PhysicalGPU]:
+    """The PhysicalGPUs labelled ``gpu.deckhouse.io/node=<node_label>``: one node's cards."""
+    return informers.get_informer(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={node_label}")
+
+
+def nodes(*, informers: InformerFactory) -> SharedInformer[V1Node]:
+    return informers.get_informer(NODE)
+
+
+def node_named(*, informers: InformerFactory, node_name: str) -> SharedInformer[V1Node]:
+    """One Node, by field selector."""
+    return informers.get_informer(NODE, field_selector=f"metadata.name={node_name}")
+
+
+__all__ = ["node_named", "node_physical_gpus", "nodes", "physical_gpus"]

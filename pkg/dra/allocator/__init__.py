@@ -1,0 +1,44 @@
+"""The GPU allocator: Kubernetes DRA structured-parameters allocation, best fit, no I/O.
+
+Public surface:
+
+* :class:`Allocator` — ``allocate(claim, *, slices, classes, allocated_claims, namespace_labels=None,
+  node=None) -> V1AllocationResult | Unschedulable``;
+* strategies :class:`BestFit` (default) and :class:`FirstFit` (the kube-scheduler's order);
+* :func:`explain` → :class:`Explanation` — per request, every device and why it was rejected;
+* :class:`CelEnvironment` — the DRA CEL environment (compile/evaluate selectors);
+* :func:`parse_quantity` / :class:`Quantity` — exact Kubernetes quantities.
+
+Module map: ``pools`` (gather complete pools) → ``state`` (what other claims hold) → ``counters``
+and ``capacity`` (ledgers) → ``requests`` + ``selection`` + ``cel_env`` (what each request may
+take) → ``strategy`` (order) → ``allocator`` (search) → ``result`` (API shape); ``explain`` reuses
+the same pieces without searching.
+"""
+
+from pkg.dra.allocator.allocator import Allocator
+from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError
+from pkg.dra.allocator.explain import DeviceVerdict, Explanation, RequestTrace, explain
+from pkg.dra.allocator.quantity import Quantity, QuantityError, parse_quantity
+from pkg.dra.allocator.state import AllocatedState
+from pkg.dra.allocator.strategy import BestFit, FirstFit, Strategy
+from pkg.dra.domain import DeviceID, PoolID, Unschedulable
+
+__all__ = [
+    "AllocatedState",
+    "Allocator",
+    "BestFit",
+    "CelEnvironment",
+    "DeviceID",
+    "DeviceVerdict",
+    "Explanation",
+    "FirstFit",
+    "PoolID",
+    "Quantity",
+    "QuantityError",
+    "RequestTrace",
+    "SelectorError",
+    "Strategy",
+    "Unschedulable",
+    "explain",
+    "parse_quantity",
+]

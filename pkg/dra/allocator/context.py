@@ -1,0 +1,138 @@
+"""Everything one allocation attempt works on, built once from the cluster's objects.
+
+:class:`AllocationContext` gathers the pools reachable from the node, what other claims hold, the
+counter and capacity ledgers, the claim's request plans and constraint trackers, and which devices
+each request alternative may select. The search (:mod:`.allocator`) mutates the ledgers while it
+tries devices and undoes every change on backtracking; :mod:`.explain` reads the same context
+without searching. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Node, V1ResourceSlice
+
+from pkg.dra.allocator.capacity import CapacityLedger, consumption
+from pkg.dra.allocator.constraints import Constraint, build_constraints
+from pkg.dra.allocator.counters import CounterLedger
+from pkg.dra.allocator.pools import Candidate, Pool, PoolCache, gather_pools
+from pkg.dra.allocator.requests import Alternative, ClaimError, RequestPlan, plan_requests
+from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
+from pkg.dra.allocator.state import AllocatedState
+
+_MAX_MEMO_PER_POOL = 512
+
+
+class PoolUnavailableError(Exception):
+    """An ``All`` request met an incomplete or invalid pool: retry once the driver republishes."""
+
+
+def class_index(
+    classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
+) -> Mapping[str, V1DeviceClass]:
+    if isinstance(classes, Mapping):
+        return classes
+    return {c.metadata.name: c for c in classes if c.metadata is not None and c.metadata.name}
+
+
+class AllocationContext:
+    def __init__(
+        self,
+        claim: ResourceV1ResourceClaim,
+        *,
+        slices: Iterable[V1ResourceSlice],
+        classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
+        allocated_claims: Iterable[ResourceV1ResourceClaim],
+        namespace_labels: Mapping[str, str] | None,
+        node: V1Node | None,
+        matcher: SelectorMatcher,
+        share_id: Callable[[], str] | None = None,
+        pool_cache: PoolCache | None = None,
+    ) -> None:
+        """Raises :class:`ClaimError` when the claim cannot be allocated as written."""
+        self.claim = claim
+        self.node = node
+        self.matcher = matcher
+        self.plans: list[RequestPlan] = plan_requests(
+            claim, classes=class_index(classes), env=matcher.env, namespace_labels=namespace_labels
+        )
+        devices = claim.spec.devices if claim.spec is not None else None
+        try:
+            self.constraints: list[Constraint] = build_constraints(devices.constraints if devices else None)
+        except ValueError as err:
+            raise ClaimError(str(err)) from None
+        self.pools: list[Pool] = gather_pools(slices, node=node, cache=pool_cache)
+        uid = claim.metadata.uid if claim.metadata is not None else None
+        self.state = AllocatedState.from_claims(allocated_claims, exclude_uid=uid)
+        self.counters = CounterLedger(self.pools, self.state)
+        self.capacity = CapacityLedger(self.state, share_id=share_id)
+        # Selector errors are recorded per device and raised when the search reaches that device,
+        # so an error on a device the scheduler would never look at does not fail the claim.
+        self.selector_errors: dict[Candidate, SelectorEvaluationError] = {}
+
+    def usable_candidates(self) -> Iterable[Candidate]:
+        for pool in self.pools:
+            if pool.usable:
+                yield from pool.candidates
+
+    def eligible(self, alt: Alternative) -> list[Candidate]:
+        """Devices whose selectors hold (or fail with an error), in first-fit order; memoised per pool."""
+        if alt.eligible is None:
+            # Keyed by owner too: a cached error names the class or claim the selector came from.
+            key = tuple((s.owner, s.index, s.compiled.expression) for s in alt.selectors)
+            eligible: list[Candidate] = []
+            for pool in self.pools:
+                if not pool.usable:
+                    continue
+                memo = pool.eligible_memo.get(key)
+                if memo is None:
+                    memo = self._match_pool(alt, pool)
+                    if len(pool.eligible_memo) >= _MAX_MEMO_PER_POOL:
+                        pool.eligible_memo.clear()
+                    pool.eligible_memo[key] = memo
+                eligible.extend(memo[0])
+                self.selector_errors.update(memo[1])
+            alt.eligible = eligible
+        return alt.eligible
+
+    def _match_pool(
+        self, alt: Alternative, pool: Pool
+    ) -> tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]:
+        matching: list[Candidate] = []
+        errors: dict[Candidate, SelectorEvaluationError] = {}
+        for cand in pool.candidates:
+            try:
+                if self.matcher.first_mismatch(alt, cand) is not None:
+                    continue
+            except SelectorEvaluationError as failure:
+                errors[cand] = failure
+            matching.append(cand)
+        return matching, errors
+
+    def all_devices(self, alt: Alternative) -> list[Candidate]:
+        """The devices an ``All`` request must get; raises for incomplete/invalid pools or CEL errors."""
+        for pool in self.pools:
+            if pool.incomplete:
+                raise PoolUnavailableError(
+                    f"request {alt.result_name}: asks for all devices, but pool {pool.id} is being updated"
+                )
+            if pool.invalid is not None:
+                raise PoolUnavailableError(
+                    f"request {alt.result_name}: asks for all devices, but pool {pool.id} is invalid"
+                )
+        result = []
+        for cand in self.eligible(alt):
+            failure = self.selector_errors.get(cand)
+            if failure is not None:
+                raise failure
+            amounts = consumption(alt.capacity, cand.capacity)
+            if isinstance(amounts, str) or any(q > cand.capacity[n].value for n, q in amounts.items()):
+                continue  # statically too small: not part of "all"
+            result.append(cand)
+        return result
+
+    def fits_counters(self, cand: Candidate) -> bool:
+        if cand.shared and self.capacity.in_shared_use(cand.id):
+            return True
+        return not cand.consumes or self.counters.shortfall(cand) is None

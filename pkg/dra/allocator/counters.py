@@ -1,0 +1,97 @@
+"""Shared counters (KEP-4815): what a card still has free, and charging an attempt against it.
+
+``available = counter-set totals - consumption of every allocated device of the pool`` — devices
+reachable from the node or not, since they share the card. A device counts as allocated if any
+claim holds it, exclusively or by one or more shares; a device that allows multiple allocations is
+therefore charged **once** however many shares exist, and a further share never charges it again
+(the scheduler's ``skipCounterCheck``). This is what enforces the Physical/MIG/sharing invariant:
+every Physical offer (exclusive, time-slicing, MPS) consumes all counters of its card, so once one
+is allocated no MIG offer and no other mode fits, and the reverse.
+
+During the search, :meth:`CounterLedger.charge` takes a device's counters if every one of them is
+still available and says which counter ran out otherwise; :meth:`refund` undoes it on backtracking.
+Values are exact nano integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pkg.dra.allocator.pools import Candidate, Pool
+from pkg.dra.allocator.state import AllocatedState
+from pkg.dra.domain import PoolID
+
+CounterKey = tuple[PoolID, str]
+
+
+class CounterLedger:
+    """Per-decision free counters, built from the allocated devices only (not every device).
+
+    Counter sets no allocated device touches are not copied: reads fall back to the pool's
+    immutable totals, and a set is copied on its first charge (copy-on-write). So building costs
+    O(allocated devices), and :meth:`touched` says whether a set may differ from its totals.
+    """
+
+    def __init__(self, pools: Iterable[Pool], state: AllocatedState) -> None:
+        self._available: dict[CounterKey, dict[str, int]] = {}
+        self._totals: dict[CounterKey, dict[str, int]] = {}
+        by_pool: dict[PoolID, Pool] = {}
+        for pool in pools:
+            if not pool.usable or not pool.counter_sets:
+                continue
+            by_pool[pool.id] = pool
+            for name, totals in pool.counter_sets.items():
+                self._totals[(pool.id, name)] = totals
+        # Each allocated device once (a device can be held both exclusively and by shares).
+        for device in {*state.dedicated, *state.shares, *state.consumed}:
+            holder = by_pool.get(PoolID(device.driver, device.pool))
+            if holder is None:
+                continue
+            cand = holder.devices.get(device.device)
+            if cand is not None and cand.consumes:
+                self._apply(cand, -1)
+
+    def available(self, pool: PoolID, counter_set: str) -> dict[str, int]:
+        """Live view of what is free in one counter set (do not mutate)."""
+        key = (pool, counter_set)
+        free = self._available.get(key)
+        if free is None:
+            free = self._totals.get(key, {})
+        return free
+
+    def touched(self, pool: PoolID, counter_set: str) -> bool:
+        """Whether the set has ever been charged; an untouched set is exactly its totals."""
+        return (pool, counter_set) in self._available
+
+    def shortfall(self, cand: Candidate) -> tuple[str, str] | None:
+        """``(counter set, counter)`` that cannot cover ``cand``, or None when all can."""
+        pool_id = cand.pool.id
+        for counter_set, amounts in cand.consumes:
+            key = (pool_id, counter_set)
+            free = self._available.get(key)
+            if free is None:
+                free = self._totals[key]
+            for name, amount in amounts:
+                if free[name] < amount:
+                    return counter_set, name
+        return None
+
+    def charge(self, cand: Candidate) -> tuple[str, str] | None:
+        """Take ``cand``'s counters; returns the exhausted counter instead when they do not fit."""
+        missing = self.shortfall(cand)
+        if missing is None:
+            self._apply(cand, -1)
+        return missing
+
+    def refund(self, cand: Candidate) -> None:
+        self._apply(cand, 1)
+
+    def _apply(self, cand: Candidate, sign: int) -> None:
+        pool_id = cand.pool.id
+        for counter_set, amounts in cand.consumes:
+            key = (pool_id, counter_set)
+            free = self._available.get(key)
+            if free is None:
+                free = self._available[key] = dict(self._totals[key])
+            for name, amount in amounts:
+                free[name] += sign * amount

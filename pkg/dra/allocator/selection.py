@@ -1,0 +1,74 @@
+"""Does a device match an alternative's selectors? Cached across allocations.
+
+A selector's verdict depends only on the expression and the device, and a device only changes
+with its slice (new pool generation or resourceVersion). So results are cached per
+``(expression, driver, pool, device, generation, resourceVersion)``: a controller re-running the
+allocator for claim after claim evaluates each expression once per device. Compiled programs are
+cached per expression in :class:`~.cel_env.CelEnvironment`. CEL errors are cached too: they are as
+deterministic as the verdicts.
+
+Errors are reported like the scheduler's ("class X: selector #0 on device D: CEL runtime error:
+…") and, as there, fail the claim: a broken selector must be fixed, not silently skip devices.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
+from pkg.dra.allocator.pools import Candidate
+from pkg.dra.allocator.requests import Alternative, Selector
+
+_MAX_CACHE_ENTRIES = 200_000
+
+
+class SelectorEvaluationError(Exception):
+    """A selector could not be evaluated on a device; the message names class/claim and device."""
+
+    def __init__(self, message: str, *, selector: Selector, cel_error: str) -> None:
+        super().__init__(message)
+        self.selector = selector
+        self.cel_error = cel_error
+
+
+class SelectorMatcher:
+    def __init__(self, env: CelEnvironment) -> None:
+        self.env = env
+        self._results: dict[tuple[str, tuple[str, str, str, int, str]], bool | str] = {}
+        self._lock = threading.Lock()
+
+    def first_mismatch(self, alt: Alternative, cand: Candidate) -> Selector | None:
+        """The first selector that is false for the device, or None when all hold.
+
+        Raises :class:`SelectorEvaluationError` when a selector fails to compile or evaluate.
+        """
+        for selector in alt.selectors:
+            if not self.evaluate(selector, cand):
+                return selector
+        return None
+
+    def evaluate(self, selector: Selector, cand: Candidate) -> bool:
+        key = (selector.compiled.expression, cand.cache_key)
+        verdict = self._results.get(key)
+        if verdict is None:
+            verdict = self._evaluate(selector, cand)
+            with self._lock:
+                if len(self._results) >= _MAX_CACHE_ENTRIES:
+                    self._results.clear()
+                self._results[key] = verdict
+        if isinstance(verdict, str):
+            kind = "CEL compile error" if selector.compiled.error else "CEL runtime error"
+            raise SelectorEvaluationError(
+                f"{selector.owner}: selector #{selector.index} on device {cand.id}: {kind}: {verdict}",
+                selector=selector,
+                cel_error=verdict,
+            )
+        return verdict
+
+    def _evaluate(self, selector: Selector, cand: Candidate) -> bool | str:
+        if cand.cel_input is None:
+            cand.cel_input = device_input(cand.id.driver, cand.device)
+        try:
+            return self.env.matches(selector.compiled, cand.cel_input)
+        except SelectorError as err:
+            return str(err)

@@ -1,1 +1,0 @@
-"""Services of the DRA stack: pure logic that handlers call (allocation first)."""

@@ -1,0 +1,26 @@
+"""The allocation controller of ``gpu-dra-controller`` (spec §2.1 C.1, §9.1, §10.3.2; DESIGN §5).
+
+The kube-scheduler allocates the claims of the Pods it schedules. This controller allocates the
+claims no scheduler ever will: unallocated ResourceClaims of *our* device classes that no Pod
+references — pre-provisioned and shared claims, claims for VMs. It never allocates a claim that a
+Pod references, so it never ignores a Pod's node constraints.
+
+A reconcile of one claim (level-based, from the informer caches):
+
+1. **eligibility** — stop unless the claim is ours to handle (``internal/eligibility.py``);
+2. **collision** — a claim *we* allocated that shares a device (or over-commits counters or
+   capacity) with another claim and that no Pod reserves yet gives its allocation back, so the
+   next pass allocates it elsewhere (the API server does not stop two allocators from racing);
+3. **allocate** — run the allocator (best fit) and write ``status.allocation`` with optimistic
+   concurrency, or emit ``AllocationFailed`` and retry with backoff.
+
+Releasing: our allocations carry the scheduler's finalizer ``resource.kubernetes.io/delete-protection``,
+which is what kube-controller-manager's resourceclaim controller keys on: when such a claim is
+deleted and no Pod reserves it, that controller clears ``status.allocation`` and removes the
+finalizer (and it deallocates a claim whose last consumer went away). So deletion releases the
+devices with nothing of ours in the path; see ``internal/names.py``.
+
+Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/state`` (the snapshot),
+``internal/handler/*`` (one step each), ``internal/service/*`` (cache readers, the writer, the
+in-flight ledger), ``internal/watch/*`` (which events wake which claims).
+"""

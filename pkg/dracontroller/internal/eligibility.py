@@ -1,0 +1,148 @@
+"""Which claims gpu-dra-controller may allocate (DESIGN §5): pure rules over cached objects.
+
+A claim is ours to allocate only if **all** of these hold, checked in this order so the first
+failing rule names the reason:
+
+1. it is not being deleted and not allocated yet;
+2. it is not the scheduler's: no ``resource.kubernetes.io/extended-resource-claim`` annotation
+   (KEP-5004 special claims) and no ownerReference to a Pod (claims generated from a
+   ResourceClaimTemplate for a Pod);
+3. no Pod that may still run references it — by ``spec.resourceClaims[].resourceClaimName`` or
+   ``status.resourceClaimStatuses[].resourceClaimName`` (see :func:`claims_of_pod`). Such a claim
+   is the scheduler's, which allocates it on a node that fits the Pod;
+4. every request (every subrequest of a ``firstAvailable`` request) names a device class that
+   exists and is **ours** (:func:`is_our_class`).
+
+The Pod rule is judged from the Pod cache, so one race remains: a Pod created a moment before we
+allocate its claim, not yet in our cache. The scheduler then finds the claim allocated and places
+the Pod on the allocation's node (or leaves it pending if that node cannot take it); nothing is
+double-allocated.
+
+How a class is "ours": one of its CEL selectors requires our driver with an equality
+``device.driver == "gpu.deckhouse.io"`` (either operand order, either quote), or one of its
+opaque configs names our driver. This is how the classes generated from GPUClass (spec §5.3) and
+every sample are written. A class that merely reads our attribute domain is not enough: another
+driver may publish attributes in it. The check is syntactic on purpose — evaluating selectors
+needs devices, and a class must be judged before any exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass
+
+from pkg.domain.names import DRIVER
+from pkg.dracontroller.internal.names import EXTENDED_RESOURCE_CLAIM
+from pkg.framework.keys import namespaced_key
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    eligible: bool
+    reason: str
+
+
+ELIGIBLE = Verdict(True, "eligible")
+
+
+def _driver_pattern(driver: str) -> re.Pattern[str]:
+    quoted = rf"""["']{re.escape(driver)}["']"""
+    return re.compile(rf"device\s*\.\s*driver\s*==\s*{quoted}|{quoted}\s*==\s*device\s*\.\s*driver")
+
+
+_OUR_DRIVER = _driver_pattern(DRIVER)
+
+
+def is_our_class(device_class: V1DeviceClass, *, driver: str = DRIVER) -> bool:
+    spec = device_class.spec
+    if spec is None:
+        return False
+    pattern = _OUR_DRIVER if driver == DRIVER else _driver_pattern(driver)
+    for selector in spec.selectors or ():
+        if selector.cel is not None and pattern.search(selector.cel.expression or ""):
+            return True
+    return any(c.opaque is not None and c.opaque.driver == driver for c in spec.config or ())
+
+
+def requested_classes(claim: ResourceV1ResourceClaim) -> list[str]:
+    """Every device class the claim names, requests and subrequests, in order (may repeat)."""
+    devices = claim.spec.devices if claim.spec is not None else None
+    names: list[str] = []
+    for request in (devices.requests if devices is not None else None) or ():
+        if request.exactly is not None:
+            names.append(request.exactly.device_class_name or "")
+        for sub in request.first_available or ():
+            names.append(sub.device_class_name or "")
+    return names
+
+
+def owning_pod(claim: ResourceV1ResourceClaim) -> str | None:
+    for ref in (claim.metadata.owner_references if claim.metadata else None) or ():
+        if ref.kind == "Pod" and ref.api_version == "v1":
+            return str(ref.name)
+    return None
+
+
+def is_scheduler_claim(claim: ResourceV1ResourceClaim) -> bool:
+    """Generated for a Pod (template or extended resource): the scheduler allocates it."""
+    annotations = (claim.metadata.annotations if claim.metadata else None) or {}
+    return EXTENDED_RESOURCE_CLAIM in annotations or owning_pod(claim) is not None
+
+
+def is_allocated(claim: ResourceV1ResourceClaim) -> bool:
+    return claim.status is not None and claim.status.allocation is not None
+
+
+def is_pod_done(pod: Any) -> bool:
+    """kube-controller-manager's ``isPodDone``: the Pod will never (again) need its claims."""
+    phase = pod.status.phase if pod.status is not None else None
+    if phase in ("Succeeded", "Failed"):
+        return True
+    return pod.metadata.deletion_timestamp is not None and not (pod.spec and pod.spec.node_name)
+
+
+def claims_of_pod(pod: Any) -> list[str]:
+    """``namespace/name`` of every claim a Pod that may still run references (a store index)."""
+    if is_pod_done(pod):
+        return []
+    namespace = pod.metadata.namespace or ""
+    names = {c.resource_claim_name for c in (pod.spec.resource_claims if pod.spec else None) or ()}
+    statuses = (pod.status.resource_claim_statuses if pod.status else None) or ()
+    names |= {s.resource_claim_name for s in statuses}
+    return sorted(namespaced_key(namespace, name) for name in names if name)
+
+
+def judge(
+    claim: ResourceV1ResourceClaim,
+    *,
+    classes: Mapping[str, V1DeviceClass],
+    referencing_pods: Sequence[str] | Iterable[str],
+) -> Verdict:
+    """Whether this controller may allocate ``claim``, and if not, why (see the module docs)."""
+    if claim.metadata is not None and claim.metadata.deletion_timestamp is not None:
+        return Verdict(False, "being deleted")
+    if is_allocated(claim):
+        return Verdict(False, "already allocated")
+    annotations = (claim.metadata.annotations if claim.metadata else None) or {}
+    if EXTENDED_RESOURCE_CLAIM in annotations:
+        return Verdict(False, "an extended-resource claim of the scheduler")
+    pod = owning_pod(claim)
+    if pod is not None:
+        return Verdict(False, f"generated for pod {pod}; the scheduler allocates it")
+    pods = sorted(referencing_pods)
+    if pods:
+        return Verdict(False, f"referenced by pod {pods[0]}; the scheduler allocates it")
+    names = requested_classes(claim)
+    if not names:
+        return Verdict(False, "no device requests")
+    for name in names:
+        device_class = classes.get(name)
+        if device_class is None:
+            return Verdict(False, f"device class {name!r} not found")
+        if not is_our_class(device_class):
+            return Verdict(False, f"device class {name!r} does not select driver {DRIVER}")
+    return ELIGIBLE

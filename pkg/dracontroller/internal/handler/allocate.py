@@ -1,0 +1,88 @@
+"""Last step: allocate an eligible claim and write the result, or say why it cannot be done.
+
+Decide-and-write is one locked operation of the decisions service (``service/decisions.py``): the
+allocator sees every allocation this process made before, including ones the watch has not
+delivered yet. The allocator (best fit) returns either the ``status.allocation`` to write or an
+``Unschedulable``, whose ``kind`` is the ``reason`` label of ``gpu_dra_allocation_failures_total``:
+
+* allocated → the writer marks and allocates the claim with compare-and-swap writes, then a
+  ``Normal Allocated`` event lists the devices and the node;
+* not fatal (no capacity now, a pool being republished, search limit) → ``Warning
+  AllocationFailed`` with the allocator's reason and an explain summary (how many devices matched,
+  what stopped them), and a requeue with the controller's backoff; slice, class and claim events
+  wake the claim sooner;
+* fatal (a broken selector, an unknown class, admin access outside an admin namespace) → the
+  same event, no requeue: only a change of the class, claim or namespace can help, and those
+  changes wake the claim.
+
+A write conflict propagates as ``ConflictRequeue``: the reconciler requeues without an event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pkg.dra.allocator import Allocator, explain
+from pkg.dra.domain import Unschedulable
+from pkg.dra.explain.render import describe_allocation, summary
+from pkg.dracontroller import metrics
+from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
+from pkg.dracontroller.internal.service import Decisions
+from pkg.dracontroller.internal.state import ClaimState
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.reconcile import ConflictRequeue, StopHandlerChain
+from pkg.framework.reconcile.contract import Result
+
+
+def failure_reason(outcome: Unschedulable) -> str:
+    """The ``reason`` label of ``gpu_dra_allocation_failures_total`` for an outcome."""
+    return outcome.kind.value
+
+
+class AllocateHandler:
+    name = "allocate"
+
+    def __init__(self, *, decisions: Decisions, recorder: EventRecorderLogger, allocator: Allocator) -> None:
+        self._decisions = decisions
+        self._recorder = recorder
+        self._allocator = allocator  # for the explain trace of a failure
+
+    def handle(self, state: ClaimState) -> Result | None:
+        if state.allocated:
+            return None
+        started = time.monotonic()
+        try:
+            decision = self._decisions.allocate(state.claim, namespace=state.namespace)
+        except ConflictRequeue:
+            metrics.allocation_failures.labels(reason="conflict").inc()
+            raise
+        outcome = decision.outcome
+        if isinstance(outcome, Unschedulable):
+            return self._failed(state, outcome, decision.inputs)
+        if decision.written is None:
+            raise StopHandlerChain(reason="claim deleted before its allocation was written")
+        metrics.allocation_latency.observe(time.monotonic() - started)
+        self._recorder.event(
+            decision.written,
+            type_="Normal",
+            reason=REASON_ALLOCATED,
+            message=f"allocated {describe_allocation(outcome)}",
+            kind=RESOURCE_CLAIM,
+        )
+        return None
+
+    def _failed(self, state: ClaimState, outcome: Unschedulable, inputs: Mapping[str, Any]) -> Result | None:
+        metrics.allocation_failures.labels(reason=failure_reason(outcome)).inc()
+        trace = explain(state.claim, allocator=self._allocator, **inputs)
+        detail = summary(trace)
+        self._recorder.event(
+            state.claim,
+            type_="Warning",
+            reason=REASON_ALLOCATION_FAILED,
+            message=f"{outcome}" + (f"; {detail}" if detail else ""),
+            kind=RESOURCE_CLAIM,
+        )
+        return None if outcome.fatal else Result(requeue=True)

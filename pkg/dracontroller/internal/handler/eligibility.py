@@ -1,0 +1,38 @@
+"""First step: stop unless this claim is ours to allocate or ours to watch over.
+
+Two kinds of claims go on down the chain: an unallocated claim the eligibility rules accept
+(next: allocate), and a claim *we* allocated (next: collision check). Everything else stops
+here — the scheduler's claims, claims a Pod references, claims of other drivers' classes,
+claims being deleted (their release is the kube-controller-manager's, see ``names.py``).
+
+One repair happens on the way: an unallocated claim that still carries our allocated-by mark
+(an interrupted write, or an allocation we released) loses the mark once the claim is not ours
+to allocate, so that an allocation the scheduler makes later is never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+from pkg.dracontroller.internal.service import ClaimWrites
+from pkg.dracontroller.internal.state import ClaimState
+from pkg.framework.reconcile import StopHandlerChain
+from pkg.framework.reconcile.contract import Result
+
+
+class EligibilityHandler:
+    name = "eligibility"
+
+    def __init__(self, *, writer: ClaimWrites) -> None:
+        self._writer = writer
+
+    def handle(self, state: ClaimState) -> Result | None:
+        if state.being_deleted:
+            raise StopHandlerChain(reason="being deleted")
+        if state.allocated:
+            if state.ours:
+                return None
+            raise StopHandlerChain(reason="allocated by someone else")
+        if state.verdict.eligible:
+            return None
+        if state.ours:
+            self._writer.forget_mark(state.claim)
+        raise StopHandlerChain(reason=state.verdict.reason)

@@ -1,0 +1,149 @@
+"""The only place the allocation controller writes ResourceClaims.
+
+Writing an allocation takes two requests, in the scheduler's order (``bindClaim``):
+
+1. a JSON patch of the metadata — the delete-protection finalizer and our ``allocated-by`` mark —
+   guarded by a ``test`` of the resourceVersion we decided on;
+2. a PUT of the status subresource with ``allocation``, carrying the version step 1 returned.
+
+Both are compare-and-swap: if anyone (the scheduler, another replica) changed the claim since we
+read it, one of them fails with a conflict and nothing is overwritten. A conflict raises
+:class:`~pkg.framework.reconcile.ConflictRequeue`; the reconciler requeues and the next pass
+decides again from fresher state. If step 2 fails after step 1 succeeded, the claim carries the
+finalizer and mark without an allocation: harmless (the kube-controller-manager removes the
+finalizer on deletion; the next pass allocates or clears the mark).
+
+Releasing (collision handling) is the reverse: status PUT without ``allocation`` first, then the
+mark removed; the finalizer stays for the re-allocation (the kube-controller-manager removes it
+once the claim is deleted). Every write is recorded in the in-flight ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocationResult,
+    V1ObjectMeta,
+    V1ResourceClaimStatus,
+)
+
+from pkg.dracontroller.internal.names import (
+    ALLOCATED_BY,
+    ALLOCATED_BY_US,
+    DELETE_PROTECTION_FINALIZER,
+)
+from pkg.dracontroller.internal.service.in_flight import InFlight
+from pkg.framework.client import ConflictError, KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.client.patch import list_patch, map_patch, test_op
+from pkg.framework.keys import object_key
+from pkg.framework.reconcile import ConflictRequeue, KubeResourceWriter
+
+
+class ClaimWrites(Protocol):
+    """The writes handlers may ask for (:class:`ClaimWriter` is the real one)."""
+
+    def allocate(
+        self, claim: ResourceV1ResourceClaim, allocation: V1AllocationResult
+    ) -> ResourceV1ResourceClaim | None: ...
+
+    def release(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None: ...
+
+    def forget_mark(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None: ...
+
+
+class ClaimWriter:
+    def __init__(self, client: KubeClient, in_flight: InFlight) -> None:
+        self._writer = KubeResourceWriter(client, RESOURCE_CLAIM)
+        self._in_flight = in_flight
+
+    def allocate(
+        self, claim: ResourceV1ResourceClaim, allocation: V1AllocationResult
+    ) -> ResourceV1ResourceClaim | None:
+        """Marks and allocates ``claim`` as read; None if it is gone. Raises ConflictRequeue."""
+        before, meta = _version(claim), _meta(claim)
+        finalizers = list(meta.finalizers or [])
+        if DELETE_PROTECTION_FINALIZER not in finalizers:
+            finalizers.append(DELETE_PROTECTION_FINALIZER)
+        annotations = dict(meta.annotations or {}) | {ALLOCATED_BY: ALLOCATED_BY_US}
+        current = self._patch_metadata(claim, finalizers=finalizers, annotations=annotations)
+        if current is None:
+            return None
+        status = (current.status or V1ResourceClaimStatus()).model_copy(deep=True)
+        status.allocation = allocation
+        written = self._put_status(current, status)
+        if written is not None:
+            self._in_flight.record(written, superseded=(before, _version(current)))
+        return written
+
+    def release(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None:
+        """Clears ``status.allocation`` and our mark; None if the claim is gone."""
+        before = _version(claim)
+        status = (claim.status or V1ResourceClaimStatus()).model_copy(deep=True)
+        status.allocation = None
+        status.devices = None  # device status describes the released devices; the server drops it too
+        current = self._put_status(claim, status)
+        if current is None:
+            return None
+        self._in_flight.record(current, superseded=(before,))
+        return self.forget_mark(current)
+
+    def forget_mark(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None:
+        """Removes our ``allocated-by`` mark (e.g. left behind by an interrupted write)."""
+        meta = _meta(claim)
+        annotations = dict(meta.annotations or {})
+        if annotations.pop(ALLOCATED_BY, None) is None:
+            return claim
+        current = self._patch_metadata(claim, finalizers=meta.finalizers, annotations=annotations)
+        if current is not None:
+            self._in_flight.record(current, superseded=(_version(claim),))
+        return current
+
+    def _patch_metadata(
+        self,
+        claim: ResourceV1ResourceClaim,
+        *,
+        finalizers: list[str] | None,
+        annotations: dict[str, str],
+    ) -> ResourceV1ResourceClaim | None:
+        meta = _meta(claim)
+        ops = [
+            *list_patch("/metadata/finalizers", meta.finalizers, finalizers),
+            *map_patch("/metadata/annotations", meta.annotations, annotations),
+        ]
+        if not ops:
+            return claim
+        try:
+            return self._writer.patch_metadata(
+                name=str(meta.name),
+                namespace=meta.namespace,
+                ops=[test_op("/metadata/resourceVersion", meta.resource_version), *ops],
+            )
+        except ConflictError as exc:
+            raise ConflictRequeue(key=object_key(claim), write="metadata", cause=exc) from exc
+        except NotFoundError:
+            return None
+
+    def _put_status(
+        self, claim: ResourceV1ResourceClaim, status: V1ResourceClaimStatus
+    ) -> ResourceV1ResourceClaim | None:
+        body = claim.model_copy(deep=True)
+        body.status = status
+        try:
+            return self._writer.update_status(body)
+        except ConflictError as exc:
+            raise ConflictRequeue(key=object_key(claim), write="status", cause=exc) from exc
+        except NotFoundError:
+            return None
+
+
+def _meta(claim: ResourceV1ResourceClaim) -> V1ObjectMeta:
+    if claim.metadata is None:
+        raise ValueError("a ResourceClaim without metadata cannot be written")
+    return claim.metadata
+
+
+def _version(claim: ResourceV1ResourceClaim) -> str:
+    return (claim.metadata.resource_version if claim.metadata is not None else None) or ""

@@ -1,0 +1,78 @@
+"""Decide-and-write under the decision lock: the only code that takes :attr:`InFlight.lock`.
+
+A decision (allocate a claim; give back a colliding allocation) must see every allocation this
+process made before it, including ones the watch has not delivered yet, and two workers deciding
+at once from the same view is the race the in-flight ledger exists to prevent. So the lock is
+held from the reads through the write, and it is held *here*, by the service that offers the
+locked operations, never by a handler: a handler asks for a decision and acts on its answer
+(events, metrics, results) after the lock is released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
+
+from pkg.dra.allocator import Allocator
+from pkg.dra.domain import Unschedulable
+from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
+from pkg.dracontroller.internal.service.inventory import Inventory
+
+YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
+"""Why ``claim`` must give its allocation back (a collision), or None; see ``internal/collisions``."""
+
+
+@dataclass(frozen=True)
+class AllocationDecision:
+    """What the allocator decided from ``inputs`` and, if it allocated, the claim as written
+    (``None`` when the claim was deleted before the write)."""
+
+    outcome: V1AllocationResult | Unschedulable
+    written: ResourceV1ResourceClaim | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A collision: why, and the claim as written without its allocation (``None`` when gone)."""
+
+    reason: str
+    released: ResourceV1ResourceClaim | None
+
+
+class Decisions:
+    def __init__(self, *, inventory: Inventory, writer: ClaimWrites, allocator: Allocator) -> None:
+        self._inventory = inventory
+        self._writer = writer
+        self._allocator = allocator
+
+    def allocate(self, claim: ResourceV1ResourceClaim, *, namespace: str) -> AllocationDecision:
+        """Allocates ``claim`` from the in-flight view and writes the allocation; a write conflict
+        propagates as :class:`~pkg.framework.reconcile.ConflictRequeue`."""
+        inventory = self._inventory
+        with inventory.in_flight.lock:
+            inputs: dict[str, Any] = {
+                "slices": inventory.slices(),
+                "classes": inventory.classes(),
+                "allocated_claims": inventory.allocated_claims(),
+                "namespace_labels": inventory.namespace_labels(namespace),
+            }
+            outcome = self._allocator.allocate(claim, **inputs)
+            if isinstance(outcome, Unschedulable):
+                return AllocationDecision(outcome=outcome, inputs=inputs)
+            written = self._writer.allocate(claim, outcome)
+        return AllocationDecision(outcome=outcome, written=written, inputs=inputs)
+
+    def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
+        """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""
+        with self._inventory.in_flight.lock:
+            reason = check(claim, self._inventory)
+            if reason is None:
+                return None
+            return Release(reason=reason, released=self._writer.release(claim))
+
+
+__all__ = ["AllocationDecision", "Decisions", "Release", "YieldCheck"]

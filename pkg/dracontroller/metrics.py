@@ -1,0 +1,125 @@
+"""Metrics of device allocation (spec §13.2), exported by gpu-dra-controller.
+
+* ``gpu_dra_claim_allocations_total{class,deviceType,node}`` — a **gauge**, as spec §13.2 defines
+  it: devices of our driver allocated right now, whoever allocated them (the scheduler or us),
+  by the device class of the request, the device's ``deviceType`` attribute and its node.
+  Computed at scrape time from the informer caches by :class:`AllocationCollector`, so a
+  released or deleted claim never leaves a stale series behind.
+* ``gpu_dra_allocation_latency_seconds`` — how long one successful allocation by this controller
+  took: the allocator's decision plus the two writes.
+* ``gpu_dra_allocation_failures_total{reason}`` — attempts that did not allocate: ``unschedulable``
+  (no capacity now; retried), ``pool-not-ready``, ``search-limit``, ``invalid`` (the claim or a
+  class is broken; not retried until it changes) and ``conflict`` (someone wrote first; retried).
+* ``gpu_dra_allocation_collisions_total`` — allocations we gave back because another claim holds
+  the same device, shares or counters (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pkg.domain.metrics import METRICS, NAMESPACE
+
+FAILURE_REASONS = ("unschedulable", "pool-not-ready", "search-limit", "invalid", "conflict")
+
+# A decision takes milliseconds; the two writes to a busy API server can take a second or more.
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+allocation_latency = METRICS.histogram(
+    "dra_allocation_latency_seconds",
+    "Duration of one allocation by gpu-dra-controller: decision and status write.",
+    buckets=_LATENCY_BUCKETS,
+)
+allocation_failures = METRICS.counter(
+    "dra_allocation_failures",
+    "Allocation attempts that did not allocate, by reason.",
+    labelnames=["reason"],
+)
+allocation_collisions = METRICS.counter(
+    "dra_allocation_collisions",
+    "Allocations given back because another claim holds the same device or counters.",
+)
+for _reason in FAILURE_REASONS:
+    allocation_failures.labels(reason=_reason)
+
+
+class AllocationCollector(Collector):
+    """``gpu_dra_claim_allocations_total`` from the claim and slice caches, at scrape time."""
+
+    def __init__(
+        self,
+        *,
+        claims: Callable[[], Iterable[Any]],
+        slices: Callable[[], Iterable[Any]],
+        driver: str,
+    ) -> None:
+        self._claims = claims
+        self._slices = slices
+        self._driver = driver
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            f"{NAMESPACE}_dra_claim_allocations_total",
+            "Devices of the driver allocated now, by device class, device type and node.",
+            labels=["class", "deviceType", "node"],
+        )
+        devices = self._device_info()
+        counts: dict[tuple[str, str, str], int] = {}
+        for claim in self._claims():
+            allocation = claim.status.allocation if claim.status is not None else None
+            if allocation is None or allocation.devices is None:
+                continue
+            classes = _request_classes(claim)
+            for result in allocation.devices.results or ():
+                if result.driver != self._driver:
+                    continue
+                device_type, node = devices.get((result.pool, result.device), ("", ""))
+                key = (classes.get(result.request, ""), device_type, node)
+                counts[key] = counts.get(key, 0) + 1
+        for labels, count in sorted(counts.items()):
+            family.add_metric(list(labels), float(count))
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def _device_info(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(pool, device) -> (deviceType, node) for every device of our driver."""
+        info: dict[tuple[str, str], tuple[str, str]] = {}
+        qualified = f"{self._driver}/deviceType"
+        for rs in self._slices():
+            spec = rs.spec
+            if spec is None or spec.driver != self._driver:
+                continue
+            for device in spec.devices or ():
+                attributes = device.attributes or {}
+                attr = attributes.get(qualified) or attributes.get("deviceType")
+                device_type = (attr.string if attr is not None else None) or ""
+                node = device.node_name or spec.node_name or ""
+                info[(spec.pool.name, device.name)] = (device_type, node)
+        return info
+
+
+def _request_classes(claim: Any) -> dict[str, str]:
+    """Result request name (``req`` or ``req/sub``) -> device class name."""
+    devices = claim.spec.devices if claim.spec is not None else None
+    classes: dict[str, str] = {}
+    for request in (devices.requests if devices is not None else None) or ():
+        if request.exactly is not None:
+            classes[request.name] = request.exactly.device_class_name or ""
+        for sub in request.first_available or ():
+            classes[f"{request.name}/{sub.name}"] = sub.device_class_name or ""
+    return classes
+
+
+__all__ = [
+    "FAILURE_REASONS",
+    "AllocationCollector",
+    "allocation_collisions",
+    "allocation_failures",
+    "allocation_latency",
+]

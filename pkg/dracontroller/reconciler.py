@@ -1,0 +1,32 @@
+"""The claim reconciler: the framework's object reconciler over a claim from the cache (spec §10.4).
+
+It has no writer: a ResourceClaim's status has no ``observedGeneration``, and its writes
+(finalizer, mark, allocation) must happen in a fixed order under the decision lock, so the
+handlers ask the writer service for them. What stays generic is the template's contract:
+
+* a missing claim is done (its release, if it was allocated, is the kube-controller-manager's);
+* a write conflict (:class:`~pkg.framework.reconcile.ConflictRequeue`, raised by the writer
+  service) is routine: requeue with backoff, logged at debug;
+* any other handler error propagates (retried with backoff by the controller);
+* otherwise the merged Result of the handlers, then their ``after_write`` hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kubernetes.client import ResourceV1ResourceClaim
+
+from pkg.dracontroller.internal.state import ClaimState
+from pkg.framework.reconcile import Handler, ObjectReconciler, Request
+
+
+class ClaimReconciler(ObjectReconciler[ResourceV1ResourceClaim, ClaimState]):
+    def __init__(
+        self,
+        *,
+        get_claim: Callable[[Request], ResourceV1ResourceClaim | None],
+        state_factory: Callable[[ResourceV1ResourceClaim], ClaimState],
+        handlers: Sequence[Handler[ClaimState]],
+    ) -> None:
+        super().__init__(get=get_claim, state=state_factory, handlers=handlers)

@@ -1,0 +1,151 @@
+"""Composition root of the allocation controller (spec §10.4 item 1).
+
+The container declares how the parts are built, each provider naming what it passes, so a test
+overrides one part of the real container; :func:`setup_controller` registers the controller with
+the builder: the informers with their indexes, the watches and the allocations collector. Shared
+across worker threads: the informer stores (thread-safe), the client, the recorder, the allocator
+(thread-safe, caches compiled CEL and built pools) and the in-flight ledger, whose lock serialises
+decisions.
+
+Retries: the controller's rate limiter starts at 250 ms and doubles per failure of a claim up to
+two minutes (an unschedulable claim is retried, but not hammered; events about slices, classes,
+claims and Pods wake it sooner), with a process-wide bucket of 10 retries per second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dependency_injector import containers, providers
+from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Namespace, V1Pod, V1ResourceSlice
+
+from pkg.domain.names import DRIVER
+from pkg.dra.allocator import Allocator
+from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
+from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
+from pkg.dracontroller.internal.names import CONTROLLER_NAME
+from pkg.dracontroller.internal.service import ClaimWriter, Decisions, InFlight, Inventory
+from pkg.dracontroller.internal.state import ClaimState, state_factory
+from pkg.dracontroller.internal.watch import (
+    ClaimPeersWatch,
+    class_watch,
+    namespace_watch,
+    pod_watch,
+    slice_watch,
+)
+from pkg.dracontroller.metrics import AllocationCollector
+from pkg.dracontroller.reconciler import ClaimReconciler
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.cache.store import Indexers
+from pkg.framework.client import KubeClient, ResourceKind
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.controller.builder import ControllerBuilder
+from pkg.framework.controller.controller import Controller
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.manager.manager import Manager
+from pkg.framework.reconcile import Handler, Request
+from pkg.framework.workqueue.ratelimiter import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+)
+
+DEFAULT_WORKERS = 2
+
+
+def informer(
+    *, informers: InformerFactory, kind: ResourceKind[Any], indexers: Indexers | None = None
+) -> SharedInformer[Any]:
+    """The cluster-wide informer of ``kind`` with ``indexers`` added."""
+    shared = informers.get_informer(kind)
+    shared.ensure_indexers(indexers or {})
+    return shared
+
+
+def rate_limiter() -> MaxOfRateLimiter[Request]:
+    return MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter(base=0.25, max_delay=120.0), BucketRateLimiter(qps=10.0, burst=100)
+    )
+
+
+def new_inventory(
+    *,
+    claims: SharedInformer[ResourceV1ResourceClaim],
+    pods: SharedInformer[V1Pod],
+    slices: SharedInformer[V1ResourceSlice],
+    classes: SharedInformer[V1DeviceClass],
+    namespaces: SharedInformer[V1Namespace],
+    in_flight: InFlight,
+) -> Inventory:
+    return Inventory(
+        claims=claims.store,
+        pods=pods.store,
+        slices=slices.store,
+        classes=classes.store,
+        namespaces=namespaces.store,
+        in_flight=in_flight,
+    )
+
+
+def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimState]]) -> ClaimReconciler:
+    return ClaimReconciler(
+        get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
+    )
+
+
+class ResourceClaimContainer(containers.DeclarativeContainer):
+    config = providers.Configuration()
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+    recorder = providers.Dependency(instance_of=EventRecorderLogger)
+
+    claim_informer = providers.Singleton(
+        informer, informers=informers, kind=RESOURCE_CLAIM, indexers=CLAIM_INDEXERS
+    )
+    pod_informer = providers.Singleton(informer, informers=informers, kind=POD, indexers=POD_INDEXERS)
+    slice_informer = providers.Singleton(informer, informers=informers, kind=RESOURCE_SLICE)
+    class_informer = providers.Singleton(informer, informers=informers, kind=DEVICE_CLASS)
+    namespace_informer = providers.Singleton(informer, informers=informers, kind=NAMESPACE)
+
+    in_flight = providers.Singleton(InFlight)
+    inventory = providers.Singleton(
+        new_inventory,
+        claims=claim_informer,
+        pods=pod_informer,
+        slices=slice_informer,
+        classes=class_informer,
+        namespaces=namespace_informer,
+        in_flight=in_flight,
+    )
+    writer = providers.Singleton(ClaimWriter, client=client, in_flight=in_flight)
+    allocator = providers.Singleton(Allocator)  # best fit
+    decisions = providers.Singleton(Decisions, inventory=inventory, writer=writer, allocator=allocator)
+    handlers = providers.List(
+        providers.Singleton(EligibilityHandler, writer=writer),
+        providers.Singleton(CollisionHandler, decisions=decisions, recorder=recorder),
+        providers.Singleton(AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator),
+    )
+    reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
+
+
+def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
+    """Registers the controller, its watches and the allocations collector with ``manager``."""
+    claims = container.claim_informer()
+    slices = container.slice_informer()
+    controller = (
+        ControllerBuilder(manager, name=CONTROLLER_NAME)
+        .for_(claims)
+        .watches_with(claims, ClaimPeersWatch(claims.store))
+        .watches_with(container.pod_informer(), pod_watch())
+        .watches_with(slices, slice_watch(claims.store))
+        .watches_with(container.class_informer(), class_watch(claims.store))
+        .watches_with(container.namespace_informer(), namespace_watch(claims.store))
+        .workers(int(container.config.workers() or DEFAULT_WORKERS))
+        .rate_limiter(rate_limiter())
+        .complete(container.reconciler())
+    )
+    manager.metrics.register(
+        AllocationCollector(claims=claims.store.list, slices=slices.store.list, driver=DRIVER)
+    )
+    return controller

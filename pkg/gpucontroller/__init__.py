@@ -1,0 +1,1 @@
+"""gpu-controller's controllers (Deployment, leader-elected): today ``physicalgpu``."""

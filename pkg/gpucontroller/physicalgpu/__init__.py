@@ -1,0 +1,14 @@
+"""The PhysicalGPU controller of ``gpu-controller`` (spec §2.1 A, §4.2.2, §10.4, §11.4).
+
+It keeps the inventory honest from the control plane's side, where no node agent can:
+
+- every PhysicalGPU carries both conditions of spec §4.2.2; until the validator reports, they are
+  ``Unknown`` with reason ``ValidationPending`` (never overwriting what the validator wrote);
+- a PhysicalGPU whose Node no longer exists is deleted: its node agent is gone with the node, so
+  nobody else would ever remove it;
+- the ``gpu_physicalgpu_*`` inventory metrics are collected from the informer cache.
+
+Layout (one concept per module): ``setup`` is the composition root (container, reconciler from the
+framework's ``ResourceReconciler``, the Node watch), ``internal/state`` the read-only snapshot,
+``internal/handler/*`` one step each, ``internal/service`` the I/O, ``metrics`` the collector.
+"""

@@ -1,0 +1,52 @@
+"""Gives every PhysicalGPU both conditions of spec §4.2.2, Unknown until the validator reports.
+
+Readers (the gpu-handler's publisher, kubectl's printer columns, alerts) can then tell "not
+validated yet" from "validation failed" without special-casing a missing condition. The handler
+only adds missing conditions: the validator owns their values once it has written them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from api.gpu.v1alpha1 import PhysicalGPUConditionType
+from pkg.framework.reconcile.conditions import (
+    ConditionStatus,
+    DesiredCondition,
+    find_condition,
+    now_utc,
+    set_condition,
+)
+from pkg.framework.reconcile.contract import Result
+from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState
+
+REASON_VALIDATION_PENDING = "ValidationPending"
+
+
+class DefaultConditionsHandler:
+    name = "default-conditions"
+
+    def __init__(self, *, now: Callable[[], datetime] = now_utc) -> None:
+        self._now = now
+
+    def handle(self, state: PhysicalGPUState) -> Result | None:
+        status = state.status
+        conditions = list(status.conditions or [])
+        for condition_type in PhysicalGPUConditionType:
+            if find_condition(conditions, condition_type) is not None:
+                continue
+            set_condition(
+                conditions,
+                DesiredCondition(
+                    type=condition_type,
+                    status=ConditionStatus.UNKNOWN,
+                    reason=REASON_VALIDATION_PENDING,
+                    message="waiting for the GPU validator to report",
+                    observed_generation=state.resource.original.metadata.generation,
+                ),
+                now=self._now(),
+            )
+        if len(conditions) != len(status.conditions or []):
+            status.conditions = conditions
+        return None

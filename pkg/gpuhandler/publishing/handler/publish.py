@@ -1,0 +1,59 @@
+"""Step 4: publish the selected cards' offers by server-side apply, with the Node as owner.
+
+The publisher writes nothing when nothing changed. Every pass comes back after the resync period
+(jittered), which bounds how long a missed event or a hand-edited slice stays wrong; an unchanged
+node costs one LIST of its slices.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol
+
+from kubernetes.client import V1Node, V1OwnerReference
+
+from pkg.dra.domain.offers import CardOffers
+from pkg.dra.publisher import PublishResult
+from pkg.framework.jitter import Jitter
+from pkg.framework.reconcile import Result
+from pkg.gpuhandler.publishing.selection import build_card_offers
+from pkg.gpuhandler.publishing.state import PublishState
+
+logger = logging.getLogger("pkg.gpuhandler.publishing.reconciler")
+
+
+class Publisher(Protocol):
+    def publish(
+        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+    ) -> PublishResult: ...
+
+
+def node_owner(node: V1Node) -> V1OwnerReference:
+    """The owner reference that makes the garbage collector delete the slices with their Node."""
+    meta = node.metadata
+    if meta is None or not meta.name or not meta.uid:
+        raise ValueError("a Node without name or uid cannot own ResourceSlices")
+    return V1OwnerReference(api_version="v1", kind="Node", name=meta.name, uid=meta.uid, controller=True)
+
+
+class PublishHandler:
+    name = "publish"
+
+    def __init__(self, *, publisher: Publisher, resync: Jitter) -> None:
+        self._publisher = publisher
+        self.resync = resync
+
+    def handle(self, state: PublishState) -> Result | None:
+        if state.node is None or state.selection is None:
+            raise LookupError("the node and select steps run before publish")
+        result = self._publisher.publish(
+            state.node_name, build_card_offers(state.selection.cards), owner=node_owner(state.node)
+        )
+        state.memory.published = True
+        logger.debug(
+            "publish pass done",
+            extra={"node": state.node_name, "generation": result.generation, "changed": result.changed},
+        )
+        return Result(requeue_after=timedelta(seconds=self.resync.next()))

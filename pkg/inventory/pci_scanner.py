@@ -1,0 +1,46 @@
+"""The PCI scanner service: every PCI function of the host, and those present but unreadable.
+
+:func:`pkg.hardware.pci.scan_pci_devices` leaves an unreadable device out (with a warning naming it).
+For the agent, "left out" would read as "removed" and delete the card's PhysicalGPU, losing what
+other components wrote into it because of one failed read. So the scanner also lists the
+directory and reports addresses that are there but were not read; the cleanup step keeps their
+objects until a later scan either reads the device or no longer lists it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pkg.hardware.pci import PciDevice, scan_pci_devices
+
+
+@dataclass(frozen=True)
+class PciScan:
+    devices: list[PciDevice]  # sorted by address
+    unreadable: frozenset[str]  # addresses listed in sysfs whose attributes could not be read
+
+
+class PciScanner(Protocol):
+    def scan(self) -> PciScan:
+        """Raises ``OSError`` when the devices directory itself cannot be read."""
+        ...
+
+
+class SysfsPciScanner:
+    """Scans ``<sysfs_root>/bus/pci/devices``."""
+
+    def __init__(self, sysfs_root: Path) -> None:
+        self._root = sysfs_root
+
+    @property
+    def devices_dir(self) -> Path:
+        return self._root / "bus" / "pci" / "devices"
+
+    def scan(self) -> PciScan:
+        devices = scan_pci_devices(self._root)
+        listed = {name.lower() for name in os.listdir(self.devices_dir)}
+        read = {device.address for device in devices}
+        return PciScan(devices=devices, unreadable=frozenset(listed - read))

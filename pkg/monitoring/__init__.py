@@ -1,1 +1,0 @@
-"""Prometheus metrics of every component and the HTTP server that exposes them."""

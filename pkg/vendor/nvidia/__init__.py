@@ -1,7 +1,0 @@
-"""The NVIDIA vendor backend: NVML through a narrow port, built-in MIG tables, the filling rules.
-
-Modules, from the library up: :mod:`nvml_port` (the port and its types), :mod:`nvml` (the pynvml
-adapter), :mod:`profiles` and the generated :mod:`mig_tables` (facts of real models),
-:mod:`architecture`, :mod:`mig`, :mod:`health`, :mod:`reading` (one pass over one card) and
-:mod:`backend` (the port of :mod:`pkg.vendor.backend`). :mod:`identity` holds the entry point.
-"""

@@ -1,0 +1,89 @@
+"""The metric families a process exposes keep their names: every component wired on one manager
+with the project's provider exposes exactly the families the project exposed before the framework
+took a provider (the list below was read from the registry of the previous layout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest.mock import MagicMock
+
+from pkg.domain.metrics import METRICS
+from pkg.dracontroller.setup import ResourceClaimContainer
+from pkg.dracontroller.setup import setup_controller as setup_claims
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.manager.manager import Manager
+from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer
+from pkg.gpucontroller.physicalgpu.setup import setup_controller as setup_gpus
+from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
+from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
+
+SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs" / "a30-x2"
+
+BEFORE = {
+    "gpu_active_workers",
+    "gpu_dra_allocation_collisions",
+    "gpu_dra_allocation_failures",
+    "gpu_dra_allocation_latency_seconds",
+    "gpu_dra_resourceslice_offers",
+    "gpu_leader_election_master_status",
+    "gpu_leader_election_transitions",
+    "gpu_node_agent_api_writes",
+    "gpu_node_agent_devices",
+    "gpu_node_agent_sync_duration_seconds",
+    "gpu_node_agent_sync_errors",
+    "gpu_reconcile",
+    "gpu_reconcile_errors",
+    "gpu_reconcile_panics",
+    "gpu_reconcile_time_seconds",
+    "gpu_workqueue_adds",
+    "gpu_workqueue_depth",
+    "gpu_workqueue_longest_running_processor_seconds",
+    "gpu_workqueue_queue_duration_seconds",
+    "gpu_workqueue_retries",
+    "gpu_workqueue_unfinished_work_seconds",
+    "gpu_workqueue_work_duration_seconds",
+}
+SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_claim_allocations_total"}
+
+
+def _client(field_manager: str) -> MagicMock:
+    client = MagicMock(spec=KubeClient)
+    client.field_manager = field_manager
+    return client
+
+
+def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
+    manager = Manager(metrics=METRICS)
+    recorder = MagicMock(spec=EventRecorderLogger)
+    informers = MagicMock(spec=InformerFactory)
+    setup_gpus(
+        manager,
+        PhysicalGPUContainer(client=_client("gpu-controller"), informers=informers, recorder=recorder),
+    )
+    setup_claims(
+        manager,
+        ResourceClaimContainer(client=_client("gpu-dra-controller"), informers=informers, recorder=recorder),
+    )
+    agent = NodeAgentContainer(
+        settings=AgentSettings(
+            node_name="n1",
+            sysfs_root=SYSFS,
+            host_root=Path("/"),
+            pci_ids=None,
+            resync_period=300.0,
+            udev=False,
+        ),
+        client=_client("gpu-node-agent"),
+        informers=InformerFactory(_client("gpu-node-agent")),
+    )
+    setup_agent(manager, agent)
+    handler = GpuHandlerContainer(
+        settings=HandlerSettings(node_name="n1", backend="simulated-nvidia", sysfs_root=SYSFS),
+        client=_client("gpu-handler"),
+        informers=InformerFactory(_client("gpu-handler")),
+    )
+    setup_handler(manager, handler)
+    exposed = {family.name for family in METRICS.registry.collect()}
+    assert exposed == BEFORE | SCRAPE_TIME

@@ -1,0 +1,55 @@
+"""Quantity and semver as Kubernetes defines them (values checked against apimachinery 0.37)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pkg.dra.allocator import QuantityError, parse_quantity
+from pkg.dra.allocator.semver import SemverError, normalize_and_parse, parse_semver
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("1Gi", "1Gi"),
+        ("24576Mi", "24Gi"),
+        ("1536", "1536"),
+        ("1000", "1k"),
+        ("0.5", "500m"),
+        ("0.5Gi", "512Mi"),
+        ("1.5n", "2n"),
+        ("-1.5k", "-1500"),
+        ("1e3", "1e3"),
+        ("2.5e2", "250"),
+        ("Mi", "0"),
+        ("+2", "2"),
+        ("1E", "1E"),
+    ],
+)
+def test_parse_and_print_like_apimachinery(text: str, canonical: str) -> None:
+    assert str(parse_quantity(text)) == canonical
+
+
+@pytest.mark.parametrize("text", ["", "1.2.3", "1e", "12Q", "1 Gi"])
+def test_invalid_quantities(text: str) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(text)
+
+
+def test_quantities_compare_and_add_exactly() -> None:
+    q = parse_quantity
+    assert q("24Gi") - q("12032Mi") - q("12032Mi") == q("512Mi")
+    assert q("1Gi") == q("1073741824")
+    assert q("0.1") + q("0.2") == q("300m")
+    assert q("50k").as_int64() == 50000
+    assert q("0.5").as_int64() is None
+    assert q("1.0000000001").milli_value() == 1001
+
+
+def test_semver_order_and_normalisation() -> None:
+    assert parse_semver("1.2.3-alpha.1").compare(parse_semver("1.2.3-alpha.beta")) < 0
+    assert parse_semver("1.2.3-rc.1").compare(parse_semver("1.2.3")) < 0
+    assert parse_semver("1.2.3+build") == parse_semver("1.2.3")
+    assert str(normalize_and_parse("v01.2")) == "1.2.0"
+    with pytest.raises(SemverError):
+        parse_semver("01.2.3")

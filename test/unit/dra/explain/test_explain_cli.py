@@ -1,0 +1,157 @@
+"""``gpu-dra-controller explain``: the report, and exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import pytest
+from alloc_builders import a30_pool, claim, exact, mig_class
+from kubernetes.client import (
+    V1AllocationResult,
+    V1NodeSelector,
+    V1NodeSelectorRequirement,
+    V1NodeSelectorTerm,
+)
+
+from pkg.app.gpu_dra_controller import main as controller_main
+from pkg.dra.explain.cli import run
+from pkg.dra.explain.cluster import ClusterError, load_cluster
+from pkg.dra.explain.render import describe_allocation, node_of
+from pkg.framework.client import NotFoundError
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, RESOURCE_CLAIM, RESOURCE_SLICE
+
+ROOT = Path(__file__).resolve().parents[4]
+SAMPLE = str(ROOT / "config" / "samples" / "explain-bundle.yaml")
+
+
+def explain(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_allocatable_claim_exits_0_and_says_what_it_would_get() -> None:
+    code, out, _ = explain("ml/inference", "--bundle", SAMPLE)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "claim ml/inference (strategy best-fit)"
+    assert "request gpu: 10 devices (6 selector false, 3 fits, 1 already allocated)" in out
+    # best fit: slice 2 next to the taken slice 3, keeping 0-1 free for a 2g
+    assert lines[2].split() == ["fits", "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"]
+    assert "already allocated    gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-3" in out
+    assert "selector false       6 device(s): class gpu-mig-1g: selector #0:" in out
+    device = "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"
+    assert lines[-1] == f"result: allocatable: gpu -> {device} on node worker-1"
+
+
+def test_unallocatable_claim_exits_1_and_names_the_exhausted_counter() -> None:
+    code, out, _ = explain("ml/training", "--bundle", SAMPLE)
+    assert code == 1
+    assert (
+        "counters exhausted   gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-5-2: "
+        "counter memory-slice-3 of counter set gpu-0000-02-00-0"
+    ) in out
+    assert (
+        out.splitlines()[-1]
+        == "result: NOT allocatable: cannot allocate all claims (retry when capacity changes)"
+    )
+
+
+def test_first_fit_and_all_devices() -> None:
+    code, out, _ = explain("ml/inference", "--bundle", SAMPLE, "--strategy", "first-fit", "--all")
+    assert code == 0
+    assert "(strategy first-fit)" in out
+    # The publisher lists placements top down, so first fit also meets slice 2 first here.
+    assert "mig-14-2 on node worker-1" in out.splitlines()[-1]
+    assert out.count("selector false ") == 6  # one line per device
+
+
+def test_max_devices_limits_the_listing() -> None:
+    _, out, _ = explain("ml/inference", "--bundle", SAMPLE, "--max-devices", "1")
+    assert "... 3 more (--all lists every device)" in out
+
+
+def test_an_allocated_claim_is_noted() -> None:
+    code, out, _ = explain("ml/notebook", "--bundle", SAMPLE)
+    assert code == 0
+    assert out.startswith("note: ml/notebook is already allocated: gpu -> ")
+
+
+def test_node_restricts_the_search() -> None:
+    code, out, _ = explain("ml/inference", "--bundle", SAMPLE, "--node", "elsewhere")
+    assert code == 1
+    assert "request gpu: 0 devices (none)" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ml/missing", "--bundle", SAMPLE], "ResourceClaim ml/missing not found in"),
+        (["no-slash", "--bundle", SAMPLE], "expected <namespace>/<name>"),
+        (["ml/x", "--bundle", "/nonexistent/bundle.yaml"], "/nonexistent/bundle.yaml: cannot read"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(argv: list[str], message: str) -> None:
+    code, out, err = explain(*argv)
+    assert code == 2
+    assert out == ""
+    assert message in err
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        run(["--bundle"])
+    assert caught.value.code == 2
+
+
+def test_the_controller_binary_delegates_explain() -> None:
+    assert controller_main(["explain", "ml/training", "--bundle", SAMPLE]) == 1
+
+
+def test_cluster_snapshot_from_a_client() -> None:
+    kube = MagicMock()
+    slices, classes = a30_pool(), [mig_class("1g")]
+    claims = [claim("c", exact("gpu", "mig-1g"), namespace="ns")]
+    kube.list.side_effect = lambda kind: {RESOURCE_SLICE: (slices, "1"), DEVICE_CLASS: (classes, "1"),
+                                          RESOURCE_CLAIM: (claims, "1")}[kind]  # fmt: skip
+    kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="namespace ns not found")
+    snapshot = load_cluster(kubeconfig=None, namespace="ns", node=None, client=kube)
+    assert set(snapshot.claims) == {"ns/c"}
+    assert snapshot.namespace_labels("ns") == {}
+    assert kube.get.call_args.args[0] is NAMESPACE
+
+
+def test_a_missing_node_is_a_cluster_error() -> None:
+    kube = MagicMock()
+    kube.list.return_value = ([], "1")
+    kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message='nodes "n1" not found')
+    with pytest.raises(ClusterError, match='not found: nodes "n1" not found'):
+        load_cluster(kubeconfig=None, namespace="ns", node="n1", client=kube)
+
+
+def test_unreadable_kubeconfig_is_a_cluster_error(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="cannot load the kubeconfig"):
+        load_cluster(kubeconfig=str(tmp_path / "missing"), namespace="ns", node=None)
+
+
+def test_node_descriptions() -> None:
+    pinned = V1NodeSelector(
+        node_selector_terms=[
+            V1NodeSelectorTerm(
+                match_fields=[V1NodeSelectorRequirement(key="metadata.name", operator="In", values=["n1"])]
+            )
+        ]
+    )
+    labelled = V1NodeSelector(
+        node_selector_terms=[
+            V1NodeSelectorTerm(
+                match_expressions=[V1NodeSelectorRequirement(key="zone", operator="In", values=["a"])]
+            )
+        ]
+    )
+    assert node_of(pinned) == "node n1"
+    assert node_of(labelled) == "nodes matching the allocation's node selector"
+    assert node_of(None) == "any node"
+    assert describe_allocation(V1AllocationResult()) == "no devices on any node"

@@ -1,0 +1,57 @@
+"""Content comparison of slices: generation left out, quantities canonical, owners counted."""
+
+from __future__ import annotations
+
+from kubernetes.client import V1OwnerReference, V1ResourceSlice
+from offer_models import card
+
+from pkg.dra.domain.offers import build_offers
+from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.publisher import content, dropped_fields, plan_changes
+
+
+def a30_slices(generation: int = 1, **kw: object) -> list[V1ResourceSlice]:
+    return build_slices(
+        node="n", cards=[build_offers(card("A30"))], generation=generation, layout=Layout.SEPARATE, **kw
+    )  # type: ignore[arg-type]
+
+
+def test_generation_is_not_content_but_owners_are() -> None:
+    assert content(a30_slices(1)[1]) == content(a30_slices(7)[1])
+    owner = V1OwnerReference(api_version="v1", kind="Node", name="n", uid="u")
+    assert content(a30_slices(1, owner=owner)[1]) != content(a30_slices(1)[1])
+
+
+def test_quantities_compare_by_value() -> None:
+    ours = a30_slices()[0]
+    stored = ours.model_copy(deep=True)
+    stored.spec.shared_counters[0].counters["memory"].value = "24576Mi"
+    assert content(stored) == content(ours)
+    stored.spec.shared_counters[0].counters["memory"].value = "24577Mi"
+    assert content(stored) != content(ours)
+
+
+def test_dropped_fields_names_the_missing_paths() -> None:
+    sent = a30_slices()[1]
+    stored = sent.model_copy(deep=True)
+    assert dropped_fields(sent, stored) == []
+    for device in stored.spec.devices:
+        device.allow_multiple_allocations = None
+    stored.spec.devices[0].consumes_counters = None
+    assert dropped_fields(sent, stored) == [
+        "spec.devices[0].consumesCounters",
+        "spec.devices[13].allowMultipleAllocations",
+        "spec.devices[14].allowMultipleAllocations",
+    ]
+
+
+def test_plan_keeps_an_equal_pool_and_bumps_a_changed_one() -> None:
+    existing = a30_slices(4)
+    same = plan_changes(pool="gpus/n", existing=existing, desired_at=a30_slices)
+    assert same.unchanged
+    assert same.generation == 4
+    fewer = plan_changes(pool="gpus/n", existing=existing[:1], desired_at=a30_slices)
+    assert fewer.generation == 5
+    assert [rs.spec.pool.generation for rs in fewer.apply] == [5, 5]
+    first = plan_changes(pool="gpus/n", existing=[], desired_at=a30_slices)
+    assert first.generation == 1

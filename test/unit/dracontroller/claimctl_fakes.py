@@ -1,0 +1,185 @@
+"""Fakes for the claim controller's unit tests: an API server for claims, stores, a wired reconciler.
+
+:class:`FakeClaimApi` answers the two requests :class:`ClaimWriter` makes (JSON patch, status PUT)
+the way kube-apiserver does: a failed ``test`` op is a 422 without causes, a stale status PUT a 409,
+every write bumps the resourceVersion. :class:`Env` wires the real reconciler, handlers, writer,
+inventory and in-flight ledger over real stores; the watch is simulated by :meth:`Env.sync`, so a
+test decides whether the cache has seen a write yet.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from unittest.mock import MagicMock
+
+from alloc_builders import DRIVER, device_class
+from dependency_injector import providers
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1DeviceClass,
+    V1Namespace,
+    V1ObjectMeta,
+    V1ResourceSlice,
+)
+
+from pkg.dra.allocator import Allocator
+from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
+from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory
+from pkg.dracontroller.setup import ResourceClaimContainer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.cache.store import Store
+from pkg.framework.client import ConflictError, InvalidError, KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.reconcile.contract import Request, Result
+
+T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+MIG_EXPR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "MIG"'
+
+
+def our_mig_class(profile: str | None = None, name: str | None = None) -> V1DeviceClass:
+    expr = MIG_EXPR + (f' && device.attributes["{DRIVER}"].migProfile == "{profile}"' if profile else "")
+    return device_class(name or f"mig-{profile or 'any'}", expr)
+
+
+def our_physical_class(name: str = "physical") -> V1DeviceClass:
+    expr = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "Physical"'
+    return device_class(name, expr + " && !device.allowMultipleAllocations")
+
+
+def _tokens(path: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in path.lstrip("/").split("/")]
+
+
+def apply_json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        *parents, last = _tokens(op["path"])
+        target = doc
+        for token in parents:
+            target = target[token]
+        if op["op"] == "test":
+            if target.get(last) != op["value"]:
+                raise InvalidError(status=422, reason="Invalid", message="the request is invalid", details={})
+        elif op["op"] in ("add", "replace"):
+            target[last] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            del target[last]
+    return doc
+
+
+class FakeClaimApi:
+    """Claims by ``namespace/name`` in their JSON form; records every write."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.writes: list[tuple[str, str, Any]] = []  # (verb, key, body or ops)
+        self.fail_next: list[Exception] = []
+        self._rv = itertools.count(100)
+        self._uid = itertools.count(1)
+
+    def put(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
+        claim = claim.model_copy(deep=True)
+        claim.metadata.uid = claim.metadata.uid or f"uid-{next(self._uid)}"
+        claim.metadata.creation_timestamp = claim.metadata.creation_timestamp or T0 - timedelta(seconds=age)
+        claim.metadata.resource_version = str(next(self._rv))
+        key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+        self.objects[key] = RESOURCE_CLAIM.encode(claim)
+        return RESOURCE_CLAIM.decode(self.objects[key])
+
+    def get(self, key: str) -> ResourceV1ResourceClaim:
+        return RESOURCE_CLAIM.decode(self.objects[key])
+
+    def _stored(self, key: str) -> dict[str, Any]:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        if key not in self.objects:
+            raise NotFoundError(status=404, reason="NotFound", message=f"{key} not found")
+        return self.objects[key]
+
+    def patch(
+        self, kind: Any, name: str, patch: Any, *, patch_type: Any, namespace: str | None = None
+    ) -> Any:
+        key = f"{namespace}/{name}"
+        self.writes.append(("patch", key, patch))
+        doc = apply_json_patch(self._stored(key), patch)
+        doc["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.objects[key] = doc
+        return RESOURCE_CLAIM.decode(doc)
+
+    def update_status(self, kind: Any, obj: ResourceV1ResourceClaim) -> Any:
+        key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+        self.writes.append(("status", key, obj))
+        stored = self._stored(key)
+        if stored["metadata"]["resourceVersion"] != obj.metadata.resource_version:
+            raise ConflictError(status=409, reason="Conflict", message="the object has been modified")
+        doc = copy.deepcopy(stored)
+        body = RESOURCE_CLAIM.encode(obj)
+        doc["status"] = body.get("status") or {}
+        doc["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.objects[key] = doc
+        return RESOURCE_CLAIM.decode(doc)
+
+
+class Env:
+    """The reconciler wired over real stores and the fake API."""
+
+    def __init__(self, slices: list[V1ResourceSlice], classes: list[V1DeviceClass]) -> None:
+        self.claims: Store[Any] = Store(indexers=CLAIM_INDEXERS)
+        self.pods: Store[Any] = Store(indexers=POD_INDEXERS)
+        self.slices: Store[Any] = Store()
+        self.classes: Store[Any] = Store()
+        self.namespaces: Store[Any] = Store()
+        for rs in slices:
+            self.slices.update(rs)
+        for cls in classes:
+            self.classes.update(cls)
+        self.namespaces.update(V1Namespace(metadata=V1ObjectMeta(name="default")))
+        self.in_flight = InFlight()
+        self.inventory = Inventory(
+            claims=self.claims, pods=self.pods, slices=self.slices, classes=self.classes,
+            namespaces=self.namespaces, in_flight=self.in_flight,
+        )  # fmt: skip
+        self.api = FakeClaimApi()
+        self.writer = ClaimWriter(self.api, self.in_flight)  # type: ignore[arg-type]
+        self.recorder = MagicMock(spec=EventRecorderLogger)
+        shares = (f"share-{i}" for i in itertools.count(1))
+        self.allocator = Allocator(share_id=lambda: next(shares))
+        # The real container, its I/O parts overridden: the reconciler, the handlers and the
+        # decisions service are built exactly as the process builds them.
+        self.container = ResourceClaimContainer(
+            client=MagicMock(spec=KubeClient),
+            informers=MagicMock(spec=InformerFactory),
+            recorder=self.recorder,
+        )
+        self.container.inventory.override(providers.Object(self.inventory))
+        self.container.writer.override(providers.Object(self.writer))
+        self.container.allocator.override(providers.Object(self.allocator))
+        self.reconciler = self.container.reconciler()
+
+    def add(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
+        stored = self.api.put(claim, age=age)
+        self.claims.update(stored)
+        return stored
+
+    def sync(self) -> None:
+        """Delivers every stored claim to the cache, as the watch would."""
+        for key in list(self.api.objects):
+            self.claims.update(self.api.get(key))
+
+    def reconcile(self, claim: ResourceV1ResourceClaim) -> Result:
+        return self.reconciler.reconcile(
+            Request(name=claim.metadata.name, namespace=claim.metadata.namespace)
+        )
+
+    def stored(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim:
+        return self.api.get(f"{claim.metadata.namespace}/{claim.metadata.name}")
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (c.kwargs["type_"], c.kwargs["reason"], c.kwargs["message"])
+            for c in self.recorder.event.mock_calls
+        ]

@@ -1,0 +1,73 @@
+"""The inventory collector reads the cache at scrape time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kubernetes.client import V1Condition, V1ObjectMeta
+from prometheus_client import CollectorRegistry
+
+from api.gpu.v1alpha1 import (
+    LABEL_DEVICE,
+    LABEL_NODE,
+    LABEL_VENDOR,
+    CurrentState,
+    DriverType,
+    PciClass,
+    PciId,
+    PciInfo,
+    PhysicalGPU,
+    PhysicalGPUStatus,
+)
+from pkg.framework.cache.store import Store
+from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector
+
+
+def _gpu(name: str) -> PhysicalGPU:
+    return PhysicalGPU(
+        metadata=V1ObjectMeta(
+            name=name, labels={LABEL_NODE: "n1", LABEL_VENDOR: "nvidia", LABEL_DEVICE: "a30-pcie"}
+        ),
+        status=PhysicalGPUStatus(
+            pci_info=PciInfo(
+                address="0000:02:00.0",
+                class_=PciClass(code="0302"),
+                vendor=PciId(id="10de"),
+                device=PciId(id="20b7"),
+            ),
+            current_state=CurrentState(driver_type=DriverType.NVIDIA),
+            conditions=[
+                V1Condition(
+                    type="DriverReady",
+                    status="True",
+                    reason="Validated",
+                    message="",
+                    last_transition_time=datetime(2026, 1, 1, tzinfo=UTC),
+                )
+            ],
+        ),
+    )
+
+
+def test_series_follow_the_cache() -> None:
+    store: Store[PhysicalGPU] = Store()
+    registry = CollectorRegistry()
+    registry.register(PhysicalGPUCollector(store))
+    store.add(_gpu("n1-0-10de-20b7"))
+    labels = {
+        "name": "n1-0-10de-20b7",
+        "node": "n1",
+        "vendor": "nvidia",
+        "device": "a30-pcie",
+        "pci_address": "0000:02:00.0",
+        "driver_type": "Nvidia",
+    }
+    assert registry.get_sample_value("gpu_physicalgpu_info", labels) == 1.0
+    cond = {"name": "n1-0-10de-20b7", "node": "n1", "condition": "DriverReady"}
+    assert registry.get_sample_value("gpu_physicalgpu_condition", {**cond, "status": "True"}) == 1.0
+    assert registry.get_sample_value("gpu_physicalgpu_condition", {**cond, "status": "Unknown"}) == 0.0
+    missing = {"name": "n1-0-10de-20b7", "node": "n1", "condition": "HardwareHealthy", "status": "Unknown"}
+    assert registry.get_sample_value("gpu_physicalgpu_condition", missing) == 1.0
+
+    store.delete_key("n1-0-10de-20b7")
+    assert registry.get_sample_value("gpu_physicalgpu_info", labels) is None
