@@ -89,6 +89,7 @@ def start_node_components(plane: ControlPlane, work: Path, node: str, fixture: s
             "pkg.app.gpu_handler",
             *common,
             "--backend=simulated-nvidia",
+            "--kubelet-plugin=false",
             f"--sim-state-dir={work / 'sim-state' / node}",
             "--enrich-period=30",
             f"--metrics-bind-address=127.0.0.1:{free_port()}",

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pkg.backends.preparation import ContainerEdits
 from pkg.gpuhandler.preparation.atomic_file import remove_durably, write_atomically
 
 CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
@@ -29,22 +29,6 @@ _FILE = re.compile(rf"^{re.escape(CDI_VENDOR)}-{CDI_CLASS}_(?P<uid>[0-9a-f-]+)\.
 # The oldest CDI version that knows a field (CDI SPEC.md, "Released versions").
 _FIELD_VERSIONS: Final = {"hostPath": (0, 5, 0), "annotations": (0, 6, 0), "additionalGids": (0, 7, 0)}
 _BASE_VERSION: Final = (0, 3, 0)
-
-
-@dataclass(frozen=True)
-class DeviceNode:
-    """A device node inside the container at ``path``, taken from ``host_path`` on the host."""
-
-    path: str
-    host_path: str
-
-
-@dataclass(frozen=True)
-class ContainerEdits:
-    """What a container of one device needs: device nodes and environment variables."""
-
-    device_nodes: tuple[DeviceNode, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
 
 
 def device_name(claim_uid: str, device: str) -> str:

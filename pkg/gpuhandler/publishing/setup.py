@@ -23,18 +23,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
-from kubernetes.client import V1Node, V1ResourceSlice
+from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends import VendorBackend
-from pkg.domain.informers import node_named
-from pkg.domain.names import DRIVER
+from pkg.domain.informers import node_named, node_resource_slices
 from pkg.dra.domain.slices import UnsupportedServerError
 from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import ApiError, KubeClient
-from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
@@ -64,13 +62,6 @@ class PublishSettings:
     node_label: str
     resync_period: float
     startup_grace: float = 30.0
-
-
-def node_slices(*, informers: InformerFactory, node_name: str) -> SharedInformer[V1ResourceSlice]:
-    """This node's ResourceSlices of our driver, by field selector."""
-    return informers.get_informer(
-        RESOURCE_SLICE, field_selector=f"spec.nodeName={node_name},spec.driver={DRIVER}"
-    )
 
 
 def new_publisher(*, client: KubeClient) -> ServerLayoutPublisher:
@@ -117,7 +108,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         node_named, informers=informers, node_name=settings.provided.node_name
     )
     slice_informer = providers.Singleton(
-        node_slices, informers=informers, node_name=settings.provided.node_name
+        node_resource_slices, informers=informers, node_name=settings.provided.node_name
     )
     publisher = providers.Singleton(new_publisher, client=client)
     reconciler = providers.Singleton(

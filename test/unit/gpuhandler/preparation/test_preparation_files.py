@@ -14,7 +14,8 @@ import pytest
 
 from pkg.devcluster.cluster import default_bin_dir
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
-from pkg.gpuhandler.preparation.cdi import CdiSpecs, ContainerEdits, DeviceNode, build_spec, device_id
+from pkg.backends.preparation import ContainerEdits, DeviceNode
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, build_spec, device_id
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointError,
