@@ -158,9 +158,8 @@ class PreparationContainer(containers.DeclarativeContainer):
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
-    store = providers.Singleton(
-        CheckpointStore, path=settings.provided.checkpoint_path, boot_id=providers.Object(read_boot_id)
-    )
+    boot_id = providers.Object(read_boot_id)
+    store = providers.Singleton(CheckpointStore, path=settings.provided.checkpoint_path, boot_id=boot_id)
     claims = providers.Singleton(KubeClaimReader, client=client)
     slice_informer = providers.Singleton(
         node_resource_slices, informers=informers, node_name=settings.provided.node_name

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.devcluster.cluster import default_bin_dir
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
-from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.gpuhandler.preparation.cdi import CdiSpecs, build_spec, device_id
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
