@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pkg.framework.kubeletplugin.types import ClaimRef, Driver, PrepareOutcome
 from pkg.framework.steptaker import PipelineResult, StepTaker
+from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.failures import reason_of
-from pkg.gpuhandler.preparation.node_lock import node_lock
 from pkg.gpuhandler.preparation.services import CardChanges, ClaimEvents
 
 logger = logging.getLogger(__name__)

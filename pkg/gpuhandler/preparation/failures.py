@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pkg.backends.backend import BackendError
 from pkg.framework.client import ApiError
+from pkg.gpuhandler.node_lock import NodeLockTimeoutError
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError
-from pkg.gpuhandler.preparation.node_lock import NodeLockTimeoutError
 
 
 class PrepareFailedError(Exception):

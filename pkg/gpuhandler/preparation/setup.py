@@ -31,13 +31,13 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.framework.steptaker import Step, StepTaker
+from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.crash import with_crash_points
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
-from pkg.gpuhandler.preparation.node_lock import node_lock
 from pkg.gpuhandler.preparation.prepare_steps import (
     LoadCheckpoint,
     Plan,

@@ -26,7 +26,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     MigRecord,
     checksum,
 )
-from pkg.gpuhandler.preparation.node_lock import NodeLockTimeoutError, node_lock
+from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 
