@@ -25,6 +25,7 @@ them from the driver, else from probe (PCI address) order.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -280,7 +281,7 @@ class SimulatedNvml:
         try:
             vendor = (device / "vendor").read_text().strip().removeprefix("0x")
             device_id = (device / "device").read_text().strip().removeprefix("0x")
-            driver = (device / "driver").resolve(strict=True).name
+            driver = os.path.basename(os.readlink(device / "driver"))
         except OSError:
             raise _error(call, address, NvmlReturn.NOT_FOUND) from None
         model = models().get(device_id) if vendor == "10de" and driver == "nvidia" else None

@@ -214,12 +214,13 @@ class PrepareDevices:
             card, profile_id=planned.mig.profile_id, start=planned.mig.start, size=planned.mig.size
         )
         assert stored.mig is not None
+        # Recorded with the claim's completion; until then the placement in the PrepareStarted
+        # record is what makes the device this claim's (release and start-up find it by placement).
         stored.mig.gpu_instance, stored.mig.compute_instance, stored.mig.uuid = (
             made.gpu_instance,
             made.compute_instance,
             made.uuid,
         )
-        self._store.save(ctx.require(ctx.checkpoint, "the checkpoint", self.name))  # ownership before edits
         return self._preparer.mig_edits(card, made)
 
     def _whole_card(self, ctx: StepContext, plan: ClaimPlan, planned: PlannedDevice) -> ContainerEdits:

@@ -172,6 +172,7 @@ def node(
     offers: Offers | None = None,
     existing_host: SimulatedGpuHost | None = None,
     boot_id: str = "boot-1",
+    driver_state_in_memory: bool = False,
 ) -> Node:
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = SIMULATED_NVIDIA.create(
@@ -180,7 +181,7 @@ def node(
             sysfs_root=host.root,
             dev_root=host.dev,
             proc_root=host.root / "proc",
-            state_dir=host.nvml_state,
+            state_dir=None if driver_state_in_memory else host.nvml_state,
         )
     )
     settings = PluginSettings(
