@@ -103,6 +103,13 @@ def parser() -> argparse.ArgumentParser:
         help="where the container runtime reads CDI specs (default /var/run/cdi)",
     )
     p.add_argument(
+        "--mps-root",
+        type=Path,
+        default=Path(env("MPS_ROOT", "/run/gpu.deckhouse.io/mps")),
+        help="the MPS control daemons' folders, one per shared card, on a host tmpfs: clients mount "
+        "its shm folder as /dev/shm (default /run/gpu.deckhouse.io/mps)",
+    )
+    p.add_argument(
         "--prepare-lock-timeout",
         type=parse_duration,
         default=parse_duration(env("PREPARE_LOCK_TIMEOUT", "30s")),
@@ -184,6 +191,7 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
             kubelet_root=args.kubelet_root,
             instance=args.plugin_instance,
             cdi_dir=args.cdi_dir,
+            mps_root=args.mps_root,
             lock_timeout=args.prepare_lock_timeout,
         )
     return HandlerSettings(

@@ -9,7 +9,9 @@ here is idempotent, because a Prepare that died half-way is simply run again:
   creating one where the same profile already sits (perhaps without its compute instance, if the
   previous attempt died between the two calls) completes and returns it; destroying one that is
   gone is success;
-* switching MIG mode to the mode the card is in does nothing.
+* switching MIG mode to the mode the card is in does nothing;
+* setting the time slice a card already has, starting the MPS daemon that runs, stopping one that
+  does not: nothing happens, successfully.
 
 Failures are :class:`PreparationError` with a CamelCase ``reason`` (the prepare-failure metric's
 label) and a message naming the card.
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 
+from api.gpu.v1alpha1 import TimeSlicingInterval
 from pkg.backends.backend import BackendError
 
 REASON_CARD_BUSY: Final = "CardBusy"
@@ -29,6 +33,7 @@ REASON_PLACEMENT: Final = "PlacementUnavailable"
 REASON_DEVICE_NODE: Final = "DeviceNodeMissing"
 REASON_NOT_SUPPORTED: Final = "NotSupported"
 REASON_DRIVER: Final = "DriverError"
+REASON_SHARING: Final = "SharingSetupFailed"
 
 
 class PreparationError(BackendError):
@@ -44,11 +49,53 @@ class DeviceNode:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host folder bind-mounted into the container (the MPS pipe and shared-memory folders)."""
+
+    host_path: str
+    container_path: str
+    options: tuple[str, ...] = ("rw", "nosuid", "nodev", "bind")
+
+
+@dataclass(frozen=True)
 class ContainerEdits:
-    """What a container of one device needs: device nodes and environment variables."""
+    """What a container of one device needs: device nodes, environment variables and mounts."""
 
     device_nodes: tuple[DeviceNode, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True)
+class MpsFolders:
+    """The folders of one card's MPS control daemon, under ``root`` (one per card).
+
+    ``pipe`` holds the daemon's control pipe, sockets and PID file and is mounted into every client
+    (``CUDA_MPS_PIPE_DIRECTORY``); ``shm`` is the daemon's ``/dev/shm`` and every client's, because
+    the MPS server and its clients exchange shared memory there; ``log`` is the daemon's log.
+    """
+
+    root: Path
+
+    @property
+    def pipe(self) -> Path:
+        return self.root / "pipe"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def shm(self) -> Path:
+        return self.root / "shm"
+
+
+@dataclass(frozen=True)
+class MpsLimits:
+    """What the MPS server enforces on one client: its share of the card's threads and memory."""
+
+    thread_percentage: int
+    memory_limit_mib: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,4 +151,27 @@ class CardPreparer(Protocol):
 
     def mig_edits(self, address: str, device: MigDevice) -> ContainerEdits:
         """What a container of one MIG device needs."""
+        ...
+
+    def set_time_slice(self, address: str, interval: TimeSlicingInterval) -> None:
+        """Sets how long each process of the card runs before the next one's turn (card-wide)."""
+        ...
+
+    def start_mps(self, address: str, folders: MpsFolders) -> bool:
+        """Starts the card's MPS control daemon in ``folders`` (and gives the card to it); returns
+        False when it already runs there."""
+        ...
+
+    def stop_mps(self, address: str, folders: MpsFolders) -> bool:
+        """Stops the card's MPS control daemon, gives the card back to every process and removes
+        ``folders``; returns whether a daemon was running."""
+        ...
+
+    def mps_running(self, folders: MpsFolders) -> bool:
+        """Whether an MPS control daemon runs in ``folders``."""
+        ...
+
+    def mps_edits(self, address: str, folders: MpsFolders, limits: MpsLimits) -> ContainerEdits:
+        """What a container of one MPS share needs: the whole card's edits, the daemon's folders
+        and the limits the MPS server enforces on it."""
         ...

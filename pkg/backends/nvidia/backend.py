@@ -37,6 +37,7 @@ from pkg.backends.nvidia.nvml_port import Nvml
 from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
+from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
 from pkg.backends.registry import VendorIdentity
 from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model
@@ -53,10 +54,14 @@ class NvidiaBackend:
         identity: VendorIdentity = IDENTITY,
         dev_root: Path = Path("/dev"),
         proc_root: Path = Path("/proc"),
+        time_slicer: TimeSlicer | None = None,
+        mps: MpsControl | None = None,
     ) -> None:
         self._nvml = nvml
         self._identity = identity
-        self._preparer = NvidiaPreparer(nvml=nvml, dev_root=dev_root, proc_root=proc_root)
+        self._preparer = NvidiaPreparer(
+            nvml=nvml, dev_root=dev_root, proc_root=proc_root, time_slicer=time_slicer, mps=mps
+        )
 
     @property
     def preparer(self) -> NvidiaPreparer:

@@ -212,6 +212,15 @@ class PynvmlAdapter:
 
         self._device("nvmlDeviceSetMigMode", address, change)
 
+    def compute_mode(self, address: str) -> int:
+        return int(self._device("nvmlDeviceGetComputeMode", address, self._nvml.nvmlDeviceGetComputeMode))
+
+    def set_compute_mode(self, address: str, mode: int) -> None:
+        def change(handle: Any) -> None:
+            self._nvml.nvmlDeviceSetComputeMode(handle, mode)
+
+        self._device("nvmlDeviceSetComputeMode", address, change)
+
     def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:
         def query(handle: Any) -> list[GpuInstanceInfo]:
             found = []

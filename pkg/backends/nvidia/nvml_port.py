@@ -22,6 +22,8 @@ from typing import Final, Protocol
 GPU_INSTANCE_PROFILE_COUNT: Final = 18  # NVML_GPU_INSTANCE_PROFILE_COUNT: profile indexes 0..17
 MIG_DISABLED: Final = 0  # NVML_DEVICE_MIG_DISABLE
 MIG_ENABLED: Final = 1  # NVML_DEVICE_MIG_ENABLE
+COMPUTE_MODE_DEFAULT: Final = 0  # NVML_COMPUTEMODE_DEFAULT
+COMPUTE_MODE_EXCLUSIVE_PROCESS: Final = 3  # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
 CLOCKS_EVENT_SW_THERMAL: Final = 0x20  # nvmlClocksEventReasonSwThermalSlowdown
 CLOCKS_EVENT_HW_THERMAL: Final = 0x40  # nvmlClocksEventReasonHwThermalSlowdown
 
@@ -172,6 +174,12 @@ class Nvml(Protocol):
 
     def set_mig_mode(self, address: str, mode: int) -> None:
         """``nvmlDeviceSetMigMode``; ``IN_USE`` while processes or instances exist."""
+        ...
+
+    def compute_mode(self, address: str) -> int: ...
+
+    def set_compute_mode(self, address: str, mode: int) -> None:
+        """``nvmlDeviceSetComputeMode``: ``EXCLUSIVE_PROCESS`` while an MPS server owns the card."""
         ...
 
     def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:

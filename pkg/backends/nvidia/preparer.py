@@ -16,21 +16,51 @@ are under ``dev_root`` and ``proc_root``, ``/dev`` and ``/proc`` on a real node;
 sees the host's ``/dev`` at the same path it gives the runtime, so a node's host path is also its
 path here.
 
+Shares of a whole card (:mod:`pkg.backends.nvidia.sharing` has the tools):
+
+* TimeSlicing: the card's compute mode back to ``DEFAULT`` and its time slice set; a container
+  gets what a whole-card container gets;
+* MPS: the card in ``EXCLUSIVE_PROCESS`` compute mode, so only the MPS server opens it, and one
+  control daemon per card in its folders; a container additionally gets the daemon's pipe folder
+  at ``/tmp/nvidia-mps``, its shared-memory folder at ``/dev/shm`` and its limits
+  (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` for device 0, the
+  only device it sees, in MPS's ``M`` unit of 2^20 bytes).
+
 Not done here (no hardware to prove it on): mounting the driver's user-space libraries into the
 container, which the NVIDIA container toolkit's CDI hooks do on real nodes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from pkg.backends.nvidia.nvml_port import MIG_DISABLED, MIG_ENABLED, Nvml, NvmlError, NvmlReturn
+from api.gpu.v1alpha1 import TimeSlicingInterval
+from pkg.backends.nvidia.nvml_port import (
+    COMPUTE_MODE_DEFAULT,
+    COMPUTE_MODE_EXCLUSIVE_PROCESS,
+    MIG_DISABLED,
+    MIG_ENABLED,
+    Nvml,
+    NvmlError,
+    NvmlReturn,
+)
+from pkg.backends.nvidia.sharing import (
+    PID_FILE,
+    MpsControl,
+    NvidiaMpsControl,
+    NvidiaSmiTimeSlicer,
+    SharingToolError,
+    TimeSlice,
+    TimeSlicer,
+)
 from pkg.backends.preparation import (
     REASON_CARD_BUSY,
     REASON_DEVICE_NODE,
@@ -38,15 +68,21 @@ from pkg.backends.preparation import (
     REASON_MIG_MODE,
     REASON_NOT_SUPPORTED,
     REASON_PLACEMENT,
+    REASON_SHARING,
     ContainerEdits,
     DeviceNode,
     MigDevice,
+    Mount,
+    MpsFolders,
+    MpsLimits,
     PreparationError,
 )
 
 logger = logging.getLogger(__name__)
 
 VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+MPS_PIPE_IN_CONTAINER: Final = "/tmp/nvidia-mps"  # MPS's default CUDA_MPS_PIPE_DIRECTORY
+SHM_IN_CONTAINER: Final = "/dev/shm"
 REQUIRED_CONTROL_NODES: Final = ("nvidiactl",)
 OPTIONAL_CONTROL_NODES: Final = ("nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 _CAPS_DEVICE: Final = re.compile(r"^\s*(\d+)\s+nvidia-caps\s*$", re.MULTILINE)
@@ -55,10 +91,20 @@ _CAPS_DEVICE: Final = re.compile(r"^\s*(\d+)\s+nvidia-caps\s*$", re.MULTILINE)
 class NvidiaPreparer:
     """:class:`~pkg.backends.preparation.CardPreparer` over an NVML adapter."""
 
-    def __init__(self, *, nvml: Nvml, dev_root: Path = Path("/dev"), proc_root: Path = Path("/proc")) -> None:
+    def __init__(
+        self,
+        *,
+        nvml: Nvml,
+        dev_root: Path = Path("/dev"),
+        proc_root: Path = Path("/proc"),
+        time_slicer: TimeSlicer | None = None,
+        mps: MpsControl | None = None,
+    ) -> None:
         self._nvml = nvml
         self._dev = dev_root
         self._proc = proc_root
+        self._time_slicer = time_slicer or NvidiaSmiTimeSlicer()
+        self._mps = mps or NvidiaMpsControl()
 
     # -- MIG mode ---------------------------------------------------------------------------------
 
@@ -168,10 +214,7 @@ class NvidiaPreparer:
     # -- what containers get ----------------------------------------------------------------------
 
     def card_edits(self, address: str) -> ContainerEdits:
-        try:
-            uuid = self._nvml.uuid(address)
-        except NvmlError as exc:
-            raise _failure(address, REASON_DRIVER, exc) from exc
+        uuid = self._uuid(address)
         return ContainerEdits(device_nodes=self._card_nodes(address), env=((VISIBLE_DEVICES, uuid),))
 
     def mig_edits(self, address: str, device: MigDevice) -> ContainerEdits:
@@ -193,6 +236,91 @@ class NvidiaPreparer:
                 )
             nodes.append(self._cap_node(address, caps[key]))
         return ContainerEdits(device_nodes=tuple(nodes), env=((VISIBLE_DEVICES, device.uuid),))
+
+    def mps_edits(self, address: str, folders: MpsFolders, limits: MpsLimits) -> ContainerEdits:
+        card = self.card_edits(address)
+        return ContainerEdits(
+            device_nodes=card.device_nodes,
+            env=(
+                *card.env,
+                ("CUDA_MPS_PIPE_DIRECTORY", MPS_PIPE_IN_CONTAINER),
+                ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(limits.thread_percentage)),
+                ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", f"0={limits.memory_limit_mib}M"),
+            ),
+            mounts=(
+                Mount(host_path=str(folders.pipe), container_path=MPS_PIPE_IN_CONTAINER),
+                Mount(host_path=str(folders.shm), container_path=SHM_IN_CONTAINER),
+            ),
+        )
+
+    # -- sharing ----------------------------------------------------------------------------------
+
+    def set_time_slice(self, address: str, interval: TimeSlicingInterval) -> None:
+        self._set_compute_mode(address, COMPUTE_MODE_DEFAULT)
+        try:
+            self._time_slicer.set_time_slice(
+                address=address, uuid=self._uuid(address), interval=TimeSlice.of(interval)
+            )
+        except SharingToolError as exc:
+            raise PreparationError(address=address, reason=REASON_SHARING, message=str(exc)) from exc
+        logger.info("time slice set", extra={"pci_address": address, "interval": interval.value})
+
+    def start_mps(self, address: str, folders: MpsFolders) -> bool:
+        if self._mps.running(folders=folders):
+            return False
+        uuid = self._uuid(address)
+        try:
+            for folder, mode in ((folders.pipe, 0o755), (folders.log, 0o755), (folders.shm, 0o1777)):
+                folder.mkdir(parents=True, exist_ok=True)
+                folder.chmod(mode)
+            for leftover in (folders.pipe / PID_FILE, *folders.shm.iterdir()):  # of a daemon that died
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        except OSError as exc:
+            raise PreparationError(address=address, reason=REASON_SHARING, message=str(exc)) from exc
+        self._set_compute_mode(address, COMPUTE_MODE_EXCLUSIVE_PROCESS)
+        try:
+            self._mps.start(uuid=uuid, folders=folders)
+        except SharingToolError as exc:
+            with contextlib.suppress(PreparationError):
+                self._set_compute_mode(address, COMPUTE_MODE_DEFAULT)
+            raise PreparationError(address=address, reason=REASON_SHARING, message=str(exc)) from exc
+        logger.info("MPS control daemon started", extra={"pci_address": address, "folder": str(folders.root)})
+        return True
+
+    def stop_mps(self, address: str, folders: MpsFolders) -> bool:
+        was_running = self._mps.running(folders=folders)
+        try:
+            self._mps.quit(folders=folders)
+        except SharingToolError as exc:
+            raise PreparationError(address=address, reason=REASON_SHARING, message=str(exc)) from exc
+        self._set_compute_mode(address, COMPUTE_MODE_DEFAULT)
+        try:
+            shutil.rmtree(folders.root)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise PreparationError(address=address, reason=REASON_SHARING, message=str(exc)) from exc
+        if was_running:
+            logger.info("MPS control daemon stopped", extra={"pci_address": address})
+        return was_running
+
+    def mps_running(self, folders: MpsFolders) -> bool:
+        return self._mps.running(folders=folders)
+
+    def _set_compute_mode(self, address: str, mode: int) -> None:
+        try:
+            if self._nvml.compute_mode(address) != mode:
+                self._nvml.set_compute_mode(address, mode)
+        except NvmlError as exc:
+            reason = REASON_NOT_SUPPORTED if exc.not_supported else REASON_SHARING
+            raise _failure(address, reason, exc) from exc
+
+    def _uuid(self, address: str) -> str:
+        try:
+            return self._nvml.uuid(address)
+        except NvmlError as exc:
+            raise _failure(address, REASON_DRIVER, exc) from exc
 
     def _card_nodes(self, address: str) -> tuple[DeviceNode, ...]:
         minor = self._minor(address)

@@ -9,6 +9,9 @@ one addition is a way for tests and the demo to make a card sick without real fa
 ``HardwareHealthy`` verdict; removing it returns the card to what the simulated NVML reports
 (healthy). A malformed file says ``Unknown`` with reason ``InvalidHealthFile``, never healthy.
 
+Sharing runs the production code too: the time slice is recorded in the simulated driver state
+and the MPS control daemon is a real process (:mod:`pkg.backends.simulated.sharing`).
+
 The identity is NVIDIA's: the simulated cards are NVIDIA cards, labelled ``nvidia``; the registry
 accepts two plugins that share one identity.
 """
@@ -27,6 +30,7 @@ from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.registry import VendorIdentity
 from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
+from pkg.backends.simulated.sharing import SimulatedTimeSlicer, simulated_mps_control
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +50,13 @@ class SimulatedBackend(NvidiaBackend):
         dev_root: Path = Path("/dev"),
         proc_root: Path = Path("/proc"),
     ) -> None:
-        super().__init__(nvml=nvml, dev_root=dev_root, proc_root=proc_root)
+        super().__init__(
+            nvml=nvml,
+            dev_root=dev_root,
+            proc_root=proc_root,
+            time_slicer=SimulatedTimeSlicer(nvml.state),
+            mps=simulated_mps_control(),
+        )
         self._state_dir = state_dir
 
     def health(self, gpu: PhysicalGPU) -> CardVerdict:

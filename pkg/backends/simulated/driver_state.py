@@ -7,9 +7,9 @@ gpu-handler instances, a test and a crashed-and-restarted process all see and ch
 cards, and a kill -9 mid-change leaves the previous state (the file is replaced atomically).
 Without a state folder (unit tests, the offline view) the state lives in memory.
 
-Cards start with MIG disabled unless listed in ``mig_enabled``; processes exist only when a test
-puts them there (:meth:`SimulatedDriverState.set_processes`), standing in for a CUDA program that
-keeps a card busy.
+Cards start with MIG disabled unless listed in ``mig_enabled``, in the default compute mode and
+time slice; processes exist only when a test puts them there
+(:meth:`SimulatedDriverState.set_processes`), standing in for a CUDA program that keeps a card busy.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ class CardState(BaseModel):
     mig_mode: int
     gpu_instances: list[GpuInstanceState] = Field(default_factory=list)
     processes: list[int] = Field(default_factory=list)
+    compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
+    time_slice: int = 0  # nvidia-smi compute-policy --set-timeslice: 0 default .. 3 long
 
     def gpu_instance(self, gpu_instance: int) -> GpuInstanceState | None:
         return next((gi for gi in self.gpu_instances if gi.id == gpu_instance), None)

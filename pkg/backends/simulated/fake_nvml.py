@@ -34,6 +34,8 @@ from typing import Final
 
 from pkg.backends.nvidia.mig import FIRST_DRIVER_WITH_PROFILES_WHILE_DISABLED
 from pkg.backends.nvidia.nvml_port import (
+    COMPUTE_MODE_DEFAULT,
+    COMPUTE_MODE_EXCLUSIVE_PROCESS,
     MIG_DISABLED,
     MIG_ENABLED,
     ComputeInstanceInfo,
@@ -181,6 +183,21 @@ class SimulatedNvml:
             card.mig_mode = mode
 
         self.state.change(address, switch)
+
+    def compute_mode(self, address: str) -> int:
+        self._model("nvmlDeviceGetComputeMode", address)
+        return self.state.card(address).compute_mode
+
+    def set_compute_mode(self, address: str, mode: int) -> None:
+        call = "nvmlDeviceSetComputeMode"
+        self._model(call, address)
+        if mode not in (COMPUTE_MODE_DEFAULT, COMPUTE_MODE_EXCLUSIVE_PROCESS):
+            raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
+
+        def change(card: CardState) -> None:
+            card.compute_mode = mode
+
+        self.state.change(address, change)
 
     def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:
         self._enabled("nvmlDeviceGetGpuInstances", address)

@@ -8,6 +8,12 @@ then the claim, the later winning) say how it is configured. Anything that does 
 result for another node's pool, a device this node does not publish, an attribute missing or of
 the wrong kind, a config that is not a valid :class:`~api.gpu.v1alpha1.GpuConfig` — is a
 :class:`PlanError` that names the claim, so the Prepare fails with a reason a person can act on.
+
+A share of a card (an offer with ``sharingStrategy`` TimeSlicing or MPS) is planned with what the
+scheduler consumed for it (``consumedCapacity``): ``sharePercent``, and ``memory`` when the claim
+asked for memory. MPS enforces both, so a share's memory limit is the memory it consumed or,
+when it asked for none, its ``sharePercent`` of the card's memory. A config whose
+``sharing.strategy`` is not the offer's is refused: it was written for other devices.
 """
 
 from __future__ import annotations
@@ -18,10 +24,21 @@ from typing import Any
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1DeviceRequestAllocationResult, V1ObjectMeta
 
-from api.gpu.v1alpha1 import DeviceType, GpuConfig, GpuConfigError, SharingStrategy, parse_gpu_config
+from api.gpu.v1alpha1 import (
+    DeviceType,
+    GpuConfig,
+    GpuConfigError,
+    SharingStrategy,
+    TimeSlicingInterval,
+    parse_gpu_config,
+)
 from pkg.domain.names import DOMAIN, DRIVER
+from pkg.dra.allocator.quantity import QuantityError, parse_quantity
 
 SKIP_PREPARE = "NodePrepareResources"  # a result's skipNodeOperations entry: not ours to prepare
+SHARE_PERCENT = "sharePercent"
+MEMORY = "memory"
+MIB = 2**20
 
 OfferLookup = Callable[[str, str], V1Device | None]
 
@@ -38,6 +55,16 @@ class MigPlacement:
 
 
 @dataclass(frozen=True)
+class PlannedShare:
+    """A TimeSlicing or MPS share of a whole card and what it was given."""
+
+    strategy: SharingStrategy
+    share_percent: int
+    memory_mib: int  # what MPS lets it pin: the memory it consumed, else its percent of the card's
+    interval: TimeSlicingInterval = TimeSlicingInterval.DEFAULT  # TimeSlicing only
+
+
+@dataclass(frozen=True)
 class PlannedDevice:
     """One device of the claim to prepare on this node, and what it stands for."""
 
@@ -49,6 +76,7 @@ class PlannedDevice:
     sharing: SharingStrategy
     mig: MigPlacement | None = None
     share_id: str | None = None
+    share: PlannedShare | None = None
     config: GpuConfig | None = None
 
 
@@ -109,6 +137,14 @@ def _planned(
             start=_attribute(device, "placementStart", int, where),
             size=size,
         )
+    wanted = config.sharing.strategy if config is not None and config.sharing is not None else None
+    if wanted is not None and wanted is not sharing:
+        raise PlanError(
+            f"{where} is a {sharing.value} device but its config asks for sharing strategy {wanted.value}"
+        )
+    share = None
+    if sharing is not SharingStrategy.EXCLUSIVE:
+        share = _share(result, device, sharing, config, where)
     return PlannedDevice(
         request=str(result.request),
         pool=str(result.pool),
@@ -118,8 +154,51 @@ def _planned(
         sharing=sharing,
         mig=mig,
         share_id=result.share_id,
+        share=share,
         config=config,
     )
+
+
+def _share(
+    result: V1DeviceRequestAllocationResult,
+    device: V1Device,
+    strategy: SharingStrategy,
+    config: GpuConfig | None,
+    where: str,
+) -> PlannedShare:
+    settings = config.sharing if config is not None else None
+    consumed = result.consumed_capacity or {}
+    if SHARE_PERCENT in consumed:
+        percent = _quantity(consumed[SHARE_PERCENT], f"consumed {SHARE_PERCENT}", where)
+    elif settings is not None and settings.mps is not None and settings.mps.default_active_thread_percentage:
+        percent = settings.mps.default_active_thread_percentage
+    else:
+        percent = 100
+    if not 1 <= percent <= 100:
+        raise PlanError(f"{where} has consumed {SHARE_PERCENT} {percent}, not between 1 and 100")
+    card_memory = (device.capacity or {}).get(MEMORY)
+    if card_memory is None or card_memory.value is None:
+        raise PlanError(f"{where} has no {MEMORY} capacity")
+    card_bytes = _quantity(card_memory.value, f"{MEMORY} capacity", where)
+    asked = _quantity(consumed[MEMORY], f"consumed {MEMORY}", where) if MEMORY in consumed else 0
+    memory_bytes = asked if asked > 0 else card_bytes * percent // 100
+    interval = TimeSlicingInterval.DEFAULT
+    if settings is not None and settings.time_slicing is not None:
+        interval = settings.time_slicing.interval
+    return PlannedShare(
+        strategy=strategy, share_percent=percent, memory_mib=memory_bytes // MIB, interval=interval
+    )
+
+
+def _quantity(text: str, what: str, where: str) -> int:
+    try:
+        value = parse_quantity(str(text))
+    except QuantityError as exc:
+        raise PlanError(f"{where} has {what} {text!r}: {exc}") from None
+    whole = value.value()
+    if whole < 0 or value.nanos != whole * 10**9:
+        raise PlanError(f"{where} has {what} {text!r}, not a whole non-negative number")
+    return whole
 
 
 def _attribute(device: V1Device, name: str, kind: type, where: str, default: Any = None) -> Any:

@@ -5,7 +5,8 @@ One spec file per claim, ``<cdi dir>/k8s.gpu.deckhouse.io-claim_<claim UID>.json
 so a claim's devices can never be confused with another claim's and start-up can tell which
 files are ours and whom they belong to. The kubelet receives the CDI device IDs from
 NodePrepareResources and the runtime (containerd) applies the edits: the device nodes and the
-environment a container of the device needs.
+environment a container of the device needs, and the folders it mounts (an MPS share's daemon
+folders).
 
 The spec's ``cdiVersion`` is the oldest version that has every field used (``hostPath`` needs
 0.5.0), so older runtimes read the files too; the file is written atomically (a runtime never
@@ -49,7 +50,7 @@ def build_spec(claim_uid: str, devices: Mapping[str, ContainerEdits]) -> dict[st
     """
     entries = []
     for name, edits in sorted(devices.items()):
-        if not (edits.env or edits.device_nodes):
+        if not (edits.env or edits.device_nodes or edits.mounts):
             raise ValueError(f"claim {claim_uid}: device {name} has no container edits")
         container_edits: dict[str, Any] = {}
         if edits.env:
@@ -57,6 +58,11 @@ def build_spec(claim_uid: str, devices: Mapping[str, ContainerEdits]) -> dict[st
         if edits.device_nodes:
             container_edits["deviceNodes"] = [
                 {"path": node.path, "hostPath": node.host_path} for node in edits.device_nodes
+            ]
+        if edits.mounts:
+            container_edits["mounts"] = [
+                {"hostPath": m.host_path, "containerPath": m.container_path, "options": list(m.options)}
+                for m in edits.mounts
             ]
         entries.append({"name": device_name(claim_uid, name), "containerEdits": container_edits})
     spec: dict[str, Any] = {"kind": CDI_KIND, "devices": entries}

@@ -10,7 +10,10 @@ hardware against it. Its rules come from how such files fail in practice:
   rewrite). NVIDIA's driver checksummed its own struct, so every upgrade that added a field
   declared the old checkpoint corrupt (their #1080, #1100).
 * **Versioned for readers**: ``version`` is the writer's format, ``minReaderVersion`` the oldest
-  reader that may use the file; a reader older than that refuses instead of misreading.
+  reader that may use the file; a reader older than that refuses instead of misreading. Format 2
+  added shares (``sharing`` on a device); a file holding one needs a reader of format 2, because
+  an older one would not stop the card's MPS daemon or restore its time slice. A file without
+  shares is still readable by format 1 readers, so a downgrade without shares keeps working.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -32,8 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 MIN_READER_VERSION: Final = 1
+SHARES_READER_VERSION: Final = 2
 
 
 class CheckpointError(Exception):
@@ -67,6 +71,15 @@ class MigRecord(_Record):
     uuid: str | None = None
 
 
+class SharingRecord(_Record):
+    """A share of a whole card: its strategy and what the node set up and enforces for it."""
+
+    strategy: str  # TimeSlicing | MPS
+    share_percent: int = Field(alias="sharePercent")
+    memory_mib: int = Field(alias="memoryMiB")
+    interval: str = "Default"  # TimeSlicing: the card's time slice while it is shared
+
+
 class DeviceRecord(_Record):
     """One allocated device of a claim, as prepared on this node."""
 
@@ -77,6 +90,7 @@ class DeviceRecord(_Record):
     device_type: str = Field(alias="deviceType")  # Physical | MIG
     share_id: str | None = Field(default=None, alias="shareID")
     mig: MigRecord | None = None
+    sharing: SharingRecord | None = None
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
 
 
@@ -105,6 +119,10 @@ class CheckpointData(_Record):
 
     def claims_on_card(self, card: str) -> list[ClaimRecord]:
         return [c for c in self.claims.values() if any(d.card == card for d in c.devices)]
+
+    def shares(self) -> list[DeviceRecord]:
+        """Every recorded share, of every claim."""
+        return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
 
 
 def _canonical(data: Any) -> bytes:
@@ -155,7 +173,7 @@ class CheckpointFile:
         body = data.model_dump(mode="json", by_alias=True)
         envelope = {
             "version": FORMAT_VERSION,
-            "minReaderVersion": MIN_READER_VERSION,
+            "minReaderVersion": SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION,
             "checksum": checksum(body),
             "data": body,
         }

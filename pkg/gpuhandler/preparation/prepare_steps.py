@@ -4,16 +4,20 @@
 2. ``recorded-answer`` — a claim already ``PrepareCompleted`` gets its recorded answer (Stop):
    the kubelet retries and restarts, and a second prepare must change nothing.
 3. ``plan`` — the claim's allocation, read fresh from the API server, turned into the devices this
-   node must prepare (:mod:`allocation`); shared offers wait for their own issue.
+   node must prepare (:mod:`allocation`).
 4. ``refuse-double-allocation`` — a device (or the card under it) already prepared for another
    claim is refused: two allocators raced (DESIGN §5), and preparing it twice would hand one GPU
-   to two workloads.
+   to two workloads. Shares of one strategy stack on a card, each with its own share ID; a
+   TimeSlicing share asking for another time slice than the card's shares use is refused
+   (``IntervalConflict``): the time slice is card-wide and never silently changed under them.
 5. ``record-started`` — ``PrepareStarted`` with the planned devices, durably, before any hardware
    changes: whatever the next steps leave behind after a crash is then owned and found again.
 6. ``prepare-devices`` — the hardware: MIG mode (only on a free card), the MIG device at the
    offer's placement, or a whole card (out of MIG mode first if it was left there empty).
-7. ``write-cdi-spec`` — the claim's CDI spec.
-8. ``record-completed`` — ``PrepareCompleted`` with the CDI device IDs: the answer.
+7. ``configure-sharing`` — for shares, the card-wide side (:mod:`sharing`): its time slice, or its
+   MPS daemon started, and the share's container edits with its MPS limits.
+8. ``write-cdi-spec`` — the claim's CDI spec.
+9. ``record-completed`` — ``PrepareCompleted`` with the CDI device IDs: the answer.
 
 A failing step rolls back the completed ones in reverse (the StepTaker); a crash between steps
 is repaired by start-up reconciliation (:mod:`startup`) or the kubelet's retry, which finds the
@@ -31,11 +35,18 @@ from pkg.framework.kubeletplugin.types import PreparedDevice, PrepareOutcome
 from pkg.framework.steptaker import Continue, StepOutcome, Stop
 from pkg.gpuhandler.preparation.allocation import ClaimPlan, PlanError, PlannedDevice, plan_claim
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, ClaimState, DeviceRecord, MigRecord
-from pkg.gpuhandler.preparation.context import StepContext
+from pkg.gpuhandler.preparation.checkpoint import (
+    ClaimRecord,
+    ClaimState,
+    DeviceRecord,
+    MigRecord,
+    SharingRecord,
+)
+from pkg.gpuhandler.preparation.context import StepContext, StepOrderError
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex
+from pkg.gpuhandler.preparation.sharing import CardSharing
 
 
 class LoadCheckpoint:
@@ -83,17 +94,9 @@ class Plan:
                 "ClaimNotFound", f"claim {claim.namespace}/{claim.name} is now {uid}, not {claim.uid}"
             )
         try:
-            plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
+            ctx.plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
         except PlanError as exc:
             raise PrepareFailedError("InvalidAllocation", str(exc)) from None
-        for device in plan.devices:
-            if device.sharing is not SharingStrategy.EXCLUSIVE:
-                raise PrepareFailedError(
-                    "SharingNotSupported",
-                    f"claim {plan}: device {device.device} is a {device.sharing.value} share; this release "
-                    "prepares whole cards and MIG devices only",
-                )
-        ctx.plan = plan
         return Continue()
 
 
@@ -107,22 +110,47 @@ class RefuseDoubleAllocation:
         for device in plan.devices:
             for other in others:
                 for held in other.devices:
-                    if held.card == device.card and _conflict(device, held):
+                    if held.card != device.card:
+                        continue
+                    conflict = _conflict(device, held)
+                    if conflict is not None:
+                        reason, problem = conflict
                         raise PrepareFailedError(
-                            "DoubleAllocation",
-                            f"claim {plan}: device {device.device} on card {device.card} conflicts with "
-                            f"{held.device} prepared for claim {other}",
+                            reason,
+                            f"claim {plan}: device {device.device} on card {device.card} {problem} "
+                            f"(device {held.device} of claim {other})",
                         )
         return Continue()
 
 
-def _conflict(device: PlannedDevice, held: DeviceRecord) -> bool:
-    """Whether two allocations cannot share the card: any whole-card use, or overlapping MIG."""
-    if device.mig is None or held.mig is None:
-        return True
-    mine = set(range(device.mig.start, device.mig.start + device.mig.size))
-    theirs = set(range(held.mig.placement_start, held.mig.placement_start + held.mig.placement_size))
-    return bool(mine & theirs)
+def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:
+    """Why two devices cannot both be prepared on one card (a reason and a phrase), or None.
+
+    MIG devices fit together when their placements do not overlap; shares fit together when they
+    are shares of one strategy with distinct share IDs and, for TimeSlicing, the same time slice;
+    anything else next to anything on the card is one GPU handed out twice.
+    """
+    if device.mig is not None and held.mig is not None:
+        mine = set(range(device.mig.start, device.mig.start + device.mig.size))
+        theirs = set(range(held.mig.placement_start, held.mig.placement_start + held.mig.placement_size))
+        return ("DoubleAllocation", "overlaps a prepared MIG device") if mine & theirs else None
+    share, other = device.share, held.sharing
+    if share is None or other is None:
+        return "DoubleAllocation", "is already prepared"
+    if share.strategy.value != other.strategy:
+        return (
+            "DoubleAllocation",
+            f"is a {share.strategy.value} share, but the card is shared by {other.strategy}",
+        )
+    if device.share_id is not None and device.share_id == held.share_id:
+        return "DoubleAllocation", f"has share ID {device.share_id}, which is already prepared"
+    if share.strategy is SharingStrategy.TIME_SLICING and share.interval.value != other.interval:
+        return (
+            "IntervalConflict",
+            f"asks for time slice {share.interval.value}, but the card is time-sliced {other.interval} "
+            "for the shares already on it",
+        )
+    return None
 
 
 class RecordStarted:
@@ -157,6 +185,14 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         mig = MigRecord(
             profile_id=device.mig.profile_id, placement_start=device.mig.start, placement_size=device.mig.size
         )
+    sharing = None
+    if device.share is not None:
+        sharing = SharingRecord(
+            strategy=device.share.strategy.value,
+            share_percent=device.share.share_percent,
+            memory_mib=device.share.memory_mib,
+            interval=device.share.interval.value,
+        )
     return DeviceRecord(
         pool=device.pool,
         device=device.device,
@@ -165,6 +201,7 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         device_type=device.device_type.value,
         share_id=device.share_id,
         mig=mig,
+        sharing=sharing,
     )
 
 
@@ -183,8 +220,10 @@ class PrepareDevices:
             for planned, stored in zip(plan.devices, record.devices, strict=True):
                 if planned.device_type is DeviceType.MIG:
                     ctx.edits[planned.device] = self._mig(ctx, plan, planned, stored)
-                else:
+                elif planned.share is None:
                     ctx.edits[planned.device] = self._whole_card(ctx, plan, planned)
+                else:
+                    self._whole_card(ctx, plan, planned)  # configure-sharing makes its edits
         except Exception:
             self.rollback(ctx)  # a failing step cleans up its own partial work
             raise
@@ -250,6 +289,32 @@ class PrepareDevices:
             )
 
 
+class ConfigureSharing:
+    name = "configure-sharing"
+
+    def __init__(self, sharing: CardSharing) -> None:
+        self._sharing = sharing
+
+    def take(self, ctx: StepContext) -> StepOutcome:
+        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        plan = ctx.require(ctx.plan, "the plan", self.name)
+        record = checkpoint.claims[plan.uid]
+        try:
+            for device in record.devices:
+                if device.sharing is not None:
+                    ctx.edits[device.device] = self._sharing.set_up(device)
+        except Exception:
+            self.rollback(ctx)
+            raise
+        return Continue()
+
+    def rollback(self, ctx: StepContext) -> None:
+        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        record = checkpoint.claims.get(ctx.claim.uid)
+        if record is not None:
+            self._sharing.release(record, remaining=checkpoint.claims.values())
+
+
 class WriteCdiSpec:
     name = "write-cdi-spec"
 
@@ -257,6 +322,11 @@ class WriteCdiSpec:
         self._cdi = cdi
 
     def take(self, ctx: StepContext) -> StepOutcome:
+        plan = ctx.require(ctx.plan, "the plan", self.name)
+        if missing := [d.device for d in plan.devices if d.device not in ctx.edits]:
+            raise StepOrderError(
+                f"step {self.name!r} needs the container edits of {missing}, which no step made"
+            )
         ids = self._cdi.write(ctx.claim.uid, ctx.edits)
         ctx.cdi_device_ids = dict(zip(ctx.edits, ids, strict=True))
         return Continue()

@@ -5,7 +5,9 @@
 calls reach and the :class:`~pkg.framework.kubeletplugin.server.KubeletPlugin` that serves it.
 :class:`PluginRunnable` runs it in the manager: start-up reconciliation under the node lock first,
 then the sockets (so the kubelet never calls before the node matches its checkpoint), a periodic
-health refresh, and on stop the sockets go away (the kubelet deregisters this instance).
+health refresh and MPS watchdog, and on stop the sockets go away (the kubelet deregisters this
+instance). MPS daemons are not stopped with the plugin: they serve running workloads, and the
+next instance adopts them (start-up reconciliation).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.framework.steptaker import Step, StepTaker
-from pkg.gpuhandler.node_lock import node_lock
+from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
 from pkg.gpuhandler.preparation.context import StepContext
@@ -39,6 +41,7 @@ from pkg.gpuhandler.preparation.crash import with_crash_points
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.prepare_steps import (
+    ConfigureSharing,
     LoadCheckpoint,
     Plan,
     PrepareDevices,
@@ -56,11 +59,13 @@ from pkg.gpuhandler.preparation.services import (
     RecorderClaimEvents,
     SliceOfferIndex,
 )
+from pkg.gpuhandler.preparation.sharing import CardSharing, MpsWatchdog
 from pkg.gpuhandler.preparation.startup import reconcile_at_startup
 from pkg.gpuhandler.preparation.unprepare_steps import (
     ForgetClaim,
     NothingToUnprepare,
     ReleaseDevices,
+    ReleaseSharing,
     RemoveCdiSpec,
 )
 
@@ -75,6 +80,7 @@ class PluginSettings:
     kubelet_root: Path
     instance: str
     cdi_dir: Path
+    mps_root: Path = Path("/run") / DRIVER / "mps"
     lock_timeout: float = 30.0
     health_period: float = 10.0
 
@@ -102,6 +108,7 @@ def new_prepare_pipeline(
     claims: ClaimReader,
     offers: SliceOfferIndex,
     preparer: CardPreparer,
+    sharing: CardSharing,
     cdi: CdiSpecs,
     pool: str,
 ) -> StepTaker[StepContext]:
@@ -112,6 +119,7 @@ def new_prepare_pipeline(
         RefuseDoubleAllocation(),
         RecordStarted(store),
         PrepareDevices(preparer=preparer, store=store),
+        ConfigureSharing(sharing),
         WriteCdiSpec(cdi),
         RecordCompleted(store),
     ]
@@ -119,11 +127,12 @@ def new_prepare_pipeline(
 
 
 def new_unprepare_pipeline(
-    *, store: CheckpointStore, preparer: CardPreparer, cdi: CdiSpecs
+    *, store: CheckpointStore, preparer: CardPreparer, sharing: CardSharing, cdi: CdiSpecs
 ) -> StepTaker[StepContext]:
     steps: Sequence[Step[StepContext]] = [
         LoadCheckpoint(store),
         NothingToUnprepare(cdi),
+        ReleaseSharing(sharing),
         ReleaseDevices(preparer),
         RemoveCdiSpec(cdi),
         ForgetClaim(store),
@@ -169,6 +178,8 @@ class PreparationContainer(containers.DeclarativeContainer):
         SliceOfferIndex, slices=slice_informer, client=client, selector=slice_selector
     )
     cdi = providers.Singleton(CdiSpecs, folder=settings.provided.cdi_dir)
+    sharing = providers.Singleton(CardSharing, preparer=preparer, mps_root=settings.provided.mps_root)
+    watchdog = providers.Singleton(MpsWatchdog, sharing=sharing, preparer=preparer)
     events = providers.Singleton(RecorderClaimEvents, recorder=recorder)
     board = providers.Singleton(HealthBoard)
     health = providers.Singleton(
@@ -180,10 +191,13 @@ class PreparationContainer(containers.DeclarativeContainer):
         claims=claims,
         offers=offers,
         preparer=preparer,
+        sharing=sharing,
         cdi=cdi,
         pool=settings.provided.pool,
     )
-    unprepare_pipeline = providers.Singleton(new_unprepare_pipeline, store=store, preparer=preparer, cdi=cdi)
+    unprepare_pipeline = providers.Singleton(
+        new_unprepare_pipeline, store=store, preparer=preparer, sharing=sharing, cdi=cdi
+    )
     driver = providers.Singleton(
         GpuDriver,
         prepare=prepare_pipeline,
@@ -224,8 +238,21 @@ class PluginRunnable:
         try:
             while not stop.wait(settings.health_period):
                 health.refresh()
+                self._watch_mps(settings)
         finally:
             plugin.stop()
+
+    def _watch_mps(self, settings: PluginSettings) -> None:
+        watchdog: MpsWatchdog = self._container.watchdog()
+        store: CheckpointStore = self._container.store()
+        try:
+            # A short wait: a busy lock means Prepare/Unprepare are at work; the next round comes soon.
+            with node_lock(settings.lock_path, timeout=1.0):
+                watchdog.check(store.load())
+        except (NodeLockTimeoutError, CheckpointError) as exc:
+            logger.debug("MPS watchdog round skipped: %s", exc)
+        except Exception:  # the next round tries again; the plugin keeps serving
+            logger.exception("MPS watchdog round failed")
 
     def _reconcile(self, settings: PluginSettings) -> None:
         gpus: SharedInformer[PhysicalGPU] = self._container.gpu_informer()
@@ -240,6 +267,7 @@ class PluginRunnable:
                     store=self._container.store(),
                     claims=self._container.claims(),
                     preparer=self._container.preparer(),
+                    sharing=self._container.sharing(),
                     cdi=self._container.cdi(),
                     cards=lambda: cards,
                 )
@@ -258,5 +286,8 @@ class PluginRunnable:
                 "unprepared": len(report.unprepared),
                 "orphan_mig_devices": len(report.orphan_mig_devices),
                 "orphan_cdi_specs": len(report.orphan_cdi_specs),
+                "mps_started": len(report.sharing.mps_started),
+                "mps_orphans_stopped": len(report.sharing.mps_orphans_stopped),
+                "sharing_failures": len(report.sharing.failed),
             },
         )

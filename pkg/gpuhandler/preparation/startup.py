@@ -14,6 +14,12 @@ Run once, under the node lock, before the plugin registers with the kubelet:
    while the plugin was down (NVIDIA's #1278).
 4. **What nobody owns** — MIG devices on this node's cards that no entry owns, and claim CDI specs
    that no entry owns, are removed.
+5. **Shared cards** — as the remaining entries say (:meth:`~sharing.CardSharing.reconcile`): time
+   slices set, MPS daemons running for cards with MPS shares, every other MPS daemon stopped and
+   its card given back.
+
+Dropping an entry releases what its shares needed too (the time slice, the MPS daemon), unless a
+remaining entry's share needs it.
 
 An unreadable checkpoint stops here and is reported: nothing is removed when it is unknown who
 owns what (:mod:`checkpoint`). Every action is logged and counted in the returned report.
@@ -32,6 +38,7 @@ from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimState
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader
+from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +50,7 @@ class StartupReport:
     unprepared: list[str] = field(default_factory=list)  # claims that no longer exist
     orphan_mig_devices: list[str] = field(default_factory=list)  # "<card>@<start>"
     orphan_cdi_specs: list[str] = field(default_factory=list)  # claim UIDs
+    sharing: SharingReport = field(default_factory=SharingReport)
     changed_cards: set[str] = field(default_factory=set)
 
 
@@ -51,38 +59,58 @@ def reconcile_at_startup(
     store: CheckpointStore,
     claims: ClaimReader,
     preparer: CardPreparer,
+    sharing: CardSharing,
     cdi: CdiSpecs,
     cards: Callable[[], Sequence[str]],
 ) -> StartupReport:
-    """Runs the four passes (call with the node lock held); raises ``CheckpointError``."""
+    """Runs the five passes (call with the node lock held); raises ``CheckpointError``."""
     report = StartupReport()
     checkpoint = store.load()
+    dropper = _Dropper(checkpoint, preparer, sharing, cdi, report)
     if checkpoint.boot_id != store.boot_id:
         for uid, record in list(checkpoint.claims.items()):
-            _drop(checkpoint, uid, preparer, cdi, report)
+            dropper.drop(uid)
             report.stale_boot.append(uid)
             logger.info("dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid})
         checkpoint.boot_id = store.boot_id
     for uid, record in list(checkpoint.claims.items()):
         if record.state is ClaimState.PREPARE_STARTED:
-            _drop(checkpoint, uid, preparer, cdi, report)
+            dropper.drop(uid)
             report.rolled_back.append(uid)
             logger.info("rolled back a prepare that did not finish", extra={"claim": str(record)})
         elif not _exists(claims, record.namespace, record.name, uid):
-            _drop(checkpoint, uid, preparer, cdi, report)
+            dropper.drop(uid)
             report.unprepared.append(uid)
             logger.info("unprepared a claim that no longer exists", extra={"claim": str(record)})
     store.save(checkpoint)
-    _remove_orphans(checkpoint, preparer, cdi, cards(), report)
+    known_cards = cards()
+    _remove_orphans(checkpoint, preparer, cdi, known_cards, report)
+    report.sharing = sharing.reconcile(checkpoint, known_cards)
     return report
 
 
-def _drop(
-    checkpoint: CheckpointData, uid: str, preparer: CardPreparer, cdi: CdiSpecs, report: StartupReport
-) -> None:
-    record = checkpoint.claims.pop(uid)
-    report.changed_cards.update(release_devices(record, preparer))
-    cdi.remove(uid)
+class _Dropper:
+    """Drops entries: their devices, their shares' card settings and their CDI specs released."""
+
+    def __init__(
+        self,
+        checkpoint: CheckpointData,
+        preparer: CardPreparer,
+        sharing: CardSharing,
+        cdi: CdiSpecs,
+        report: StartupReport,
+    ) -> None:
+        self._checkpoint = checkpoint
+        self._preparer = preparer
+        self._sharing = sharing
+        self._cdi = cdi
+        self._report = report
+
+    def drop(self, uid: str) -> None:
+        record = self._checkpoint.claims.pop(uid)
+        self._sharing.release(record, remaining=self._checkpoint.claims.values())
+        self._report.changed_cards.update(release_devices(record, self._preparer))
+        self._cdi.remove(uid)
 
 
 def _exists(claims: ClaimReader, namespace: str, name: str, uid: str) -> bool:

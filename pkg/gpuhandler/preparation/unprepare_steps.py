@@ -3,9 +3,11 @@
 1. ``load-checkpoint`` (shared with Prepare);
 2. ``nothing-to-unprepare`` — a claim this node never prepared (or already forgot) only loses a
    leftover CDI spec, if any (Stop): the kubelet calls Unprepare again after any doubt;
-3. ``release-devices`` — its MIG devices destroyed (by placement); whole cards stay as they are;
-4. ``remove-cdi-spec``;
-5. ``forget-claim`` — the record removed, durably: only now is the claim's state gone, so a crash
+3. ``release-sharing`` — what its shares needed of their cards and no other share needs: the
+   time slice back to ``Default``, the MPS daemon stopped (:mod:`sharing`);
+4. ``release-devices`` — its MIG devices destroyed (by placement); whole cards stay as they are;
+5. ``remove-cdi-spec``;
+6. ``forget-claim`` — the record removed, durably: only now is the claim's state gone, so a crash
    anywhere before leaves a record that the kubelet's retry (or start-up) completes.
 
 Unprepare rolls nothing back: undoing a release would re-create what the workload no longer
@@ -20,6 +22,7 @@ from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore
+from pkg.gpuhandler.preparation.sharing import CardSharing
 
 
 class NothingToUnprepare:
@@ -34,6 +37,18 @@ class NothingToUnprepare:
             return Continue()
         self._cdi.remove(ctx.claim.uid)
         return Stop("not prepared on this node")
+
+
+class ReleaseSharing:
+    name = "release-sharing"
+
+    def __init__(self, sharing: CardSharing) -> None:
+        self._sharing = sharing
+
+    def take(self, ctx: StepContext) -> StepOutcome:
+        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        self._sharing.release(checkpoint.claims[ctx.claim.uid], remaining=checkpoint.claims.values())
+        return Continue()
 
 
 class ReleaseDevices:
