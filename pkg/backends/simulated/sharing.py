@@ -10,9 +10,13 @@ control pipe and ``quit`` command, so starting, stopping, dying and being restar
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
+from pathlib import Path
 
-from pkg.backends.nvidia.sharing import NvidiaMpsControl, TimeSlice
+from pkg.backends.nvidia.sharing import PID_FILE, NvidiaMpsControl, TimeSlice, daemon_pid, stop_process
 from pkg.backends.simulated import mps_daemon
 from pkg.backends.simulated.driver_state import CardState, SimulatedDriverState
 
@@ -30,3 +34,22 @@ class SimulatedTimeSlicer:
 
 def simulated_mps_control(*, timeout: float = 10.0) -> NvidiaMpsControl:
     return NvidiaMpsControl(command=(sys.executable, "-m", mps_daemon.MARKER), timeout=timeout)
+
+
+def stop_simulated_daemons(root: Path, *, timeout: float = 5.0) -> list[int]:
+    """Stops every simulated MPS daemon whose PID file lies under ``root``; returns their PIDs.
+
+    The simulated daemons detach, as the real ones do, so they outlive a test or a local cluster
+    node that did not unprepare its shares; whoever removes the node's folders stops them first.
+    """
+    stopped = []
+    marker = mps_daemon.MARKER.encode()
+    for pid_file in sorted(root.rglob(PID_FILE)) if root.is_dir() else []:
+        pid = daemon_pid(pid_file.parent, marker)
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        stop_process(pid, marker=marker, timeout=timeout)
+        stopped.append(pid)
+    return stopped

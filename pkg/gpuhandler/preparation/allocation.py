@@ -60,7 +60,8 @@ class PlannedShare:
 
     strategy: SharingStrategy
     share_percent: int
-    memory_mib: int  # what MPS lets it pin: the memory it consumed, else its percent of the card's
+    memory_mib: int  # what MPS lets it pin: the memory it consumed, else its percent of the card's;
+    # for time-slicing only what it consumed (nothing enforces it)
     interval: TimeSlicingInterval = TimeSlicingInterval.DEFAULT  # TimeSlicing only
 
 
@@ -176,12 +177,13 @@ def _share(
         percent = 100
     if not 1 <= percent <= 100:
         raise PlanError(f"{where} has consumed {SHARE_PERCENT} {percent}, not between 1 and 100")
-    card_memory = (device.capacity or {}).get(MEMORY)
-    if card_memory is None or card_memory.value is None:
-        raise PlanError(f"{where} has no {MEMORY} capacity")
-    card_bytes = _quantity(card_memory.value, f"{MEMORY} capacity", where)
     asked = _quantity(consumed[MEMORY], f"consumed {MEMORY}", where) if MEMORY in consumed else 0
-    memory_bytes = asked if asked > 0 else card_bytes * percent // 100
+    memory_bytes = asked
+    if strategy is SharingStrategy.MPS and asked == 0:  # MPS needs a limit; time-slicing enforces none
+        card_memory = (device.capacity or {}).get(MEMORY)
+        if card_memory is None or card_memory.value is None:
+            raise PlanError(f"{where} is an MPS share but its offer has no {MEMORY} capacity")
+        memory_bytes = _quantity(card_memory.value, f"{MEMORY} capacity", where) * percent // 100
     interval = TimeSlicingInterval.DEFAULT
     if settings is not None and settings.time_slicing is not None:
         interval = settings.time_slicing.interval

@@ -47,7 +47,7 @@ BEFORE = {
 }
 SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_claim_allocations_total"}
 # Added since the refactor, each on purpose: the kubelet plugin's prepare metrics (spec §13.2).
-ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds"}
+ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds", "gpu_dra_mps_daemon_restarts"}
 
 
 def _client(field_manager: str) -> MagicMock:

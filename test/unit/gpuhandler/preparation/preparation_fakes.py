@@ -23,6 +23,7 @@ from kubernetes.client import (
     V1DeviceAllocationConfiguration,
     V1DeviceAllocationResult,
     V1DeviceAttribute,
+    V1DeviceCapacity,
     V1DeviceRequestAllocationResult,
     V1ObjectMeta,
     V1OpaqueDeviceConfiguration,
@@ -67,11 +68,16 @@ def mig_offer(card: str, *, profile: int = 14, start: int, size: int = 1) -> V1D
     )
 
 
-def whole_offer(card: str, *, sharing: str = "Exclusive") -> V1Device:
+def whole_offer(card: str, *, sharing: str = "Exclusive", memory: str = "24Gi") -> V1Device:
     base = "gpu-" + card.replace(":", "-").replace(".", "-")
     suffix = {"Exclusive": "", "TimeSlicing": "-ts", "MPS": "-mps"}[sharing]
+    capacity = {"memory": V1DeviceCapacity(value=memory)}
+    if sharing != "Exclusive":
+        capacity["sharePercent"] = V1DeviceCapacity(value="100")
     return V1Device(
-        name=base + suffix, attributes=attrs(deviceType="Physical", pciAddress=card, sharingStrategy=sharing)
+        name=base + suffix,
+        attributes=attrs(deviceType="Physical", pciAddress=card, sharingStrategy=sharing),
+        capacity=capacity,
     )
 
 
@@ -96,7 +102,10 @@ class Claims:
         *,
         config: Mapping[str, Any] | None = None,
         pool: str = POOL,
+        consumed: Mapping[str, str] | None = None,
     ) -> ClaimRef:
+        """Allocates ``devices`` to a new claim; ``consumed`` makes each result a share (its own
+        share ID, the capacity it consumed), as the scheduler allocates shared offers."""
         uid = str(uuid.uuid4())
         configs = []
         if config is not None:
@@ -111,7 +120,12 @@ class Claims:
                     devices=V1DeviceAllocationResult(
                         results=[
                             V1DeviceRequestAllocationResult(
-                                request="gpu", driver=DRIVER, pool=pool, device=d.name
+                                request="gpu",
+                                driver=DRIVER,
+                                pool=pool,
+                                device=d.name,
+                                share_id=str(uuid.uuid4()) if consumed is not None else None,
+                                consumed_capacity=dict(consumed) if consumed is not None else None,
                             )
                             for d in devices
                         ],
@@ -152,6 +166,10 @@ class Node:
     cards_changed: list[str]
 
     @property
+    def mps_root(self) -> Path:
+        return self.container.settings().mps_root  # type: ignore[no-any-return]
+
+    @property
     def driver(self) -> GpuDriver:
         return self.container.driver()  # type: ignore[no-any-return]
 
@@ -189,6 +207,7 @@ def node(
         kubelet_root=tmp / "kubelet",
         instance=str(uuid.uuid4()),
         cdi_dir=tmp / "cdi",
+        mps_root=tmp / "mps",
         lock_timeout=5.0,
     )
     claims = claims or Claims()

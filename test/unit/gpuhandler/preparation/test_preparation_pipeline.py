@@ -100,7 +100,7 @@ def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path) -> None:
 
     outcome = n.driver.prepare([second])[second.uid]
 
-    assert "conflicts with" in outcome.error
+    assert "overlaps a prepared MIG device" in outcome.error
     assert "team/first" in outcome.error
     assert "team/second" in outcome.error
     assert _failures("DoubleAllocation") == before + 1
@@ -117,7 +117,7 @@ def test_a_whole_card_next_to_a_mig_device_is_refused(tmp_path: Path) -> None:
 
     outcome = n.driver.prepare([(claim := n.claims.allocate("whole", [whole]))])[claim.uid]
 
-    assert "conflicts with" in outcome.error
+    assert "is already prepared (device gpu-0000-3b-00-0-mig-14-0 of claim team/mig" in outcome.error
     assert _gpu_instances(n) == [(14, 0)]
 
 
@@ -205,8 +205,16 @@ def test_an_invalid_config_fails_naming_the_claim_and_the_field(
     ("make", "expected"),
     [
         (
-            lambda n: n.claims.allocate("x", n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))),
-            "TimeSlicing share",
+            lambda n: n.claims.allocate(
+                "x", n.offers.publish(whole_offer(A30, sharing="MPS")), consumed={"sharePercent": "150"}
+            ),
+            "has consumed sharePercent 150, not between 1 and 100",
+        ),
+        (
+            lambda n: n.claims.allocate(
+                "x", n.offers.publish(whole_offer(A30, sharing="MPS")), consumed={"memory": "1.5"}
+            ),
+            "not a whole non-negative number",
         ),
         (lambda n: n.claims.allocate("x", [mig_offer(A30, start=0)]), "is not published in pool"),
         (

@@ -22,6 +22,7 @@ def _reconcile(n: Node, cards: list[str] | None = None) -> StartupReport:
         store=c.store(),
         claims=c.claims(),
         preparer=c.preparer(),
+        sharing=c.sharing(),
         cdi=c.cdi(),
         cards=lambda: cards or [A30, A30_B],
     )
