@@ -49,6 +49,11 @@ class GpuComponents:
         self.handler = self._process("gpu-handler", "pkg.app.gpu_handler", self._handler_argv(), logs)
 
     @property
+    def mps_root(self) -> Path:
+        """gpu-handler's ``--mps-root``: the node's MPS daemon folders, one per shared card."""
+        return self.node.base / "mps"
+
+    @property
     def processes(self) -> list[ManagedProcess]:
         return [self.agent, self.handler]
 
@@ -124,6 +129,7 @@ class GpuComponents:
             f"--proc-root={host.root / 'proc'}",
             f"--kubelet-root={self.node.kubelet.paths.root}",
             f"--cdi-dir={self.node.cdi_dir}",
+            f"--mps-root={self.mps_root}",
             f"--plugin-instance={self._instance}",
             "--enrich-period=5",
             *self._handler_args,

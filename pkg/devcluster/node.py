@@ -190,7 +190,9 @@ class RealNode:
             )  # fmt: skip
 
     def _stray_processes(self) -> list[tuple[int, str]]:
-        """Processes whose command line names the node's folder (shims, plugins) and are not ours."""
+        """Processes whose command line or environment names the node's folder and are not ours:
+        shims, plugins, and daemons our components detached (a simulated MPS daemon names its
+        folders only in its environment)."""
         mine = {p.process.pid for p in self.processes if p.process is not None and p.running()}
         marker = str(self.base).encode()
         strays = []
@@ -199,9 +201,10 @@ class RealNode:
                 continue
             try:
                 cmdline = (entry / "cmdline").read_bytes()
+                environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
-            if marker in cmdline:
+            if marker in cmdline or marker in environ:
                 strays.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]))
         return strays
 

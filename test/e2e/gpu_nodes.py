@@ -7,17 +7,37 @@ the way an operator would look at a real node (nvidia-smi, /var/run/cdi, the plu
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from kubernetes.client import V1Pod, V1ResourceRequirements
+from kubernetes.client import (
+    CoreV1ResourceClaim,
+    ResourceV1ResourceClaim,
+    V1CapacityRequirements,
+    V1CELDeviceSelector,
+    V1DeviceClaim,
+    V1DeviceClaimConfiguration,
+    V1DeviceRequest,
+    V1DeviceSelector,
+    V1ExactDeviceRequest,
+    V1ObjectMeta,
+    V1OpaqueDeviceConfiguration,
+    V1Pod,
+    V1PodResourceClaim,
+    V1ResourceClaimSpec,
+    V1ResourceRequirements,
+)
 from pods import shell_pod
 
+from pkg.backends.nvidia.sharing import daemon_pid
+from pkg.backends.simulated.mps_daemon import MARKER
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
-from pkg.framework.client.builtin_kinds import POD
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
 DRIVER = "gpu.deckhouse.io"
 SHOW_DEVICES = (
@@ -35,6 +55,78 @@ def gpu_pod(name: str, resource: str, *, node: str, script: str = SHOW_DEVICES, 
         limits={f"{DRIVER}/{resource}": str(count)}, requests={f"{DRIVER}/{resource}": str(count)}
     )
     return pod
+
+
+SHOW_SHARE = (
+    "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
+    "echo THREADS=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; echo MEMORY=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; "
+    "echo PIPE=$CUDA_MPS_PIPE_DIRECTORY; "
+    "[ -f /tmp/nvidia-mps/nvidia-cuda-mps-control.pid ] && echo DAEMON=$(cat /tmp/nvidia-mps/*.pid); "
+    "[ -f /dev/shm/sim-mps-server ] && echo SHM=$(cat /dev/shm/sim-mps-server); "
+    "echo shown; exec sleep 3600"
+)
+
+
+def shared_claim(
+    name: str,
+    device_class: str,
+    *,
+    share_percent: int,
+    card: str,
+    config: Mapping[str, Any] | None = None,
+) -> ResourceV1ResourceClaim:
+    """A claim for ``share_percent`` of ``card`` through a sharing class, with our opaque config."""
+    selector = f'device.attributes["{DRIVER}"].pciAddress == "{card}"'
+    configs = []
+    if config is not None:
+        configs.append(
+            V1DeviceClaimConfiguration(
+                requests=["gpu"], opaque=V1OpaqueDeviceConfiguration(driver=DRIVER, parameters=dict(config))
+            )
+        )
+    request = V1ExactDeviceRequest(
+        device_class_name=device_class,
+        selectors=[V1DeviceSelector(cel=V1CELDeviceSelector(expression=selector))],
+        capacity=V1CapacityRequirements(requests={"sharePercent": str(share_percent)}),
+    )
+    return ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1ResourceClaimSpec(
+            devices=V1DeviceClaim(requests=[V1DeviceRequest(name="gpu", exactly=request)], config=configs)
+        ),
+    )
+
+
+def claim_pod(name: str, claim: str, *, node: str, script: str = SHOW_SHARE) -> V1Pod:
+    """A Pod using the ResourceClaim ``claim``; by default it prints what a share sees and keeps running."""
+    pod = shell_pod(
+        name, script, node=node, resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=claim)]
+    )
+    pod.spec.containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
+    return pod
+
+
+def run_shared(
+    kube: KubeClient, plane: ControlPlane, namespace: str, claim: ResourceV1ResourceClaim, *, node: str
+) -> dict[str, str]:
+    """Creates ``claim`` and a Pod of the same name using it; returns what the Pod printed."""
+    name = str(claim.metadata.name)
+    kube.create(RESOURCE_CLAIM, claim, namespace=namespace)
+    run_and_show(kube, plane, namespace, claim_pod(name, name, node=node))
+    lines = plane.kubectl("logs", "-n", namespace, name).splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def card_state(node: RealNode, card: str) -> dict[str, Any]:
+    """The simulated driver's state of ``card`` (compute mode, time slice, MIG mode)."""
+    path = node.host.nvml_state / "driver" / "driver.json"
+    cards = json.loads(path.read_text())["cards"] if path.exists() else {}
+    return dict(cards.get(card, {}))
+
+
+def mps_daemon(components: GpuComponents, card: str) -> int | None:
+    """The PID of the card's MPS control daemon if it runs."""
+    return daemon_pid(components.mps_root / card / "pipe", MARKER.encode())
 
 
 @dataclass(frozen=True)

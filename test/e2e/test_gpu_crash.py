@@ -5,7 +5,8 @@ step; the kubelet's call makes it kill itself right after that step (no rollback
 a power loss would); it is started again without the variable; the kubelet retries (or start-up
 reconciliation finishes the job); and the node must end up exactly as if nothing had happened:
 one MIG device per prepared claim, one CDI spec per prepared claim, a checkpoint that says so —
-and after the Pod is gone, nothing at all.
+and after the Pod is gone, nothing at all. An MPS share is crashed at the steps that start and stop
+its card's daemon: no daemon without a share, none left changed once the share is gone.
 """
 
 from __future__ import annotations
@@ -13,13 +14,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, run_and_show
+from gpu_nodes import (
+    card_state,
+    cdi_specs,
+    checkpoint,
+    claim_pod,
+    gpu_instances,
+    gpu_pod,
+    mps_daemon,
+    run_and_show,
+    run_shared,
+    shared_claim,
+)
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import POD
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
 
 PREPARE_STEPS = [
@@ -29,12 +41,14 @@ PREPARE_STEPS = [
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
+    "configure-sharing",
     "write-cdi-spec",
     "record-completed",
 ]
 UNPREPARE_STEPS = [
     "load-checkpoint",
     "nothing-to-unprepare",
+    "release-sharing",
     "release-devices",
     "remove-cdi-spec",
     "forget-claim",
@@ -121,3 +135,64 @@ def test_a_crash_after_each_unprepare_step_converges(
 
     wait_until(lambda: _gone(kube, namespace, "running"), timeout=120, what="the Pod to finish terminating")
     wait_until(lambda: _nothing_left(handler), timeout=90, what="the node to be clean again")
+
+
+MPS_CARD = "0000:d8:00.0"
+
+
+def _mps_nothing_left(components: GpuComponents) -> bool:
+    node = components.node
+    return (
+        not checkpoint(node)
+        and not cdi_specs(node)
+        and mps_daemon(components, MPS_CARD) is None
+        and not (components.mps_root / MPS_CARD).exists()
+        and card_state(node, MPS_CARD).get("compute_mode", 0) == 0
+    )
+
+
+def _mps_share_running(components: GpuComponents) -> None:
+    [record] = checkpoint(components.node).values()
+    assert record["state"] == "PrepareCompleted"
+    assert mps_daemon(components, MPS_CARD) is not None
+    assert card_state(components.node, MPS_CARD)["compute_mode"] == 3  # EXCLUSIVE_PROCESS
+
+
+def test_a_crash_after_an_mps_share_started_its_daemon_converges(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents
+) -> None:
+    _restart(handler, crash_at="prepare:configure-sharing:after")
+    kube.create(
+        RESOURCE_CLAIM, shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD), namespace=namespace
+    )
+    kube.create(POD, claim_pod("mps", "mps", node=handler.node.name), namespace=namespace)
+    _crashed(handler)
+    assert mps_daemon(handler, MPS_CARD) is not None  # started, never recorded as prepared
+
+    _restart(handler)
+    wait_until(
+        lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "mps", check=False),
+        timeout=180,
+        what="the kubelet's retry to start the Pod",
+    )
+
+    _mps_share_running(handler)
+    assert "THREADS=40" in control_plane.kubectl("logs", "-n", namespace, "mps")
+    kube.delete(POD, "mps", namespace)
+    wait_until(lambda: _mps_nothing_left(handler), timeout=90, what="the share and its daemon to go")
+
+
+def test_a_crash_after_the_last_mps_share_stopped_its_daemon_converges(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents
+) -> None:
+    claim = shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD)
+    run_shared(kube, control_plane, namespace, claim, node=handler.node.name)
+    _mps_share_running(handler)
+    _restart(handler, crash_at="unprepare:release-sharing:after")
+
+    kube.delete(POD, "mps", namespace)
+    _crashed(handler)
+    _restart(handler)
+
+    wait_until(lambda: _gone(kube, namespace, "mps"), timeout=120, what="the Pod to finish terminating")
+    wait_until(lambda: _mps_nothing_left(handler), timeout=90, what="the node to be clean again")

@@ -59,15 +59,12 @@ class GpuDriver(Driver):
                 outcomes[claim.uid] = ctx.answer
                 continue
             error = result.error if result is not None else None
-            message = f"claim {claim.namespace}/{claim.name}: {error}" if error else "prepare failed"
+            reason = reason_of(error) if error else "InternalError"
+            message = f"claim {claim.namespace}/{claim.name}: {error or 'prepare failed'} (reason {reason})"
             device_type = (
                 ctx.plan.devices[0].device_type.value if ctx.plan and ctx.plan.devices else "unknown"
             )
-            metrics.prepare_failures.labels(
-                reason=reason_of(error) if error else "InternalError",
-                deviceType=device_type,
-                vendor=self._vendor,
-            ).inc()
+            metrics.prepare_failures.labels(reason=reason, deviceType=device_type, vendor=self._vendor).inc()
             self._events.warning(claim, reason="PrepareFailed", message=message)
             outcomes[claim.uid] = PrepareOutcome.failed(message)
         return outcomes
