@@ -70,6 +70,7 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--kubelet-plugin=true",
         "--kubelet-root=/var/lib/kubelet",
         "--cdi-dir=/var/run/cdi",
+        "--mps-root=/run/gpu.deckhouse.io/mps",
         "--dev-root=/dev",
         "--proc-root=/proc",
         "--prepare-lock-timeout=30s",
@@ -80,7 +81,7 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
         "POD_UID": {"fieldRef": {"fieldPath": "metadata.uid"}},
         "NVIDIA_VISIBLE_DEVICES": "all",
-        "NVIDIA_DRIVER_CAPABILITIES": "utility",
+        "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",  # nvidia-cuda-mps-control comes with compute
         "LOG_LEVEL": "Info",
         "LOG_OUTPUT": "stderr",
         "LOG_DEBUG_VERBOSITY": "0",
@@ -106,6 +107,7 @@ def test_the_handler_accepts_the_rendered_args(
         Path("/var/run/cdi"),
         "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
     )
+    assert settings.plugin.mps_root == Path("/run/gpu.deckhouse.io/mps")
     assert (settings.dev_root, settings.proc_root) == (Path("/dev"), Path("/proc"))
     assert args.command is None  # the run, not a subcommand
     assert (settings.node_name, settings.backend, settings.sysfs_root) == (
@@ -126,13 +128,14 @@ def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
         "kubelet-plugins": {"path": "/var/lib/kubelet/plugins", "type": "DirectoryOrCreate"},
         "kubelet-plugins-registry": {"path": "/var/lib/kubelet/plugins_registry", "type": "Directory"},
         "cdi": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"},
+        "mps": {"path": "/run/gpu.deckhouse.io/mps", "type": "DirectoryOrCreate"},
         "host-dev": {"path": "/dev", "type": "Directory"},
     }
     mounts = {m["name"]: m for m in main["volumeMounts"]}
     assert mounts["host-sys"] == {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}
     assert mounts["tmp"] == {"name": "tmp", "mountPath": "/tmp"}
     # The kubelet dials the path the plugin reports, and CDI specs name host paths: same paths inside.
-    for name in ("kubelet-plugins", "kubelet-plugins-registry", "cdi", "host-dev"):
+    for name in ("kubelet-plugins", "kubelet-plugins-registry", "cdi", "mps", "host-dev"):
         assert mounts[name]["mountPath"] == host_paths[name]["path"]
     for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
         assert not spec.get(host_namespace), host_namespace
@@ -147,7 +150,11 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
     assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
     assert "--kubelet-plugin=false" in main["args"]
-    assert not [a for a in main["args"] if a.startswith(("--kubelet-root", "--cdi-dir", "--dev-root"))]
+    assert not [
+        a for a in main["args"] if a.startswith(("--kubelet-root", "--cdi-dir", "--mps-root", "--dev-root"))
+    ]
+    env = {item["name"]: item.get("value") for item in main["env"]}
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
     assert "POD_UID" not in {e["name"] for e in main["env"]}
     assert "runtimeClassName" not in spec
     assert spec["securityContext"]["runAsNonRoot"] is True

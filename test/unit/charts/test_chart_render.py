@@ -1081,6 +1081,7 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "gpuHandler.kubeletPlugin.kubeletRoot": "/srv/kubelet",
         "gpuHandler.kubeletPlugin.cdiDir": "/etc/cdi",
+        "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
     }
