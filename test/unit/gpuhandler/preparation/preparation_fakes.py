@@ -41,6 +41,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
+from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
@@ -176,6 +177,18 @@ class Node:
     @property
     def backend(self) -> SimulatedBackend:
         return self.container.backend()  # type: ignore[no-any-return]
+
+    def reconcile(self, cards: Sequence[str] = (A30, A30_B)) -> StartupReport:
+        """Start-up reconciliation as gpu-handler runs it, over this node's cards."""
+        c = self.container
+        return reconcile_at_startup(
+            store=c.store(),
+            claims=c.claims(),
+            preparer=c.preparer(),
+            sharing=c.sharing(),
+            cdi=c.cdi(),
+            cards=lambda: list(cards),
+        )
 
     def another_instance(self) -> Node:
         """A second gpu-handler on the same node (a rolling update): shared files, own objects."""

@@ -19,7 +19,6 @@ from pkg.backends.simulated.mps_daemon import MARKER, SHM_FILE
 from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.checkpoint import SHARES_READER_VERSION, ClaimState
 from pkg.gpuhandler.preparation.sharing import MpsWatchdog
-from pkg.gpuhandler.preparation.startup import reconcile_at_startup
 
 EXCLUSIVE_PROCESS = 3  # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
 LONG = 3  # nvidia-smi --set-timeslice=3
@@ -208,18 +207,6 @@ def test_shares_make_the_checkpoint_unreadable_to_releases_that_do_not_know_them
 # -- start-up and the watchdog ------------------------------------------------------------------------
 
 
-def _reconcile(n: Node) -> object:
-    c = n.container
-    return reconcile_at_startup(
-        store=c.store(),
-        claims=c.claims(),
-        preparer=c.preparer(),
-        sharing=c.sharing(),
-        cdi=c.cdi(),
-        cards=lambda: [A30, A30_B],
-    )
-
-
 def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(tmp_path: Path) -> None:
     n = node(tmp_path)
     shared, orphaned = n.offers.publish(whole_offer(A30, sharing="MPS"), whole_offer(A30_B, sharing="MPS"))
@@ -235,11 +222,11 @@ def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(tmp_p
     del data.claims[lost.uid]  # as if the plugin died after Unprepare forgot the claim
     store.save(data)
 
-    report = _reconcile(n)
+    report = n.reconcile()
 
-    assert report.sharing.mps_started == [A30]  # type: ignore[attr-defined]
-    assert report.sharing.mps_orphans_stopped == [A30_B]  # type: ignore[attr-defined]
-    assert report.sharing.failed == []  # type: ignore[attr-defined]
+    assert report.sharing.mps_started == [A30]
+    assert report.sharing.mps_orphans_stopped == [A30_B]
+    assert report.sharing.failed == []
     assert _daemon_pid(n, A30) not in (None, dead)
     assert orphan_pid is not None
     assert _daemon_pid(n, A30_B) is None
@@ -257,9 +244,9 @@ def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path) -> None:
     data.claims[claim.uid].state = ClaimState.PREPARE_STARTED
     store.save(data)
 
-    report = _reconcile(n)
+    report = n.reconcile()
 
-    assert report.rolled_back == [claim.uid]  # type: ignore[attr-defined]
+    assert report.rolled_back == [claim.uid]
     assert _daemon_pid(n) is None
     assert not (n.mps_root / A30).exists()
     assert _card(n)[0] == 0

@@ -13,19 +13,6 @@ from preparation_fakes import A30, A30_B, Node, mig_offer, node
 from pkg.framework.steptaker import Continue, StepTaker
 from pkg.gpuhandler.preparation.checkpoint import ClaimState
 from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, CrashPoint, with_crash_points
-from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
-
-
-def _reconcile(n: Node, cards: list[str] | None = None) -> StartupReport:
-    c = n.container
-    return reconcile_at_startup(
-        store=c.store(),
-        claims=c.claims(),
-        preparer=c.preparer(),
-        sharing=c.sharing(),
-        cdi=c.cdi(),
-        cards=lambda: cards or [A30, A30_B],
-    )
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
@@ -42,7 +29,7 @@ def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path) -> None:
     data.claims[claim.uid].state = ClaimState.PREPARE_STARTED  # as if it died before recording completion
     store.save(data)
 
-    report = _reconcile(n)
+    report = n.reconcile()
 
     assert report.rolled_back == [claim.uid]
     assert _instances(n) == []
@@ -58,7 +45,7 @@ def test_a_claim_deleted_while_the_plugin_was_down_is_unprepared(tmp_path: Path)
     n.driver.prepare([keep, lost])
     n.claims.delete(lost)
 
-    report = _reconcile(n)
+    report = n.reconcile()
 
     assert report.unprepared == [lost.uid]
     assert _instances(n) == [0]
@@ -75,7 +62,7 @@ def test_what_no_claim_owns_is_removed_and_what_one_owns_is_kept(tmp_path: Path)
     stray = "11111111-2222-4333-8444-555555555555"
     n.container.cdi().write(stray, {"gpu-x": n.container.preparer().card_edits(A30_B)})
 
-    report = _reconcile(n)
+    report = n.reconcile()
 
     assert report.orphan_mig_devices == [f"{A30}@0"]
     assert report.orphan_cdi_specs == [stray]
@@ -90,7 +77,7 @@ def test_entries_of_an_earlier_boot_are_dropped(tmp_path: Path) -> None:
     n.driver.prepare([claim])
     rebooted = node(tmp_path, claims=n.claims, offers=n.offers, existing_host=n.host, boot_id="boot-2")
 
-    report = _reconcile(rebooted)
+    report = rebooted.reconcile()
 
     assert report.stale_boot == [claim.uid]
     assert rebooted.container.store().load().boot_id == "boot-2"
@@ -107,7 +94,7 @@ def test_an_unreadable_checkpoint_stops_reconciliation_before_it_removes_anythin
     path.write_text(path.read_text().replace("PrepareCompleted", "PrepareCompleteD"))
 
     with pytest.raises(Exception, match="checksum mismatch"):
-        _reconcile(n)
+        n.reconcile()
 
     assert _instances(n) == [1]
     assert n.container.cdi().path_of(claim.uid).exists()
