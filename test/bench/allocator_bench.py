@@ -19,6 +19,7 @@ devices per card; 1.35+ layout, one pool per node):
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 import time
@@ -28,6 +29,7 @@ from typing import Any
 
 from kubernetes.client import (
     ResourceV1ResourceClaim,
+    V1AllocationResult,
     V1CapacityRequirements,
     V1CELDeviceSelector,
     V1DeviceClaim,
@@ -135,6 +137,7 @@ class DecisionStats:
     per_second: float
     p50_ms: float
     p99_ms: float
+    digest: str  # of every decision's outcome: equal digests, equal decisions
 
 
 def _mixed(rng: random.Random) -> Iterator[ResourceV1ResourceClaim]:
@@ -161,12 +164,14 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
                            allocated_claims=allocated)  # fmt: skip
     cold = time.perf_counter() - started
     latencies = []
+    digest = hashlib.sha256()
     for c in stream:
         if len(latencies) == count:
             break
         started = time.perf_counter()
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=allocated)
         latencies.append(time.perf_counter() - started)
+        digest.update(outcome_line(c, outcome).encode())
         if not isinstance(outcome, Unschedulable):
             c.status = V1ResourceClaimStatus(allocation=outcome)
             allocated.append(c)
@@ -180,7 +185,20 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
         per_second=count / sum(latencies),
         p50_ms=statistics.median(ordered) * 1000,
         p99_ms=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        digest=digest.hexdigest()[:16],
     )
+
+
+def outcome_line(c: ResourceV1ResourceClaim, outcome: V1AllocationResult | Unschedulable) -> str:
+    """One decision as text: the class, then the chosen devices and consumed capacity or the
+    failure (claim names and share IDs are left out: they do not depend on the decision)."""
+    cls = c.spec.devices.requests[0].exactly.device_class_name
+    if isinstance(outcome, Unschedulable):
+        return f"{cls}: {outcome.reason}\n"
+    results = outcome.devices.results if outcome.devices is not None else []
+    chosen = [f"{r.request}={r.pool}/{r.device}{sorted((r.consumed_capacity or {}).items())}"
+              for r in results]  # fmt: skip
+    return f"{cls}: {' '.join(chosen)}\n"
 
 
 def _memory_slices(cards: list[CardOffers]) -> dict[str, int]:
@@ -198,6 +216,7 @@ class Fragmentation:
     satisfied: int  # requests allocated before the first failure
     free_slices: int  # memory slices still free when it failed: capacity stranded by fragmentation
     failed: str  # the request that failed
+    decisions: str = ""  # every decision, as outcome_line writes it
 
 
 def fragmentation(
@@ -214,6 +233,7 @@ def fragmentation(
     sizes, weights = ("1g", "2g", "3g", "4g", "7g"), (40, 25, 15, 10, 10)
     held: list[ResourceV1ResourceClaim] = []
     satisfied = 0
+    lines: list[str] = []
     while True:
         if held and rng.random() < release_rate:
             held.pop(rng.randrange(len(held)))
@@ -221,9 +241,10 @@ def fragmentation(
         size = rng.choices(sizes, weights)[0]
         c = claim(f"mig-{size}")
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=held)
+        lines.append(outcome_line(c, outcome))
         if isinstance(outcome, Unschedulable):
             used = sum(taken[r.device] for h in held for r in h.status.allocation.devices.results)
-            return Fragmentation(satisfied, total - used, size)
+            return Fragmentation(satisfied, total - used, size, "".join(lines))
         c.status = V1ResourceClaimStatus(allocation=outcome)
         held.append(c)
         satisfied += 1
@@ -232,11 +253,11 @@ def fragmentation(
 def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> None:
     print("allocator decisions: H100 80GB x 8 per node, every offer published, node=None, best fit")
     print(f"  {'nodes':>5} {'devices':>8} {'decisions':>9} {'allocated':>9} {'pool build':>10} "
-          f"{'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7}")  # fmt: skip
+          f"{'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'digest':>16}")  # fmt: skip
     for nodes, count in ((100, 400), (1000, 150)):
         s = decisions(nodes, count)
         print(f"  {s.nodes:>5} {s.devices:>8} {s.decisions:>9} {s.allocated:>9} {s.cold_seconds:>9.2f}s "
-              f"{s.per_second:>11.1f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f}")  # fmt: skip
+              f"{s.per_second:>11.1f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f} {s.digest:>16}")  # fmt: skip
     print("fragmentation: 2 nodes x 8 H100 (128 memory slices), seeded 1g/2g/3g/4g/7g requests "
           "(40/25/15/10/10%), 25% releases;")  # fmt: skip
     print("  requests satisfied before the first failure (memory slices free at that failure, failed size)")
@@ -249,13 +270,17 @@ def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> N
         cells = " ".join(f"{f'{r.satisfied} ({r.free_slices}, {r.failed})':>13}" for r in runs)
         print(f"  {name:>9} {cells} {statistics.mean(r.satisfied for r in runs):>7.1f}")
     many = range(1, many_seeds + 1)
-    best = [fragmentation(BestFit(), seed=s).satisfied for s in many]
-    first = [fragmentation(FirstFit(), seed=s).satisfied for s in many]
+    best_runs = [fragmentation(BestFit(), seed=s) for s in many]
+    first_runs = [fragmentation(FirstFit(), seed=s) for s in many]
+    best = [r.satisfied for r in best_runs]
+    first = [r.satisfied for r in first_runs]
     ahead = sum(b > f for b, f in zip(best, first, strict=True))
     behind = sum(b < f for b, f in zip(best, first, strict=True))
     means = f"mean best-fit {statistics.mean(best):.1f}, first-fit {statistics.mean(first):.1f}"
     print(f"  seeds 1-{many_seeds}: {means}; best fit ahead in {ahead}, behind in {behind}, "
           f"equal in {many_seeds - ahead - behind}")  # fmt: skip
+    digest = hashlib.sha256("".join(r.decisions for r in (*best_runs, *first_runs)).encode())
+    print(f"  decisions digest (both strategies, seeds 1-{many_seeds}): {digest.hexdigest()[:16]}")
 
 
 if __name__ == "__main__":
