@@ -24,7 +24,14 @@ from pkg.dra.allocator import Allocator
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import CONTROLLER_NAME
-from pkg.dracontroller.internal.service import ClaimWriter, Decisions, InFlight, Inventory
+from pkg.dracontroller.internal.service import (
+    ClaimWriter,
+    Decisions,
+    Handover,
+    InFlight,
+    Inventory,
+    PodReferenceReader,
+)
 from pkg.dracontroller.internal.state import ClaimState, state_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
@@ -120,11 +127,17 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     )
     writer = providers.Singleton(ClaimWriter, client=client, in_flight=in_flight)
     allocator = providers.Singleton(Allocator)  # best fit
-    decisions = providers.Singleton(Decisions, inventory=inventory, writer=writer, allocator=allocator)
+    pod_references = providers.Singleton(PodReferenceReader, client=client)
+    handover = providers.Singleton(Handover, recorder=recorder)
+    decisions = providers.Singleton(
+        Decisions, inventory=inventory, writer=writer, allocator=allocator, pods=pod_references
+    )
     handlers = providers.List(
-        providers.Singleton(EligibilityHandler, writer=writer),
+        providers.Singleton(EligibilityHandler, writer=writer, handover=handover),
         providers.Singleton(CollisionHandler, decisions=decisions, recorder=recorder),
-        providers.Singleton(AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator),
+        providers.Singleton(
+            AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator, handover=handover
+        ),
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
 
