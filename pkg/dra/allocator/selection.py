@@ -18,6 +18,7 @@ import threading
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, Selector
+from pkg.dra.domain import DeviceID
 
 _MAX_CACHE_ENTRIES = 200_000
 
@@ -34,7 +35,7 @@ class SelectorEvaluationError(Exception):
 class SelectorMatcher:
     def __init__(self, env: CelEnvironment) -> None:
         self.env = env
-        self._results: dict[tuple[str, tuple[str, str, str, int, str]], bool | str] = {}
+        self._results: dict[tuple[str, tuple[DeviceID, int, str]], bool | str] = {}
         self._lock = threading.Lock()
 
     def first_mismatch(self, alt: Alternative, cand: Candidate) -> Selector | None:

@@ -67,6 +67,8 @@ class AllocateHandler:
         except ConflictRequeue:
             metrics.allocation_failures.labels(reason="conflict").inc()
             raise
+        finally:
+            self._decisions.settle()
         outcome = decision.outcome
         if isinstance(outcome, Unschedulable):
             return self._failed(state, outcome, decision.inputs)

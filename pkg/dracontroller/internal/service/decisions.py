@@ -97,6 +97,11 @@ class Decisions:
                 )
         return AllocationDecision(outcome=outcome, written=written, inputs=inputs)
 
+    def settle(self) -> None:
+        """After a decision, outside the lock: lets the allocator settle the heap after a large pool
+        build (a restart, a leader change; see :meth:`~pkg.dra.allocator.Allocator.settle_heap`)."""
+        self._allocator.settle_heap()
+
     def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
         """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""
         with self._inventory.in_flight.lock:
