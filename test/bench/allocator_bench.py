@@ -9,8 +9,13 @@ devices per card; 1.35+ layout, one pool per node):
 1. **Decisions** at 100 and 1000 nodes of 8 cards: a seeded stream of pre-provisioned claims
    (``node=None``, as gpu-dra-controller allocates them: any one node) — MIG of every size, whole
    cards and time-slicing shares — each decided against everything allocated before it. Reported:
-   decisions per second, p50/p99 latency, and the one-off cost of building the pools (the
-   allocator caches them until a slice changes).
+   decisions per second, p50/p99 latency, the restart cost ("pool build": the first decision of
+   every class from a cold allocator — building the pools, evaluating selectors where the search
+   looks, settling the heap), and a digest of every decision, printed beside the figures before
+   issue 17 and its targets. Equal digests mean equal decisions. Every node reuses the same
+   device objects (identical servers; 224k distinct pydantic trees would not fit a laptop), so no
+   cache of the allocator may key on object identity below the slice — none does: interning is
+   by content, which identical real servers share too.
 2. **Fragmentation** on 2 nodes of 8 cards: a seeded random sequence of 1g/2g/3g/4g/7g requests,
    with a release of a random held claim now and then, run until the first request fails.
    Reported: requests satisfied before that failure, per seed, for best fit and first fit (the
@@ -254,14 +259,53 @@ def fragmentation(
         satisfied += 1
 
 
+@dataclass(frozen=True)
+class Reference:
+    """Figures of a decisions row to print beside this run's: an earlier run, or a target."""
+
+    label: str
+    cold_seconds: float | None
+    per_second: float | None
+    p50_ms: float | None
+    p99_ms: float | None
+    digest: str = ""
+
+
+# Issue 17. "before": make bench at cdf92ab (the allocator before the restart/decision work), on
+# the same 2-core machine as the targets are measured on; its digests are what "decisions
+# unchanged" means. "target": the issue's targets for this machine, one run.
+BEFORE = {
+    100: Reference("before", 3.44, 114.2, 8.41, 14.93, "5e2d36dd4a7619db"),
+    1000: Reference("before", 47.99, 6.9, 71.99, 2219.34, "fe88844ace84abc0"),
+}
+TARGET = {
+    100: Reference("target", None, None, None, 10.0),
+    1000: Reference("target", 5.0, None, None, 50.0),
+}
+FRAGMENTATION_DIGEST_BEFORE = "dc11b3c0e5cd6a98"
+
+
+def _cell(value: float | None, width: int, fmt: str, unit: str = "") -> str:
+    return f"{format(value, fmt) + unit if value is not None else '-':>{width}}"
+
+
+def _row(label: str, s: DecisionStats | Reference) -> str:
+    return (f"  {label:>15} {_cell(s.cold_seconds, 10, '.2f', 's')} {_cell(s.per_second, 11, '.1f')} "
+            f"{_cell(s.p50_ms, 7, '.2f')} {_cell(s.p99_ms, 7, '.2f')} {s.digest:>16}")  # fmt: skip
+
+
 def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> None:
-    print("allocator decisions: H100 80GB x 8 per node, every offer published, node=None, best fit")
-    print(f"  {'nodes':>5} {'devices':>8} {'decisions':>9} {'allocated':>9} {'pool build':>10} "
-          f"{'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'digest':>16}")  # fmt: skip
+    print("allocator decisions: H100 80GB x 8 per node, every offer published, node=None, best fit;")
+    print("  pool build = the first decision of each of the 7 classes from a cold allocator (restart)")
+    print(f"  {'':>15} {'pool build':>10} {'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'digest':>16}")
     for nodes, count in ((100, 400), (1000, 150)):
         s = decisions(nodes, count)
-        print(f"  {s.nodes:>5} {s.devices:>8} {s.decisions:>9} {s.allocated:>9} {s.cold_seconds:>9.2f}s "
-              f"{s.per_second:>11.1f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f} {s.digest:>16}")  # fmt: skip
+        print(f"  {s.nodes} nodes, {s.devices} devices, {s.decisions} decisions, {s.allocated} allocated")
+        print(_row("now", s))
+        print(_row(BEFORE[nodes].label, BEFORE[nodes]))
+        print(_row(TARGET[nodes].label, TARGET[nodes]))
+        if s.digest != BEFORE[nodes].digest:
+            print(f"  !! decisions differ from before ({s.digest} != {BEFORE[nodes].digest})")
     print("fragmentation: 2 nodes x 8 H100 (128 memory slices), seeded 1g/2g/3g/4g/7g requests "
           "(40/25/15/10/10%), 25% releases;")  # fmt: skip
     print("  requests satisfied before the first failure (memory slices free at that failure, failed size)")
@@ -283,8 +327,13 @@ def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> N
     means = f"mean best-fit {statistics.mean(best):.1f}, first-fit {statistics.mean(first):.1f}"
     print(f"  seeds 1-{many_seeds}: {means}; best fit ahead in {ahead}, behind in {behind}, "
           f"equal in {many_seeds - ahead - behind}")  # fmt: skip
-    digest = hashlib.sha256("".join(r.decisions for r in (*best_runs, *first_runs)).encode())
-    print(f"  decisions digest (both strategies, seeds 1-{many_seeds}): {digest.hexdigest()[:16]}")
+    digest = hashlib.sha256("".join(r.decisions for r in (*best_runs, *first_runs)).encode()).hexdigest()[:16]
+    same = (
+        "same as before"
+        if digest == FRAGMENTATION_DIGEST_BEFORE
+        else f"before: {FRAGMENTATION_DIGEST_BEFORE}"
+    )
+    print(f"  decisions digest (both strategies, seeds 1-{many_seeds}): {digest} ({same})")
 
 
 if __name__ == "__main__":

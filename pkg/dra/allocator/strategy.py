@@ -137,49 +137,68 @@ class BestFit:
 
     def search_order(self, ctx: AllocationContext, alt: Alternative) -> CandidateStream:
         key = selector_key(alt)
+        counters = ctx.counters
         index = self._pool_index(ctx.pools)
-        ranked: list[Ranked] = []  # cards ranked now: charged, multi-set, in non-contiguous pools
-        now: set[tuple[PoolID, str | None]] = set()
-
-        def rank_now(pool: Pool, card: str | None) -> None:
-            now.add((pool.id, card))
-            entry = _card_entry(ctx, alt, pool, pool.cards[card], key)
-            if entry is not None:
-                ranked.append(_rank_charged(ctx, entry))
-
+        eager: list[Ranked] = []  # every card of the special pools, ranked now
         for pool in index.special:
-            for card in pool.cards if not pool.contiguous else pool.multi_set_cards & pool.cards.keys():
-                rank_now(pool, card)
-        for pool_id, counter_set in ctx.counters.touched_sets():
-            charged = index.by_id.get(pool_id)
-            if charged is not None and counter_set in charged.cards and (pool_id, counter_set) not in now:
-                rank_now(charged, counter_set)
-        ranked.sort(key=lambda item: item[0])
-        return CandidateStream(_merge(ctx, alt, key=key, ranked=ranked, stream=index.ranked, skip=now))
+            for rank in pool.cards.values():
+                entry = _card_entry(ctx, alt, pool, rank, key)
+                if entry is not None:
+                    eager.append(_rank_members(list(entry.members), counters, ctx.fits_counters))
+        eager.sort(key=lambda item: item[0])
+        # Charged cards of the simple pools, by the part of their rank the counters alone decide
+        # (taken now: a card's counters change during the search only once the search reached it).
+        charged: list[tuple[_Provisional, CardRank]] = []
+        for pool_id, counter_set in counters.touched_sets():
+            simple = index.simple.get(pool_id)
+            card_rank = simple.cards.get(counter_set) if simple is not None else None
+            if card_rank is not None:
+                free = counters.available(pool_id, counter_set)
+                first = card_rank.members[0]
+                charged.append(
+                    ((_free_mask(first, free).bit_count(), free.get(MEMORY_COUNTER, 0), card_rank.start), card_rank)
+                )
+        charged.sort(key=lambda item: item[0])
+        skip = {(rank.members[0].pool.id, rank.card) for _, rank in charged}
+        uncharged = (
+            (_stream_key(r), r)
+            for r in index.ranked
+            if not skip or (r.members[0].pool.id, r.card) not in skip
+        )
+        lazy = heapq.merge(charged, uncharged, key=lambda item: item[0])
+        return CandidateStream(_merge(ctx, alt, key=key, eager=eager, lazy=lazy))
 
     def _pool_index(self, pools: list[Pool]) -> _PoolIndex:
         index = self._index
         if index is not None and (index.pools is pools or index.pools == pools):
             return index
         usable = [p for p in pools if p.usable]
+        simple = [p for p in usable if p.contiguous and not p.multi_set_cards]
         index = _PoolIndex(
             pools=pools,
-            by_id={p.id: p for p in usable},
-            ranked=sorted((r for p in usable if p.contiguous for r in p.ranked_cards), key=_stream_key),
+            simple={p.id: p for p in simple},
+            ranked=sorted((r for p in simple for r in p.ranked_cards), key=_stream_key),
             special=[p for p in usable if not p.contiguous or p.multi_set_cards],
         )
         self._index = index
         return index
 
 
+_Provisional = tuple[int, int, tuple[bool, str, str, int]]  # free slices, free memory, position
+
+
 @dataclass(frozen=True)
 class _PoolIndex:
-    """What best fit derives from one list of pools (rebuilt only when a pool changes)."""
+    """What best fit derives from one list of pools (rebuilt only when a pool changes).
+
+    A *simple* pool is usable, contiguous and has no device on several counter sets: its cards are
+    ranked lazily. The other usable pools are *special*: all their cards are ranked per decision.
+    """
 
     pools: list[Pool]  # compared by identity: pools are immutable once built
-    by_id: dict[PoolID, Pool]  # usable pools
-    ranked: list[CardRank]  # the cards of the usable contiguous pools, by static rank
-    special: list[Pool]  # usable pools whose cards are ranked per decision (see the module docs)
+    simple: dict[PoolID, Pool]
+    ranked: list[CardRank]  # the cards of the simple pools, by their rank while uncharged
+    special: list[Pool]
 
 
 def _merge(
@@ -187,30 +206,29 @@ def _merge(
     alt: Alternative,
     *,
     key: SelectorKey,
-    ranked: list[Ranked],
-    stream: list[CardRank],
-    skip: set[tuple[PoolID, str | None]],
+    eager: list[Ranked],
+    lazy: Iterator[tuple[_Provisional, CardRank]],
 ) -> Iterator[Sequence[Candidate]]:
-    """Cards ranked now (``ranked``, sorted) merged with the presorted cards nothing is charged on
-    (``stream`` minus ``skip``): fitting cards first, then the rest (see the module docs)."""
-    fitting = [item for item in ranked if not item[0][0]]
-    held_back = [item for item in ranked if item[0][0]]
+    """The cards ranked now (``eager``, sorted) merged with the simple pools' cards (``lazy``, in
+    provisional order, charged ones first at equal rank — which never happens, positions differ),
+    each evaluated when reached: fitting cards first, then the rest (see the module docs)."""
+    fitting = [item for item in eager if not item[0][0]]
+    held_back = [item for item in eager if item[0][0]]
     deferred: list[Ranked] = []
     i = 0
-    for rank in stream:
+    for _, rank in lazy:
         pool = rank.members[0].pool
-        if skip and (pool.id, rank.card) in skip:
-            continue
         entry = _card_entry(ctx, alt, pool, rank, key)
         if entry is None:
             continue
-        rank_key, members = entry.static
+        touched = rank.card is not None and ctx.counters.touched(pool.id, rank.card)
+        rank_key, members = _rank_charged(ctx, entry) if touched else entry.static
+        if rank_key[0]:
+            deferred.append((rank_key, members))
+            continue
         while i < len(fitting) and fitting[i][0] < rank_key:
             yield fitting[i][1]
             i += 1
-        if rank_key[0]:
-            deferred.append(entry.static)
-            continue
         yield members
     for _, members in fitting[i:]:
         yield members

@@ -24,6 +24,9 @@ from kubernetes.client import (
 )
 
 from pkg.dra.allocator import BestFit, explain
+from pkg.dra.allocator.context import AllocationContext
+from pkg.dra.allocator.requests import Alternative
+from pkg.dra.allocator.strategy import CandidateStream
 
 A, B = "gpu-0000-02-00-0", "gpu-0000-03-00-0"
 
@@ -121,6 +124,22 @@ def _interleaved_pool() -> list[V1ResourceSlice]:
     return [counters, devices]
 
 
+def _multi_set_pool() -> list[V1ResourceSlice]:
+    """Two cards in one pool and a device on both counter sets: charging it changes the other card."""
+    a, b = a30_pool("node-d", card=A), a30_pool("node-d", card=B)
+    counters, devices = a[0], a[1]
+    counters.spec.shared_counters += b[0].spec.shared_counters
+    bridge = device(
+        "bridge",
+        attributes={"deviceType": "MIG", "migProfile": "1g"},
+        consumes={A: {"memory-slice-0": "1"}, B: {"memory-slice-3": "1"}},
+    )
+    devices.spec.devices = [*a[1].spec.devices, bridge, *b[1].spec.devices]
+    for rs in (counters, devices):
+        rs.spec.pool.name = "bridged"
+    return [counters, devices]
+
+
 def test_lazy_search_order_equals_the_eager_ranking() -> None:
     """The order the search consumes (lazy, per card) is the order ``explain`` lists (eager), in
     every state a seeded stream of allocations and releases goes through."""
@@ -129,6 +148,7 @@ def test_lazy_search_order_equals_the_eager_ranking() -> None:
         *a30_pool("node-a", card=B),
         *a30_pool("node-b", card=A, sharing=("ts",)),
         *_interleaved_pool(),
+        *_multi_set_pool(),
     ]
     classes = [mig_class(), mig_class("1g"), mig_class("2g"), physical_class(), physical_class("ts")]
     names = [str(c.metadata.name) for c in classes]
@@ -162,3 +182,37 @@ def test_lazy_search_order_equals_the_eager_ranking() -> None:
         )
     assert compared == 120 * len(names) * 2
     assert len(cluster.claims) > 3  # the states were not all empty
+
+
+class _EagerBestFit(BestFit):
+    """Best fit with the whole order ranked up front, as ``explain`` ranks it."""
+
+    def search_order(self, ctx: AllocationContext, alt: Alternative) -> CandidateStream:
+        return CandidateStream.of(
+            self.order(ctx.eligible(alt), counters=ctx.counters, fits=ctx.fits_counters)
+        )
+
+
+def test_lazy_and_eager_best_fit_decide_alike_while_the_search_charges_cards() -> None:
+    """Counters change during a search (several devices, several requests): a card reached later
+    must be ranked as it was when the order was taken — also on a pool where one device charges
+    two cards."""
+    slices = [*a30_pool("node-a", card=A), *a30_pool("node-a", card=B), *_multi_set_pool()]
+    classes = [mig_class(), mig_class("1g"), mig_class("2g")]
+    lazy, eager = Cluster(slices, classes), Cluster(slices, classes)
+    eager.allocator.strategy = _EagerBestFit()
+    rng = random.Random(5)
+    for step in range(150):
+        if lazy.claims and rng.random() < 0.35:
+            drop = rng.randrange(len(lazy.claims))
+            lazy.claims.pop(drop)
+            eager.claims.pop(drop)
+        requests = [
+            exact(f"r{i}", rng.choice(["mig-any", "mig-1g", "mig-2g"]), count=rng.choice([1, 2, 3, 5, 6]))
+            for i in range(rng.choice([1, 2]))
+        ]
+        got = lazy.allocate(claim(f"c{step}", *requests), node=None)
+        want = eager.allocate(claim(f"c{step}", *requests), node=None)
+        assert isinstance(got, V1AllocationResult) == isinstance(want, V1AllocationResult), step
+        if isinstance(got, V1AllocationResult):
+            assert devices_of(got) == devices_of(want), step
