@@ -156,7 +156,10 @@ class BestFit:
                 free = counters.available(pool_id, counter_set)
                 first = card_rank.members[0]
                 charged.append(
-                    ((_free_mask(first, free).bit_count(), free.get(MEMORY_COUNTER, 0), card_rank.start), card_rank)
+                    (
+                        (_free_mask(first, free).bit_count(), free.get(MEMORY_COUNTER, 0), card_rank.start),
+                        card_rank,
+                    )
                 )
         charged.sort(key=lambda item: item[0])
         skip = {(rank.members[0].pool.id, rank.card) for _, rank in charged}
