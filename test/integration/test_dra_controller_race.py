@@ -88,9 +88,14 @@ class ClaimRecorder:
 
 
 def races(port: int) -> dict[str, float]:
+    """The race counters by moment, and the consistent reads' count and total seconds."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     pattern = r'^gpu_dra_pod_reference_races_total\{when="([a-z-]+)"\} ([0-9.e+]+)$'
-    return {when: float(value) for when, value in re.findall(pattern, text, flags=re.MULTILINE)}
+    found = {when: float(value) for when, value in re.findall(pattern, text, flags=re.MULTILINE)}
+    for part in ("count", "sum"):
+        value = re.search(rf"^gpu_dra_pod_check_seconds_{part} ([0-9.e+-]+)$", text, flags=re.MULTILINE)
+        found[f"reads {part}"] = float(value.group(1)) if value else 0.0
+    return found
 
 
 def test_pods_created_just_before_their_claims_never_get_them_allocated(
@@ -138,8 +143,11 @@ def test_pods_created_just_before_their_claims_never_get_them_allocated(
     violations = sorted(recorder.written & set(pairs))
     final = [c for c in pairs if written_by_us(kube.get(RESOURCE_CLAIM, c, namespace))]
     after = races(controller)
-    caught = {when: after.get(when, 0.0) - before.get(when, 0.0) for when in after}
-    print(f"\n{PAIRS} pairs: races the consistent read caught: {caught}; violations: {violations}")
+    delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    reads = delta.pop("reads count")
+    mean_ms = delta.pop("reads sum") / reads * 1000 if reads else 0.0
+    print(f"\n{PAIRS} pairs: races the consistent read caught: {delta}; {reads:.0f} reads, "
+          f"{mean_ms:.1f} ms each on average; violations: {violations}")  # fmt: skip
     assert violations == []
     assert final == []
     assert {f"control-{i}" for i in range(CONTROL_CLAIMS)} <= recorder.written

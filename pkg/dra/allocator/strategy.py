@@ -213,8 +213,8 @@ def _merge(
     lazy: Iterator[tuple[_Provisional, CardRank]],
 ) -> Iterator[Sequence[Candidate]]:
     """The cards ranked now (``eager``, sorted) merged with the simple pools' cards (``lazy``, in
-    provisional order, charged ones first at equal rank — which never happens, positions differ),
-    each evaluated when reached: fitting cards first, then the rest (see the module docs)."""
+    provisional order), each evaluated when reached: fitting cards first, then the rest, the way
+    the eager sort puts them (see the module docs)."""
     fitting = [item for item in eager if not item[0][0]]
     held_back = [item for item in eager if item[0][0]]
     deferred: list[Ranked] = []
