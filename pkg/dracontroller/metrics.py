@@ -12,6 +12,12 @@
   class is broken; not retried until it changes) and ``conflict`` (someone wrote first; retried).
 * ``gpu_dra_allocation_collisions_total`` — allocations we gave back because another claim holds
   the same device, shares or counters (DESIGN §5).
+* ``gpu_dra_pod_check_seconds`` — one consistent read of the Pods that reference a claim, made
+  right before (and right after) writing an allocation (``internal/service/pod_references.py``).
+* ``gpu_dra_pod_reference_races_total{when}`` — how often that read found a Pod the Pod cache did
+  not show yet: ``before-write`` (the allocation was not written) or ``after-write`` (a Pod created
+  while the allocation was being written; the allocation was given back). Non-zero values are the
+  informer lag the read exists for, not errors.
 """
 
 from __future__ import annotations
@@ -43,8 +49,21 @@ allocation_collisions = METRICS.counter(
     "dra_allocation_collisions",
     "Allocations given back because another claim holds the same device or counters.",
 )
+pod_check_latency = METRICS.histogram(
+    "dra_pod_check_seconds",
+    "Duration of one consistent read of the Pods that reference a claim.",
+    buckets=_LATENCY_BUCKETS,
+)
+pod_reference_races = METRICS.counter(
+    "dra_pod_reference_races",
+    "Pods referencing a claim that the consistent read found and the Pod cache did not show yet.",
+    labelnames=["when"],
+)
+RACE_MOMENTS = ("before-write", "after-write")
 for _reason in FAILURE_REASONS:
     allocation_failures.labels(reason=_reason)
+for _when in RACE_MOMENTS:
+    pod_reference_races.labels(when=_when)
 
 
 class AllocationCollector(Collector):
@@ -118,8 +137,11 @@ def _request_classes(claim: Any) -> dict[str, str]:
 
 __all__ = [
     "FAILURE_REASONS",
+    "RACE_MOMENTS",
     "AllocationCollector",
     "allocation_collisions",
     "allocation_failures",
     "allocation_latency",
+    "pod_check_latency",
+    "pod_reference_races",
 ]

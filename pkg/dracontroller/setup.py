@@ -4,8 +4,9 @@ The container declares how the parts are built, each provider naming what it pas
 overrides one part of the real container; :func:`setup_controller` registers the controller with
 the builder: the informers with their indexes, the watches and the allocations collector. Shared
 across worker threads: the informer stores (thread-safe), the client, the recorder, the allocator
-(thread-safe, caches compiled CEL and built pools) and the in-flight ledger, whose lock serialises
-decisions.
+(thread-safe, caches compiled CEL and built pools), the pool cache (the allocator's, also read by
+the collision check, so a cluster's pools are built once) and the in-flight ledger, whose lock
+serialises decisions.
 
 Retries: the controller's rate limiter starts at 250 ms and doubles per failure of a claim up to
 two minutes (an unschedulable claim is retried, but not hammered; events about slices, classes,
@@ -21,10 +22,18 @@ from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Namespac
 
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator import Allocator
+from pkg.dra.allocator.pools import PoolCache
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import CONTROLLER_NAME
-from pkg.dracontroller.internal.service import ClaimWriter, Decisions, InFlight, Inventory
+from pkg.dracontroller.internal.service import (
+    ClaimWriter,
+    Decisions,
+    Handover,
+    InFlight,
+    Inventory,
+    PodReferenceReader,
+)
 from pkg.dracontroller.internal.state import ClaimState, state_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
@@ -77,6 +86,7 @@ def new_inventory(
     classes: SharedInformer[V1DeviceClass],
     namespaces: SharedInformer[V1Namespace],
     in_flight: InFlight,
+    pool_cache: PoolCache,
 ) -> Inventory:
     return Inventory(
         claims=claims.store,
@@ -85,6 +95,7 @@ def new_inventory(
         classes=classes.store,
         namespaces=namespaces.store,
         in_flight=in_flight,
+        pool_cache=pool_cache,
     )
 
 
@@ -109,6 +120,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     namespace_informer = providers.Singleton(informer, informers=informers, kind=NAMESPACE)
 
     in_flight = providers.Singleton(InFlight)
+    pool_cache = providers.Singleton(PoolCache)  # shared: the allocator and the collision check
     inventory = providers.Singleton(
         new_inventory,
         claims=claim_informer,
@@ -117,14 +129,21 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         classes=class_informer,
         namespaces=namespace_informer,
         in_flight=in_flight,
+        pool_cache=pool_cache,
     )
     writer = providers.Singleton(ClaimWriter, client=client, in_flight=in_flight)
-    allocator = providers.Singleton(Allocator)  # best fit
-    decisions = providers.Singleton(Decisions, inventory=inventory, writer=writer, allocator=allocator)
+    allocator = providers.Singleton(Allocator, pool_cache=pool_cache)  # best fit
+    pod_references = providers.Singleton(PodReferenceReader, client=client)
+    handover = providers.Singleton(Handover, recorder=recorder)
+    decisions = providers.Singleton(
+        Decisions, inventory=inventory, writer=writer, allocator=allocator, pods=pod_references
+    )
     handlers = providers.List(
-        providers.Singleton(EligibilityHandler, writer=writer),
+        providers.Singleton(EligibilityHandler, writer=writer, handover=handover),
         providers.Singleton(CollisionHandler, decisions=decisions, recorder=recorder),
-        providers.Singleton(AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator),
+        providers.Singleton(
+            AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator, handover=handover
+        ),
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
 

@@ -9,8 +9,13 @@ devices per card; 1.35+ layout, one pool per node):
 1. **Decisions** at 100 and 1000 nodes of 8 cards: a seeded stream of pre-provisioned claims
    (``node=None``, as gpu-dra-controller allocates them: any one node) — MIG of every size, whole
    cards and time-slicing shares — each decided against everything allocated before it. Reported:
-   decisions per second, p50/p99 latency, and the one-off cost of building the pools (the
-   allocator caches them until a slice changes).
+   decisions per second, p50/p99 latency, the restart cost ("pool build": the first decision of
+   every class from a cold allocator — building the pools, evaluating selectors where the search
+   looks, settling the heap), and a digest of every decision, printed beside the figures before
+   issue 17 and its targets. Equal digests mean equal decisions. Every node reuses the same
+   device objects (identical servers; 224k distinct pydantic trees would not fit a laptop), so no
+   cache of the allocator may key on object identity below the slice — none does: interning is
+   by content, which identical real servers share too.
 2. **Fragmentation** on 2 nodes of 8 cards: a seeded random sequence of 1g/2g/3g/4g/7g requests,
    with a release of a random held claim now and then, run until the first request fails.
    Reported: requests satisfied before that failure, per seed, for best fit and first fit (the
@@ -19,6 +24,7 @@ devices per card; 1.35+ layout, one pool per node):
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 import time
@@ -28,6 +34,7 @@ from typing import Any
 
 from kubernetes.client import (
     ResourceV1ResourceClaim,
+    V1AllocationResult,
     V1CapacityRequirements,
     V1CELDeviceSelector,
     V1DeviceClaim,
@@ -135,6 +142,7 @@ class DecisionStats:
     per_second: float
     p50_ms: float
     p99_ms: float
+    digest: str  # of every decision's outcome: equal digests, equal decisions
 
 
 def _mixed(rng: random.Random) -> Iterator[ResourceV1ResourceClaim]:
@@ -153,20 +161,26 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
     allocator = Allocator()  # best fit, as gpu-dra-controller
     allocated: list[ResourceV1ResourceClaim] = []
     stream = _mixed(random.Random(seed))
-    # Cold start: building the pools and the first evaluation of each class's selectors on every
-    # device; the allocator caches both, as it does in the controller's steady state.
+    # Cold start, as after a restart or a leader change: the first decision of each class builds
+    # the pools and evaluates the class's selectors where the search looks; the allocator caches
+    # both. After every decision the allocator may settle the heap, as gpu-dra-controller does
+    # (``Allocator.settle_heap``): that time counts too.
     started = time.perf_counter()
     for cls in classes:
         allocator.allocate(claim(cls, share="1" if cls == "ts" else None), slices=slices, classes=classes,
                            allocated_claims=allocated)  # fmt: skip
+        allocator.settle_heap()
     cold = time.perf_counter() - started
     latencies = []
+    digest = hashlib.sha256()
     for c in stream:
         if len(latencies) == count:
             break
         started = time.perf_counter()
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=allocated)
+        allocator.settle_heap()
         latencies.append(time.perf_counter() - started)
+        digest.update(outcome_line(c, outcome).encode())
         if not isinstance(outcome, Unschedulable):
             c.status = V1ResourceClaimStatus(allocation=outcome)
             allocated.append(c)
@@ -180,7 +194,20 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
         per_second=count / sum(latencies),
         p50_ms=statistics.median(ordered) * 1000,
         p99_ms=ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        digest=digest.hexdigest()[:16],
     )
+
+
+def outcome_line(c: ResourceV1ResourceClaim, outcome: V1AllocationResult | Unschedulable) -> str:
+    """One decision as text: the class, then the chosen devices and consumed capacity or the
+    failure (claim names and share IDs are left out: they do not depend on the decision)."""
+    cls = c.spec.devices.requests[0].exactly.device_class_name
+    if isinstance(outcome, Unschedulable):
+        return f"{cls}: {outcome.reason}\n"
+    results = outcome.devices.results if outcome.devices is not None else []
+    chosen = [f"{r.request}={r.pool}/{r.device}{sorted((r.consumed_capacity or {}).items())}"
+              for r in results]  # fmt: skip
+    return f"{cls}: {' '.join(chosen)}\n"
 
 
 def _memory_slices(cards: list[CardOffers]) -> dict[str, int]:
@@ -198,6 +225,7 @@ class Fragmentation:
     satisfied: int  # requests allocated before the first failure
     free_slices: int  # memory slices still free when it failed: capacity stranded by fragmentation
     failed: str  # the request that failed
+    decisions: str = ""  # every decision, as outcome_line writes it
 
 
 def fragmentation(
@@ -214,6 +242,7 @@ def fragmentation(
     sizes, weights = ("1g", "2g", "3g", "4g", "7g"), (40, 25, 15, 10, 10)
     held: list[ResourceV1ResourceClaim] = []
     satisfied = 0
+    lines: list[str] = []
     while True:
         if held and rng.random() < release_rate:
             held.pop(rng.randrange(len(held)))
@@ -221,22 +250,62 @@ def fragmentation(
         size = rng.choices(sizes, weights)[0]
         c = claim(f"mig-{size}")
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=held)
+        lines.append(outcome_line(c, outcome))
         if isinstance(outcome, Unschedulable):
             used = sum(taken[r.device] for h in held for r in h.status.allocation.devices.results)
-            return Fragmentation(satisfied, total - used, size)
+            return Fragmentation(satisfied, total - used, size, "".join(lines))
         c.status = V1ResourceClaimStatus(allocation=outcome)
         held.append(c)
         satisfied += 1
 
 
+@dataclass(frozen=True)
+class Reference:
+    """Figures of a decisions row to print beside this run's: an earlier run, or a target."""
+
+    label: str
+    cold_seconds: float | None
+    per_second: float | None
+    p50_ms: float | None
+    p99_ms: float | None
+    digest: str = ""
+
+
+# Issue 17. "before": make bench at cdf92ab (the allocator before the restart/decision work), on
+# the same 2-core machine as the targets are measured on; its digests are what "decisions
+# unchanged" means. "target": the issue's targets for this machine, one run.
+BEFORE = {
+    100: Reference("before", 3.44, 114.2, 8.41, 14.93, "5e2d36dd4a7619db"),
+    1000: Reference("before", 47.99, 6.9, 71.99, 2219.34, "fe88844ace84abc0"),
+}
+TARGET = {
+    100: Reference("target", None, None, None, 10.0),
+    1000: Reference("target", 5.0, None, None, 50.0),
+}
+FRAGMENTATION_DIGEST_BEFORE = "dc11b3c0e5cd6a98"
+
+
+def _cell(value: float | None, width: int, fmt: str, unit: str = "") -> str:
+    return f"{format(value, fmt) + unit if value is not None else '-':>{width}}"
+
+
+def _row(label: str, s: DecisionStats | Reference) -> str:
+    return (f"  {label:>15} {_cell(s.cold_seconds, 10, '.2f', 's')} {_cell(s.per_second, 11, '.1f')} "
+            f"{_cell(s.p50_ms, 7, '.2f')} {_cell(s.p99_ms, 7, '.2f')} {s.digest:>16}")  # fmt: skip
+
+
 def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> None:
-    print("allocator decisions: H100 80GB x 8 per node, every offer published, node=None, best fit")
-    print(f"  {'nodes':>5} {'devices':>8} {'decisions':>9} {'allocated':>9} {'pool build':>10} "
-          f"{'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7}")  # fmt: skip
+    print("allocator decisions: H100 80GB x 8 per node, every offer published, node=None, best fit;")
+    print("  pool build = the first decision of each of the 7 classes from a cold allocator (restart)")
+    print(f"  {'':>15} {'pool build':>10} {'decisions/s':>11} {'p50 ms':>7} {'p99 ms':>7} {'digest':>16}")
     for nodes, count in ((100, 400), (1000, 150)):
         s = decisions(nodes, count)
-        print(f"  {s.nodes:>5} {s.devices:>8} {s.decisions:>9} {s.allocated:>9} {s.cold_seconds:>9.2f}s "
-              f"{s.per_second:>11.1f} {s.p50_ms:>7.2f} {s.p99_ms:>7.2f}")  # fmt: skip
+        print(f"  {s.nodes} nodes, {s.devices} devices, {s.decisions} decisions, {s.allocated} allocated")
+        print(_row("now", s))
+        print(_row(BEFORE[nodes].label, BEFORE[nodes]))
+        print(_row(TARGET[nodes].label, TARGET[nodes]))
+        if s.digest != BEFORE[nodes].digest:
+            print(f"  !! decisions differ from before ({s.digest} != {BEFORE[nodes].digest})")
     print("fragmentation: 2 nodes x 8 H100 (128 memory slices), seeded 1g/2g/3g/4g/7g requests "
           "(40/25/15/10/10%), 25% releases;")  # fmt: skip
     print("  requests satisfied before the first failure (memory slices free at that failure, failed size)")
@@ -249,13 +318,22 @@ def main(*, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), many_seeds: int = 50) -> N
         cells = " ".join(f"{f'{r.satisfied} ({r.free_slices}, {r.failed})':>13}" for r in runs)
         print(f"  {name:>9} {cells} {statistics.mean(r.satisfied for r in runs):>7.1f}")
     many = range(1, many_seeds + 1)
-    best = [fragmentation(BestFit(), seed=s).satisfied for s in many]
-    first = [fragmentation(FirstFit(), seed=s).satisfied for s in many]
+    best_runs = [fragmentation(BestFit(), seed=s) for s in many]
+    first_runs = [fragmentation(FirstFit(), seed=s) for s in many]
+    best = [r.satisfied for r in best_runs]
+    first = [r.satisfied for r in first_runs]
     ahead = sum(b > f for b, f in zip(best, first, strict=True))
     behind = sum(b < f for b, f in zip(best, first, strict=True))
     means = f"mean best-fit {statistics.mean(best):.1f}, first-fit {statistics.mean(first):.1f}"
     print(f"  seeds 1-{many_seeds}: {means}; best fit ahead in {ahead}, behind in {behind}, "
           f"equal in {many_seeds - ahead - behind}")  # fmt: skip
+    digest = hashlib.sha256("".join(r.decisions for r in (*best_runs, *first_runs)).encode()).hexdigest()[:16]
+    same = (
+        "same as before"
+        if digest == FRAGMENTATION_DIGEST_BEFORE
+        else f"before: {FRAGMENTATION_DIGEST_BEFORE}"
+    )
+    print(f"  decisions digest (both strategies, seeds 1-{many_seeds}): {digest} ({same})")
 
 
 if __name__ == "__main__":

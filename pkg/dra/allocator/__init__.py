@@ -12,7 +12,7 @@ Public surface:
 Module map: ``pools`` (gather complete pools) → ``state`` (what other claims hold) → ``counters``
 and ``capacity`` (ledgers) → ``requests`` + ``selection`` + ``cel_env`` (what each request may
 take) → ``strategy`` (order) → ``allocator`` (search) → ``result`` (API shape); ``explain`` reuses
-the same pieces without searching.
+the same pieces without searching, and ``consumption`` says what an allocation's devices consume.
 """
 
 from pkg.dra.allocator.allocator import Allocator

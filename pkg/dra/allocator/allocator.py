@@ -17,8 +17,10 @@ programs are cached inside the ``Allocator`` across calls, so keep one instance 
 
 from __future__ import annotations
 
+import gc
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from kubernetes.client import (
     ResourceV1ResourceClaim,
@@ -36,7 +38,7 @@ from pkg.dra.allocator.quantity import Quantity
 from pkg.dra.allocator.requests import MAX_DEVICES_PER_CLAIM, Alternative, ClaimError
 from pkg.dra.allocator.result import Chosen, build_result
 from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
-from pkg.dra.allocator.strategy import BestFit, Strategy
+from pkg.dra.allocator.strategy import BestFit, CandidateStream, Strategy
 from pkg.dra.allocator.taints import blocking_taint
 from pkg.dra.domain import DeviceID, Unschedulable, UnschedulableKind
 
@@ -51,6 +53,9 @@ class _ConstraintViolatedError(Exception):
     pass
 
 
+SETTLE_AFTER_DEVICES = 10_000
+
+
 class Allocator:
     def __init__(
         self,
@@ -59,12 +64,41 @@ class Allocator:
         env: CelEnvironment | None = None,
         share_id: Callable[[], str] | None = None,
         max_steps: int = 200_000,
+        pool_cache: PoolCache | None = None,
+        settle_after_devices: int = SETTLE_AFTER_DEVICES,
     ) -> None:
         self.strategy: Strategy = strategy or BestFit()
         self.matcher = SelectorMatcher(env or CelEnvironment())
         self._share_id = share_id or (lambda: str(uuid.uuid4()))
         self._max_steps = max_steps
-        self._pool_cache = PoolCache()
+        self._pool_cache = pool_cache or PoolCache()
+        self._settle_after = settle_after_devices
+        self._settled_at = 0
+        self._settle_lock = threading.Lock()
+
+    def settle_heap(self) -> bool:
+        """Takes the long-lived heap out of the garbage collector's sight after a large pool build;
+        True when it did. A process calls it after a decision, never inside ``allocate``.
+
+        Why: a cluster's pools are hundreds of thousands of objects (and the informer caches they
+        come from millions), and every full collection of CPython's cyclic GC walks all of them —
+        at 1000 nodes a few hundred milliseconds, at unpredictable moments, in the middle of
+        decisions. Once at least ``settle_after_devices`` devices were built since the last settle
+        (a restart, a leader change, many republished nodes), this collects once and then freezes
+        every live object (``gc.freeze``): later collections walk only what is newer.
+        Frozen objects are still freed by reference counting; a frozen pool that is later replaced
+        is part of a reference cycle (devices point to their pool), so it waits for the next
+        settle, which unfreezes first — the memory held that way is bounded by the threshold.
+        """
+        with self._settle_lock:
+            built = self._pool_cache.built_devices
+            if built - self._settled_at < self._settle_after:
+                return False
+            self._settled_at = built
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            return True
 
     def context(
         self,
@@ -177,25 +211,23 @@ class _Search:
             for undo in reversed(undos):
                 undo()
             return False
-        order = self.strategy.order(
-            self.ctx.eligible(alt), counters=self.ctx.counters, fits=self.ctx.fits_counters
-        )
+        order = self.strategy.search_order(self.ctx, alt)
         return self._pick(alt, index, order, 0, alt.count)
 
-    def _pick(
-        self, alt: Alternative, index: int, order: Sequence[Candidate], start: int, remaining: int
-    ) -> bool:
+    def _pick(self, alt: Alternative, index: int, order: CandidateStream, start: int, remaining: int) -> bool:
         if remaining == 0:
             return self.request(index + 1)
         errors = self.ctx.selector_errors
-        for position in range(start, len(order)):
+        position = start
+        while order.has(position):
             cand = order[position]
+            position += 1
             if errors and cand in errors:
                 raise errors[cand]
             undo = self._take(alt, cand, must=False)
             if undo is None:
                 continue
-            if self._pick(alt, index, order, position + 1, remaining - 1):
+            if self._pick(alt, index, order, position, remaining - 1):
                 return True
             undo()
         return False

@@ -36,6 +36,15 @@ def class_index(
     return {c.metadata.name: c for c in classes if c.metadata is not None and c.metadata.name}
 
 
+SelectorKey = tuple[tuple[str, int, str], ...]
+
+
+def selector_key(alt: Alternative) -> SelectorKey:
+    """What an alternative's device verdicts depend on: its selectors, keyed by owner too (a cached
+    error names the class or claim the selector came from)."""
+    return tuple((s.owner, s.index, s.compiled.expression) for s in alt.selectors)
+
+
 class AllocationContext:
     def __init__(
         self,
@@ -79,8 +88,7 @@ class AllocationContext:
     def eligible(self, alt: Alternative) -> list[Candidate]:
         """Devices whose selectors hold (or fail with an error), in first-fit order; memoised per pool."""
         if alt.eligible is None:
-            # Keyed by owner too: a cached error names the class or claim the selector came from.
-            key = tuple((s.owner, s.index, s.compiled.expression) for s in alt.selectors)
+            key = selector_key(alt)
             eligible: list[Candidate] = []
             for pool in self.pools:
                 if not pool.usable:
@@ -99,9 +107,15 @@ class AllocationContext:
     def _match_pool(
         self, alt: Alternative, pool: Pool
     ) -> tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]:
+        return self.match(alt, pool.candidates)
+
+    def match(
+        self, alt: Alternative, candidates: Iterable[Candidate]
+    ) -> tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]:
+        """The candidates whose selectors hold or fail with an error (in order), and those errors."""
         matching: list[Candidate] = []
         errors: dict[Candidate, SelectorEvaluationError] = {}
-        for cand in pool.candidates:
+        for cand in candidates:
             try:
                 if self.matcher.first_mismatch(alt, cand) is not None:
                     continue

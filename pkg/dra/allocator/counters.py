@@ -22,6 +22,7 @@ from pkg.dra.allocator.state import AllocatedState
 from pkg.dra.domain import PoolID
 
 CounterKey = tuple[PoolID, str]
+_NONE: dict[str, int] = {}
 
 
 class CounterLedger:
@@ -34,14 +35,10 @@ class CounterLedger:
 
     def __init__(self, pools: Iterable[Pool], state: AllocatedState) -> None:
         self._available: dict[CounterKey, dict[str, int]] = {}
-        self._totals: dict[CounterKey, dict[str, int]] = {}
-        by_pool: dict[PoolID, Pool] = {}
-        for pool in pools:
-            if not pool.usable or not pool.counter_sets:
-                continue
-            by_pool[pool.id] = pool
-            for name, totals in pool.counter_sets.items():
-                self._totals[(pool.id, name)] = totals
+        self._pools: dict[PoolID, Pool] = {
+            pool.id: pool for pool in pools if pool.usable and pool.counter_sets
+        }
+        by_pool = self._pools
         # Each allocated device once (a device can be held both exclusively and by shares).
         for device in {*state.dedicated, *state.shares, *state.consumed}:
             holder = by_pool.get(PoolID(device.driver, device.pool))
@@ -53,15 +50,22 @@ class CounterLedger:
 
     def available(self, pool: PoolID, counter_set: str) -> dict[str, int]:
         """Live view of what is free in one counter set (do not mutate)."""
-        key = (pool, counter_set)
-        free = self._available.get(key)
+        free = self._available.get((pool, counter_set))
         if free is None:
-            free = self._totals.get(key, {})
+            free = self._totals(pool, counter_set)
         return free
+
+    def _totals(self, pool: PoolID, counter_set: str) -> dict[str, int]:
+        holder = self._pools.get(pool)
+        return holder.counter_sets.get(counter_set, _NONE) if holder is not None else _NONE
 
     def touched(self, pool: PoolID, counter_set: str) -> bool:
         """Whether the set has ever been charged; an untouched set is exactly its totals."""
         return (pool, counter_set) in self._available
+
+    def touched_sets(self) -> frozenset[CounterKey]:
+        """Every set charged so far (a snapshot)."""
+        return frozenset(self._available)
 
     def shortfall(self, cand: Candidate) -> tuple[str, str] | None:
         """``(counter set, counter)`` that cannot cover ``cand``, or None when all can."""
@@ -70,7 +74,7 @@ class CounterLedger:
             key = (pool_id, counter_set)
             free = self._available.get(key)
             if free is None:
-                free = self._totals[key]
+                free = self._pools[pool_id].counter_sets[counter_set]
             for name, amount in amounts:
                 if free[name] < amount:
                     return counter_set, name
@@ -92,6 +96,6 @@ class CounterLedger:
             key = (pool_id, counter_set)
             free = self._available.get(key)
             if free is None:
-                free = self._available[key] = dict(self._totals[key])
+                free = self._available[key] = dict(self._pools[pool_id].counter_sets[counter_set])
             for name, amount in amounts:
                 free[name] += sign * amount

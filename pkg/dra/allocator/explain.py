@@ -5,8 +5,12 @@ against the state *before* this claim takes anything, in the order the allocator
 incomplete or invalid pool, already allocated, selector false (which one) or selector error (the
 CEL error), blocking taint, capacity (which one), counters exhausted (which counter set and
 counter, e.g. ``memory-slice-3`` of ``gpu-0000-02-00-0``) — or ``fits``. Devices are listed in
-the strategy's order, so the first ``fits`` is usually what the allocator takes. The trace ends
-with the allocator's actual outcome. Nothing here writes anything.
+the strategy's order, so the first ``fits`` is usually what the allocator takes. A request whose
+class or claim selector does not compile gets that error once instead (it would be the same for
+every device, and the scheduler reports it once too). The trace ends with the allocator's actual
+outcome and, when it allocates, what each chosen device consumes (:mod:`.consumption`: capacity
+requested and after the request policy, counters taken, what is left on the card). Nothing here
+writes anything.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from kubernetes.client import (
 
 from pkg.dra.allocator.allocator import Allocator
 from pkg.dra.allocator.capacity import consumption
+from pkg.dra.allocator.consumption import DeviceUse, device_uses
 from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, ClaimError, claim_label
-from pkg.dra.allocator.selection import SelectorEvaluationError
+from pkg.dra.allocator.selection import SelectorEvaluationError, selector_error
 from pkg.dra.allocator.taints import blocking_taint
 from pkg.dra.domain import Unschedulable
 
@@ -48,6 +53,7 @@ class DeviceVerdict:
 class RequestTrace:
     request: str
     devices: tuple[DeviceVerdict, ...]
+    problem: str | None = None  # a selector that does not compile: said once, no device diagnosed
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,7 @@ class Explanation:
     requests: tuple[RequestTrace, ...]
     outcome: V1AllocationResult | Unschedulable
     problem: str | None = None  # a claim-level error that stopped the diagnosis
+    uses: tuple[DeviceUse, ...] = ()  # per allocated device, what it consumes (see .consumption)
 
 
 def explain(
@@ -86,8 +93,14 @@ def explain(
     traces = []
     for plan in ctx.plans:
         for alt in plan.alternatives:
+            broken = next((s for s in alt.selectors if s.compiled.error), None)
+            if broken is not None:
+                error = selector_error(broken, broken.compiled.error or "")
+                traces.append(RequestTrace(alt.result_name, (), problem=str(error)))
+                continue
             traces.append(RequestTrace(alt.result_name, tuple(_diagnose_all(ctx, alt, allocator))))
-    return Explanation(claim_label(claim), allocator.strategy.name, tuple(traces), outcome)
+    uses = device_uses(ctx, outcome) if isinstance(outcome, V1AllocationResult) else ()
+    return Explanation(claim_label(claim), allocator.strategy.name, tuple(traces), outcome, uses=uses)
 
 
 def _diagnose_all(ctx: AllocationContext, alt: Alternative, allocator: Allocator) -> list[DeviceVerdict]:

@@ -8,7 +8,8 @@ cached per expression in :class:`~.cel_env.CelEnvironment`. CEL errors are cache
 deterministic as the verdicts.
 
 Errors are reported like the scheduler's ("class X: selector #0 on device D: CEL runtime error:
-…") and, as there, fail the claim: a broken selector must be fixed, not silently skip devices.
+…"; a compile error names no device: "class X: selector #0: CEL compile error: …") and, as there,
+fail the claim: a broken selector must be fixed, not silently skip devices.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, Selector
+from pkg.dra.domain import DeviceID
 
 _MAX_CACHE_ENTRIES = 200_000
 
@@ -31,10 +33,23 @@ class SelectorEvaluationError(Exception):
         self.cel_error = cel_error
 
 
+def selector_error(
+    selector: Selector, cel_error: str, cand: Candidate | None = None
+) -> SelectorEvaluationError:
+    """The error as the scheduler words it: a compile error belongs to the selector ("class X:
+    selector #0: CEL compile error: …", whatever the device), a runtime error to one device."""
+    if selector.compiled.error:
+        where = f"{selector.owner}: selector #{selector.index}: CEL compile error"
+    else:
+        device = f" on device {cand.id}" if cand is not None else ""
+        where = f"{selector.owner}: selector #{selector.index}{device}: CEL runtime error"
+    return SelectorEvaluationError(f"{where}: {cel_error}", selector=selector, cel_error=cel_error)
+
+
 class SelectorMatcher:
     def __init__(self, env: CelEnvironment) -> None:
         self.env = env
-        self._results: dict[tuple[str, tuple[str, str, str, int, str]], bool | str] = {}
+        self._results: dict[tuple[str, tuple[DeviceID, int, str]], bool | str] = {}
         self._lock = threading.Lock()
 
     def first_mismatch(self, alt: Alternative, cand: Candidate) -> Selector | None:
@@ -57,12 +72,7 @@ class SelectorMatcher:
                     self._results.clear()
                 self._results[key] = verdict
         if isinstance(verdict, str):
-            kind = "CEL compile error" if selector.compiled.error else "CEL runtime error"
-            raise SelectorEvaluationError(
-                f"{selector.owner}: selector #{selector.index} on device {cand.id}: {kind}: {verdict}",
-                selector=selector,
-                cel_error=verdict,
-            )
+            raise selector_error(selector, verdict, cand)
         return verdict
 
     def _evaluate(self, selector: Selector, cand: Candidate) -> bool | str:

@@ -9,6 +9,11 @@ Built from the allocations of existing claims, as the scheduler's claim tracker 
 
 A device is *allocated* (and so consumes its counters, once) if it is held exclusively or by at
 least one share.
+
+Every decision rebuilds this from all allocated claims, so what one allocation holds (device IDs,
+parsed capacity) is memoised per allocation object: a claim's ``status.allocation`` from an
+informer is replaced, never mutated, when the claim changes. The memo keeps the object alive, so
+its id cannot be reused while the entry exists.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kubernetes.client import ResourceV1ResourceClaim
+from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
 from pkg.dra.allocator.quantity import parse_quantity
 from pkg.dra.domain import DeviceID
@@ -45,16 +50,43 @@ class AllocatedState:
             allocation = claim.status.allocation if claim.status is not None else None
             if allocation is None or allocation.devices is None:
                 continue
-            for result in allocation.devices.results or ():
-                if result.admin_access:
-                    continue
-                device = DeviceID(result.driver, result.pool, result.device)
-                if result.share_id is None:
+            for device, share_id, consumed in _held(allocation):
+                if share_id is None:
                     state.dedicated.add(device)
                     continue
-                state.shares.setdefault(device, set()).add(result.share_id)
-                if result.consumed_capacity is not None:
+                state.shares.setdefault(device, set()).add(share_id)
+                if consumed is not None:
                     totals = state.consumed.setdefault(device, {})
-                    for name, value in result.consumed_capacity.items():
-                        totals[name] = totals.get(name, 0) + parse_quantity(value).nanos
+                    for name, nanos in consumed:
+                        totals[name] = totals.get(name, 0) + nanos
         return state
+
+
+_Held = tuple[DeviceID, str | None, tuple[tuple[str, int], ...] | None]
+_MAX_MEMO = 50_000
+_memo: dict[int, tuple[V1AllocationResult, tuple[_Held, ...]]] = {}
+
+
+def _held(allocation: V1AllocationResult) -> tuple[_Held, ...]:
+    """What one allocation holds: device, share ID, consumed capacity in nanos (admin access: nothing)."""
+    entry = _memo.get(id(allocation))
+    if entry is not None and entry[0] is allocation:
+        return entry[1]
+    held: list[_Held] = []
+    for result in (allocation.devices.results if allocation.devices is not None else None) or ():
+        if result.admin_access:
+            continue
+        consumed = result.consumed_capacity
+        held.append(
+            (
+                DeviceID(result.driver, result.pool, result.device),
+                result.share_id,
+                tuple((name, parse_quantity(value).nanos) for name, value in consumed.items())
+                if result.share_id is not None and consumed is not None
+                else None,
+            )
+        )
+    if len(_memo) >= _MAX_MEMO:
+        _memo.clear()
+    _memo[id(allocation)] = (allocation, tuple(held))
+    return tuple(held)

@@ -11,6 +11,13 @@ Three shapes, one per reader:
   verdict and the most frequent rejection with its detail (e.g. the exhausted counter).
 * :func:`describe_allocation` — the devices of an allocation result and its node, for the
   ``Allocated`` event and the report's last section.
+
+A request whose selector does not compile is reported once, with the CEL error, not once per
+device. An allocatable claim's report ends with what each chosen device consumes: per capacity of
+a shared device the request and what the request policy made of it (``sharePercent: requested 25
+-> 30``), what other shares hold and what is left; the counters the device takes (or that another
+share already charged them); and what its card has left after the claim, memory slices as the
+list of free slice numbers.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from collections import Counter
 from kubernetes.client import V1AllocationResult, V1NodeSelector
 
 from pkg.dra.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
+from pkg.dra.allocator.consumption import CapacityUse, CounterUse, DeviceUse
+from pkg.dra.allocator.pools import SLICE_COUNTER_PREFIX
 
 SELECTOR_FALSE = "selector false"
 FITS = "fits"
@@ -59,6 +68,9 @@ def summary(explanation: Explanation) -> str:
     if explanation.problem:
         parts.append(explanation.problem)
     for trace in explanation.requests:
+        if trace.problem:
+            parts.append(f"request {trace.request}: {trace.problem}")
+            continue
         counts = _counts(trace)
         text = f"request {trace.request}: {sum(counts.values())} devices ({_count_text(counts) or 'none'})"
         detail = Counter(
@@ -76,6 +88,11 @@ def _device_line(verdict: DeviceVerdict) -> str:
 
 
 def _trace_lines(trace: RequestTrace, *, show_all: bool, max_devices: int) -> list[str]:
+    if trace.problem:
+        return [
+            f"  request {trace.request}: selector does not compile, no device can match",
+            f"    {trace.problem}",
+        ]
     counts = _counts(trace)
     lines = [f"  request {trace.request}: {sum(counts.values())} devices ({_count_text(counts) or 'none'})"]
     listed = [v for v in trace.devices if show_all or v.reason != SELECTOR_FALSE]
@@ -104,4 +121,43 @@ def render(explanation: Explanation, *, show_all: bool = False, max_devices: int
         lines.extend(f"  - {error}" for error in outcome.errors)
     else:
         lines.append(f"result: allocatable: {describe_allocation(outcome)}")
+        if explanation.uses:
+            lines.append("consumes:")
+            for use in explanation.uses:
+                lines.extend(_use_lines(use))
     return "\n".join(lines) + "\n"
+
+
+def _use_lines(use: DeviceUse) -> list[str]:
+    lines = [f"  {use.request} -> {use.device}" + (" (shared)" if use.shared else " (exclusive)")]
+    lines.extend(f"    {_capacity_text(c)}" for c in use.capacity)
+    for counters in use.counters:
+        if counters.charged:
+            taken = ", ".join(f"{name} {amount}" for name, amount in counters.taken)
+            lines.append(f"    takes from counter set {counters.counter_set}: {taken}")
+        else:
+            lines.append(
+                f"    takes nothing from counter set {counters.counter_set}: another share of the device "
+                "already holds its counters"
+            )
+        lines.append(f"    left on {counters.counter_set}: {_left_text(counters)}")
+    return lines
+
+
+def _capacity_text(use: CapacityUse) -> str:
+    asked = f"requested {use.requested} -> {use.consumed}" if use.requested is not None else use.consumed
+    return f"{use.name}: {asked} ({use.rule}); other shares hold {use.held}; {use.left} of {use.total} left"
+
+
+def _left_text(counters: CounterUse) -> str:
+    slices = [(name, free) for name, free, _ in counters.left if name.startswith(SLICE_COUNTER_PREFIX)]
+    parts = [
+        f"{name} {free}/{total}"
+        for name, free, total in counters.left
+        if not name.startswith(SLICE_COUNTER_PREFIX)
+    ]
+    if slices:
+        free = [name.removeprefix(SLICE_COUNTER_PREFIX) for name, amount in slices if amount != "0"]
+        listed = ", ".join(sorted(free, key=int)) if free else "none"
+        parts.insert(1 if parts else 0, f"memory slices free: {listed} (of {len(slices)})")
+    return ", ".join(parts)

@@ -13,10 +13,11 @@ failing rule names the reason:
 4. every request (every subrequest of a ``firstAvailable`` request) names a device class that
    exists and is **ours** (:func:`is_our_class`).
 
-The Pod rule is judged from the Pod cache, so one race remains: a Pod created a moment before we
-allocate its claim, not yet in our cache. The scheduler then finds the claim allocated and places
-the Pod on the allocation's node (or leaves it pending if that node cannot take it); nothing is
-double-allocated.
+The Pod rule is judged here from the Pod cache, which can lag the claim cache: a Pod created a
+moment before its claim may not be in our cache yet when the claim is. An allocation written then
+would pin the claim to a node the Pod may not be able to use, and the Pod would stay Pending
+forever. So the cache's "no Pod" is only a first filter: the decisions service confirms it with a
+consistent read right before writing (``service/pod_references.py``, ``service/decisions.py``).
 
 How a class is "ours": one of its CEL selectors requires our driver with an equality
 ``device.driver == "gpu.deckhouse.io"`` (either operand order, either quote), or one of its
@@ -44,6 +45,7 @@ from pkg.framework.keys import namespaced_key
 class Verdict:
     eligible: bool
     reason: str
+    pods: tuple[str, ...] = ()  # the referencing Pods, when that is the reason
 
 
 ELIGIBLE = Verdict(True, "eligible")
@@ -135,7 +137,7 @@ def judge(
         return Verdict(False, f"generated for pod {pod}; the scheduler allocates it")
     pods = sorted(referencing_pods)
     if pods:
-        return Verdict(False, f"referenced by pod {pods[0]}; the scheduler allocates it")
+        return Verdict(False, f"referenced by pod {pods[0]}; the scheduler allocates it", pods=tuple(pods))
     names = requested_classes(claim)
     if not names:
         return Verdict(False, "no device requests")

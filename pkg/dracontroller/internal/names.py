@@ -29,5 +29,6 @@ EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 REASON_ALLOCATED = "Allocated"
 REASON_ALLOCATION_FAILED = "AllocationFailed"
 REASON_REALLOCATING = "Reallocating"
+REASON_LEFT_TO_SCHEDULER = "LeftToScheduler"
 
 CONTROLLER_NAME = "resourceclaim-allocator"

@@ -26,6 +26,8 @@ BEFORE = {
     "gpu_dra_allocation_collisions",
     "gpu_dra_allocation_failures",
     "gpu_dra_allocation_latency_seconds",
+    "gpu_dra_pod_check_seconds",  # issue 17: the consistent read of a claim's Pods
+    "gpu_dra_pod_reference_races",  # issue 17
     "gpu_dra_resourceslice_offers",
     "gpu_leader_election_master_status",
     "gpu_leader_election_transitions",

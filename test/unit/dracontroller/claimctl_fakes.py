@@ -2,9 +2,11 @@
 
 :class:`FakeClaimApi` answers the two requests :class:`ClaimWriter` makes (JSON patch, status PUT)
 the way kube-apiserver does: a failed ``test`` op is a 422 without causes, a stale status PUT a 409,
-every write bumps the resourceVersion. :class:`Env` wires the real reconciler, handlers, writer,
-inventory and in-flight ledger over real stores; the watch is simulated by :meth:`Env.sync`, so a
-test decides whether the cache has seen a write yet.
+every write bumps the resourceVersion. It also holds Pods for the consistent read of
+:class:`PodReferenceReader` (``list_page``, filtered by namespace and phase, paged), separately
+from the Pod *cache*, so a test can make the cache lag the API server. :class:`Env` wires the real
+reconciler, handlers, writer, inventory and in-flight ledger over real stores; the watch is
+simulated by :meth:`Env.sync`, so a test decides whether the cache has seen a write yet.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from kubernetes.client import (
 
 from pkg.dra.allocator import Allocator
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
-from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory
+from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory, PodReferenceReader
 from pkg.dracontroller.setup import ResourceClaimContainer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Store
-from pkg.framework.client import ConflictError, InvalidError, KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.client import ConflictError, InvalidError, KubeClient, ListPage, NotFoundError
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.contract import Request, Result
 
@@ -78,6 +80,9 @@ class FakeClaimApi:
         self.objects: dict[str, dict[str, Any]] = {}
         self.writes: list[tuple[str, str, Any]] = []  # (verb, key, body or ops)
         self.fail_next: list[Exception] = []
+        self.pods: dict[str, dict[str, Any]] = {}  # namespace/name -> JSON
+        self.pod_lists: list[tuple[str | None, str | None]] = []  # (namespace, fieldSelector) per page
+        self.on_write: list[Any] = []  # callables run after each successful write (a racing creator)
         self._rv = itertools.count(100)
         self._uid = itertools.count(1)
 
@@ -92,6 +97,35 @@ class FakeClaimApi:
 
     def get(self, key: str) -> ResourceV1ResourceClaim:
         return RESOURCE_CLAIM.decode(self.objects[key])
+
+    def put_pod(self, pod: Any) -> None:
+        self.pods[f"{pod.metadata.namespace}/{pod.metadata.name}"] = POD.encode(pod)
+
+    def list_page(
+        self,
+        kind: Any,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+        **_: Any,
+    ) -> ListPage:
+        assert kind is POD
+        self.pod_lists.append((namespace, field_selector))
+        done = ("Succeeded", "Failed") if field_selector else ()
+        items = [
+            doc
+            for key, doc in sorted(self.pods.items())
+            if key.startswith(f"{namespace}/") and (doc.get("status") or {}).get("phase") not in done
+        ]
+        start = int(continue_token or 0)
+        rest = start + limit < len(items)
+        return ListPage(items[start : start + limit], str(next(self._rv)), str(start + limit) if rest else "")
+
+    def _wrote(self) -> None:
+        for hook in list(self.on_write):
+            hook()
 
     def _stored(self, key: str) -> dict[str, Any]:
         if self.fail_next:
@@ -108,6 +142,7 @@ class FakeClaimApi:
         doc = apply_json_patch(self._stored(key), patch)
         doc["metadata"]["resourceVersion"] = str(next(self._rv))
         self.objects[key] = doc
+        self._wrote()
         return RESOURCE_CLAIM.decode(doc)
 
     def update_status(self, kind: Any, obj: ResourceV1ResourceClaim) -> Any:
@@ -121,6 +156,7 @@ class FakeClaimApi:
         doc["status"] = body.get("status") or {}
         doc["metadata"]["resourceVersion"] = str(next(self._rv))
         self.objects[key] = doc
+        self._wrote()
         return RESOURCE_CLAIM.decode(doc)
 
 
@@ -158,12 +194,19 @@ class Env:
         self.container.inventory.override(providers.Object(self.inventory))
         self.container.writer.override(providers.Object(self.writer))
         self.container.allocator.override(providers.Object(self.allocator))
+        self.container.pod_references.override(providers.Object(PodReferenceReader(self.api)))  # type: ignore[arg-type]
         self.reconciler = self.container.reconciler()
 
     def add(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
         stored = self.api.put(claim, age=age)
         self.claims.update(stored)
         return stored
+
+    def add_pod(self, pod: Any, *, cached: bool = True) -> None:
+        """Creates a Pod on the API server; ``cached=False``: the Pod cache has not seen it yet."""
+        self.api.put_pod(pod)
+        if cached:
+            self.pods.update(pod)
 
     def sync(self) -> None:
         """Delivers every stored claim to the cache, as the watch would."""

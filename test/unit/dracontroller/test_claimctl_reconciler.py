@@ -84,7 +84,11 @@ def test_claim_referenced_by_a_pod_is_left_to_the_scheduler() -> None:
     )
     assert e.reconcile(c) == Result()
     assert e.api.writes == []
-    assert e.events() == []
+    [(kind, reason, message)] = e.events()
+    assert (kind, reason) == ("Normal", "LeftToScheduler")
+    assert message.startswith("referenced by pod default/p: the kube-scheduler allocates")
+    assert e.reconcile(c) == Result()
+    assert len(e.events()) == 1  # told once per claim
 
 
 def test_scheduler_claims_are_never_written() -> None:

@@ -16,6 +16,11 @@ delivered yet. The allocator (best fit) returns either the ``status.allocation``
   changes wake the claim.
 
 A write conflict propagates as ``ConflictRequeue``: the reconciler requeues without an event.
+
+A Pod that references the claim and that the Pod cache did not show yet (found by the decisions
+service's consistent read, before or right after the write) ends the chain with the
+``LeftToScheduler`` Event and ``gpu_dra_pod_reference_races_total{when}``; no requeue: the Pod's
+arrival in the cache wakes the claim, and from then on eligibility declines it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pkg.dra.domain import Unschedulable
 from pkg.dra.explain.render import describe_allocation, summary
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
-from pkg.dracontroller.internal.service import Decisions
+from pkg.dracontroller.internal.service import Decisions, FoundBy, Handover
 from pkg.dracontroller.internal.state import ClaimState
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -45,10 +50,13 @@ def failure_reason(outcome: Unschedulable) -> str:
 class AllocateHandler:
     name = "allocate"
 
-    def __init__(self, *, decisions: Decisions, recorder: EventRecorderLogger, allocator: Allocator) -> None:
+    def __init__(
+        self, *, decisions: Decisions, recorder: EventRecorderLogger, allocator: Allocator, handover: Handover
+    ) -> None:
         self._decisions = decisions
         self._recorder = recorder
         self._allocator = allocator  # for the explain trace of a failure
+        self._handover = handover
 
     def handle(self, state: ClaimState) -> Result | None:
         if state.allocated:
@@ -59,9 +67,18 @@ class AllocateHandler:
         except ConflictRequeue:
             metrics.allocation_failures.labels(reason="conflict").inc()
             raise
+        finally:
+            self._decisions.settle()
         outcome = decision.outcome
         if isinstance(outcome, Unschedulable):
             return self._failed(state, outcome, decision.inputs)
+        if decision.referenced_by:
+            found = FoundBy.READ_AFTER_WRITE if decision.given_back else FoundBy.READ_BEFORE_WRITE
+            metrics.pod_reference_races.labels(when=found.value).inc()
+            self._handover.left_to_scheduler(state.claim, decision.referenced_by, found=found)
+            raise StopHandlerChain(
+                reason=f"referenced by pod {decision.referenced_by[0]} ({found.value} read)"
+            )
         if decision.written is None:
             raise StopHandlerChain(reason="claim deleted before its allocation was written")
         metrics.allocation_latency.observe(time.monotonic() - started)

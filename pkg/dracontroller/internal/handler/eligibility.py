@@ -5,6 +5,9 @@ Two kinds of claims go on down the chain: an unallocated claim the eligibility r
 here — the scheduler's claims, claims a Pod references, claims of other drivers' classes,
 claims being deleted (their release is the kube-controller-manager's, see ``names.py``).
 
+A claim declined because a Pod references it gets one ``Normal LeftToScheduler`` Event (per claim
+and process, ``service/handover.py``), so a user can see why it is not allocated by us.
+
 One repair happens on the way: an unallocated claim that still carries our allocated-by mark
 (an interrupted write, or an allocation we released) loses the mark once the claim is not ours
 to allocate, so that an allocation the scheduler makes later is never mistaken for ours.
@@ -12,7 +15,7 @@ to allocate, so that an allocation the scheduler makes later is never mistaken f
 
 from __future__ import annotations
 
-from pkg.dracontroller.internal.service import ClaimWrites
+from pkg.dracontroller.internal.service import ClaimWrites, FoundBy, Handover
 from pkg.dracontroller.internal.state import ClaimState
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
@@ -21,8 +24,9 @@ from pkg.framework.reconcile.contract import Result
 class EligibilityHandler:
     name = "eligibility"
 
-    def __init__(self, *, writer: ClaimWrites) -> None:
+    def __init__(self, *, writer: ClaimWrites, handover: Handover) -> None:
         self._writer = writer
+        self._handover = handover
 
     def handle(self, state: ClaimState) -> Result | None:
         if state.being_deleted:
@@ -35,4 +39,6 @@ class EligibilityHandler:
             return None
         if state.ours:
             self._writer.forget_mark(state.claim)
+        if state.verdict.pods:
+            self._handover.left_to_scheduler(state.claim, state.verdict.pods, found=FoundBy.CACHE)
         raise StopHandlerChain(reason=state.verdict.reason)

@@ -6,6 +6,15 @@ at once from the same view is the race the in-flight ledger exists to prevent. S
 held from the reads through the write, and it is held *here*, by the service that offers the
 locked operations, never by a handler: a handler asks for a decision and acts on its answer
 (events, metrics, results) after the lock is released.
+
+Before an allocation is written, the Pods that reference the claim are read afresh
+(:class:`~.pod_references.PodReferences`): the decision was taken from caches, and the Pod cache
+may not show a Pod created just before the claim (DESIGN §5). A Pod found there means no write at
+all. The read cannot be atomic with the write, so it is repeated once the write has landed: a Pod
+created in between (during the write's round trip) makes the service give the allocation back at
+once, compare-and-swap on the version it just wrote — so if the scheduler reserved the claim for
+that Pod in the meantime (the Pod fits the allocation's node), the release conflicts and the
+allocation stays, as it should.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from pkg.dra.allocator import Allocator
 from pkg.dra.domain import Unschedulable
 from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
 from pkg.dracontroller.internal.service.inventory import Inventory
+from pkg.dracontroller.internal.service.pod_references import PodReferences
 
 YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 """Why ``claim`` must give its allocation back (a collision), or None; see ``internal/collisions``."""
@@ -28,11 +38,17 @@ YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 @dataclass(frozen=True)
 class AllocationDecision:
     """What the allocator decided from ``inputs`` and, if it allocated, the claim as written
-    (``None`` when the claim was deleted before the write)."""
+    (``None`` when the claim was deleted before the write, or a Pod references it).
+
+    ``referenced_by``: the Pods the fresh read found referencing the claim — before the write
+    (nothing was written) or, with ``given_back``, after it (the allocation was released again).
+    """
 
     outcome: V1AllocationResult | Unschedulable
     written: ResourceV1ResourceClaim | None = None
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    referenced_by: tuple[str, ...] = ()
+    given_back: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,14 +60,18 @@ class Release:
 
 
 class Decisions:
-    def __init__(self, *, inventory: Inventory, writer: ClaimWrites, allocator: Allocator) -> None:
+    def __init__(
+        self, *, inventory: Inventory, writer: ClaimWrites, allocator: Allocator, pods: PodReferences
+    ) -> None:
         self._inventory = inventory
         self._writer = writer
         self._allocator = allocator
+        self._pods = pods
 
     def allocate(self, claim: ResourceV1ResourceClaim, *, namespace: str) -> AllocationDecision:
-        """Allocates ``claim`` from the in-flight view and writes the allocation; a write conflict
-        propagates as :class:`~pkg.framework.reconcile.ConflictRequeue`."""
+        """Allocates ``claim`` from the in-flight view and writes the allocation unless a Pod
+        references the claim (see the module docs); a write conflict propagates as
+        :class:`~pkg.framework.reconcile.ConflictRequeue`."""
         inventory = self._inventory
         with inventory.in_flight.lock:
             inputs: dict[str, Any] = {
@@ -63,8 +83,24 @@ class Decisions:
             outcome = self._allocator.allocate(claim, **inputs)
             if isinstance(outcome, Unschedulable):
                 return AllocationDecision(outcome=outcome, inputs=inputs)
+            pods = self._pods.referencing(claim)
+            if pods:
+                return AllocationDecision(outcome=outcome, inputs=inputs, referenced_by=tuple(pods))
             written = self._writer.allocate(claim, outcome)
+            if written is None:
+                return AllocationDecision(outcome=outcome, inputs=inputs)
+            late = self._pods.referencing(written)
+            if late:
+                self._writer.release(written)
+                return AllocationDecision(
+                    outcome=outcome, inputs=inputs, referenced_by=tuple(late), given_back=True
+                )
         return AllocationDecision(outcome=outcome, written=written, inputs=inputs)
+
+    def settle(self) -> None:
+        """After a decision, outside the lock: lets the allocator settle the heap after a large pool
+        build (a restart, a leader change; see :meth:`~pkg.dra.allocator.Allocator.settle_heap`)."""
+        self._allocator.settle_heap()
 
     def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
         """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""

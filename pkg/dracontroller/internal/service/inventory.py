@@ -33,11 +33,12 @@ class Inventory:
         classes: Store[Any],
         namespaces: Store[Any],
         in_flight: InFlight,
+        pool_cache: PoolCache | None = None,
     ) -> None:
         self._claims, self._pods, self._slices = claims, pods, slices
         self._classes, self._namespaces = classes, namespaces
         self.in_flight = in_flight
-        self._pool_cache = PoolCache()
+        self._pool_cache = pool_cache or PoolCache()  # the allocator's: pools are built once
 
     def claim(self, request: Request) -> ResourceV1ResourceClaim | None:
         cached = self._claims.get_by_key(str(request))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+
 from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
 
-from pkg.dra.allocator.pools import gather_pools
+from pkg.dra.allocator import Allocator
+from pkg.dra.allocator.pools import PoolCache, gather_pools
 from pkg.dra.domain import Unschedulable
 
 
@@ -50,3 +53,46 @@ def test_invalid_pool_is_reported_and_other_pools_still_serve() -> None:
 def test_devices_of_other_nodes_are_not_reachable() -> None:
     cluster = Cluster(a30_pool("node-b"), [mig_class("1g")])
     assert isinstance(cluster.allocate(claim("c", exact("r", "mig-1g"))), Unschedulable)
+
+
+def test_settling_the_heap_follows_large_builds_only() -> None:
+    allocator = Allocator(settle_after_devices=5)
+    cluster = Cluster(a30_pool("node-a"), [mig_class("1g")])
+    cluster.allocator = allocator
+    try:
+        assert not allocator.settle_heap()  # nothing built yet
+        cluster.take("mig-1g")  # builds one A30: 8 devices
+        assert allocator.settle_heap()
+        assert gc.get_freeze_count() > 0
+        cluster.take("mig-1g")  # the pool is cached: nothing new built
+        assert not allocator.settle_heap()
+    finally:
+        gc.unfreeze()
+
+
+def test_same_slice_objects_reuse_the_last_answer_and_new_objects_do_not() -> None:
+    slices = a30_pool("node-a")
+    cache = PoolCache()
+    first = gather_pools(slices, node=None, cache=cache)
+    assert gather_pools(list(slices), node=None, cache=cache) is first
+    changed = [slices[0], slices[1].model_copy(deep=True)]
+    changed[1].metadata.resource_version = "2"
+    again = gather_pools(changed, node=None, cache=cache)
+    assert again is not first
+    assert again[0] is not first[0]  # rebuilt: a slice of the pool changed
+    unversioned = [s.model_copy(deep=True) for s in slices]
+    for rs in unversioned:
+        rs.metadata.resource_version = None
+    assert gather_pools(unversioned, node=None, cache=cache) is not gather_pools(
+        unversioned, node=None, cache=cache
+    )
+
+
+def test_unknown_counter_makes_the_pool_invalid_even_when_its_consumption_was_seen_before() -> None:
+    good = a30_pool("node-a")
+    bad = a30_pool("node-b")
+    bad[0].spec.shared_counters[0].counters.pop("memory-slice-3")  # a 1g offer consumes it
+    pools = {str(p.id): p for p in gather_pools([*good, *bad], node=None)}
+    assert pools["gpu.deckhouse.io/gpus-node-a-gpu-0000-02-00-0"].invalid is None
+    invalid = pools["gpu.deckhouse.io/gpus-node-b-gpu-0000-02-00-0"].invalid
+    assert invalid == "counter memory-slice-3 not found in counter set gpu-0000-02-00-0"

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, claim, devices_of, exact, mig_class, with_allocation
-from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
+import random
 
-from pkg.dra.allocator import explain
+from alloc_builders import (
+    Cluster,
+    a30_pool,
+    claim,
+    device,
+    devices_of,
+    exact,
+    mig_class,
+    node,
+    physical_class,
+    with_allocation,
+)
+from kubernetes.client import (
+    V1AllocationResult,
+    V1DeviceAllocationResult,
+    V1DeviceRequestAllocationResult,
+    V1ResourceSlice,
+)
+
+from pkg.dra.allocator import BestFit, explain
+from pkg.dra.allocator.context import AllocationContext
+from pkg.dra.allocator.requests import Alternative
+from pkg.dra.allocator.strategy import CandidateStream
 
 A, B = "gpu-0000-02-00-0", "gpu-0000-03-00-0"
 
@@ -86,3 +107,112 @@ def test_explain_names_the_exhausted_counter() -> None:
     assert by_device[f"{A}-physical"].reason == "selector false"
     assert (verdicts[0].reason, verdicts[0].device.rsplit("/", 1)[1]) == ("fits", f"{A}-mig-1g-2")
     assert devices_of(trace.outcome) == [f"{A}-mig-1g-2"]
+
+
+def _interleaved_pool() -> list[V1ResourceSlice]:
+    """Two cards in one pool whose devices are not one block each: the lazy order must not assume
+    blocks. A's 1g offers come first, then all of B, then the rest of A: by first device A ranks
+    before B, by first 2g offer B does."""
+    a, b = a30_pool("node-c", card=A), a30_pool("node-c", card=B)
+    counters, devices = a[0], a[1]
+    counters.spec.shared_counters += b[0].spec.shared_counters
+    first, rest = a[1].spec.devices[:4], a[1].spec.devices[4:]
+    loose = device("no-counters", attributes={"deviceType": "MIG", "migProfile": "1g"})
+    devices.spec.devices = [*first, *b[1].spec.devices, loose, *rest]
+    for rs in (counters, devices):
+        rs.spec.pool.name = "interleaved"
+    return [counters, devices]
+
+
+def _multi_set_pool() -> list[V1ResourceSlice]:
+    """Two cards in one pool and a device on both counter sets: charging it changes the other card."""
+    a, b = a30_pool("node-d", card=A), a30_pool("node-d", card=B)
+    counters, devices = a[0], a[1]
+    counters.spec.shared_counters += b[0].spec.shared_counters
+    bridge = device(
+        "bridge",
+        attributes={"deviceType": "MIG", "migProfile": "1g"},
+        consumes={A: {"memory-slice-0": "1"}, B: {"memory-slice-3": "1"}},
+    )
+    devices.spec.devices = [*a[1].spec.devices, bridge, *b[1].spec.devices]
+    for rs in (counters, devices):
+        rs.spec.pool.name = "bridged"
+    return [counters, devices]
+
+
+def test_lazy_search_order_equals_the_eager_ranking() -> None:
+    """The order the search consumes (lazy, per card) is the order ``explain`` lists (eager), in
+    every state a seeded stream of allocations and releases goes through."""
+    slices = [
+        *a30_pool("node-a", card=A, sharing=("ts",)),
+        *a30_pool("node-a", card=B),
+        *a30_pool("node-b", card=A, sharing=("ts",)),
+        *_interleaved_pool(),
+        *_multi_set_pool(),
+    ]
+    classes = [mig_class(), mig_class("1g"), mig_class("2g"), physical_class(), physical_class("ts")]
+    names = [str(c.metadata.name) for c in classes]
+    cluster = Cluster(slices, classes)
+    rng = random.Random(17)
+    compared = 0
+    for step in range(120):
+        if cluster.claims and rng.random() < 0.3:
+            cluster.claims.pop(rng.randrange(len(cluster.claims)))
+        for cls in names:
+            for where in (None, node("node-a")):
+                probe = claim(
+                    f"probe-{step}-{cls}",
+                    exact("r", cls, capacity={"sharePercent": "30"} if "ts" in cls else None),
+                )
+                ctx = cluster.allocator.context(
+                    probe, slices=slices, classes=classes, allocated_claims=cluster.claims, node=where
+                )
+                alt = ctx.plans[0].alternatives[0]
+                eager = BestFit().order(ctx.eligible(alt), counters=ctx.counters, fits=ctx.fits_counters)
+                stream = BestFit().search_order(ctx, alt)
+                lazy = []
+                while stream.has(len(lazy)):
+                    lazy.append(stream[len(lazy)])
+                assert [c.id for c in lazy] == [c.id for c in eager], (step, cls, where)
+                compared += 1
+        cls = rng.choice(names)
+        cluster.allocate(
+            claim(f"c{step}", exact("r", cls, capacity={"sharePercent": "30"} if "ts" in cls else None)),
+            node=None,
+        )
+    assert compared == 120 * len(names) * 2
+    assert len(cluster.claims) > 3  # the states were not all empty
+
+
+class _EagerBestFit(BestFit):
+    """Best fit with the whole order ranked up front, as ``explain`` ranks it."""
+
+    def search_order(self, ctx: AllocationContext, alt: Alternative) -> CandidateStream:
+        return CandidateStream.of(
+            self.order(ctx.eligible(alt), counters=ctx.counters, fits=ctx.fits_counters)
+        )
+
+
+def test_lazy_and_eager_best_fit_decide_alike_while_the_search_charges_cards() -> None:
+    """Counters change during a search (several devices, several requests): a card reached later
+    must be ranked as it was when the order was taken — also on a pool where one device charges
+    two cards."""
+    slices = [*a30_pool("node-a", card=A), *a30_pool("node-a", card=B), *_multi_set_pool()]
+    classes = [mig_class(), mig_class("1g"), mig_class("2g")]
+    lazy, eager = Cluster(slices, classes), Cluster(slices, classes)
+    eager.allocator.strategy = _EagerBestFit()
+    rng = random.Random(5)
+    for step in range(150):
+        if lazy.claims and rng.random() < 0.35:
+            drop = rng.randrange(len(lazy.claims))
+            lazy.claims.pop(drop)
+            eager.claims.pop(drop)
+        requests = [
+            exact(f"r{i}", rng.choice(["mig-any", "mig-1g", "mig-2g"]), count=rng.choice([1, 2, 3, 5, 6]))
+            for i in range(rng.choice([1, 2]))
+        ]
+        got = lazy.allocate(claim(f"c{step}", *requests), node=None)
+        want = eager.allocate(claim(f"c{step}", *requests), node=None)
+        assert isinstance(got, V1AllocationResult) == isinstance(want, V1AllocationResult), step
+        if isinstance(got, V1AllocationResult):
+            assert devices_of(got) == devices_of(want), step

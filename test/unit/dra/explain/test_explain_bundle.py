@@ -32,9 +32,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_the_sample_bundle_loads() -> None:
     snapshot = load_bundle(SAMPLE)
-    assert len(snapshot.slices) == 2
-    assert set(snapshot.classes) == {"gpu-mig-1g", "gpu-mig-2g"}
-    assert set(snapshot.claims) == {"ml/notebook", "ml/inference", "ml/training"}
+    assert len(snapshot.slices) == 4
+    assert set(snapshot.classes) == {"gpu-mig-1g", "gpu-mig-2g", "gpu-time-slicing"}
+    assert set(snapshot.claims) == {"ml/notebook", "ml/inference", "ml/training", "ml/batch", "ml/share"}
     assert "ml" in snapshot.namespaces
 
 

@@ -37,13 +37,45 @@ def test_allocatable_claim_exits_0_and_says_what_it_would_get() -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "claim ml/inference (strategy best-fit)"
-    assert "request gpu: 10 devices (6 selector false, 3 fits, 1 already allocated)" in out
+    assert "request gpu: 11 devices (7 selector false, 3 fits, 1 already allocated)" in out
     # best fit: slice 2 next to the taken slice 3, keeping 0-1 free for a 2g
     assert lines[2].split() == ["fits", "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"]
     assert "already allocated    gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-3" in out
-    assert "selector false       6 device(s): class gpu-mig-1g: selector #0:" in out
+    assert "selector false       7 device(s): class gpu-mig-1g: selector #0:" in out
     device = "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"
-    assert lines[-1] == f"result: allocatable: gpu -> {device} on node worker-1"
+    assert f"result: allocatable: gpu -> {device} on node worker-1" in lines
+    # What the MIG instance takes from its card, and what the card has left with slice 3 taken too.
+    assert lines[-3:] == [
+        f"  gpu -> {device} (exclusive)",
+        "    takes from counter set gpu-0000-02-00-0: memory 5952Mi, memory-slice-2 1, multiprocessors 14, "
+        "copy-engines 1, decoders 1",
+        "    left on gpu-0000-02-00-0: memory 12672Mi/24Gi, memory slices free: 0, 1 (of 4), "
+        "multiprocessors 28/56, copy-engines 2/4, decoders 2/4",
+    ]
+
+
+def test_shared_device_shows_the_rounded_share_and_what_is_left() -> None:
+    code, out, _ = explain("ml/share", "--bundle", SAMPLE)
+    assert code == 0
+    lines = out.splitlines()
+    start = lines.index("consumes:")
+    assert lines[start + 1] == "  gpu -> gpu.deckhouse.io/gpus/worker-2/gpu-0000-03-00-0-ts (shared)"
+    assert (
+        "    sharePercent: requested 25 -> 30 (rounded up by validRange min 10, max 100, step 10); "
+        "other shares hold 40; 30 of 100 left"
+    ) in lines
+    assert (
+        "    memory: 0 (nothing requested: the policy's default 0); other shares hold 0; 24Gi of 24Gi left"
+        in lines
+    )
+    # ml/batch's share charged the card's counters already; a second share takes none.
+    assert (
+        "    takes nothing from counter set gpu-0000-03-00-0: "
+        "another share of the device already holds its counters"
+    ) in lines
+    assert lines[-1] == (
+        "    left on gpu-0000-03-00-0: memory 0/24Gi, memory slices free: none (of 4), multiprocessors 0/56"
+    )
 
 
 def test_unallocatable_claim_exits_1_and_names_the_exhausted_counter() -> None:
@@ -64,8 +96,10 @@ def test_first_fit_and_all_devices() -> None:
     assert code == 0
     assert "(strategy first-fit)" in out
     # The publisher lists placements top down, so first fit also meets slice 2 first here.
-    assert "mig-14-2 on node worker-1" in out.splitlines()[-1]
-    assert out.count("selector false ") == 6  # one line per device
+    assert "mig-14-2 on node worker-1" in next(
+        line for line in out.splitlines() if line.startswith("result:")
+    )
+    assert out.count("selector false ") == 7  # one line per device
 
 
 def test_max_devices_limits_the_listing() -> None:
