@@ -153,7 +153,7 @@ def _read(path: Path, address: str) -> PciDevice:
 
 
 def _text(path: Path) -> str:
-    return read_text(path).strip()
+    return read_text(path).strip(" \t\n\r\f\v")  # ASCII whitespace only, around what the kernel wrote
 
 
 def _hex(path: Path) -> int:
