@@ -45,7 +45,10 @@ Known differences from cel-go (none affects the selectors we generate or documen
   than its estimate, and the iteration budget is a second, run-time bound. Expressions that may
   build oversized strings or lists are rejected here although the API server admits them;
 * the Kubernetes ``lists``, ``sets``, ``regex``, ``url``, ``ip``, ``cidr`` and ``format``
-  libraries are not provided: using them is a compile error, reported like any other.
+  libraries are not provided: using them is a compile error, reported like any other;
+* the engine's parser nests at most 32 levels (cel-go's allows far deeper), and it runs at most
+  10,000 comprehension iterations per evaluation (cel-go counts cost instead): a selector beyond
+  either is a compile error or a selector error here although the API server admits it.
 """
 
 from __future__ import annotations
