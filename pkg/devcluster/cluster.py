@@ -224,6 +224,9 @@ class ControlPlane:
             f"--kubelet-client-key={self.kubelet_client.key}",
             f"--kubelet-certificate-authority={self.pki.ca_cert}",
             "--kubelet-preferred-address-types=InternalIP",
+            # As on every real cluster (kubeadm's default): node agents such as gpu-handler's
+            # kubelet plugin need privileged containers.
+            "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             # The kubernetes Service endpoint would have to be a routable IP; nothing here needs it.
             "--endpoint-reconciler-type=none",

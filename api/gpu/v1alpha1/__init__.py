@@ -15,6 +15,8 @@ from api.gpu.v1alpha1.common import (
     Int64,
     Vendor,
 )
+from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
+from api.gpu.v1alpha1.config import GpuConfig, GpuConfigError, parse_gpu_config
 from api.gpu.v1alpha1.gpuclass import (
     KIND as GPU_CLASS_KIND,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "API_VERSION",
     "GPU_CLASS_KIND",
     "GPU_CLASS_PLURAL",
+    "GPU_CONFIG_KIND",
     "GROUP",
     "LABEL_DEVICE",
     "LABEL_NODE",
@@ -91,6 +94,8 @@ __all__ = [
     "GPUClassSpec",
     "GPUClassStatus",
     "Generated",
+    "GpuConfig",
+    "GpuConfigError",
     "Int32",
     "Int64",
     "MigClass",
@@ -119,4 +124,5 @@ __all__ = [
     "TimeSlicing",
     "TimeSlicingInterval",
     "Vendor",
+    "parse_gpu_config",
 ]

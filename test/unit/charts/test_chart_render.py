@@ -86,6 +86,8 @@ OPAQUE_VALUES = frozenset(
         "gpuHandler.updateStrategy",
         "gpuHandler.podSecurityContext",
         "gpuHandler.securityContext",
+        "gpuHandler.kubeletPlugin.podSecurityContext",
+        "gpuHandler.kubeletPlugin.securityContext",
     }
 )
 CLUSTER_SCOPED = frozenset(
@@ -139,6 +141,8 @@ GPU_HANDLER_PERMISSIONS = frozenset(
             for verb in ("get", "list", "watch", "create", "patch", "delete")
         ),
         *(("", "nodes", verb) for verb in ("get", "list", "watch")),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        *(("events.k8s.io", "events", verb) for verb in ("create", "patch")),
     }
 )
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
@@ -1078,6 +1082,9 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.enrichPeriod": "1m",
         "gpuHandler.publishResyncPeriod": "1m",
         "gpuHandler.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "gpuHandler.kubeletPlugin.kubeletRoot": "/srv/kubelet",
+        "gpuHandler.kubeletPlugin.cdiDir": "/etc/cdi",
+        "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
     }
     if path in special:
@@ -1100,6 +1107,9 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     base: dict[str, Any] = {}
     if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
         base["controller.metrics.serviceMonitor.enabled"] = True
+    # The handler's own security contexts apply only without the kubelet plugin (which needs root).
+    if path in ("gpuHandler.podSecurityContext", "gpuHandler.securityContext"):
+        base["gpuHandler.kubeletPlugin.enabled"] = False
     api = (SERVICE_MONITOR_API,)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)
