@@ -10,7 +10,8 @@ election: each handler owns only its node's cards and slices.
 
 ``gpu-handler offers`` prints, as YAML, the PhysicalGPUs and ResourceSlices the handler would
 publish for a sysfs tree, without a cluster (:mod:`pkg.gpuhandler.offline`); exit code 2 means
-bad input, 1 that a card could not be read.
+bad input (no sysfs devices folder, or one that cannot be listed), 1 that something could not be
+read — a PCI function or a host file, each named in the output's header with the reason.
 """
 
 from __future__ import annotations

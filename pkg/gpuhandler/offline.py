@@ -18,8 +18,10 @@ runs the production code paths end to end on one host tree and prints multi-docu
    slices at generation 1 in the layout of the requested API server version. The owner reference
    to the Node is left out: its uid exists only in a cluster.
 
-Nothing here talks to an API server. Bad input raises :class:`OfflineInputError`, which the
-command turns into exit code 2.
+Nothing here talks to an API server. Bad input — a sysfs root whose devices folder is missing or
+cannot be listed, an unknown backend, an old server version — raises :class:`OfflineInputError`,
+which the command turns into exit code 2. A PCI function that is listed but cannot be read is a
+failure in the result (exit code 1), named with the reason, never a card that silently vanishes.
 """
 
 from __future__ import annotations
@@ -149,12 +151,17 @@ def _node_agent_objects(
 ) -> tuple[list[PhysicalGPU], list[str]]:
     """The PhysicalGPUs the node agent would create on a fresh node, with its status fields."""
     node_label = to_label_value(request.node_name)
-    found = Discoverer(
+    discoverer = Discoverer(
         scanner=SysfsPciScanner(request.sysfs_root),
         host_info=FileHostInfoReader(host_root=request.host_root, sysfs_root=request.sysfs_root),
         vendors=vendors,
         names=PciIds.load(request.pci_ids),
-    ).discover()
+    )
+    try:
+        found = discoverer.discover()
+    except OSError as exc:  # the devices folder itself: nothing can be said about any card
+        devices = request.sysfs_root / "bus" / "pci" / "devices"
+        raise OfflineInputError(f"--sysfs-root {request.sysfs_root}: cannot list {devices}: {exc}") from None
     node = node_info(request.node_name, found.host)
     taken: set[str] = set()
     objects = []
@@ -173,7 +180,12 @@ def _node_agent_objects(
         status = gpu_status(info=card.pci_info, node=node, driver_type=card.driver_type)
         objects.append(PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels), status=status))
     # Worded as the node agent words a failure of its discover step.
-    return objects, [f"discover: {p.subject}: {p.error}" for p in found.problems]
+    failures = [f"discover: {p.subject}: {p.error}" for p in found.problems]
+    failures += [
+        f"discover: PCI device {address}: not read: {why}" for address, why in sorted(found.unread.items())
+    ]
+    failures += [f"host: {source}: {why}" for source, why in found.host.failed]
+    return objects, failures
 
 
 def _enrich(

@@ -11,8 +11,10 @@ The modules are plain readers with no state and no Kubernetes knowledge:
 - :mod:`pkg.hardware.pci`: PCI functions from ``<sysfs>/bus/pci/devices`` (IDs, class, driver binding,
   NUMA node, IOMMU group, SR-IOV);
 - :mod:`pkg.hardware.pciids`: names for vendor, device and class IDs from a ``pci.ids`` database;
-- :mod:`pkg.hardware.hostinfo`: OS, kernel release and the bare-metal heuristic (spec §7.5);
-- :mod:`pkg.hardware.labels`: turning those names into valid Kubernetes label values.
+- :mod:`pkg.hardware.hostinfo`: OS, kernel release and bare metal on positive evidence (spec §7.5);
+- :mod:`pkg.hardware.labels`: turning those names into valid Kubernetes label values;
+- :mod:`pkg.hardware.files`: the one bounded way to read a host file (regular files only, never
+  blocking on a FIFO, never past a size limit) that every reader above uses.
 
 Deciding which PCI functions are GPUs, and what to write about them, belongs to the node agent.
 """

@@ -15,6 +15,10 @@ The format (https://pci-ids.ucw.cz) is line based, indented with tabs::
 
 Parsing the whole ~1.4 MB file is one pass over its lines into dictionaries; it takes a few tens of
 milliseconds, far below the node agent's start-up budget, so nothing is parsed lazily.
+
+Because names are never a reason to fail, the parser never raises: a line that fits no rule (a
+lone tab, a key without a name, binary junk) is skipped, as lspci skips it, and a file that is not
+a regular file or is larger than :data:`MAX_FILE_BYTES` is read as no file at all.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pkg.hardware.files import read_bytes
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_PATHS = ("/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids")
+MAX_FILE_BYTES = 64 * 1024 * 1024  # the real file is ~1.4 MB
 
 
 def find_default() -> Path | None:
@@ -40,6 +47,15 @@ def _norm(hex_id: str) -> str:
     """``"0x10DE"`` → ``"10de"``: IDs reach us from sysfs, NVML and people, spelled differently."""
     text = hex_id.strip().lower()
     return text[2:] if text.startswith("0x") else text
+
+
+def _entry(text: str) -> tuple[str, str]:
+    """``"10de  NVIDIA Corporation"`` -> ``("10de", "NVIDIA Corporation")``; ``("", "")`` for junk."""
+    key, sep, name = text.partition("  ")
+    key = key.strip().lower()
+    if not sep or not key or not name.strip():
+        return "", ""
+    return key, name.strip()
 
 
 class PciIds:
@@ -63,7 +79,7 @@ class PciIds:
             )
             return cls()
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_bytes(path, limit=MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except OSError as err:
             logger.warning(
                 "cannot read %s; PCI names stay empty: %s",
@@ -81,27 +97,33 @@ class PciIds:
         vendor = device = klass = ""
         in_classes = False
         for line in text.splitlines():
-            if not line or line[0] == "#":
+            if not line.strip() or line[0] == "#":
                 continue
             if line[0] != "\t":
                 in_classes = line.startswith("C ")
                 if in_classes:
-                    klass, _, name = line[2:].partition("  ")
-                    db._classes[klass] = name.strip()
+                    klass, name = _entry(line[2:])
+                    if klass:
+                        db._classes[klass] = name
                 else:
-                    vendor, _, name = line.partition("  ")
-                    db._vendors[vendor] = name.strip()
+                    vendor, name = _entry(line)
                     device = ""
-            elif line[1] != "\t":
-                key, _, name = line[1:].partition("  ")
+                    if vendor:
+                        db._vendors[vendor] = name
+            elif not line.startswith("\t\t"):
+                key, name = _entry(line[1:])
+                if not key:
+                    continue
                 if in_classes:
-                    db._classes[klass + key] = name.strip()
-                else:
+                    if klass:
+                        db._classes[klass + key] = name
+                elif vendor:
                     device = f"{vendor}:{key}"
-                    db._devices[device] = name.strip()
+                    db._devices[device] = name
             elif not in_classes and device:
-                key, _, name = line[2:].partition("  ")
-                db._subsystems[f"{device}:{key.replace(' ', ':')}"] = name.strip()
+                key, name = _entry(line[2:])
+                if key:
+                    db._subsystems[f"{device}:{key.replace(' ', ':')}"] = name
         return db
 
     @property

@@ -7,9 +7,12 @@ and pci-address, and in its status ``pciInfo``, ``nodeInfo`` and ``currentState.
 object the same way on both sides, so a condition or capability written by another component
 never looks like a difference, and an unchanged card costs no API request.
 
-Filling rules (spec §4.2.2): a name pci.ids lacks, an os-release field or a kernel release that
-cannot be read is left out. Bare metal is always known: :mod:`pkg.hardware.hostinfo` fails closed
-(unreadable DMI counts as a VM), so ``bareMetal`` and the ``baremetal`` label are always written.
+Filling rules (spec §4.2.2): a name pci.ids lacks (or one too long or unprintable to be a name),
+an os-release field or a kernel release whose source is absent is left out. Bare metal is always
+decided: :mod:`pkg.hardware.hostinfo` counts anything short of positive evidence as a VM, so
+``bareMetal`` is always written. A source that exists but could not be read, with no last known
+value to stand in (:mod:`pkg.inventory.host_info`), leaves the Node's labels of that source alone
+rather than removing them: a failed read is not news about the host.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from api.gpu.v1alpha1 import (
     PciInfo,
     PhysicalGPUStatus,
 )
-from pkg.hardware.hostinfo import HostInfo
+from pkg.hardware.hostinfo import CPU, DMI, KERNEL, OS_RELEASE, HostInfo
 from pkg.hardware.labels import normalize_device_model, to_label_value
 from pkg.hardware.pci import PciDevice
 from pkg.inventory.naming import ADDRESS_LABEL, address_key
@@ -40,6 +43,8 @@ LABEL_OS_ID: Final = "gpu.deckhouse.io/os.id"
 LABEL_OS_VERSION: Final = "gpu.deckhouse.io/os.version"
 LABEL_KERNEL_VERSION: Final = "gpu.deckhouse.io/kernel.version"
 NODE_LABEL_KEYS: Final = (LABEL_BAREMETAL, LABEL_OS_ID, LABEL_OS_VERSION, LABEL_KERNEL_VERSION)
+
+MAX_PCI_NAME_LENGTH = 256  # the CRD's maxLength of pciInfo names
 
 # currentState fields of vendor state that the CRD allows only with a matching driverType.
 _VENDOR_STATE: Final = {"nvidia": DriverType.NVIDIA}
@@ -60,10 +65,17 @@ def pci_info(device: PciDevice, names: PciNames) -> PciInfo:
     vid, did = device.vendor_id, device.device_id
     return PciInfo(
         address=device.address,
-        class_=PciClass(code=device.class_code, name=names.class_name(device.class_code)),
-        vendor=PciId(id=vid, name=names.vendor_name(vid)),
-        device=PciId(id=did, name=names.device_name(vid, did)),
+        class_=PciClass(code=device.class_code, name=_name(names.class_name(device.class_code))),
+        vendor=PciId(id=vid, name=_name(names.vendor_name(vid))),
+        device=PciId(id=did, name=_name(names.device_name(vid, did))),
     )
+
+
+def _name(name: str | None) -> str | None:
+    """A pci.ids name fit for the status, or None: a damaged database is never a reason to fail."""
+    if name is None or len(name) > MAX_PCI_NAME_LENGTH or not name.isprintable():
+        return None
+    return name
 
 
 def device_label(info: PciInfo) -> str:
@@ -125,17 +137,22 @@ def gpu_labels(*, node_label: str, vendor: str, device: str, address: str) -> di
 
 
 def node_labels(host: HostInfo) -> dict[str, str | None]:
-    """The Node's agent labels; ``None`` removes a label whose source is unreadable (spec §7.5)."""
+    """The Node's agent labels; ``None`` removes a label whose source is absent (spec §7.5). A
+    source that failed to read, with nothing known to stand in, leaves its labels out: untouched."""
 
     def value(text: str | None) -> str | None:
         return (to_label_value(text) or None) if text else None
 
-    return {
-        LABEL_BAREMETAL: "true" if host.bare_metal else "false",
-        LABEL_OS_ID: value(host.os_id),
-        LABEL_OS_VERSION: value(host.os_version),
-        LABEL_KERNEL_VERSION: value(host.kernel_release),
-    }
+    failed = host.failed_sources()
+    labels: dict[str, str | None] = {}
+    if not failed & {DMI, CPU}:
+        labels[LABEL_BAREMETAL] = "true" if host.bare_metal else "false"
+    if OS_RELEASE not in failed:
+        labels[LABEL_OS_ID] = value(host.os_id)
+        labels[LABEL_OS_VERSION] = value(host.os_version)
+    if KERNEL not in failed:
+        labels[LABEL_KERNEL_VERSION] = value(host.kernel_release)
+    return labels
 
 
 def label_changes(

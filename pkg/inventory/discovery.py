@@ -59,6 +59,7 @@ class Discovery:
     gpus: list[DiscoveredGPU] = field(default_factory=list)
     unreadable: set[str] = field(default_factory=set)  # address keys seen but not readable
     problems: list[Problem] = field(default_factory=list)
+    unread: dict[str, str] = field(default_factory=dict)  # PCI address seen but not read -> why
 
 
 def gpu_vendor(device: PciDevice, vendors: VendorRegistry) -> VendorIdentity | None:
@@ -83,6 +84,7 @@ class Discoverer:
         found = Discovery(host=self._host_info.read(), known_vendors=frozenset(self._vendors.vendor_names()))
         scan = self._scanner.scan()
         found.unreadable.update(address_key(address) for address in scan.unreadable)
+        found.unread.update((address, scan.reasons.get(address, "unreadable")) for address in scan.unreadable)
         for device in scan.devices:
             vendor = gpu_vendor(device, self._vendors)
             if vendor is not None:

@@ -9,18 +9,19 @@ objects until a later scan either reads the device or no longer lists it.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from pkg.hardware.pci import PciDevice, scan_pci_devices
+from pkg.hardware.pci import PciDevice, scan_pci
 
 
 @dataclass(frozen=True)
 class PciScan:
     devices: list[PciDevice]  # sorted by address
     unreadable: frozenset[str]  # addresses listed in sysfs whose attributes could not be read
+    reasons: Mapping[str, str] = field(default_factory=dict)  # unreadable address -> why
 
 
 class PciScanner(Protocol):
@@ -40,7 +41,5 @@ class SysfsPciScanner:
         return self._root / "bus" / "pci" / "devices"
 
     def scan(self) -> PciScan:
-        devices = scan_pci_devices(self._root)
-        listed = {name.lower() for name in os.listdir(self.devices_dir)}
-        read = {device.address for device in devices}
-        return PciScan(devices=devices, unreadable=frozenset(listed - read))
+        result = scan_pci(self._root)
+        return PciScan(devices=result.devices, unreadable=frozenset(result.unread), reasons=result.unread)

@@ -47,16 +47,28 @@ class SyncFailedError(Exception):
         self.failures = tuple(failures)
 
 
+class CacheLagError(Exception):
+    """The caches did not show this pass's writes in time; the next pass must not trust them yet."""
+
+
 class CacheCatchUp:
-    """The sync's writer: when the pass wrote anything, wait (bounded) until the caches hold it."""
+    """The sync's writer: when the pass wrote anything, wait (bounded) until the caches hold it.
+
+    A wait that times out fails the pass (:class:`CacheLagError`) instead of passing for a
+    success: the controller retries it with backoff, and by then the caches have either caught up
+    or the failure is visible in logs and metrics — rather than a next pass acting on a cache
+    without the object it just created.
+    """
 
     def __init__(self, cache: CacheWaiter, *, seconds: float) -> None:
         self._cache = cache
         self._seconds = seconds
 
     def write(self, obj: SyncState, state: SyncState) -> None:
-        if state.writes:
-            self._cache.wait_for_cache(self._seconds)
+        if state.writes and not self._cache.wait_for_cache(self._seconds):
+            raise CacheLagError(
+                f"the caches did not show the sync's {state.writes} write(s) within {self._seconds:g}s"
+            )
 
 
 class NodeSyncReconciler(SingletonReconciler[SyncState]):

@@ -16,41 +16,66 @@ objects written without it stay valid.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, model_validator
 
 from api.gpu.v1alpha1.common import ApiModel, Int32, Int64, Vendor, cel_rules
 
 _HEX4 = r"^[0-9a-f]{4}$"
+# Bounds on what a node writes from its host and its cards (os-release(5) identifiers, uname(2)'s
+# 64 characters, NVML's string buffers), so a damaged source is refused by the API server instead
+# of filling the status; the readers check the same bounds before writing (pkg.hardware).
+MAX_OS_ID = 63
+MAX_TEXT = 256
+_ComputeType = Annotated[str, Field(max_length=32)]
 
 
 class OSInfo(ApiModel):
-    id: str | None = Field(default=None, description="Operating system ID from /etc/os-release (ID).")
-    version: str | None = Field(
-        default=None, description="Operating system version from /etc/os-release (VERSION_ID)."
+    id: str | None = Field(
+        default=None, max_length=MAX_OS_ID, description="Operating system ID from /etc/os-release (ID)."
     )
-    name: str | None = Field(default=None, description="Operating system name from /etc/os-release (NAME).")
+    version: str | None = Field(
+        default=None,
+        max_length=MAX_OS_ID,
+        description="Operating system version from /etc/os-release (VERSION_ID).",
+    )
+    name: str | None = Field(
+        default=None, max_length=MAX_TEXT, description="Operating system name from /etc/os-release (NAME)."
+    )
 
 
 class NodeInfo(ApiModel):
-    node_name: str | None = Field(default=None, description="Name of the node the GPU is installed in.")
+    node_name: str | None = Field(
+        default=None, max_length=253, description="Name of the node the GPU is installed in."
+    )
     os: OSInfo | None = Field(default=None, description="Operating system of the node.")
     kernel_release: str | None = Field(
-        default=None, description="Kernel release of the node (/proc/sys/kernel/osrelease, as `uname -r`)."
+        default=None,
+        max_length=64,
+        description="Kernel release of the node (/proc/sys/kernel/osrelease, as `uname -r`).",
     )
     bare_metal: bool | None = Field(
         default=None,
-        description="Whether the node is bare metal, by a DMI heuristic; an unreadable DMI counts as a VM.",
+        description=(
+            "Whether the node is bare metal: true only on positive evidence (DMI names a machine and no "
+            "hypervisor, and the CPU flags lack 'hypervisor'); anything unknown counts as a VM."
+        ),
     )
 
 
 class PciClass(ApiModel):
     code: str = Field(pattern=_HEX4, description='PCI class and subclass code in hex, e.g. "0302".')
-    name: str | None = Field(default=None, description='Class name from pci.ids, e.g. "3D controller".')
+    name: str | None = Field(
+        default=None, max_length=MAX_TEXT, description='Class name from pci.ids, e.g. "3D controller".'
+    )
 
 
 class PciId(ApiModel):
     id: str = Field(pattern=_HEX4, description='PCI ID in lower-case hex, e.g. "10de".')
-    name: str | None = Field(default=None, description="Name from pci.ids; absent when pci.ids has none.")
+    name: str | None = Field(
+        default=None, max_length=MAX_TEXT, description="Name from pci.ids; absent when pci.ids has none."
+    )
 
 
 class PciInfo(ApiModel):
@@ -72,12 +97,13 @@ class MigProfile(ApiModel):
     profile_id: Int32 = Field(
         alias="profileID", ge=0, description="NVML GPU instance profile ID (as in `nvidia-smi mig -lgip`)."
     )
-    name: str = Field(min_length=1, description='Profile name, e.g. "2g.12gb".')
+    name: str = Field(min_length=1, max_length=64, description='Profile name, e.g. "2g.12gb".')
     memory_mib: Int64 = Field(alias="memoryMiB", ge=0, description="Memory of one instance in MiB.")
     slice_count: Int32 = Field(ge=1, description="Number of GPU (compute) slices of one instance.")
     max_instances: Int32 = Field(ge=0, description="Maximum number of instances of this profile on the card.")
     placements: list[MigPlacement] | None = Field(
         default=None,
+        max_length=64,
         description=(
             "Possible placements of an instance, in memory slices, as NVML reports them. "
             "Offers and the memory-slice counters they consume are derived from them."
@@ -89,7 +115,9 @@ class NvidiaMigCapabilities(ApiModel):
     total_slices: Int32 = Field(
         ge=1, description="Number of GPU (compute) slices of the card, e.g. 4 on A30 and 7 on A100."
     )
-    profiles: list[MigProfile] = Field(description="Every GPU instance profile the card supports.")
+    profiles: list[MigProfile] = Field(
+        max_length=64, description="Every GPU instance profile the card supports."
+    )
 
 
 class NvidiaCapabilities(ApiModel):
@@ -98,12 +126,21 @@ class NvidiaCapabilities(ApiModel):
     )
 
     compute_cap: str | None = Field(
-        default=None, pattern=r"^\d+\.\d+$", description='CUDA compute capability, e.g. "8.0".'
+        default=None,
+        max_length=16,
+        pattern=r"^\d+\.\d+$",
+        description='CUDA compute capability, e.g. "8.0".',
     )
-    product_architecture: str | None = Field(default=None, description='GPU architecture, e.g. "Ampere".')
-    board_part_number: str | None = Field(default=None, description="Board part number.")
-    compute_types: list[str] | None = Field(
-        default=None, description="Supported compute data types, e.g. FP32, FP64, FP16, BF16, TF32, INT8."
+    product_architecture: str | None = Field(
+        default=None, max_length=64, description='GPU architecture, e.g. "Ampere".'
+    )
+    board_part_number: str | None = Field(
+        default=None, max_length=80, description="Board part number (NVML's buffer holds 80)."
+    )
+    compute_types: list[_ComputeType] | None = Field(
+        default=None,
+        max_length=32,
+        description="Supported compute data types, e.g. FP32, FP64, FP16, BF16, TF32, INT8.",
     )
     power_limit_min_w: Int32 | None = Field(
         default=None, alias="powerLimitMinW", ge=0, description="Minimum settable power limit in watts."
@@ -130,7 +167,9 @@ class Capabilities(ApiModel):
         ("self.vendor == 'Nvidia' || !has(self.nvidia)", "nvidia is allowed only when vendor is Nvidia"),
     )
 
-    product_name: str | None = Field(default=None, description='Product name, e.g. "NVIDIA A30".')
+    product_name: str | None = Field(
+        default=None, max_length=96, description='Product name, e.g. "NVIDIA A30" (NVML\'s buffer holds 96).'
+    )
     memory_mib: Int64 | None = Field(
         default=None, alias="memoryMiB", ge=0, description="Total memory of the card in MiB."
     )

@@ -66,10 +66,14 @@ class NvidiaMigState(ApiModel):
 
 
 class NvidiaState(ApiModel):
-    gpu_uuid: str | None = Field(default=None, alias="gpuUUID", description='GPU UUID, e.g. "GPU-...".')
-    driver_version: str | None = Field(default=None, description='NVIDIA driver version, e.g. "580.76.05".')
+    gpu_uuid: str | None = Field(
+        default=None, alias="gpuUUID", max_length=96, description='GPU UUID, e.g. "GPU-...".'
+    )
+    driver_version: str | None = Field(
+        default=None, max_length=80, description='NVIDIA driver version, e.g. "580.76.05".'
+    )
     cuda_version: str | None = Field(
-        default=None, description='CUDA version the driver supports, e.g. "13.0".'
+        default=None, max_length=32, description='CUDA version the driver supports, e.g. "13.0".'
     )
     power_limit_current_w: Int32 | None = Field(
         default=None, alias="powerLimitCurrentW", ge=0, description="Current power limit in watts."

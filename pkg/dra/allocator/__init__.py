@@ -11,8 +11,10 @@ Public surface:
 
 Module map: ``pools`` (gather complete pools) → ``state`` (what other claims hold) → ``counters``
 and ``capacity`` (ledgers) → ``requests`` + ``selection`` + ``cel_env`` (what each request may
-take) → ``strategy`` (order) → ``allocator`` (search) → ``result`` (API shape); ``explain`` reuses
-the same pieces without searching, and ``consumption`` says what an allocation's devices consume.
+take; ``cel_ast`` and ``cel_cost`` bound what a selector may cost, ``cel_library`` adds the
+quantity and semver functions) → ``strategy`` (order) → ``allocator`` (search) → ``result`` (API
+shape); ``explain`` reuses the same pieces without searching, and ``consumption`` says what an
+allocation's devices consume.
 """
 
 from pkg.dra.allocator.allocator import Allocator

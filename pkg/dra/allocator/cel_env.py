@@ -8,7 +8,12 @@ Semantics follow ``k8s.io/dynamic-resource-allocation/cel`` (Kubernetes 1.37):
 * a missing *domain* reads as an empty map, a missing *name* is a runtime error ("no such key") that
   the allocator reports and that fails the claim, exactly like the scheduler;
 * the quantity and semver libraries (:mod:`.cel_library`), the strings extension and ``cel.bind``;
-* expressions longer than 10 KiB or whose estimated cost exceeds 1,000,000 are rejected.
+* expressions longer than 10 KiB (``CELSelectorExpressionMaxLength``) are rejected, and so is one
+  whose estimated worst-case cost exceeds 1,000,000 (``CELSelectorExpressionMaxCost``) or that may
+  build a string or list larger than the cost limit could ever read (:mod:`.cel_cost`);
+* evaluation is bounded at run time by the engine's budget of 10,000 comprehension iterations
+  per evaluation, and every failure to evaluate — a CEL error, the budget, an exception of a
+  library function, memory — is a :class:`SelectorError`, never an exception of another type.
 
 Engine choice, by measurement (``test/bench/cel_engines.py`` on the 2-core project machine,
 Python 3.11, the typical selector ``device.driver == … && device.attributes[…].deviceType == "MIG"
@@ -35,10 +40,15 @@ Known differences from cel-go (none affects the selectors we generate or documen
   is true here when the same expression also indexes ``x``, and false in Kubernetes;
 * comparing a version attribute with a plain string (``… .driverVersion == "1.2.3"``) is false
   here and a "no such overload" error in Kubernetes;
-* the cost bound is a static estimate (comprehension nesting x expression size), not cel-go's
-  per-operation cost tracking;
+* the cost bound is cel-go's *estimate* (the check the API server makes at admission), not
+  cel-go's run-time cost tracking, which the engine lacks; an admitted expression cannot cost more
+  than its estimate, and the iteration budget is a second, run-time bound. Expressions that may
+  build oversized strings or lists are rejected here although the API server admits them;
 * the Kubernetes ``lists``, ``sets``, ``regex``, ``url``, ``ip``, ``cidr`` and ``format``
-  libraries are not provided: using them is a compile error, reported like any other.
+  libraries are not provided: using them is a compile error, reported like any other;
+* the engine's parser nests at most 32 levels (cel-go's allows far deeper), and it runs at most
+  10,000 comprehension iterations per evaluation (cel-go counts cost instead): a selector beyond
+  either is a compile error or a selector error here although the API server admits it.
 """
 
 from __future__ import annotations
@@ -53,15 +63,22 @@ from cel_expr_python.ext.ext_bindings import ExtBindings  # type: ignore[import-
 from cel_expr_python.ext.ext_strings import ExtStrings  # type: ignore[import-untyped]
 from kubernetes.client import V1Device
 
+from pkg.dra.allocator.cel_ast import AstError, read_checked
+from pkg.dra.allocator.cel_cost import (
+    DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH,
+    DEVICE_MAX_DOMAIN_LENGTH,
+    DEVICE_MAX_ID_LENGTH,
+    DRIVER_NAME_MAX_LENGTH,
+    MAX_ATTRIBUTE_VALUES_PER_DEVICE,
+    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
+    estimate,
+)
 from pkg.dra.allocator.cel_library import FUNCTIONS, encode_quantity, encode_semver
 from pkg.dra.allocator.quantity import QuantityError, parse_quantity
 from pkg.dra.allocator.semver import SemverError, parse_semver
 
-MAX_EXPRESSION_LENGTH = 10 * 1024
-MAX_COST = 1_000_000
-_MAX_ELEMENTS = 32  # attributes + capacities per device bound every map a selector can iterate
-_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter", "transformList", "transformMap"})
-_TOKEN = re.compile(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|[A-Za-z_]\w*|\d+|\S")
+MAX_EXPRESSION_LENGTH = 10 * 1024  # k8s.io/api/resource/v1 CELSelectorExpressionMaxLength
+ITERATION_BUDGET = 10_000  # the engine's comprehension iterations per evaluation (cel-cpp default)
 # device.attributes["domain"] / device.capacity.domain: literal domains that must read as {}.
 _DOMAIN_REF = re.compile(
     r"device\s*\.\s*(?:attributes|capacity)\s*(?:\[\s*(?:\"([^\"\\]*)\"|'([^'\\]*)')\s*\]|\.\s*([A-Za-z_]\w*))"
@@ -135,21 +152,6 @@ def _new_env(*, checking: bool) -> Any:
     )
 
 
-def estimate_cost(expression: str) -> int:
-    """Tokens weighted by 32^(comprehension nesting): a bound in the spirit of cel-go's estimate."""
-    tokens = _TOKEN.findall(expression)
-    cost, depth, stack = 0, 0, []
-    for i, token in enumerate(tokens):
-        cost += _MAX_ELEMENTS**depth
-        if token == "(":
-            is_macro = i >= 2 and tokens[i - 1] in _MACROS and tokens[i - 2] == "."
-            stack.append(is_macro)
-            depth += is_macro
-        elif token == ")" and stack:
-            depth -= stack.pop()
-    return cost
-
-
 class CelEnvironment:
     """Compiles selectors (cached per expression) and evaluates them. Thread-safe."""
 
@@ -169,42 +171,57 @@ class CelEnvironment:
 
     def _compile(self, expression: str) -> CompiledSelector:
         domains = frozenset(a or b or c for a, b, c in _DOMAIN_REF.findall(expression))
-        if len(expression) > MAX_EXPRESSION_LENGTH:
-            return CompiledSelector(
-                expression, None, f"expression longer than {MAX_EXPRESSION_LENGTH}", domains
-            )
-        if (cost := estimate_cost(expression)) > MAX_COST:
-            return CompiledSelector(
-                expression, None, f"estimated cost {cost} exceeds budget {MAX_COST}", domains
-            )
+        size = len(expression.encode("utf-8", errors="surrogatepass"))
+        if size > MAX_EXPRESSION_LENGTH:
+            error = f"expression is {size} bytes long, more than the limit of {MAX_EXPRESSION_LENGTH} bytes"
+            return CompiledSelector(expression, None, error, domains)
         try:
             checked = self._check_env.compile(expression)
             result_type = checked.return_type()
             if result_type not in (cel.Type.BOOL, cel.Type.DYN):
                 raise SelectorError(f"must evaluate to bool or the unknown type, not {result_type.name()}")
+            problem = estimate(read_checked(checked.serialize())).problem()
+            if problem is not None:
+                return CompiledSelector(expression, None, problem, domains)
             program = self._run_env.compile(expression)
         except (RuntimeError, SelectorError) as err:
             return CompiledSelector(expression, None, f"compilation failed: {err}", domains)
+        except AstError as err:  # the engine's own output we cannot read: refuse rather than guess
+            return CompiledSelector(expression, None, f"cost estimation failed: {err}", domains)
         return CompiledSelector(expression, program, None, domains)
 
     def matches(self, selector: CompiledSelector, device: DeviceInput) -> bool:
-        """True/False, or :class:`SelectorError` for compile errors and runtime errors."""
+        """True/False, or :class:`SelectorError` for compile errors and every failure to evaluate."""
         if selector.error is not None:
             raise SelectorError(selector.error)
         if device.error is not None:
             raise SelectorError(device.error)
-        if selector.domains <= device.domains:
-            if device.activation is None:
-                device.activation = self._run_env.Activation(data=device.data)
-            value = selector.program.eval(device.activation)
-        else:
-            value = selector.program.eval(data=_with_empty_domains(device, selector.domains))
-        result = value.value()
+        try:
+            if selector.domains <= device.domains:
+                if device.activation is None:
+                    device.activation = self._run_env.Activation(data=device.data)
+                value = selector.program.eval(device.activation)
+            else:
+                value = selector.program.eval(data=_with_empty_domains(device, selector.domains))
+            result = value.value()
+        except MemoryError:
+            raise SelectorError("evaluation ran out of memory") from None
+        except RuntimeError as err:
+            raise SelectorError(_runtime_error(err)) from None
+        except Exception as err:  # the engine surfaces a library function's failure as-is
+            raise SelectorError(f"evaluation failed: {type(err).__name__}: {err}") from None
         if type(result) is bool:
             return result
         if value.type() == cel.Type.ERROR:
             raise SelectorError(str(result))
         raise SelectorError(f"CEL result of type {value.type().name()} could not be converted to bool")
+
+
+def _runtime_error(err: RuntimeError) -> str:
+    text = str(err)
+    if "Iteration budget exceeded" in text:
+        return f"evaluation exceeded the budget of {ITERATION_BUDGET} comprehension iterations"
+    return text
 
 
 def _with_empty_domains(device: DeviceInput, domains: frozenset[str]) -> dict[str, Any]:
@@ -215,11 +232,43 @@ def _with_empty_domains(device: DeviceInput, domains: frozenset[str]) -> dict[st
     return data
 
 
+def input_problem(driver: str, device: V1Device) -> str | None:
+    """Why ``device`` breaks a size the API server enforces on every ResourceSlice, or None.
+
+    The cost estimate assumes these sizes (:mod:`.cel_cost`); a device from a bundle, or from a
+    server that did not enforce them, could otherwise make an admitted selector cost more.
+    """
+    if len(driver) > DRIVER_NAME_MAX_LENGTH:
+        return f"driver name longer than {DRIVER_NAME_MAX_LENGTH} characters"
+    attributes, capacity = device.attributes or {}, device.capacity or {}
+    if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
+        return (
+            f"{len(attributes) + len(capacity)} attributes and capacities, "
+            f"more than {MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}"
+        )
+    for name in (*attributes, *capacity):
+        domain, _, ident = name.rpartition("/")
+        if len(domain) > DEVICE_MAX_DOMAIN_LENGTH or len(ident) > DEVICE_MAX_ID_LENGTH:
+            limits = f"at most {DEVICE_MAX_DOMAIN_LENGTH} for the domain, {DEVICE_MAX_ID_LENGTH} for the name"
+            return f"name {name[:100]!r} is too long ({limits})"
+    values = 0
+    for name, attr in attributes.items():
+        texts = [attr.string, attr.version, *(attr.strings or ()), *(attr.versions or ())]
+        if any(t is not None and len(t.encode()) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH for t in texts):
+            return f"attribute {name}: a value longer than {DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH} bytes"
+        values += sum(len(v or ()) for v in (attr.ints, attr.bools, attr.strings, attr.versions))
+    if values > MAX_ATTRIBUTE_VALUES_PER_DEVICE:
+        return f"{values} values in list attributes, more than {MAX_ATTRIBUTE_VALUES_PER_DEVICE}"
+    return None
+
+
 def device_input(driver: str, device: V1Device) -> DeviceInput:
     """The CEL variables of one device (unqualified names go to the driver's domain)."""
     attributes: dict[str, dict[str, Any]] = {}
     capacity: dict[str, dict[str, Any]] = {}
     error = None
+    if (problem := input_problem(driver, device)) is not None:
+        error = f"device {device.name}: {problem}"
     try:
         for name, attr in (device.attributes or {}).items():
             domain, _, ident = name.rpartition("/")
@@ -228,7 +277,7 @@ def device_input(driver: str, device: V1Device) -> DeviceInput:
             domain, _, ident = name.rpartition("/")
             capacity.setdefault(domain or driver, {})[ident] = encode_quantity(parse_quantity(cap.value))
     except (QuantityError, SemverError, ValueError) as err:
-        error = f"device {device.name}: {err}"
+        error = error or f"device {device.name}: {err}"
     data = {
         "device.driver": driver,
         "device.allowMultipleAllocations": bool(device.allow_multiple_allocations),
@@ -252,4 +301,11 @@ def _attribute_value(attr: Any) -> Any:
     raise ValueError("unsupported attribute value")
 
 
-__all__ = ["CelEnvironment", "CompiledSelector", "DeviceInput", "SelectorError", "device_input"]
+__all__ = [
+    "CelEnvironment",
+    "CompiledSelector",
+    "DeviceInput",
+    "SelectorError",
+    "device_input",
+    "input_problem",
+]

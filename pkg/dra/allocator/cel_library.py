@@ -19,6 +19,7 @@ runtime implementation that dispatches on the prefix; a plain string receiver (p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,6 +35,9 @@ from pkg.dra.allocator.semver import (
 QUANTITY_TAG = "\ue000"
 SEMVER_TAG = "\ue001"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Nanos of any quantity arithmetic can reach: values below 2^63 x 10^9, sums of a few thousand.
+_ENCODED_QUANTITY = re.compile(QUANTITY_TAG + r"-?[0-9]{1,40}", re.ASCII)
+_MAX_ENCODED_SEMVER = 1 + 1024
 
 
 def encode_quantity(quantity: Quantity) -> str:
@@ -49,20 +53,25 @@ def _no_overload(name: str) -> TypeError:
 
 
 def _nanos(value: object, name: str) -> int:
-    if isinstance(value, str) and value[:1] == QUANTITY_TAG:
+    # Only what encode_quantity makes is a quantity: a string forged through dyn() that merely
+    # starts with the tag is a plain string, whatever digits follow (never a huge int() parse).
+    if isinstance(value, str) and _ENCODED_QUANTITY.fullmatch(value):
         return int(value[1:])
     raise _no_overload(name)
 
 
 def _version(value: object, name: str) -> Semver:
-    if isinstance(value, str) and value[:1] == SEMVER_TAG:
-        return parse_semver(value[1:])
+    if isinstance(value, str) and value[:1] == SEMVER_TAG and len(value) <= _MAX_ENCODED_SEMVER:
+        try:
+            return parse_semver(value[1:])
+        except SemverError:
+            pass
     raise _no_overload(name)
 
 
 def _compare(a: object, b: object, name: str) -> int:
     if isinstance(a, str) and a[:1] == QUANTITY_TAG:
-        x, y = int(a[1:]), _nanos(b, name)
+        x, y = _nanos(a, name), _nanos(b, name)
         return (x > y) - (x < y)
     return _version(a, name).compare(_version(b, name))
 

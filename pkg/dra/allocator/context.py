@@ -17,7 +17,14 @@ from pkg.dra.allocator.capacity import CapacityLedger, consumption
 from pkg.dra.allocator.constraints import Constraint, build_constraints
 from pkg.dra.allocator.counters import CounterLedger
 from pkg.dra.allocator.pools import Candidate, Pool, PoolCache, gather_pools
-from pkg.dra.allocator.requests import Alternative, ClaimError, RequestPlan, plan_requests
+from pkg.dra.allocator.requests import (
+    MAX_DEVICES_PER_CLAIM,
+    Alternative,
+    ClaimError,
+    RequestPlan,
+    claim_label,
+    plan_requests,
+)
 from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
 from pkg.dra.allocator.state import AllocatedState
 
@@ -125,7 +132,8 @@ class AllocationContext:
         return matching, errors
 
     def all_devices(self, alt: Alternative) -> list[Candidate]:
-        """The devices an ``All`` request must get; raises for incomplete/invalid pools or CEL errors."""
+        """The devices an ``All`` request must get; raises for incomplete/invalid pools, CEL errors
+        or more devices than a claim may hold (:class:`ClaimError`, as the scheduler fails it)."""
         for pool in self.pools:
             if pool.incomplete:
                 raise PoolUnavailableError(
@@ -144,6 +152,11 @@ class AllocationContext:
             if isinstance(amounts, str) or any(q > cand.capacity[n].value for n, q in amounts.items()):
                 continue  # statically too small: not part of "all"
             result.append(cand)
+        if len(result) > MAX_DEVICES_PER_CLAIM:  # the scheduler's check, worded as it words it
+            raise ClaimError(
+                f"claim {claim_label(self.claim)}: number of requested devices {len(result)} exceeds the "
+                f"claim limit of {MAX_DEVICES_PER_CLAIM}"
+            )
         return result
 
     def fits_counters(self, cand: Candidate) -> bool:

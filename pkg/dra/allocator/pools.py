@@ -8,8 +8,10 @@ scheduler's ``GatherPools``:
 * a pool is **incomplete** while fewer slices of that generation exist than
   ``pool.resourceSliceCount`` says: nothing is allocated from it (and ``All`` requests fail), but
   other pools stay usable;
-* a pool is **invalid** (reported, skipped) when device names or counter-set names repeat, or a
-  device consumes a counter set or counter that no slice of the pool declares;
+* a pool is **invalid** (reported, skipped) when device names or counter-set names repeat, a
+  device consumes a counter set or counter that no slice of the pool declares, a quantity cannot
+  be read (``1e999999``) or a device breaks a size the API enforces (what CEL selectors may read):
+  any driver publishes into the slices we read, and one bad pool never stops the others;
 * pools are ordered by driver and name, slices by name, devices as listed — the scheduler's
   first-fit order, which is also our final tie-break.
 
@@ -43,6 +45,7 @@ from typing import Any
 from kubernetes.client import V1Device, V1Node, V1NodeSelector, V1ResourceSlice
 
 from pkg.dra.allocator.capacity import CapacitySpec
+from pkg.dra.allocator.cel_env import input_problem
 from pkg.dra.allocator.nodes import reachable
 from pkg.dra.allocator.quantity import QuantityError, parse_quantity
 from pkg.dra.domain import DeviceID, PoolID
@@ -214,7 +217,7 @@ def gather_pools(
         else:
             try:
                 _build(pool, sorted(pool_slices, key=_slice_name), node)
-            except _InvalidPoolError as err:
+            except (_InvalidPoolError, ValueError, ArithmeticError) as err:
                 pool.invalid = str(err)
                 pool.candidates, pool.others, pool.devices = [], [], {}
                 pool.multi_set_cards = set()
@@ -404,6 +407,8 @@ _EMPTY_CAPACITY: dict[str, CapacitySpec] = {}
 
 
 def _candidate(pool: Pool, source: _SliceSource, device: V1Device, per_device: bool) -> Candidate:
+    if (problem := input_problem(pool.id.driver, device)) is not None:
+        raise _InvalidPoolError(f"device {device.name}: {problem}")
     consumes = []
     fits_totals = True
     for usage in device.consumes_counters or ():

@@ -10,6 +10,9 @@ deterministic as the verdicts.
 Errors are reported like the scheduler's ("class X: selector #0 on device D: CEL runtime error:
 …"; a compile error names no device: "class X: selector #0: CEL compile error: …") and, as there,
 fail the claim: a broken selector must be fixed, not silently skip devices.
+Every failure to evaluate reaches this module as a :class:`~.cel_env.SelectorError` — the
+iteration budget, a library function's exception and memory exhaustion included — so no failure
+escapes as another exception type.
 """
 
 from __future__ import annotations

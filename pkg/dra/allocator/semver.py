@@ -18,8 +18,10 @@ _PRE_ID = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
 _PATTERN = re.compile(
     rf"({_NUM})\.({_NUM})\.({_NUM})"
     rf"(?:-({_PRE_ID}(?:\.{_PRE_ID})*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?",
+    re.ASCII,  # blang/semver reads ASCII digits only
 )
+_UINT64_MAX = 2**64 - 1
 
 
 class SemverError(ValueError):
@@ -65,13 +67,31 @@ class Semver:
         return f"Semver({str(self)!r})"
 
 
-@functools.lru_cache(maxsize=1024)
 def parse_semver(text: str) -> Semver:
+    """Parse strictly; raises :class:`SemverError`. Short texts are cached."""
+    return _parse_cached(text) if len(text) <= 64 else _parse(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(text: str) -> Semver:
+    return _parse(text)
+
+
+def _parse(text: str) -> Semver:
     match = _PATTERN.fullmatch(text)
     if match is None:
-        raise SemverError(f"invalid semantic version {text!r}")
+        raise SemverError(f"invalid semantic version {_shown(text)}")
     major, minor, patch, pre, build = match.groups()
-    return Semver(int(major), int(minor), int(patch), tuple(pre.split(".")) if pre else (), build or "")
+    pre_ids = tuple(pre.split(".")) if pre else ()
+    # Numbers are unsigned 64-bit in blang/semver: a longer one is an error, not a big integer.
+    for number in (major, minor, patch, *(p for p in pre_ids if p.isdigit())):
+        if len(number) > 20 or int(number) > _UINT64_MAX:
+            raise SemverError(f"invalid semantic version {_shown(text)}: {_shown(number)} is out of range")
+    return Semver(int(major), int(minor), int(patch), pre_ids, build or "")
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 80 else f"{text[:40]!r}... ({len(text)} characters)"
 
 
 def normalize_and_parse(text: str) -> Semver:

@@ -7,8 +7,9 @@ against every *other* allocated claim of the snapshot — so for a claim that is
 it answers "what would it get now".
 
 Exit codes, for scripts and CI: **0** allocatable, **1** not allocatable, **2** bad input or
-nothing to explain (unreadable or invalid bundle, unknown claim, cluster unreachable). Errors go
-to stderr with the file, document or object they concern.
+nothing to explain (unreadable or invalid bundle, unknown claim, cluster unreachable), **3** the
+explanation itself failed (a bug: no input should get here, and the message says what broke).
+Errors go to stderr with the file, document or object they concern, never as a traceback.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
 from pkg.framework.keys import namespaced_key
 
-EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,19 +95,24 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
         if k != key and c.status is not None and c.status.allocation is not None
     ]
     allocator = Allocator(strategy=FirstFit() if args.strategy == "first-fit" else BestFit())
-    explanation = explain(
-        claim,
-        slices=snapshot.slices,
-        classes=snapshot.classes,
-        allocated_claims=others,
-        namespace_labels=snapshot.namespace_labels(namespace),
-        node=node,
-        allocator=allocator,
-    )
-    current = claim.status.allocation if claim.status is not None else None
+    try:
+        explanation = explain(
+            claim,
+            slices=snapshot.slices,
+            classes=snapshot.classes,
+            allocated_claims=others,
+            namespace_labels=snapshot.namespace_labels(namespace),
+            node=node,
+            allocator=allocator,
+        )
+        current = claim.status.allocation if claim.status is not None else None
+        text = render(explanation, show_all=args.all, max_devices=args.max_devices)
+    except Exception as error:  # every input error is handled above; this is a bug, said plainly
+        print(f"error: explaining {key} failed: {type(error).__name__}: {error}", file=err)
+        return EXIT_INTERNAL
     if current is not None:
         print(f"note: {key} is already allocated: {describe_allocation(current)}", file=out)
-    out.write(render(explanation, show_all=args.all, max_devices=args.max_devices))
+    out.write(text)
     return EXIT_NOT_ALLOCATABLE if isinstance(explanation.outcome, Unschedulable) else EXIT_ALLOCATABLE
 
 

@@ -634,12 +634,14 @@ def test_node_agent_gets_read_only_host_paths_and_no_privileges(default_docs: li
         "host-sys": {"path": "/sys", "type": "Directory"},
         "host-os-release": {"path": "/etc/os-release", "type": "File"},
         "host-kernel": {"path": "/proc/sys/kernel", "type": "Directory"},
+        "host-cpuinfo": {"path": "/proc/cpuinfo", "type": "File"},
     }
     mounts = {mount["name"]: mount for mount in main["volumeMounts"]}
     assert {name: mounts[name]["mountPath"] for name in host_paths} == {
         "host-sys": "/host/sys",
         "host-os-release": "/host/etc/os-release",
         "host-kernel": "/host/proc/sys/kernel",
+        "host-cpuinfo": "/host/proc/cpuinfo",
     }
     assert all(mounts[name]["readOnly"] is True for name in host_paths)
     assert mounts["tmp"] == {"name": "tmp", "mountPath": "/tmp"}
@@ -676,6 +678,7 @@ def test_the_agent_reads_its_host_files_inside_the_mounts(
         # the host), so the agent never falls back to <host-root>/usr/lib/os-release.
         settings.host_root / "etc" / "os-release",
         settings.host_root / "proc" / "sys" / "kernel" / "osrelease",
+        settings.host_root / "proc" / "cpuinfo",
         settings.sysfs_root / "bus" / "pci" / "devices",
         settings.sysfs_root / "class" / "dmi" / "id" / "product_name",
     ]

@@ -73,3 +73,20 @@ def test_withdraw_is_guarded_by_uid_and_tolerates_a_missing_block(mocker: Any) -
     )
     kube.patch.side_effect = InvalidError(status=422, reason="Invalid", message="path not found")
     assert writer.withdraw_nvidia(gpu()) is None
+
+
+def test_a_validation_failure_of_the_withdrawal_is_raised_not_taken_for_nothing_to_withdraw(
+    mocker: Any,
+) -> None:
+    """A 422 with field causes (the CRD refused the patched object) is a failure to retry; only
+    the causeless 422 of a JSON patch that no longer applies means "nothing to withdraw"."""
+    kube = client(mocker)
+    causes = [{"reason": "FieldValueInvalid", "field": "status.currentState", "message": "Invalid value"}]
+    kube.patch.side_effect = InvalidError(
+        status=422,
+        reason="Invalid",
+        message='PhysicalGPU.gpu.deckhouse.io "node-1-0-10de-20b7" is invalid: status.currentState: ...',
+        details={"name": "node-1-0-10de-20b7", "causes": causes},
+    )
+    with pytest.raises(InvalidError, match="is invalid"):
+        KubeStatusWriter(kube).withdraw_nvidia(gpu())

@@ -107,6 +107,7 @@ def test_scenario_host_info(sysfs_fixtures: Path, name: str) -> None:
         os_release=root / "etc/os-release",
         kernel_osrelease=root / "proc/sys/kernel/osrelease",
         dmi_dir=root / "class/dmi/id",
+        cpuinfo=root / "proc/cpuinfo",
     )
 
     assert (info.bare_metal, info.os_id) == (bare_metal, os_id)

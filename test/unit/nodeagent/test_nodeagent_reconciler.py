@@ -17,7 +17,7 @@ from pkg.inventory.pci_scanner import SysfsPciScanner
 from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.handler import ApplyHandler, CleanupHandler, DiscoverHandler, NodeLabelsHandler
 from pkg.nodeagent.internal.state import SyncState
-from pkg.nodeagent.reconciler import SYNC, NodeSyncReconciler, SyncFailedError
+from pkg.nodeagent.reconciler import SYNC, CacheLagError, NodeSyncReconciler, SyncFailedError
 
 
 class _Cluster:
@@ -137,3 +137,16 @@ def test_recorded_failures_raise_once_and_count_per_step(
         before[1] + 1,
         before[2],
     )
+
+
+def test_a_cache_wait_that_times_out_fails_the_pass(
+    vendors: VendorRegistry, pci_ids: PciIds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writes happened, but the caches did not show them in time: the pass fails (and is
+    retried with backoff) instead of passing for a success that the next pass would act on."""
+    cluster = _Cluster(RecordingWriter())
+    monkeypatch.setattr(cluster.writer, "wait_for_cache", lambda timeout: False)
+    reconciler = _reconciler(SYSFS / "a30-x2", cluster, vendors, pci_ids)
+    with pytest.raises(CacheLagError, match=r"did not show the sync's \d+ write\(s\)"):
+        reconciler.reconcile(SYNC)
+    assert "create" in cluster.writer.verbs()  # the writes themselves went out

@@ -12,8 +12,12 @@
 * ``withdraw_nvidia``: removes ``currentState.nvidia`` with a JSON patch guarded by a ``test`` of
   ``metadata.uid``, when a card is no longer readable. A patch rather than an apply that omits the
   block, because an apply must restate every other owned field, and a card that is not readable is
-  exactly when they should be left as they are. A 422 (the block is already gone, or the object
-  was replaced) means there is nothing to withdraw.
+  exactly when they should be left as they are. The API server answers a JSON patch that does
+  not apply — the block is already gone, or the ``test`` of the uid failed because the object was
+  replaced — with a 422 that carries no field causes ("the server rejected our request due to an
+  error in our request"): nothing to withdraw. A 422 *with* causes is the patched object failing
+  the CRD's validation, a real failure that is raised (and retried with backoff), never taken for
+  "nothing to withdraw".
 """
 
 from __future__ import annotations
@@ -62,7 +66,14 @@ class KubeStatusWriter:
                 PHYSICAL_GPU, _name(gpu), ops, patch_type=PatchType.JSON, subresource="status"
             )
         except InvalidError as exc:
-            logger.debug("nothing to withdraw: %s", exc.message, extra={"physical_gpu": _name(gpu)})
+            if exc.details.get("causes"):
+                raise
+            logger.debug(
+                "nothing to withdraw: the patch no longer applies (currentState.nvidia already gone, "
+                "or the object was replaced): %s",
+                exc.message,
+                extra={"physical_gpu": _name(gpu)},
+            )
             return None
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
+from kubernetes.client import V1Device
 
 from pkg.dra.allocator import Allocator
 from pkg.dra.allocator.pools import PoolCache, gather_pools
@@ -48,6 +50,23 @@ def test_invalid_pool_is_reported_and_other_pools_still_serve() -> None:
 
     cluster.slices += a30_pool("node-a")
     assert devices_of(cluster.allocate(claim("c2", exact("r", "mig-1g")))) == ["gpu-0000-02-00-0-mig-1g-0"]
+
+
+@pytest.mark.parametrize(
+    ("broken_device", "reason"),
+    [
+        (device("huge", capacity={"memory": "1e999999"}), "larger than the maximum"),
+        (device("long", attributes={"name": "x" * 65}), "longer than 64 bytes"),
+    ],
+)
+def test_a_pool_another_driver_broke_is_skipped_and_reported(broken_device: V1Device, reason: str) -> None:
+    broken = resource_slice("other", pool="other", devices=[broken_device], driver="other.example.com")
+    cluster = Cluster([broken, *a30_pool("node-a")], [mig_class("1g")])
+
+    assert devices_of(cluster.allocate(claim("c", exact("r", "mig-1g")))) == ["gpu-0000-02-00-0-mig-1g-0"]
+    pool = next(p for p in gather_pools(cluster.slices, node=None) if p.id.driver == "other.example.com")
+    assert pool.invalid is not None
+    assert reason in pool.invalid
 
 
 def test_devices_of_other_nodes_are_not_reachable() -> None:

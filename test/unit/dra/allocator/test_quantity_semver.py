@@ -30,10 +30,39 @@ def test_parse_and_print_like_apimachinery(text: str, canonical: str) -> None:
     assert str(parse_quantity(text)) == canonical
 
 
-@pytest.mark.parametrize("text", ["", "1.2.3", "1e", "12Q", "1 Gi"])
+@pytest.mark.parametrize("text", ["", "1.2.3", "1e", "12Q", "1 Gi", "0x10", "1_0", "\u0663", "1e3e"])
 def test_invalid_quantities(text: str) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1e999999", "larger than the maximum of 9223372036854775807"),
+        ("1e99999", "larger than the maximum"),
+        ("9223372036854775808", "larger than the maximum"),
+        ("1" * 5000, "(5000 characters) is larger than the maximum"),
+        ("1e4294967296", "exponent out of range"),  # apimachinery would wrap it around to 1e0
+    ],
+)
+def test_quantities_beyond_the_api_maximum_are_clear_errors(text: str, message: str) -> None:
+    with pytest.raises(QuantityError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("9223372036854775807", "9223372036854775807"),  # the maximum itself
+        ("16Ei", "9223372036854775807"),  # BinarySI is capped, as apimachinery caps it
+        ("1e-999999", "1e-9"),  # below a nano unit: rounded up, never computed digit by digit
+        ("0." + "0" * 5000 + "1", "1n"),
+        ("1" + "0" * 30 + "e-30", "1"),
+    ],
+)
+def test_extreme_but_valid_quantities(text: str, canonical: str) -> None:
+    assert str(parse_quantity(text)) == canonical
 
 
 def test_quantities_compare_and_add_exactly() -> None:
@@ -53,3 +82,11 @@ def test_semver_order_and_normalisation() -> None:
     assert str(normalize_and_parse("v01.2")) == "1.2.0"
     with pytest.raises(SemverError):
         parse_semver("01.2.3")
+
+
+@pytest.mark.parametrize(
+    "text", ["9" * 5000 + ".0.0", "1.0.0-" + "1" * 30, "18446744073709551616.0.0", "\u0661.0.0"]
+)
+def test_semver_numbers_are_unsigned_64_bit_ascii(text: str) -> None:
+    with pytest.raises(SemverError):
+        parse_semver(text)

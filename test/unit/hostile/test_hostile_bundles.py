@@ -1,0 +1,207 @@
+"""Family 4: explain bundles — any bytes give an explanation or a clear error, in bounded time.
+
+Generated inputs: arbitrary bytes, alias bombs of any depth and fan-out, nesting of any depth,
+claims with any count and allocation mode, slices repeated under one name, ``All`` requests over
+any number of devices. Each runs ``gpu-dra-controller explain`` in a bounded child
+(:mod:`bounded`); the exit code is 0, 1 or 2 with an error naming the file, the place or the
+object — never 3 (an internal failure) or a traceback — and the answer is the one the API server
+and the scheduler would give.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from pathlib import Path
+
+import yaml
+from bounded import run_bounded
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pkg.dra.explain.bundle_yaml import MAX_DEPTH
+from pkg.dra.explain.cli import run
+
+CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.deckhouse.io"'}}]},
+}
+
+
+def device_slice(name: str, devices: int, *, prefix: str = "d") -> dict[str, object]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "gpu.deckhouse.io",
+            "nodeName": "node-a",
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"{prefix}{i}"} for i in range(devices)],
+        },
+    }
+
+
+def claim(request: dict[str, object]) -> dict[str, object]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", **request}}]}},
+    }
+
+
+def _explain(data: bytes) -> tuple[int, str, str]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bundle.yaml"
+        path.write_bytes(data)
+        out, err = io.StringIO(), io.StringIO()
+        code = run(["ns/c", "--bundle", str(path)], out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+
+def explain(data: bytes | str) -> tuple[int, str, str]:
+    return run_bounded(_explain, data.encode() if isinstance(data, str) else data)
+
+
+def verdict(out: str) -> str:
+    """explain's ``result:`` line (what each allocated device consumes follows it)."""
+    return next(line for line in out.splitlines() if line.startswith("result: "))
+
+
+def documents(*objects: object) -> str:
+    return yaml.safe_dump_all(objects)
+
+
+@given(st.binary(max_size=2000))
+def test_any_bytes_get_an_explanation_or_a_clear_error(data: bytes) -> None:
+    code, _, err = explain(data)
+    assert code in (0, 1, 2), err
+    if code == 2:
+        assert err.startswith("error: ")
+        assert "Traceback" not in err
+
+
+@given(st.integers(1, 12), st.integers(2, 12))
+def test_alias_bombs_fail_early_with_go_yamls_rule(levels: int, fanout: int) -> None:
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * fanout)}]" for i in range(1, levels + 1)]
+    code, _, err = explain("\n".join(lines) + "\n")
+    assert code == 2
+    expanded = sum(fanout**i for i in range(levels + 1))
+    if expanded > 100_000:
+        assert "excessive aliasing" in err
+
+
+@given(st.integers(1, 3 * MAX_DEPTH), st.sampled_from(["[", "{a: ", "- "]))
+def test_nesting_of_any_depth_is_read_or_refused_by_depth(depth: int, opener: str) -> None:
+    closer = {"[": "]", "{a: ": "}", "- ": ""}[opener]
+    text = "x: " + opener * depth + "1" + closer * depth if opener != "- " else (opener * depth + "1")
+    code, _, err = explain(text + "\n")
+    assert code == 2  # never an object of ours, but always a clear answer
+    if depth > MAX_DEPTH + 1:
+        assert "nested deeper than" in err
+
+
+@given(st.binary(min_size=1, max_size=50).filter(lambda b: not _is_utf8(b)))
+def test_a_file_that_is_not_utf8_is_named_with_the_byte(junk: bytes) -> None:
+    code, _, err = explain(documents(CLASS).encode() + b"# " + junk + b"\n")
+    assert code == 2
+    assert "not UTF-8: byte" in err
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@settings(max_examples=20)  # each runs a whole explanation
+@given(
+    st.one_of(st.none(), st.integers(-3, 40)),
+    st.sampled_from([None, "ExactCount", "All", "Some"]),
+)
+def test_claims_get_the_api_servers_answer(count: int | None, mode: str | None) -> None:
+    request: dict[str, object] = {}
+    if count is not None:
+        request["count"] = count
+    if mode is not None:
+        request["allocationMode"] = mode
+    code, out, err = explain(documents(CLASS, device_slice("s", 40), claim(request)))
+    field = "spec.devices.requests[0].exactly"
+    if mode == "Some":
+        assert code == 2
+        assert f'{field}.allocationMode: Unsupported value: "Some"' in err
+    elif mode == "All" and count:
+        assert code == 2
+        assert (
+            f"{field}.count: Invalid value: {count}: must not be specified when allocationMode is 'All'"
+            in err
+        )
+    elif mode == "All":
+        # all 40 devices match, more than a claim may hold: the scheduler's own error
+        assert code == 1
+        assert "number of requested devices 40 exceeds the claim limit of 32" in out
+    elif count is not None and count < 0:
+        assert code == 2
+        assert f"{field}.count: Invalid value: {count}: must be greater than zero" in err
+    else:  # the API defaults an unset or zero count to one device
+        wanted = max(count or 1, 1)
+        if wanted > 32:
+            assert code == 1
+            assert "exceeds the claim limit of 32" in out
+        else:
+            assert code == 0, out + err
+            assert verdict(out).count("gpu.deckhouse.io/s/d") == wanted
+
+
+@settings(max_examples=12)
+@given(st.integers(1, 64))
+def test_all_over_more_devices_than_a_claim_holds_names_the_limit(devices: int) -> None:
+    code, out, _ = explain(documents(CLASS, device_slice("s", devices), claim({"allocationMode": "All"})))
+    if devices > 32:
+        assert code == 1
+        assert f"number of requested devices {devices} exceeds the claim limit of 32" in out
+    else:
+        assert code == 0
+        assert verdict(out).count("gpu.deckhouse.io/s/d") == devices
+
+
+@given(st.integers(0, 5), st.integers(1, 5))
+def test_two_slices_of_one_name_are_an_error_naming_both(before: int, between: int) -> None:
+    others = [device_slice(f"o{i}", 1) for i in range(before)]
+    middle = [device_slice(f"m{i}", 1) for i in range(between - 1)]
+    twice = device_slice("twin", 1)
+    text = documents(CLASS, *others, twice, *middle, device_slice("twin", 2, prefix="e"), claim({}))
+    code, _, err = explain(text)
+    first, second = 2 + before, 2 + before + between
+    assert code == 2
+    assert f"document {second}: V1ResourceSlice twin appears twice (first in " in err
+    assert f"document {first})" in err
+
+
+def test_a_claim_without_spec_asks_for_nothing_as_in_kubernetes() -> None:
+    no_spec = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}
+    no_spec["metadata"] = {"name": "c", "namespace": "ns"}
+    code, out, _ = explain(documents(CLASS, device_slice("s", 1), no_spec))
+    assert code == 0
+    assert verdict(out).startswith("result: allocatable")
+
+
+def test_a_fifo_as_bundle_is_an_answer_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "bundle.yaml"
+    os.mkfifo(fifo)
+
+    def explain_fifo() -> tuple[int, str]:
+        err = io.StringIO()
+        return run(["ns/c", "--bundle", str(fifo)], out=io.StringIO(), err=err), err.getvalue()
+
+    code, err = run_bounded(explain_fifo)
+    assert code == 2
+    assert "error:" in err
