@@ -1,29 +1,40 @@
 """GPUClass: the administrator's long-lived description of a kind of GPU (spec §5).
 
 A GPUClass says which device type is wanted (a whole card or a MIG partition), the minimum
-requirements, the sharing policy and where devices may come from. Its controller (a later task)
-turns each GPUClass into a DRA DeviceClass and reports the names it generated in ``status``.
+requirements, the sharing policy and where devices may come from. gpu-controller turns each
+GPUClass into a DRA DeviceClass of the same name (``pkg/gpucontroller/gpuclass``) and reports the
+names it generated in ``status``.
 
 Cross-field rules are validators and CEL rules in the CRD, so kubectl and the controller agree on
-what a valid GPUClass is:
-- ``nvidia.mig.profile`` is required exactly when ``deviceType`` is MIG;
-- ``sharing.timeSlicing`` only with strategy TimeSlicing, ``sharing.mps`` only with strategy MPS.
-``status.valid``/``status.message`` remain for what only the controller can judge (for example a
-profile no card in the cluster offers).
+what a valid GPUClass is (an object the model refused would be invisible to the controller, which
+skips what it cannot parse):
+- ``nvidia.mig.profile`` is required exactly when ``deviceType`` is MIG, and ``nvidia`` only with
+  vendor Nvidia;
+- ``sharing.timeSlicing`` only with strategy TimeSlicing, ``sharing.mps`` only with strategy MPS;
+- TimeSlicing and MPS share a whole card: they need ``deviceType: Physical`` (DESIGN §4: the shared
+  offers are offers of a card, never of a MIG partition);
+- ``selector.matchLabels`` may name only the PhysicalGPU labels that have a device attribute
+  (``gpu.deckhouse.io/vendor``, ``gpu.deckhouse.io/device``): the DeviceClass selects devices, and a
+  CEL expression sees a device's attributes, never its PhysicalGPU's labels or its node.
+``status.valid``/``status.message`` remain for what only the controller can judge: a DeviceClass of
+the same name that the class does not own, a default extended resource name that is too long, a
+DeviceClass the API server refused.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from kubernetes.client import V1ObjectMeta
 from pydantic import Field, model_validator
 
 from api.gpu.v1alpha1.common import API_VERSION, ApiModel, Conditions, Int32, Int64, Vendor, cel_rules
+from api.gpu.v1alpha1.physicalgpu import LABEL_DEVICE, LABEL_VENDOR
 
 KIND: Final = "GPUClass"
 PLURAL: Final = "gpuclasses"
+PARAMETERS_KIND: Final = "GPUClassParameters"
 
 # A Kubernetes resource.Quantity in its canonical string form, e.g. "12Gi", "500M", "1.5e3".
 QUANTITY_PATTERN: Final = (
@@ -63,8 +74,29 @@ class Requirements(ApiModel):
     )
 
 
+MIG_PROFILE_PATTERN: Final = r"^[0-9]+g\.[0-9]+gb([+.-][a-z0-9]+)*$"
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+OBJECT_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# <DNS subdomain>/<name of at most 63 characters>: the form of an extended resource name.
+EXTENDED_RESOURCE_PATTERN: Final = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+SELECTOR_LABELS: Final = (LABEL_VENDOR, LABEL_DEVICE)
+"""The PhysicalGPU labels a selector may name: each is also a device attribute of every offer."""
+MAX_NAMES: Final = 64
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)]
+
+
 class MigClass(ApiModel):
-    profile: str = Field(min_length=1, description='MIG profile name, e.g. "2g.12gb".')
+    profile: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=MIG_PROFILE_PATTERN,
+        description='MIG profile name, e.g. "2g.12gb".',
+    )
 
 
 class NvidiaClass(ApiModel):
@@ -112,9 +144,36 @@ class Sharing(ApiModel):
 
 
 class Selector(ApiModel):
-    match_labels: dict[str, str] | None = Field(
-        default=None, description="Labels a PhysicalGPU must have for its devices to belong to the class."
+    model_config = cel_rules(
+        (
+            "!has(self.matchLabels) || self.matchLabels.all(k, k in "
+            + "["
+            + ", ".join(f"'{label}'" for label in SELECTOR_LABELS)
+            + "])",
+            "selector.matchLabels may name only "
+            + " and ".join(SELECTOR_LABELS)
+            + ", the PhysicalGPU labels that are also device attributes",
+        ),
     )
+
+    match_labels: dict[str, LabelValue] | None = Field(
+        default=None,
+        max_length=len(SELECTOR_LABELS),
+        description="Labels a PhysicalGPU must have for its devices to belong to the class: "
+        + " and ".join(SELECTOR_LABELS)
+        + ", which the DeviceClass checks as the device attributes vendor and device.",
+    )
+
+    @model_validator(mode="after")
+    def _only_attribute_labels(self) -> Selector:
+        unknown = sorted(set(self.match_labels or {}) - set(SELECTOR_LABELS))
+        if unknown:
+            raise ValueError(
+                f"selector.matchLabels may name only {' and '.join(SELECTOR_LABELS)} (the PhysicalGPU "
+                f"labels that are also device attributes), not {', '.join(unknown)}; use spec.names "
+                "for particular cards"
+            )
+        return self
 
 
 class GPUClassSpec(ApiModel):
@@ -124,6 +183,12 @@ class GPUClassSpec(ApiModel):
             " : !(has(self.nvidia) && has(self.nvidia.mig))",
             "nvidia.mig.profile is required when deviceType is MIG and forbidden otherwise",
         ),
+        ("!has(self.nvidia) || self.vendor == 'Nvidia'", "nvidia settings require vendor Nvidia"),
+        (
+            "!has(self.sharing) || !has(self.sharing.strategy) || self.sharing.strategy == 'Exclusive'"
+            " || self.deviceType == 'Physical'",
+            "sharing strategies TimeSlicing and MPS require deviceType Physical",
+        ),
     )
 
     vendor: Vendor = Field(description="GPU vendor.")
@@ -132,8 +197,18 @@ class GPUClassSpec(ApiModel):
     nvidia: NvidiaClass | None = Field(default=None, description="NVIDIA-specific settings.")
     sharing: Sharing | None = Field(default=None, description="Sharing policy; Exclusive when absent.")
     selector: Selector | None = Field(default=None, description="Which PhysicalGPUs may provide devices.")
-    names: list[str] | None = Field(
-        default=None, description="If set, only the PhysicalGPUs with these names may provide devices."
+    names: list[ObjectName] | None = Field(
+        default=None,
+        max_length=MAX_NAMES,
+        description="If set, only the PhysicalGPUs with these names may provide devices (matched by "
+        "the card's UUID once gpu-handler has read it).",
+    )
+    extended_resource_name: str | None = Field(
+        default=None,
+        max_length=317,
+        pattern=EXTENDED_RESOURCE_PATTERN,
+        description="Extended resource name Pods request the class by; gpu.deckhouse.io/<class name> "
+        "when unset.",
     )
 
     @model_validator(mode="after")
@@ -144,6 +219,18 @@ class GPUClassSpec(ApiModel):
         if self.device_type is not DeviceType.MIG and has_profile:
             raise ValueError(
                 f"spec.nvidia.mig is allowed only when spec.deviceType is MIG, not {self.device_type.value}"
+            )
+        if self.nvidia is not None and self.vendor is not Vendor.NVIDIA:
+            raise ValueError(f"spec.nvidia requires spec.vendor Nvidia, not {self.vendor.value}")
+        return self
+
+    @model_validator(mode="after")
+    def _shares_are_of_whole_cards(self) -> GPUClassSpec:
+        strategy = self.sharing.strategy if self.sharing else SharingStrategy.EXCLUSIVE
+        if strategy is not SharingStrategy.EXCLUSIVE and self.device_type is not DeviceType.PHYSICAL:
+            raise ValueError(
+                f"spec.sharing.strategy {strategy.value} requires spec.deviceType Physical, not "
+                f"{self.device_type.value}: shares are offered of whole cards only"
             )
         return self
 
@@ -181,3 +268,23 @@ class GPUClass(ApiModel):
     metadata: V1ObjectMeta = Field(default_factory=V1ObjectMeta, description="Standard object metadata.")
     spec: GPUClassSpec = Field(description="What the class selects and how its devices are shared.")
     status: GPUClassStatus | None = Field(default=None, description="State reported by the controller.")
+
+
+class GPUClassParameters(ApiModel):
+    """The opaque configuration of a DeviceClass generated from a GPUClass, for the driver
+    ``gpu.deckhouse.io`` (``spec.config[].opaque.parameters``).
+
+    The kubelet plugin receives it with every device allocated through the class (the allocation
+    result carries the class's config) and reads the sharing settings from it: the TimeSlicing
+    interval, the MPS default thread percentage. It is a versioned object of its own, so the plugin
+    can tell it from any other opaque configuration a claim may carry.
+    """
+
+    api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(
+        default=API_VERSION, alias="apiVersion", description="API version of the parameters."
+    )
+    kind: Literal["GPUClassParameters"] = Field(
+        default=PARAMETERS_KIND, description="Kind of the parameters."
+    )
+    gpu_class: str = Field(min_length=1, alias="gpuClass", description="The GPUClass they come from.")
+    sharing: Sharing = Field(default_factory=Sharing, description="The class's sharing policy.")
