@@ -34,12 +34,13 @@ def parse(text: str) -> GPUOperatorConfig:
 def test_a_document_parses_with_defaults_for_what_it_leaves_out() -> None:
     config = parse(DOCUMENT)
     spec = config.spec
-    assert spec.node_agent.enabled and not spec.node_agent.udev
+    assert spec.node_agent.enabled
+    assert not spec.node_agent.udev
     assert spec.node_agent.metrics_port == 9478
     assert spec.node_agent.image_pull_policy is PullPolicy.IF_NOT_PRESENT
     assert spec.validator.host_root == "/"
     # A component the document leaves out does not run.
-    assert not spec.gpu_handler.enabled and not spec.dcgm.enabled and not spec.dcgm_exporter.enabled
+    assert [spec.gpu_handler.enabled, spec.dcgm.enabled, spec.dcgm_exporter.enabled] == [False] * 3
     assert config.to_api_dict()["spec"]["nodeAgent"]["tolerations"] == [
         {"operator": "Exists", "effect": "NoSchedule"}
     ]
