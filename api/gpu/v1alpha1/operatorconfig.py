@@ -122,10 +122,11 @@ class ValidatorSettings(ComponentSettings):
     host_root: str = Field(
         default="/", min_length=1, description="Host folder mounted read-only at /host (the host's root)."
     )
-    driver_root: str = Field(
+    driver_root: str | None = Field(
         default="/run/nvidia/driver",
         min_length=1,
-        description="Host folder of a containerised driver, mounted at /run/nvidia/driver.",
+        description="Host folder of a containerised driver, mounted at /run/nvidia/driver; null "
+        "leaves it out (a driver installed on the host).",
     )
     readiness_command: list[str] | None = Field(
         default=None, description="Exec readiness probe of the validator's main container."

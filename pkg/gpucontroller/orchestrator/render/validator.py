@@ -66,11 +66,14 @@ def render(context: RenderContext) -> V1DaemonSet:
     wait.resources = settings.resources
     wait.volume_mounts = [m.model_copy() for m in mounts if m.name == "host-root"]
     if settings.readiness_command:
-        wait.readiness_probe = V1Probe(
-            var_exec=V1ExecAction(command=list(settings.readiness_command)),
-            period_seconds=5,
-            timeout_seconds=5,
-            failure_threshold=1,
+        # By its wire name: the model's Python name for ``exec`` (``var_exec``) is not accepted.
+        wait.readiness_probe = V1Probe.model_validate(
+            {
+                "exec": V1ExecAction(command=list(settings.readiness_command)),
+                "periodSeconds": 5,
+                "timeoutSeconds": 5,
+                "failureThreshold": 1,
+            }
         )
     pod = V1PodSpec(
         init_containers=[validation],
