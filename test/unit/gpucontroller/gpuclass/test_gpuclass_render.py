@@ -180,3 +180,13 @@ def test_a_class_without_uid_cannot_be_an_owner() -> None:
     cls.metadata = V1ObjectMeta(name="cls")
     with pytest.raises(ValueError, match="no name or uid"):
         device_class(cls, uuids=None, extended_resource="gpu.deckhouse.io/cls")
+
+
+def test_the_sample_classes_parse() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    sample = Path(__file__).resolve().parents[4] / "config" / "samples" / "gpuclasses.yaml"
+    classes = [GPUClass.from_api_dict(doc) for doc in yaml.safe_load_all(sample.read_text()) if doc]
+    assert [c.metadata.name for c in classes] == ["a30-mig-2g", "big-gpu", "shared-gpu"]

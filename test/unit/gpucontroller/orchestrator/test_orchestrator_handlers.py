@@ -4,6 +4,7 @@ and a refused DaemonSet does not stop the others."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,3 +171,10 @@ def test_watches_ignore_status_noise() -> None:
     busy = owned("gpu-validator")
     assert not spec_or_ownership_changed(busy, owned("gpu-validator"))
     assert spec_or_ownership_changed(busy, owned("gpu-validator", generation=2))
+
+
+def test_the_sample_config_map_is_a_valid_document() -> None:
+    sample = Path(__file__).resolve().parents[4] / "config" / "samples" / "operator-config.yaml"
+    spec = parse_config(V1ConfigMap.model_validate(yaml.safe_load(sample.read_text())))
+    assert [spec.node_agent.enabled, spec.validator.enabled, spec.gpu_handler.enabled] == [True] * 3
+    assert spec.gpu_handler.service_account_name == "gpu-control-plane-gpu-handler"
