@@ -220,6 +220,9 @@ class ControlPlane:
             # own node's objects, as in a real cluster.
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
+            # As kubeadm and every managed cluster set it: node components that need the host
+            # (NVIDIA's GPU validator, a DRA plugin preparing MIG or VFIO) run privileged.
+            "--allow-privileged=true",
             f"--kubelet-client-certificate={self.kubelet_client.cert}",
             f"--kubelet-client-key={self.kubelet_client.key}",
             f"--kubelet-certificate-authority={self.pki.ca_cert}",
