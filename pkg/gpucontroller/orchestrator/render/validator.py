@@ -43,11 +43,10 @@ def render(context: RenderContext) -> V1DaemonSet:
     )
     validation.security_context = V1SecurityContext(privileged=True)
     validation.termination_message_policy = "FallbackToLogsOnError"
-    mounts = [
-        V1VolumeMount(
-            name="host-root", mount_path="/host", read_only=True, mount_propagation="HostToContainer"
-        )
-    ]
+    # The driver root propagates mounts (a containerised driver mounts itself there after the Pod
+    # started); the host's root needs no propagation, which a host whose / is not a shared mount
+    # could not give.
+    mounts = [V1VolumeMount(name="host-root", mount_path="/host", read_only=True)]
     volumes = [host_path("host-root", settings.host_root, "Directory")]
     if settings.driver_root:
         mounts.append(
