@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""``make demo``: the GPU flow end to end on a local control plane with simulated GPU nodes.
+"""``make demo``: the GPU flow end to end on a local cluster with real nodes and simulated GPUs.
 
     .venv/bin/python hack/demo.py [--keep-running]
 
 1. starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager (pkg/devcluster) and
    applies our CRDs;
-2. registers two Nodes (no kubelet: Ready is set through the API) and runs, per node, the real
-   gpu-node-agent on a fixture sysfs tree and the real gpu-handler with the simulated NVIDIA backend
-   (NVML answered from real GPU data): node-a has 2xA30, node-b 1xH100 + 1xL4;
-3. marks every card DriverReady=True, standing in for the GPU validator (not integrated yet);
-4. applies the sample DeviceClasses (config/samples) and a Pod asking for a 1g MIG partition through
-   an extended resource; the real kube-scheduler creates its ResourceClaim and allocates it;
-5. prints the GPUs per node, the offers, and the Pod's allocated device and node; then stops
-   everything and removes its temporary folder (or waits for Ctrl-C with --keep-running).
+2. starts two real nodes on this machine — a kubelet and its own containerd each — over simulated
+   GPU hosts (sysfs tree, device nodes, simulated NVML with real GPU data): gpu-node-a has 2 x A30,
+   gpu-node-b an H100 and an L4; runs the real gpu-node-agent and gpu-handler on each;
+3. marks every card DriverReady=True, standing in for the GPU validator;
+4. applies the sample DeviceClasses and a Pod asking for ``gpu.deckhouse.io/mig-1g: 1``: the real
+   kube-scheduler allocates a 1g MIG offer, the real kubelet calls gpu-handler, which creates the
+   MIG device at the offer's placement and writes its CDI spec, and containerd starts the container
+   with it; the container's log shows what it got;
+5. deletes the Pod: the kubelet calls Unprepare, the MIG device and the CDI spec are gone;
+6. stops everything and removes its temporary folder (or waits for Ctrl-C with --keep-running).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import signal
 import sys
@@ -29,20 +32,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.devcluster.cluster import ControlPlane, ControlPlaneConfig, default_bin_dir
-from pkg.devcluster.nodes import create_ready_node
-from pkg.devcluster.processes import ManagedProcess, free_port
-from pkg.domain.kinds import PHYSICAL_GPU
-from pkg.framework.client import KubeClient, PatchType
+from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
+
+from pkg.devcluster.cluster import (
+    CONTROLLERS,
+    NODE_CONTROLLERS,
+    ControlPlane,
+    ControlPlaneConfig,
+    default_bin_dir,
+)
+from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
+from pkg.devcluster.images import BUSYBOX_IMAGE, build_archive
+from pkg.devcluster.node import NodeConfig, RealNode
+from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]
-
-NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
 FIXTURES = ROOT / "test" / "fixtures"
+NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
 NAMESPACE = "demo"
+POD_NAME = "mig-1g-demo"
+SHOW = (
+    "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
+    "echo device nodes:; "
+    "ls -l /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-uvm* /dev/nvidia-caps/* 2>/dev/null | sed 's/^/  /'; "
+    "echo done; "
+    "exec sleep 3600"
+)
 T = TypeVar("T")
 
 
@@ -56,193 +73,207 @@ def wait_for(probe: Callable[[], T | None], *, what: str, timeout: float = 90.0)
         value = probe()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(0.3)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def start_node_components(plane: ControlPlane, work: Path, node: str, fixture: str) -> list[ManagedProcess]:
-    host = work / "hosts" / node
-    shutil.copytree(FIXTURES / "sysfs" / fixture, host, symlinks=True)
-    common = [f"--kubeconfig={plane.kubeconfig}", f"--node-name={node}", f"--sysfs-root={host}"]
-    python = sys.executable
-    agent = ManagedProcess(
-        name=f"gpu-node-agent[{node}]",
-        log_path=work / "logs" / f"gpu-node-agent-{node}.log",
-        argv=[
-            python,
-            "-m",
-            "pkg.app.gpu_node_agent",
-            *common,
-            f"--host-root={host}",
-            f"--pci-ids={FIXTURES / 'pci.ids'}",
-            "--udev=false",
-            "--resync-period=30",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        ],
+def demo_pod() -> V1Pod:
+    """The one-line UX: an extended resource of the gpu-mig-1g class (the sample Pod's request,
+    with the local busybox image instead of a CUDA image, since nothing can be pulled here)."""
+    return V1Pod(
+        metadata=V1ObjectMeta(name=POD_NAME),
+        spec=V1PodSpec(
+            restart_policy="Never",
+            termination_grace_period_seconds=1,
+            containers=[
+                V1Container(
+                    name="cuda",
+                    image=BUSYBOX_IMAGE,
+                    image_pull_policy="Never",
+                    command=["sh", "-c", SHOW],
+                    resources=V1ResourceRequirements(limits={"gpu.deckhouse.io/mig-1g": "1"}),
+                )
+            ],
+        ),
     )
-    handler = ManagedProcess(
-        name=f"gpu-handler[{node}]",
-        log_path=work / "logs" / f"gpu-handler-{node}.log",
-        argv=[
-            python,
-            "-m",
-            "pkg.app.gpu_handler",
-            *common,
-            "--backend=simulated-nvidia",
-            f"--sim-state-dir={work / 'sim-state' / node}",
-            "--enrich-period=30",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        ],
-    )
-    for proc in (agent, handler):
-        proc.start()
-    return [agent, handler]
-
-
-def mark_driver_ready(kube: KubeClient, gpu: PhysicalGPU) -> None:
-    """What the GPU validator will do: report the driver ready (its own field manager, own entry)."""
-    condition = {
-        "type": "DriverReady",
-        "status": "True",
-        "reason": "DemoValidator",
-        "message": "set by hack/demo.py: validator integration comes later",
-        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    body = {
-        "apiVersion": PHYSICAL_GPU.api_version,
-        "kind": PHYSICAL_GPU.kind,
-        "metadata": {"name": gpu.metadata.name},
-        "status": {"conditions": [condition]},
-    }
-    kube.patch(
-        PHYSICAL_GPU,
-        str(gpu.metadata.name),
-        body,
-        patch_type=PatchType.APPLY,
-        subresource="status",
-        force=True,
-    )
-
-
-def all_gpus(kube: KubeClient, *, expected: int) -> list[PhysicalGPU] | None:
-    gpus, _ = kube.list(PHYSICAL_GPU)
-    return gpus if len(gpus) == expected else None
-
-
-def bound_node(kube: KubeClient, pod: str) -> str | None:
-    spec = kube.get(POD, pod, NAMESPACE).spec
-    return spec.node_name if spec is not None else None
-
-
-def allocation_lines(kube: KubeClient, node: str) -> list[str]:
-    claims, _ = kube.list(RESOURCE_CLAIM, namespace=NAMESPACE)
-    lines = []
-    for claim in claims:
-        allocation = claim.status.allocation if claim.status else None
-        devices = allocation.devices if allocation else None
-        for result in (devices.results or []) if devices else []:
-            lines.append(
-                f"  Pod {NAMESPACE}/mig-1g-demo -> node {node}, "
-                f"claim {claim.metadata.name if claim.metadata else '?'}: "
-                f"device {result.device} (pool {result.pool})"
-            )
-    return lines
 
 
 def show_offers(kube: KubeClient) -> None:
     slices, _ = kube.list(RESOURCE_SLICE)
     for node in NODES:
         kinds: Counter[str] = Counter()
-        for rs in slices:
-            if rs.spec.node_name != node:
-                continue
+        for rs in (s for s in slices if s.spec.node_name == node):
             for device in rs.spec.devices or []:
                 attrs = device.attributes or {}
-                kind = attrs.get("gpu.deckhouse.io/deviceType")
-                strategy = attrs.get("gpu.deckhouse.io/sharingStrategy")
+                kind = attrs["gpu.deckhouse.io/deviceType"].string
                 profile = attrs.get("gpu.deckhouse.io/migProfile")
-                label = (profile.string if profile and profile.string else None) or (
-                    strategy.string if strategy and strategy.string else (kind.string if kind else "?")
-                )
-                kinds[f"{kind.string if kind else '?'}:{label}"] += 1
-        print(
-            f"  {node}: {sum(kinds.values())} offers in {sum(1 for s in slices if s.spec.node_name == node)} "
-            f"slices (pool gpus/{node})"
-        )
+                strategy = attrs.get("gpu.deckhouse.io/sharingStrategy")
+                label = profile.string if profile else (strategy.string if strategy else kind)
+                kinds[f"{kind}:{label}"] += 1
+        print(f"  {node}: {sum(kinds.values())} offers in pool gpus/{node}")
         for key, count in sorted(kinds.items()):
             print(f"    {count:3d} x {key}")
 
 
-def run(keep_running: bool) -> int:
-    work = Path(tempfile.mkdtemp(prefix="gpu-demo-"))
-    plane = ControlPlane(ControlPlaneConfig(bin_dir=default_bin_dir(), work_dir=work / "cluster"))
-    node_processes: list[ManagedProcess] = []
+def mig_instances(node: RealNode) -> list[str]:
+    path = node.host.nvml_state / "driver" / "driver.json"
+    cards = json.loads(path.read_text())["cards"] if path.exists() else {}
+    return [
+        f"{address}: GPU instance {gi['id']} (profile {gi['profile_id']}, slice {gi['start']}), "
+        f"{len(gi['compute_instances'])} compute instance(s)"
+        for address, card in cards.items()
+        for gi in card["gpu_instances"]
+    ]
+
+
+def pod_gone(kube: KubeClient) -> bool:
     try:
-        step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager (Kubernetes 1.37.1)")
-        plane.start()
-        plane.kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd"))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        kube = KubeClient(new_api_client(str(plane.kubeconfig)), field_manager="demo")
-        print(f"  kubeconfig: {plane.kubeconfig}")
+        kube.get(POD, POD_NAME, NAMESPACE)
+    except NotFoundError:
+        return True
+    return False
 
-        step("registering simulated GPU nodes and starting gpu-node-agent + gpu-handler on each")
-        for node, fixture in NODES.items():
-            create_ready_node(kube, node)
-            node_processes += start_node_components(plane, work, node, fixture)
-            print(f"  {node}: fixture host {fixture} (simulated NVML backend)")
 
-        step("waiting for the node agents' PhysicalGPUs")
-        gpus: list[PhysicalGPU] = wait_for(lambda: all_gpus(kube, expected=4), what="4 PhysicalGPUs")
-        step("marking DriverReady=True on every card (stand-in for the GPU validator, integrated later)")
-        for gpu in gpus:
-            mark_driver_ready(kube, gpu)
-        wait_for(
-            lambda: all((g.status and g.status.capabilities) for g in kube.list(PHYSICAL_GPU)[0]),
-            what="gpu-handler to enrich every card",
+def start_cluster(plane: ControlPlane) -> KubeClient:
+    step("starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager (Kubernetes 1.37.1)")
+    plane.start()
+    plane.kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd"))
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    print(f"  kubeconfig: {plane.kubeconfig}")
+    return KubeClient(new_api_client(str(plane.kubeconfig)), field_manager="demo")
+
+
+def start_nodes(plane: ControlPlane, work: Path, nodes: list[RealNode]) -> None:
+    step("starting two real nodes (kubelet + containerd each) over simulated GPU hosts")
+    images = build_archive(work / "images.tar")
+    for index, (name, fixture) in enumerate(NODES.items()):
+        node = RealNode(
+            config=NodeConfig(name=name, gpu_fixture=FIXTURES / "sysfs" / fixture),
+            plane=plane,
+            index=index,
+            images=images,
+            work_dir=work / "nodes",
         )
+        nodes.append(node)
+        node.start()
+        print(f"  {name}: Ready (fixture host {fixture}; kubelet on :{node.kubelet.port})")
+    print(plane.kubectl("get", "nodes", "-o", "wide"))
+
+
+def start_components(plane: ControlPlane, nodes: list[RealNode], components: list[GpuComponents]) -> None:
+    step("gpu-node-agent and gpu-handler on each node; DriverReady set by a stand-in for the validator")
+    for node in nodes:
+        gpu = GpuComponents(node=node, plane=plane, pci_ids=FIXTURES / "pci.ids")
+        components.append(gpu)
+        gpu.start()
+    for node, gpu in zip(nodes, components, strict=True):
+        wait_for_offers(plane, node.name, cards=2)
+        gpu.wait_registered()
+    print(plane.kubectl("get", "physicalgpus", "-o", "wide"))
+
+
+def run_gpu_pod(plane: ControlPlane, kube: KubeClient, nodes: list[RealNode]) -> RealNode:
+    step("a Pod asking for gpu.deckhouse.io/mig-1g: 1 (sample classes in config/samples)")
+    plane.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "deviceclasses.yaml"))
+    plane.kubectl("create", "namespace", NAMESPACE)
+    wait_for(
+        lambda: "default" in plane.kubectl("get", "sa", "-n", NAMESPACE, "-o", "name"), what="the namespace"
+    )
+    kube.create(POD, demo_pod(), namespace=NAMESPACE)
+
+    def logged() -> str | None:
+        out = plane.kubectl("logs", "-n", NAMESPACE, POD_NAME, check=False)
+        return out if "done" in out else None
+
+    log = wait_for(logged, what="the Pod to run")
+    pod = kube.get(POD, POD_NAME, NAMESPACE)
+    claims, _ = kube.list(RESOURCE_CLAIM, namespace=NAMESPACE)
+    for claim in claims:
+        allocation = claim.status.allocation if claim.status else None
+        results = allocation.devices.results if allocation and allocation.devices else None
+        for result in results or []:
+            name = claim.metadata.name if claim.metadata else "?"
+            print(f"  claim {name}: device {result.device} (pool {result.pool})")
+    node_name = pod.spec.node_name if pod.spec else None
+    phase = pod.status.phase if pod.status else None
+    print(f"  Pod {NAMESPACE}/{POD_NAME} is {phase} on {node_name}; its log:")
+    print("    " + "\n    ".join(log.rstrip().splitlines()))
+    node = next(n for n in nodes if n.name == node_name)
+    print("  on the node: " + "; ".join(mig_instances(node)))
+    print(f"  CDI specs: {cdi_specs(node)}")
+    return node
+
+
+def delete_gpu_pod(kube: KubeClient, node: RealNode) -> None:
+    step("deleting the Pod: the kubelet calls NodeUnprepareResources")
+    kube.delete(POD, POD_NAME, NAMESPACE)
+    wait_for(lambda: pod_gone(kube), what="the Pod to go")
+    wait_for(lambda: not mig_instances(node), what="the MIG device to be destroyed")
+    print(f"  MIG devices left: {mig_instances(node) or 'none'}; CDI specs left: {cdi_specs(node) or 'none'}")
+
+
+def cdi_specs(node: RealNode) -> list[str]:
+    return sorted(p.name for p in node.cdi_dir.glob("k8s.gpu.deckhouse.io-*"))
+
+
+def wait_for_ctrl_c(plane: ControlPlane) -> None:
+    step(
+        f"running; export KUBECONFIG={plane.kubeconfig}; kubectl get nodes,pgpu,resourceslices; Ctrl-C stops"
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+def stop_all(plane: ControlPlane, nodes: list[RealNode], components: list[GpuComponents], work: Path) -> None:
+    step("stopping everything")
+    for gpu in reversed(components):
+        gpu.stop()
+    leftovers = []
+    for node in reversed(nodes):
+        node.stop()
+        leftovers += node.leftovers()
+        node.remove_files()
+    plane.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    print("  done; nothing left behind" if not leftovers else f"  left behind: {leftovers}")
+
+
+def run(keep_running: bool) -> int:
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="gpu-demo-"))
+    plane = ControlPlane(
+        ControlPlaneConfig(
+            bin_dir=default_bin_dir(), work_dir=work / "cluster", controllers=CONTROLLERS + NODE_CONTROLLERS
+        )
+    )
+    nodes: list[RealNode] = []
+    components: list[GpuComponents] = []
+    try:
+        kube = start_cluster(plane)
+        start_nodes(plane, work, nodes)
+        start_components(plane, nodes, components)
+        step("offers published as ResourceSlices (driver gpu.deckhouse.io)")
         wait_for(
             lambda: len({s.spec.node_name for s in kube.list(RESOURCE_SLICE)[0]}) == len(NODES),
-            what="ResourceSlices of both nodes",
+            what="both pools",
         )
-        print(plane.kubectl("get", "physicalgpus", "-o", "wide"))
-
-        step("offers published as ResourceSlices (driver gpu.deckhouse.io)")
         show_offers(kube)
-
-        step("creating sample DeviceClasses and a Pod asking for gpu.deckhouse.io/mig-1g: 1")
-        plane.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "deviceclasses.yaml"))
-        plane.kubectl("create", "namespace", NAMESPACE)
-        wait_for(
-            lambda: "default" in plane.kubectl("get", "sa", "-n", NAMESPACE, "-o", "name"),
-            what="the demo namespace's service account",
-        )
-        plane.kubectl("apply", "-n", NAMESPACE, "-f", str(ROOT / "config" / "samples" / "pod-mig-1g.yaml"))
-        node_name = wait_for(lambda: bound_node(kube, "mig-1g-demo"), what="the scheduler to bind the Pod")
-        step("result")
-        for line in allocation_lines(kube, node_name):
-            print(line)
-        for gpu in gpus:
-            print(f"  card {gpu.metadata.name} on {(gpu.metadata.labels or {}).get(LABEL_NODE)}")
-        print("  (no kubelet runs here, so the Pod is bound and allocated but never started)")
+        node = run_gpu_pod(plane, kube, nodes)
+        delete_gpu_pod(kube, node)
+        print(f"  (the flow took {time.monotonic() - started:.1f}s)")
         if keep_running:
-            step(f"running; KUBECONFIG={plane.kubeconfig} kubectl get pgpu,resourceslices  — Ctrl-C stops")
-            stop = threading.Event()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: stop.set())
-            stop.wait()
+            wait_for_ctrl_c(plane)
         return 0
     except Exception as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
-        for proc in [*node_processes, *plane.processes.values()]:
+        processes = [p for c in components for p in c.processes] + [p for n in nodes for p in n.processes]
+        for proc in [*processes, *plane.processes.values()]:
             print(f"--- last lines of {proc.name}:\n{proc.tail(15)}", file=sys.stderr)
         return 1
     finally:
-        step("stopping everything")
-        for proc in reversed(node_processes):
-            proc.stop()
-        plane.stop()
-        shutil.rmtree(work, ignore_errors=True)
-        print("  done; nothing left behind")
+        stop_all(plane, nodes, components, work)
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ from pkg.gpuhandler.offline import (
     compute_offers,
     render_yaml,
 )
+from pkg.gpuhandler.preparation.setup import PluginSettings
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
 
 COMPONENT = "gpu-handler"
@@ -64,6 +65,48 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         default=env("SIM_STATE_DIR") or None,
         help="state folder of the simulated backend (health overrides <pci-address>.health)",
+    )
+    p.add_argument(
+        "--dev-root",
+        type=Path,
+        default=Path(env("DEV_ROOT", "/dev")),
+        help="the host's /dev as this process sees it and as CDI specs name it (default /dev)",
+    )
+    p.add_argument(
+        "--proc-root",
+        type=Path,
+        default=Path(env("PROC_ROOT", "/proc")),
+        help="the host's /proc, for the GPU driver's files (default /proc)",
+    )
+    p.add_argument(
+        "--kubelet-plugin",
+        type=parse_bool,
+        default=parse_bool(env("KUBELET_PLUGIN", "true")),
+        help="serve the kubelet as the DRA plugin of gpu.deckhouse.io: prepare and unprepare devices",
+    )
+    p.add_argument(
+        "--kubelet-root",
+        type=Path,
+        default=Path(env("KUBELET_ROOT", "/var/lib/kubelet")),
+        help="the kubelet's root folder (its plugins/ and plugins_registry/ hold the plugin's sockets)",
+    )
+    p.add_argument(
+        "--plugin-instance",
+        default=env("POD_UID") or "default",
+        help="names this copy's sockets, so two copies overlap during a rolling update "
+        "(default $POD_UID, from the downward API)",
+    )
+    p.add_argument(
+        "--cdi-dir",
+        type=Path,
+        default=Path(env("CDI_DIR", "/var/run/cdi")),
+        help="where the container runtime reads CDI specs (default /var/run/cdi)",
+    )
+    p.add_argument(
+        "--prepare-lock-timeout",
+        type=parse_duration,
+        default=parse_duration(env("PREPARE_LOCK_TIMEOUT", "30s")),
+        help="how long a prepare waits for the node lock before it fails (default 30s)",
     )
     p.add_argument(
         "--enrich-period",
@@ -134,14 +177,26 @@ def _offers_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def settings_from(args: argparse.Namespace) -> HandlerSettings:
     if not args.node_name:
         raise SystemExit(f"{COMPONENT}: --node-name (or $NODE_NAME) is required")
+    plugin = None
+    if args.kubelet_plugin:
+        plugin = PluginSettings(
+            node_name=args.node_name,
+            kubelet_root=args.kubelet_root,
+            instance=args.plugin_instance,
+            cdi_dir=args.cdi_dir,
+            lock_timeout=args.prepare_lock_timeout,
+        )
     return HandlerSettings(
         node_name=args.node_name,
         backend=args.backend,
         sysfs_root=args.sysfs_root,
+        dev_root=args.dev_root,
+        proc_root=args.proc_root,
         state_dir=args.sim_state_dir,
         enrich_period=args.enrich_period,
         publish=args.publish,
         publish_resync_period=args.publish_resync_period,
+        plugin=plugin,
     )
 
 
@@ -193,7 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
         handler = GpuHandlerContainer(
-            settings=settings, client=runtime.client(), informers=runtime.informers()
+            settings=settings,
+            client=runtime.client(),
+            informers=runtime.informers(),
+            recorder=runtime.recorder(),
         )
         setup_handler(manager, handler)
         return handler.backend().close

@@ -18,7 +18,10 @@ The port is split by who asks:
 
 Every method takes the PhysicalGPU (its ``status.pciInfo.address`` names the card) and works on
 that card only: a failure raises :class:`BackendError` naming it, and the caller carries on with
-the other cards. Prepare/unprepare join the port with the DRA kubelet plugin.
+the other cards.
+
+* ``preparer``: what the DRA kubelet plugin's Prepare/Unprepare do to a card (MIG mode and
+  devices, what containers get), :class:`~pkg.backends.preparation.CardPreparer`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.hardware.pci import PciDevice
 
 if TYPE_CHECKING:
+    from pkg.backends.preparation import CardPreparer
     from pkg.backends.registry import VendorIdentity
     from pkg.dra.domain.card import Card
 
@@ -98,12 +102,15 @@ class CardVerdict:
 class BackendOptions:
     """What a plugin may need to build its backend on this node.
 
-    ``sysfs_root`` is where the host's sysfs is mounted; ``state_dir`` holds a simulated
-    backend's state (health overrides); real backends ignore it.
+    ``sysfs_root`` is where the host's sysfs is mounted; ``dev_root`` and ``proc_root`` the host's
+    ``/dev`` and ``/proc`` (device nodes, the driver's proc files); ``state_dir`` holds a simulated
+    backend's state (health overrides, the simulated driver); real backends ignore it.
     """
 
     node_name: str
     sysfs_root: Path = Path("/sys")
+    dev_root: Path = Path("/dev")
+    proc_root: Path = Path("/proc")
     state_dir: Path | None = None
 
 
@@ -136,6 +143,11 @@ class VendorBackend(Protocol):
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:
         """The offer builder's input for the card; raises :class:`BackendError`."""
+        ...
+
+    @property
+    def preparer(self) -> CardPreparer:
+        """What NodePrepare/NodeUnprepare do to this vendor's cards."""
         ...
 
     def close(self) -> None:

@@ -220,13 +220,13 @@ class ControlPlane:
             # own node's objects, as in a real cluster.
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
-            # As kubeadm and every managed cluster set it: node components that need the host
-            # (NVIDIA's GPU validator, a DRA plugin preparing MIG or VFIO) run privileged.
-            "--allow-privileged=true",
             f"--kubelet-client-certificate={self.kubelet_client.cert}",
             f"--kubelet-client-key={self.kubelet_client.key}",
             f"--kubelet-certificate-authority={self.pki.ca_cert}",
             "--kubelet-preferred-address-types=InternalIP",
+            # As on every real cluster (kubeadm's default): node agents such as gpu-handler's
+            # kubelet plugin need privileged containers.
+            "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             # The kubernetes Service endpoint would have to be a routable IP; nothing here needs it.
             "--endpoint-reconciler-type=none",

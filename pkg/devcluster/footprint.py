@@ -8,8 +8,9 @@ containerd and the kubelet write a few host-wide paths whatever their configurat
 * ``/sys/fs/cgroup/<controller>/k8s.io/`` — the cgroup parent of containers when, as here, the
   kubelet names none (no per-QoS cgroups on cgroup v1).
 
-A :class:`Footprint` is taken before a node starts; after it stops, :meth:`Footprint.new_entries`
-lists what appeared in those places and is still there (a clean stop leaves none), and
+A :class:`Footprint` is taken before the first node starts; after the last one stops,
+:meth:`Footprint.new_entries` lists what appeared in those places and is still there (a clean stop
+leaves none; while other nodes run, their entries are there too, so it is a check for the end), and
 :func:`remove_empty_runtime_dirs` removes the folders themselves once they are empty and no
 containerd is running, so the machine looks as it did before.
 """
@@ -62,13 +63,22 @@ class Footprint:
         return sorted(_watched() - self.before)
 
 
-def remove_log_links_into(folder: Path) -> None:
-    """Removes the kubelet's links in /var/log/containers that point into ``folder``."""
+def log_links_into(folder: Path) -> list[Path]:
+    """The kubelet's links in /var/log/containers that point into ``folder``."""
     prefix = str(folder) + "/"
+    found = []
     for link in _entries(CONTAINER_LOG_LINKS):
         with contextlib.suppress(OSError):
             if link.is_symlink() and os.readlink(link).startswith(prefix):
-                link.unlink()
+                found.append(link)
+    return sorted(found)
+
+
+def remove_log_links_into(folder: Path) -> None:
+    """Removes the kubelet's links in /var/log/containers that point into ``folder``."""
+    for link in log_links_into(folder):
+        with contextlib.suppress(OSError):
+            link.unlink()
 
 
 def containerd_running() -> bool:

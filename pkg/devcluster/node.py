@@ -66,7 +66,6 @@ class RealNode:
         self.base = work_dir / config.name
         self._plane = plane
         self._images = images
-        self._footprint = footprint.Footprint.take()
         bin_dir = plane.config.bin_dir
         self.host = SimulatedGpuHost(self.base / "host")
         self.cdi_dir = self.base / "cdi"
@@ -101,7 +100,6 @@ class RealNode:
 
     def start(self, *, timeout: float = 90.0) -> None:
         started = time.monotonic()
-        self._footprint = footprint.Footprint.take()
         try:
             if self.config.gpu_fixture is not None:
                 SimulatedGpuHost.create(self.host.base, self.config.gpu_fixture)
@@ -139,12 +137,15 @@ class RealNode:
         shutil.rmtree(self.base, ignore_errors=True)
 
     def leftovers(self) -> list[str]:
-        """What this node left on the machine after :meth:`stop`: empty when it stopped cleanly."""
+        """What this node left on the machine after :meth:`stop`, of what can be told apart from
+        other nodes' (mounts, processes, its bridge, log links into its folder): empty when it
+        stopped cleanly. Host-wide places shared by every node (network namespaces, shim sockets,
+        cgroups) are checked once all nodes have stopped, with a :class:`~footprint.Footprint`."""
         found = [f"mount {m}" for m in self._mounts()]
         found += [f"process {pid}: {cmd}" for pid, cmd in self._stray_processes()]
         if Path("/sys/class/net", self.containerd.network.bridge).exists():
             found.append(f"bridge {self.containerd.network.bridge}")
-        found += [f"host entry {path}" for path in self._footprint.new_entries()]
+        found += [f"log link {link}" for link in footprint.log_links_into(self.base)]
         return found
 
     # -- internals -------------------------------------------------------------------------------

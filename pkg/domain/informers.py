@@ -8,14 +8,15 @@ informer factory shares one informer per scope in a process.
 
 from __future__ import annotations
 
-from kubernetes.client import V1Node
+from kubernetes.client import V1Node, V1ResourceSlice
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.domain.indexes import PHYSICAL_GPU_INDEXERS
 from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.domain.names import DRIVER
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
-from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
 
 
 def physical_gpus(*, informers: InformerFactory) -> SharedInformer[PhysicalGPU]:
@@ -39,4 +40,21 @@ def node_named(*, informers: InformerFactory, node_name: str) -> SharedInformer[
     return informers.get_informer(NODE, field_selector=f"metadata.name={node_name}")
 
 
-__all__ = ["node_named", "node_physical_gpus", "nodes", "physical_gpus"]
+def node_slices_selector(node_name: str) -> str:
+    """The field selector of one node's ResourceSlices of our driver."""
+    return f"spec.nodeName={node_name},spec.driver={DRIVER}"
+
+
+def node_resource_slices(*, informers: InformerFactory, node_name: str) -> SharedInformer[V1ResourceSlice]:
+    """This node's ResourceSlices of our driver, by field selector."""
+    return informers.get_informer(RESOURCE_SLICE, field_selector=node_slices_selector(node_name))
+
+
+__all__ = [
+    "node_named",
+    "node_physical_gpus",
+    "node_resource_slices",
+    "node_slices_selector",
+    "nodes",
+    "physical_gpus",
+]

@@ -6,7 +6,9 @@ the enrichment (spec §2.2.1): one informer of this node's PhysicalGPUs (label s
 ``gpu.deckhouse.io/node=<node>``; DESIGN §7: only this node's objects are listed or watched), a
 controller with one request per card, and the vendor backend chosen by entry point name. The ResourceSlice
 publisher (:mod:`pkg.gpuhandler.publishing`) joins in :func:`setup_handler` with one line, reading
-the cards through ``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`).
+the cards through ``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`),
+and so does the kubelet plugin (:mod:`pkg.gpuhandler.preparation`), which tells the enrichment
+through a channel source when a Prepare changed a card's mode (:class:`CardNudges`).
 
 There is no leader election: one handler runs per node and writes only that node's objects.
 """
@@ -28,9 +30,13 @@ from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import ApiError, KubeClient
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
+from pkg.framework.controller.source import ChannelSource
+from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
+from pkg.framework.reconcile.contract import Request
 from pkg.gpuhandler.card_specs import CardSpecs
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
@@ -42,6 +48,7 @@ from pkg.gpuhandler.internal.handler import (
 from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.state import EnrichmentState
 from pkg.gpuhandler.internal.watch import gpu_events
+from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
 from pkg.hardware.labels import to_label_value
@@ -55,16 +62,20 @@ RETRY_MAX_SECONDS = 300.0
 @dataclass(frozen=True)
 class HandlerSettings:
     """``backend`` is an entry point name of group ``gpu_control_plane.vendors``; ``state_dir``
-    is passed to it (the simulated backend keeps its health overrides there)."""
+    is passed to it (the simulated backend keeps its health overrides and driver state there).
+    ``plugin`` (None: no kubelet plugin) says where the kubelet plugin lives on the node."""
 
     node_name: str
     backend: str = "nvidia"
     sysfs_root: Path = Path("/sys")
+    dev_root: Path = Path("/dev")
+    proc_root: Path = Path("/proc")
     state_dir: Path | None = None
     enrich_period: float = 60.0
     workers: int = 2
     publish: bool = True  # publish ResourceSlices (pkg.gpuhandler.publishing)
     publish_resync_period: float = 300.0
+    plugin: PluginSettings | None = None
 
     @property
     def node_label(self) -> str:
@@ -75,7 +86,11 @@ class HandlerSettings:
 def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorBackend:
     """The backend named by ``settings.backend``; ``KeyError`` naming the installed ones."""
     options = BackendOptions(
-        node_name=settings.node_name, sysfs_root=settings.sysfs_root, state_dir=settings.state_dir
+        node_name=settings.node_name,
+        sysfs_root=settings.sysfs_root,
+        dev_root=settings.dev_root,
+        proc_root=settings.proc_root,
+        state_dir=settings.state_dir,
     )
     return vendors.plugin(settings.backend).create(options)
 
@@ -98,16 +113,41 @@ def new_enrichment_reconciler(
     )
 
 
+class CardNudges:
+    """Asks the enrichment to read a card again (by PCI address) through its channel source."""
+
+    def __init__(self, *, gpus: SharedInformer[PhysicalGPU], channel: ChannelSource) -> None:
+        self._gpus = gpus
+        self.channel = channel
+
+    def changed(self, card: str) -> None:
+        for gpu in self._gpus.store.list():
+            if (
+                gpu.status is not None
+                and gpu.status.pci_info is not None
+                and gpu.status.pci_info.address == card
+            ):
+                self.channel.send(str(gpu.metadata.name))
+
+
+def _request_for_name(name: object) -> list[Request]:
+    return [Request(name=str(name))] if name else []
+
+
 class GpuHandlerContainer(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=HandlerSettings)
     client = providers.Dependency(instance_of=KubeClient)
     informers = providers.Dependency(instance_of=InformerFactory)
+    recorder = providers.Dependency(instance_of=EventRecorderLogger)
 
     vendors = providers.Singleton(default_registry)
     backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
     gpu_informer = providers.Singleton(
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
+    )
+    card_nudges = providers.Singleton(
+        CardNudges, gpus=gpu_informer, channel=providers.Singleton(ChannelSource, name="prepared-cards")
     )
     status_writer = providers.Singleton(KubeStatusWriter, client)
     now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
@@ -135,6 +175,7 @@ def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Contro
     return (
         ControllerBuilder(manager, name=ENRICHMENT_CONTROLLER)
         .for_(container.gpu_informer(), predicates=[gpu_events()])
+        .watches(container.card_nudges().channel, EnqueueRequestsFromMapFunc(_request_for_name))
         .workers(settings.workers)
         .without_leader_election()
         .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
@@ -144,6 +185,27 @@ def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Contro
 
 
 def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
-    """Everything the gpu-handler runs: the enrichment and the ResourceSlice publisher."""
+    """Everything the gpu-handler runs: the enrichment, the ResourceSlice publisher and the kubelet
+    plugin."""
     setup_enrichment(manager, container)
     setup_publishing(manager, container)
+    setup_preparation(manager, container)
+
+
+def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> PreparationContainer | None:
+    """The kubelet plugin (Prepare/Unprepare); ``None`` when turned off."""
+    settings: HandlerSettings = container.settings()
+    if settings.plugin is None:
+        return None
+    preparation = PreparationContainer(
+        settings=settings.plugin,
+        client=container.client(),
+        informers=container.informers(),
+        recorder=container.recorder(),
+        backend=container.backend(),
+        gpu_informer=container.gpu_informer(),
+        card_changes=container.card_nudges(),
+    )
+    preparation.slice_informer()  # registered before the manager starts the informers
+    manager.add(PluginRunnable(preparation))
+    return preparation

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import allocator_bench
 import cel_engines
+import prepare_bench
 
 
 def main() -> None:
@@ -22,6 +23,8 @@ def main() -> None:
     allocator_bench.main()
     print()
     cel_engines.main()
+    print()
+    prepare_bench.main()
     print(f"\nbenchmarks took {time.perf_counter() - started:.0f}s")
 
 

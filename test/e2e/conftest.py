@@ -26,11 +26,15 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
+from pkg.devcluster.footprint import Footprint
+from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.images import ImageArchive, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
+PCI_IDS = ROOT / "test" / "fixtures" / "pci.ids"
+SAMPLE_CLASSES = ROOT / "config" / "samples" / "deviceclasses.yaml"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -75,6 +79,7 @@ class NodePool:
     def __init__(self, plane: ControlPlane, images: ImageArchive, work_dir: Path) -> None:
         self._plane, self._images, self._work_dir = plane, images, work_dir
         self._nodes: dict[str, RealNode] = {}
+        self._footprint = Footprint.take()
 
     def get(self, config: NodeConfig) -> RealNode:
         node = self._nodes.get(config.name)
@@ -96,7 +101,7 @@ class NodePool:
             node.stop()
             leftovers += [f"{node.name}: {item}" for item in node.leftovers()]
             node.remove_files()
-        return leftovers
+        return leftovers + [f"host entry {path}" for path in self._footprint.new_entries()]
 
 
 @pytest.fixture(scope="session")
@@ -115,3 +120,31 @@ def real_node(node_pool: NodePool) -> RealNode:
 @pytest.fixture(scope="session")
 def second_node(node_pool: NodePool) -> RealNode:
     return node_pool.get(NodeConfig(name="e2e-node-b", gpu_fixture=FIXTURES / "h100-and-l4"))
+
+
+def _components(plane: ControlPlane, node: RealNode, cards: int) -> Iterator[GpuComponents]:
+    components = GpuComponents(node=node, plane=plane, pci_ids=PCI_IDS)
+    components.start()
+    try:
+        try:
+            plane.kubectl("apply", "-f", str(SAMPLE_CLASSES))
+            wait_for_offers(plane, node.name, cards=cards)
+            components.wait_registered()
+        except Exception as exc:
+            tails = "\n".join(f"--- {p.name}:\n{p.tail(30)}" for p in components.processes)
+            raise RuntimeError(f"our components on {node.name} did not come up: {exc}\n{tails}") from exc
+        yield components
+    finally:
+        components.stop()
+
+
+@pytest.fixture(scope="session")
+def gpu_node(control_plane: ControlPlane, real_node: RealNode) -> Iterator[GpuComponents]:
+    """The first real node with gpu-node-agent and gpu-handler running: 2 x A30, offers published."""
+    yield from _components(control_plane, real_node, cards=2)
+
+
+@pytest.fixture(scope="session")
+def gpu_node_b(control_plane: ControlPlane, second_node: RealNode) -> Iterator[GpuComponents]:
+    """The second real node with our components: an H100 and an L4."""
+    yield from _components(control_plane, second_node, cards=2)

@@ -5,8 +5,10 @@ What runs where, and why:
 * **gpu-controller** runs as a process on this machine, with its node components in one namespace.
   It is the code under test: DriverReady from the validator Pod, the node gate labels, the
   DaemonSets rendered from the configuration ConfigMap.
-* **gpu-node-agent and gpu-handler** run as host processes per node (the simulated GPU host's
-  sysfs and NVML state), until their image exists; they are what makes PhysicalGPUs and offers.
+* **gpu-node-agent and gpu-handler** run as host processes per node
+  (:class:`~pkg.devcluster.gpucomponents.GpuComponents`), until their image exists; they are what
+  makes PhysicalGPUs, offers and the kubelet plugin. Nothing marks DriverReady by hand here: the
+  validator flow does.
 * **The node components' DaemonSets** run for real on the nodes (kubelet, containerd), from images
   that stand in for the real ones, because no registry is reachable: the local busybox image
   (``imagePullPolicy: Never``). The stand-in validator does the validator's job on the simulated
@@ -22,8 +24,9 @@ DaemonSet has one template for every node, so the validator mounts ``<work>/node
 (``hostRoot``) and finds its own node's folder by ``$NODE_NAME`` (the downward API, which every
 rendered container gets).
 
-``hack/demo.py`` can run the same flow: :func:`stand_in_config` gives the ConfigMap's document for a
-folder of real nodes, :class:`GpuStack` starts gpu-controller and each node's processes.
+``hack/demo.py`` and the e2e fixtures can run the same flow instead of marking DriverReady by hand:
+:func:`stand_in_config` gives the ConfigMap's document for a folder of real nodes,
+:class:`GpuStack` creates it and starts gpu-controller and each node's processes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.images import BUSYBOX_IMAGE
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess, free_port
@@ -84,7 +88,12 @@ def stand_in_config(nodes_dir: Path) -> dict[str, Any]:
                 "command": ["sh", "-c", VALIDATION],
                 "readinessCommand": ["sh", "-c", VALIDATION],
             },
-            "gpuHandler": {**local, "command": serve(8080, "healthz", "readyz")},
+            # The stand-in serves no kubelet: no plugin folders from this machine's host, no root.
+            "gpuHandler": {
+                **local,
+                "kubeletPlugin": {"enabled": False},
+                "command": serve(8080, "healthz", "readyz"),
+            },
             "dcgm": {**local, "command": serve(5555, "ready")},
             "dcgmExporter": {**local, "podResourcesPath": None, "command": serve(9400, "health")},
         },
@@ -118,22 +127,12 @@ class GpuStack:
             f"--operator-config={self.config}",
         )
 
-    def start_node(self, node: RealNode) -> None:
-        """The node's gpu-node-agent and gpu-handler over its simulated host (1 s resyncs)."""
-        root = node.host.root
-        self._start(
-            f"gpu-node-agent-{node.name}",
-            "pkg.app.gpu_node_agent",
-            f"--node-name={node.name}", f"--sysfs-root={root}", f"--host-root={root}", f"--pci-ids={PCI_IDS}",
-            "--udev=false", "--resync-period=1s", f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        )  # fmt: skip
-        self._start(
-            f"gpu-handler-{node.name}",
-            "pkg.app.gpu_handler",
-            f"--node-name={node.name}", f"--sysfs-root={root}", "--backend=simulated-nvidia",
-            f"--sim-state-dir={node.host.nvml_state}", "--enrich-period=1s",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        )  # fmt: skip
+    def start_node(self, node: RealNode) -> GpuComponents:
+        """The node's gpu-node-agent and gpu-handler (with its kubelet plugin) as host processes."""
+        components = GpuComponents(node=node, plane=self._plane, pci_ids=PCI_IDS)
+        components.start()
+        self.processes += components.processes
+        return components
 
     def wait(self, check: Callable[[], Any], *, what: str, timeout: float = 120.0) -> Any:
         """Polls ``check`` until it returns something truthy, and returns that; fails at once,

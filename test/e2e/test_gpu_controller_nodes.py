@@ -1,6 +1,7 @@
 """gpu-controller with real nodes: the validator flow and the node components' DaemonSets.
 
-On the real node (``a30-x2``), gpu-controller renders the five node components' DaemonSets from a
+On a real node of its own (``a30-x2``; the session's ``gpu_node`` marks DriverReady by hand, this
+module must not share it), gpu-controller renders the five node components' DaemonSets from a
 configuration ConfigMap (stand-in images, see ``gpu_stack``), and the real DaemonSet controller,
 scheduler, kubelet and containerd run them:
 
@@ -50,10 +51,17 @@ DRIVER_READY_ONLY = ("gpu-handler", "nv-hostengine", "dcgm-exporter")
 
 
 @pytest.fixture(scope="module")
+def gpu_host(node_pool: Any) -> RealNode:
+    """A real node with two A30s for this module alone."""
+    node: RealNode = node_pool.get(NodeConfig(name="e2e-gpuctl", gpu_fixture=FIXTURES / "a30-x2"))
+    return node
+
+
+@pytest.fixture(scope="module")
 def stack(
     kube: KubeClient,
     control_plane: ControlPlane,
-    real_node: RealNode,
+    gpu_host: RealNode,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GpuStack]:
     namespace = f"gpuctl-{uuid.uuid4().hex[:8]}"
@@ -61,10 +69,10 @@ def stack(
     gpu_stack = GpuStack(
         plane=control_plane, work=tmp_path_factory.mktemp("gpu-stack"), namespace=namespace, config=CONFIG
     )
-    gpu_stack.create_config(kube, real_node.base.parent)
+    gpu_stack.create_config(kube, gpu_host.base.parent)
     try:
         gpu_stack.start_controller()
-        gpu_stack.start_node(real_node)
+        gpu_stack.start_node(gpu_host)
         yield gpu_stack
     finally:
         # Uninstall: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
@@ -72,10 +80,14 @@ def stack(
             kube.delete(CONFIG_MAP, CONFIG, namespace)
         wait_until(lambda: not pods(kube, namespace), timeout=120, what="the node components' Pods to go")
         gpu_stack.stop()
-        for gpu in cards(kube, real_node.name):
+        for gpu in cards(kube, gpu_host.name):
             kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
+        # The gate labels the controller set on any node (others' cards included) go with it.
         gates = {LABEL_NVIDIA_PRESENT: None, LABEL_DRIVER_READY: None}
-        kube.patch(NODE, real_node.name, {"metadata": {"labels": gates}}, patch_type=PatchType.MERGE)
+        for node in kube.list(NODE)[0]:
+            kube.patch(
+                NODE, str(node.metadata.name), {"metadata": {"labels": gates}}, patch_type=PatchType.MERGE
+            )
         kube.delete(NAMESPACE, namespace)
 
 
@@ -130,9 +142,9 @@ def running_on(kube: KubeClient, namespace: str, node: str) -> dict[str, V1Pod]:
 
 
 def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
-    kube: KubeClient, stack: GpuStack, real_node: RealNode
+    kube: KubeClient, stack: GpuStack, gpu_host: RealNode
 ) -> None:
-    node, namespace = real_node.name, stack.namespace
+    node, namespace = gpu_host.name, stack.namespace
     samples: list[tuple[int, set[tuple[str, str]], bool]] = []
 
     def sample() -> bool:
@@ -166,7 +178,7 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
     )
 
     # Deleting the validator Pod takes the offers away; a missing device node keeps them away.
-    dev = real_node.host.dev
+    dev = gpu_host.host.dev
     (dev / "nvidiactl").rename(dev / "nvidiactl.hidden")
     try:
         [validator] = pods(kube, namespace, "gpu-validator", node)
@@ -204,12 +216,12 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
 
 
 def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
-    kube: KubeClient, stack: GpuStack, real_node: RealNode, node_pool: Any
+    kube: KubeClient, stack: GpuStack, gpu_host: RealNode, node_pool: Any
 ) -> None:
     namespace = stack.namespace
     everything = {"gpu-validator", *EVERYWHERE, *DRIVER_READY_ONLY}
     before = stack.wait(
-        lambda: (found := running_on(kube, namespace, real_node.name)) and set(found) == everything and found,
+        lambda: (found := running_on(kube, namespace, gpu_host.name)) and set(found) == everything and found,
         what="every component Ready on the GPU node",
     )
     generations = {
@@ -226,7 +238,7 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
     assert {str(p.metadata.labels[LABEL_COMPONENT]) for p in pods(kube, namespace, node=joined.name)} == {
         "gpu-node-agent"
     }
-    after = running_on(kube, namespace, real_node.name)
+    after = running_on(kube, namespace, gpu_host.name)
     assert {c: p.metadata.uid for c, p in after.items()} == {c: p.metadata.uid for c, p in before.items()}
     assert all(sum(s.restart_count for s in p.status.container_statuses or []) == 0 for p in after.values())
     assert {
@@ -250,6 +262,6 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
             {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": None}}},
             patch_type=PatchType.MERGE,
         )
-    assert {c: p.metadata.uid for c, p in running_on(kube, namespace, real_node.name).items()} == {
+    assert {c: p.metadata.uid for c, p in running_on(kube, namespace, gpu_host.name).items()} == {
         c: p.metadata.uid for c, p in before.items()
     }

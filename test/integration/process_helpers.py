@@ -67,7 +67,8 @@ def node_components(
     handler_args: Sequence[str] = (),
 ) -> Iterator[None]:
     """gpu-node-agent and gpu-handler (simulated backend) for one node on a fixture host, with
-    1 s resyncs; the handler must still be running when the block ends."""
+    1 s resyncs; the handler must still be running when the block ends. No kubelet runs in this
+    tier, so the handler serves no kubelet plugin (the e2e tier tests it with a real kubelet)."""
     from pkg.devcluster.processes import free_port
 
     agent = [
@@ -77,7 +78,8 @@ def node_components(
     ]  # fmt: skip
     handler = [
         f"--node-name={node}", "--backend=simulated-nvidia", f"--sysfs-root={root}",
-        f"--sim-state-dir={state}", "--enrich-period=1s", *handler_args, f"--kubeconfig={kubeconfig}",
+        f"--sim-state-dir={state}", "--enrich-period=1s", "--kubelet-plugin=false", *handler_args,
+        f"--kubeconfig={kubeconfig}",
         f"--metrics-bind-address=127.0.0.1:{metrics_port or free_port()}",
     ]  # fmt: skip
     with (

@@ -16,6 +16,8 @@ from api.gpu.v1alpha1.common import (
     Int64,
     Vendor,
 )
+from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
+from api.gpu.v1alpha1.config import GpuConfig, GpuConfigError, parse_gpu_config
 from api.gpu.v1alpha1.gpuclass import (
     KIND as GPU_CLASS_KIND,
 )
@@ -26,7 +28,6 @@ from api.gpu.v1alpha1.gpuclass import (
     DeviceType,
     Generated,
     GPUClass,
-    GPUClassParameters,
     GPUClassSpec,
     GPUClassStatus,
     MigClass,
@@ -91,6 +92,7 @@ __all__ = [
     "API_VERSION",
     "GPU_CLASS_KIND",
     "GPU_CLASS_PLURAL",
+    "GPU_CONFIG_KIND",
     "GROUP",
     "LABEL_DEVICE",
     "LABEL_NODE",
@@ -109,12 +111,13 @@ __all__ = [
     "DeviceType",
     "DriverType",
     "GPUClass",
-    "GPUClassParameters",
     "GPUClassSpec",
     "GPUClassStatus",
     "GPUOperatorConfig",
     "GPUOperatorConfigSpec",
     "Generated",
+    "GpuConfig",
+    "GpuConfigError",
     "GpuHandlerSettings",
     "Int32",
     "Int64",
@@ -148,4 +151,5 @@ __all__ = [
     "TimeSlicingInterval",
     "ValidatorSettings",
     "Vendor",
+    "parse_gpu_config",
 ]

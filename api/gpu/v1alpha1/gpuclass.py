@@ -34,7 +34,6 @@ from api.gpu.v1alpha1.physicalgpu import LABEL_DEVICE, LABEL_VENDOR
 
 KIND: Final = "GPUClass"
 PLURAL: Final = "gpuclasses"
-PARAMETERS_KIND: Final = "GPUClassParameters"
 
 # A Kubernetes resource.Quantity in its canonical string form, e.g. "12Gi", "500M", "1.5e3".
 QUANTITY_PATTERN: Final = (
@@ -268,23 +267,3 @@ class GPUClass(ApiModel):
     metadata: V1ObjectMeta = Field(default_factory=V1ObjectMeta, description="Standard object metadata.")
     spec: GPUClassSpec = Field(description="What the class selects and how its devices are shared.")
     status: GPUClassStatus | None = Field(default=None, description="State reported by the controller.")
-
-
-class GPUClassParameters(ApiModel):
-    """The opaque configuration of a DeviceClass generated from a GPUClass, for the driver
-    ``gpu.deckhouse.io`` (``spec.config[].opaque.parameters``).
-
-    The kubelet plugin receives it with every device allocated through the class (the allocation
-    result carries the class's config) and reads the sharing settings from it: the TimeSlicing
-    interval, the MPS default thread percentage. It is a versioned object of its own, so the plugin
-    can tell it from any other opaque configuration a claim may carry.
-    """
-
-    api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(
-        default=API_VERSION, alias="apiVersion", description="API version of the parameters."
-    )
-    kind: Literal["GPUClassParameters"] = Field(
-        default=PARAMETERS_KIND, description="Kind of the parameters."
-    )
-    gpu_class: str = Field(min_length=1, alias="gpuClass", description="The GPUClass they come from.")
-    sharing: Sharing = Field(default_factory=Sharing, description="The class's sharing policy.")

@@ -133,8 +133,31 @@ class ValidatorSettings(ComponentSettings):
     )
 
 
+HOST_PATH_PATTERN: Final = r"^/[^\s]*[^/\s]$"
+
+
+class KubeletPluginSettings(ConfigModel):
+    """gpu-handler's kubelet plugin (NodePrepareResources/NodeUnprepareResources, docs/kubelet-plugin.md)."""
+
+    enabled: bool = Field(default=True, description="Serve the kubelet (--kubelet-plugin).")
+    kubelet_root: str = Field(
+        default="/var/lib/kubelet",
+        pattern=HOST_PATH_PATTERN,
+        description="The kubelet's root folder on the nodes.",
+    )
+    cdi_dir: str = Field(
+        default="/var/run/cdi",
+        pattern=HOST_PATH_PATTERN,
+        description="Where the container runtime reads CDI specs.",
+    )
+    lock_timeout: Duration = Field(default="30s", description="How long a prepare waits for the node lock.")
+
+
 class GpuHandlerSettings(ComponentSettings):
     backend: str = Field(default="nvidia", min_length=1, description="Vendor backend (--backend).")
+    kubelet_plugin: KubeletPluginSettings = Field(
+        default_factory=KubeletPluginSettings, description="The kubelet plugin; root and privileged while on."
+    )
     runtime_class_name: str | None = Field(default=None, description="RuntimeClass of the Pods.")
     enrich_period: Duration = Field(default="60s", description="Re-read period (--enrich-period).")
     publish: bool = Field(default=True, description="Publish ResourceSlices (--publish).")

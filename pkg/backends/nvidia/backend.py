@@ -14,6 +14,7 @@ when MIG is supported and its mode was read; every optional value only when NVML
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from api.gpu.v1alpha1 import (
     LABEL_DEVICE,
@@ -33,6 +34,7 @@ from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.health import check_driver, check_health
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.nvidia.nvml_port import Nvml
+from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.registry import VendorIdentity
@@ -44,9 +46,21 @@ from pkg.hardware.pci import PciDevice
 class NvidiaBackend:
     """Reads NVIDIA cards through ``nvml``; thread-safe as the adapter is."""
 
-    def __init__(self, *, nvml: Nvml, identity: VendorIdentity = IDENTITY) -> None:
+    def __init__(
+        self,
+        *,
+        nvml: Nvml,
+        identity: VendorIdentity = IDENTITY,
+        dev_root: Path = Path("/dev"),
+        proc_root: Path = Path("/proc"),
+    ) -> None:
         self._nvml = nvml
         self._identity = identity
+        self._preparer = NvidiaPreparer(nvml=nvml, dev_root=dev_root, proc_root=proc_root)
+
+    @property
+    def preparer(self) -> NvidiaPreparer:
+        return self._preparer
 
     @property
     def identity(self) -> VendorIdentity:

@@ -37,7 +37,7 @@ class NvidiaPlugin:
         from pkg.backends.nvidia.backend import NvidiaBackend  # noqa: PLC0415
         from pkg.backends.nvidia.nvml import PynvmlAdapter  # noqa: PLC0415
 
-        return NvidiaBackend(nvml=PynvmlAdapter())
+        return NvidiaBackend(nvml=PynvmlAdapter(), dev_root=options.dev_root, proc_root=options.proc_root)
 
 
 NVIDIA: Final = NvidiaPlugin()

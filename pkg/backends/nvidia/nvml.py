@@ -27,13 +27,25 @@ from typing import Any, Final, TypeVar
 
 import pynvml
 
-from pkg.backends.nvidia.nvml_port import GpuInstanceProfileInfo, NvmlError, NvmlReturn, RemappedRows
+from pkg.backends.nvidia.nvml_port import (
+    GPU_INSTANCE_PROFILE_COUNT,
+    ComputeInstanceInfo,
+    GpuInstanceInfo,
+    GpuInstanceProfileInfo,
+    NvmlError,
+    NvmlReturn,
+    RemappedRows,
+)
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _MAX_PLACEMENTS: Final = 32  # more than any card's memory slices (8 on A100/H100/B200)
 _MIG_NAME_PREFIX: Final = "MIG "
+_COMPUTE_INSTANCE_PROFILE_COUNT: Final = 9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+_ENGINE_PROFILE_SHARED: Final = 0  # NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+# A profile index the card or driver does not have answers one of these; the walk skips it.
+_ABSENT_PROFILE: Final = (NvmlReturn.NOT_SUPPORTED, NvmlReturn.INVALID_ARGUMENT, NvmlReturn.NOT_FOUND)
 
 
 class PynvmlAdapter:
@@ -180,6 +192,143 @@ class PynvmlAdapter:
     def clocks_event_reasons(self, address: str) -> int:
         call = "nvmlDeviceGetCurrentClocksEventReasons"
         return int(self._device(call, address, self._nvml.nvmlDeviceGetCurrentClocksEventReasons))
+
+    # -- device preparation ----------------------------------------------------------------------
+
+    def minor_number(self, address: str) -> int:
+        return int(self._device("nvmlDeviceGetMinorNumber", address, self._nvml.nvmlDeviceGetMinorNumber))
+
+    def running_processes(self, address: str) -> list[int]:
+        def query(handle: Any) -> list[int]:
+            pids = {int(p.pid) for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)}
+            pids |= {int(p.pid) for p in self._nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)}
+            return sorted(pids)
+
+        return self._device("nvmlDeviceGetComputeRunningProcesses", address, query)
+
+    def set_mig_mode(self, address: str, mode: int) -> None:
+        def change(handle: Any) -> None:
+            self._nvml.nvmlDeviceSetMigMode(handle, mode)
+
+        self._device("nvmlDeviceSetMigMode", address, change)
+
+    def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:
+        def query(handle: Any) -> list[GpuInstanceInfo]:
+            found = []
+            for index in range(GPU_INSTANCE_PROFILE_COUNT):
+                profile = self._optional(self._nvml.nvmlDeviceGetGpuInstanceProfileInfo, handle, index)
+                if profile is None or not profile.instanceCount:
+                    continue
+                instances = (self._nvml.c_nvmlGpuInstance_t * int(profile.instanceCount))()
+                count = ctypes.c_uint(int(profile.instanceCount))
+                self._nvml.nvmlDeviceGetGpuInstances(handle, profile.id, instances, ctypes.byref(count))
+                found += [
+                    _gpu_instance(self._nvml.nvmlGpuInstanceGetInfo(gi)) for gi in instances[: count.value]
+                ]
+            return sorted(found, key=lambda gi: gi.id)
+
+        return self._device("nvmlDeviceGetGpuInstances", address, query)
+
+    def create_gpu_instance(self, address: str, *, profile_id: int, start: int, size: int) -> GpuInstanceInfo:
+        def create(handle: Any) -> GpuInstanceInfo:
+            placement = self._nvml.c_nvmlGpuInstancePlacement_t()
+            placement.start, placement.size = start, size
+            gi = self._nvml.nvmlDeviceCreateGpuInstanceWithPlacement(
+                handle, profile_id, ctypes.byref(placement)
+            )
+            return _gpu_instance(self._nvml.nvmlGpuInstanceGetInfo(gi))
+
+        return self._device("nvmlDeviceCreateGpuInstanceWithPlacement", address, create)
+
+    def destroy_gpu_instance(self, address: str, gpu_instance: int) -> None:
+        def destroy(handle: Any) -> None:
+            self._nvml.nvmlGpuInstanceDestroy(self._nvml.nvmlDeviceGetGpuInstanceById(handle, gpu_instance))
+
+        self._device("nvmlGpuInstanceDestroy", address, destroy)
+
+    def compute_instances(self, address: str, gpu_instance: int) -> list[ComputeInstanceInfo]:
+        def query(handle: Any) -> list[ComputeInstanceInfo]:
+            gi = self._nvml.nvmlDeviceGetGpuInstanceById(handle, gpu_instance)
+            found = []
+            for profile in self._compute_profiles(gi):
+                instances = (self._nvml.c_nvmlComputeInstance_t * int(profile.instanceCount))()
+                count = ctypes.c_uint(int(profile.instanceCount))
+                self._nvml.nvmlGpuInstanceGetComputeInstances(gi, profile.id, instances, ctypes.byref(count))
+                found += [
+                    _compute_instance(self._nvml.nvmlComputeInstanceGetInfo(ci))
+                    for ci in instances[: count.value]
+                ]
+            return sorted(found, key=lambda ci: ci.id)
+
+        return self._device("nvmlGpuInstanceGetComputeInstances", address, query)
+
+    def create_compute_instance(self, address: str, gpu_instance: int) -> ComputeInstanceInfo:
+        def create(handle: Any) -> ComputeInstanceInfo:
+            gi = self._nvml.nvmlDeviceGetGpuInstanceById(handle, gpu_instance)
+            profiles = self._compute_profiles(gi)
+            if not profiles:
+                raise self._nvml.NVMLError(int(NvmlReturn.NOT_SUPPORTED))
+            whole = max(profiles, key=lambda p: int(p.sliceCount))
+            ci = self._nvml.nvmlGpuInstanceCreateComputeInstance(gi, whole.id)
+            return _compute_instance(self._nvml.nvmlComputeInstanceGetInfo(ci))
+
+        return self._device("nvmlGpuInstanceCreateComputeInstance", address, create)
+
+    def destroy_compute_instance(self, address: str, gpu_instance: int, compute_instance: int) -> None:
+        def destroy(handle: Any) -> None:
+            gi = self._nvml.nvmlDeviceGetGpuInstanceById(handle, gpu_instance)
+            ci = self._nvml.nvmlGpuInstanceGetComputeInstanceById(gi, compute_instance)
+            self._nvml.nvmlComputeInstanceDestroy(ci)
+
+        self._device("nvmlComputeInstanceDestroy", address, destroy)
+
+    def mig_device_uuid(self, address: str, gpu_instance: int, compute_instance: int) -> str:
+        def query(handle: Any) -> str:
+            for index in range(int(self._nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+                mig = self._optional(self._nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, index)
+                if mig is None:
+                    continue
+                if (
+                    int(self._nvml.nvmlDeviceGetGpuInstanceId(mig)) == gpu_instance
+                    and int(self._nvml.nvmlDeviceGetComputeInstanceId(mig)) == compute_instance
+                ):
+                    return _text(self._nvml.nvmlDeviceGetUUID(mig))
+            raise self._nvml.NVMLError(int(NvmlReturn.NOT_FOUND))
+
+        return self._device("nvmlDeviceGetMigDeviceHandleByIndex", address, query)
+
+    def _compute_profiles(self, gi: Any) -> list[Any]:
+        """The compute-instance profiles the GPU instance supports (shared engines)."""
+        profiles = []
+        for index in range(_COMPUTE_INSTANCE_PROFILE_COUNT):
+            profile = self._optional(
+                self._nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, index, _ENGINE_PROFILE_SHARED
+            )
+            if profile is not None and int(profile.instanceCount):
+                profiles.append(profile)
+        return profiles
+
+    def _optional(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """``fn(*args)``, or None when NVML says the thing asked for does not exist here."""
+        try:
+            return fn(*args)
+        except self._nvml.NVMLError as exc:
+            if int(getattr(exc, "value", 0)) in _ABSENT_PROFILE:
+                return None
+            raise
+
+
+def _gpu_instance(info: Any) -> GpuInstanceInfo:
+    return GpuInstanceInfo(
+        id=int(info.id),
+        profile_id=int(info.profileId),
+        start=int(info.placement.start),
+        size=int(info.placement.size),
+    )
+
+
+def _compute_instance(info: Any) -> ComputeInstanceInfo:
+    return ComputeInstanceInfo(id=int(info.id), profile_id=int(info.profileId))
 
 
 def _error(call: str, address: str | None, exc: Any) -> NvmlError:

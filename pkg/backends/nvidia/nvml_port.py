@@ -34,12 +34,15 @@ class NvmlReturn(IntEnum):
     NOT_SUPPORTED = 3
     NO_PERMISSION = 4
     NOT_FOUND = 6
+    INSUFFICIENT_SIZE = 7
     DRIVER_NOT_LOADED = 9
     LIBRARY_NOT_FOUND = 12
     FUNCTION_NOT_FOUND = 13
     GPU_IS_LOST = 15
     RESET_REQUIRED = 16
     LIB_RM_VERSION_MISMATCH = 18
+    IN_USE = 19
+    INSUFFICIENT_RESOURCES = 23
     UNKNOWN = 999
 
 
@@ -83,6 +86,24 @@ class GpuInstanceProfileInfo:
     encoder_count: int
     jpeg_count: int
     ofa_count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuInstanceInfo:
+    """``nvmlGpuInstanceInfo_t``: a GPU instance, its profile ID and its placement in memory slices."""
+
+    id: int
+    profile_id: int
+    start: int
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeInstanceInfo:
+    """``nvmlComputeInstanceInfo_t``: a compute instance of a GPU instance and its profile ID."""
+
+    id: int
+    profile_id: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,5 +159,43 @@ class Nvml(Protocol):
     def remapped_rows(self, address: str) -> RemappedRows: ...
 
     def clocks_event_reasons(self, address: str) -> int: ...
+
+    # -- device preparation: what NodePrepare changes on a card ------------------------------------
+
+    def minor_number(self, address: str) -> int:
+        """The card's ``/dev/nvidia<N>``."""
+        ...
+
+    def running_processes(self, address: str) -> list[int]:
+        """PIDs of compute and graphics processes on the card (empty: the card is idle)."""
+        ...
+
+    def set_mig_mode(self, address: str, mode: int) -> None:
+        """``nvmlDeviceSetMigMode``; ``IN_USE`` while processes or instances exist."""
+        ...
+
+    def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:
+        """Every GPU instance of the card, of every profile."""
+        ...
+
+    def create_gpu_instance(self, address: str, *, profile_id: int, start: int, size: int) -> GpuInstanceInfo:
+        """``nvmlDeviceCreateGpuInstanceWithPlacement``: exactly at ``start``, never elsewhere."""
+        ...
+
+    def destroy_gpu_instance(self, address: str, gpu_instance: int) -> None:
+        """``IN_USE`` while it has compute instances; ``NOT_FOUND`` when it does not exist."""
+        ...
+
+    def compute_instances(self, address: str, gpu_instance: int) -> list[ComputeInstanceInfo]: ...
+
+    def create_compute_instance(self, address: str, gpu_instance: int) -> ComputeInstanceInfo:
+        """The compute instance that spans the whole GPU instance (its largest CI profile)."""
+        ...
+
+    def destroy_compute_instance(self, address: str, gpu_instance: int, compute_instance: int) -> None: ...
+
+    def mig_device_uuid(self, address: str, gpu_instance: int, compute_instance: int) -> str:
+        """The ``MIG-…`` UUID of the MIG device a GPU/compute instance pair makes."""
+        ...
 
     def close(self) -> None: ...

@@ -25,6 +25,7 @@ from pkg.backends.backend import BackendOptions, CardVerdict, VendorBackend, Ver
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.registry import VendorIdentity
+from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 
 logger = logging.getLogger(__name__)
@@ -37,8 +38,15 @@ _REASON = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 class SimulatedBackend(NvidiaBackend):
     """:class:`NvidiaBackend` over :class:`SimulatedNvml`; ``state_dir`` holds health overrides."""
 
-    def __init__(self, *, nvml: SimulatedNvml, state_dir: Path | None = None) -> None:
-        super().__init__(nvml=nvml)
+    def __init__(
+        self,
+        *,
+        nvml: SimulatedNvml,
+        state_dir: Path | None = None,
+        dev_root: Path = Path("/dev"),
+        proc_root: Path = Path("/proc"),
+    ) -> None:
+        super().__init__(nvml=nvml, dev_root=dev_root, proc_root=proc_root)
         self._state_dir = state_dir
 
     def health(self, gpu: PhysicalGPU) -> CardVerdict:
@@ -76,8 +84,12 @@ class SimulatedNvidiaPlugin:
         return IDENTITY
 
     def create(self, options: BackendOptions) -> VendorBackend:
-        nvml = SimulatedNvml(node_name=options.node_name, sysfs_root=options.sysfs_root)
-        return SimulatedBackend(nvml=nvml, state_dir=options.state_dir)
+        # The driver's state is the node's: kept in the state folder, shared by every process there.
+        driver = SimulatedDriverState(options.state_dir / "driver" if options.state_dir else None)
+        nvml = SimulatedNvml(node_name=options.node_name, sysfs_root=options.sysfs_root, state=driver)
+        return SimulatedBackend(
+            nvml=nvml, state_dir=options.state_dir, dev_root=options.dev_root, proc_root=options.proc_root
+        )
 
 
 SIMULATED_NVIDIA: Final = SimulatedNvidiaPlugin()

@@ -11,10 +11,21 @@ address is in ``mig_enabled``, ``NOT_SUPPORTED`` for queries a model does not of
 L4, retired pages on Ampere and newer, which remap rows instead), and profile queries answered
 with MIG disabled only from driver R550 on. UUIDs are derived from node name and address, so
 they are stable across restarts and differ between nodes.
+
+What NodePrepare changes lives in :class:`~pkg.backends.simulated.driver_state.SimulatedDriverState`
+(shared by every process of the node, as a real driver's state is) and follows NVML's rules: MIG
+mode changes only while the card has no processes and no instances (``IN_USE``); a GPU instance is
+created only at one of its profile's placements (``INVALID_ARGUMENT``), only on free memory slices
+and within the profile's instance count (``INSUFFICIENT_RESOURCES``), only with MIG enabled
+(``NOT_SUPPORTED``); a GPU instance with compute instances cannot be destroyed (``IN_USE``); a
+missing instance is ``NOT_FOUND``. Minor numbers come from the driver's
+``proc/driver/nvidia/gpus/<address>/information`` in the host tree, as the real library learns
+them from the driver, else from probe (PCI address) order.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -25,6 +36,8 @@ from pkg.backends.nvidia.mig import FIRST_DRIVER_WITH_PROFILES_WHILE_DISABLED
 from pkg.backends.nvidia.nvml_port import (
     MIG_DISABLED,
     MIG_ENABLED,
+    ComputeInstanceInfo,
+    GpuInstanceInfo,
     GpuInstanceProfileInfo,
     NvmlError,
     NvmlReturn,
@@ -32,15 +45,23 @@ from pkg.backends.nvidia.nvml_port import (
 )
 from pkg.backends.nvidia.profiles import ModelFacts
 from pkg.backends.simulated.data import CUDA_DRIVER_VERSION, DRIVER_VERSION, SimulatedModel, models
+from pkg.backends.simulated.driver_state import (
+    CardState,
+    ComputeInstanceState,
+    GpuInstanceState,
+    SimulatedDriverState,
+)
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
 _CLOCKS_EVENT_GPU_IDLE: Final = 0x1
 _FIRST_ROW_REMAPPING_ARCH: Final = 7  # Ampere: row remapping replaces page retirement
 _DRIVER_MAJOR = re.compile(r"^(\d+)\.")
+_DEVICE_MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
+_WHOLE_COMPUTE_INSTANCE_PROFILE: Final = 0  # one profile per GPU instance in the simulation
 
 
 class SimulatedNvml:
-    """NVML for the simulated cards of one node. Stateless apart from its settings: thread-safe."""
+    """NVML for the simulated cards of one node. Thread-safe; the driver state is process-safe too."""
 
     def __init__(
         self,
@@ -50,12 +71,13 @@ class SimulatedNvml:
         driver_version: str = DRIVER_VERSION,
         cuda_driver_version: int = CUDA_DRIVER_VERSION,
         mig_enabled: Iterable[str] = (),
+        state: SimulatedDriverState | None = None,
     ) -> None:
         self._node = node_name
         self._sysfs = sysfs_root
         self._driver = driver_version
         self._cuda = cuda_driver_version
-        self._mig_enabled = frozenset(mig_enabled)
+        self.state = state or SimulatedDriverState(mig_enabled=mig_enabled)
 
     def driver_version(self) -> str:
         return self._driver
@@ -95,7 +117,7 @@ class SimulatedNvml:
 
     def mig_mode(self, address: str) -> tuple[int, int]:
         self._mig("nvmlDeviceGetMigMode", address)
-        mode = MIG_ENABLED if address in self._mig_enabled else MIG_DISABLED
+        mode = self.state.card(address).mig_mode
         return mode, mode
 
     def gpu_instance_profile_info(self, address: str, profile_index: int) -> GpuInstanceProfileInfo:
@@ -128,6 +150,127 @@ class SimulatedNvml:
         self._model("nvmlDeviceGetCurrentClocksEventReasons", address)
         return _CLOCKS_EVENT_GPU_IDLE
 
+    # -- device preparation ----------------------------------------------------------------------
+
+    def minor_number(self, address: str) -> int:
+        self._model("nvmlDeviceGetMinorNumber", address)
+        info = self._sysfs / "proc" / "driver" / "nvidia" / "gpus" / address / "information"
+        try:
+            match = _DEVICE_MINOR.search(info.read_text())
+        except OSError:
+            match = None
+        if match is not None:
+            return int(match.group(1))
+        return self._probe_order().index(address)
+
+    def running_processes(self, address: str) -> list[int]:
+        self._model("nvmlDeviceGetComputeRunningProcesses", address)
+        return list(self.state.card(address).processes)
+
+    def set_mig_mode(self, address: str, mode: int) -> None:
+        call = "nvmlDeviceSetMigMode"
+        self._mig(call, address)
+        if mode not in (MIG_DISABLED, MIG_ENABLED):
+            raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
+
+        def switch(card: CardState) -> None:
+            if card.mig_mode == mode:
+                return
+            if card.processes or card.gpu_instances:
+                raise _error(call, address, NvmlReturn.IN_USE)
+            card.mig_mode = mode
+
+        self.state.change(address, switch)
+
+    def gpu_instances(self, address: str) -> list[GpuInstanceInfo]:
+        self._enabled("nvmlDeviceGetGpuInstances", address)
+        return [_gpu_instance(gi) for gi in self.state.card(address).gpu_instances]
+
+    def create_gpu_instance(self, address: str, *, profile_id: int, start: int, size: int) -> GpuInstanceInfo:
+        call = "nvmlDeviceCreateGpuInstanceWithPlacement"
+        facts = self._mig(call, address)
+        profile = facts.profile_by_id(profile_id)
+        if profile is None or (start, size) not in profile.placements:
+            raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
+
+        def create(card: CardState) -> GpuInstanceInfo:
+            if card.mig_mode != MIG_ENABLED:
+                raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+            taken = {s for gi in card.gpu_instances for s in range(gi.start, gi.start + gi.size)}
+            same_profile = sum(1 for gi in card.gpu_instances if gi.profile_id == profile_id)
+            if taken & set(range(start, start + size)) or same_profile >= profile.info.instance_count:
+                raise _error(call, address, NvmlReturn.INSUFFICIENT_RESOURCES)
+            used = {gi.id for gi in card.gpu_instances}
+            new = GpuInstanceState(
+                id=min(i for i in range(1, len(used) + 2) if i not in used),
+                profile_id=profile_id,
+                start=start,
+                size=size,
+            )
+            card.gpu_instances.append(new)
+            return _gpu_instance(new)
+
+        return self.state.change(address, create)
+
+    def destroy_gpu_instance(self, address: str, gpu_instance: int) -> None:
+        call = "nvmlGpuInstanceDestroy"
+        self._model(call, address)
+
+        def destroy(card: CardState) -> None:
+            gi = card.gpu_instance(gpu_instance)
+            if gi is None:
+                raise _error(call, address, NvmlReturn.NOT_FOUND)
+            if gi.compute_instances:
+                raise _error(call, address, NvmlReturn.IN_USE)
+            card.gpu_instances.remove(gi)
+
+        self.state.change(address, destroy)
+
+    def compute_instances(self, address: str, gpu_instance: int) -> list[ComputeInstanceInfo]:
+        gi = self.state.card(address).gpu_instance(gpu_instance)
+        if gi is None:
+            raise _error("nvmlDeviceGetGpuInstanceById", address, NvmlReturn.NOT_FOUND)
+        return [ComputeInstanceInfo(id=ci.id, profile_id=ci.profile_id) for ci in gi.compute_instances]
+
+    def create_compute_instance(self, address: str, gpu_instance: int) -> ComputeInstanceInfo:
+        call = "nvmlGpuInstanceCreateComputeInstance"
+        self._model(call, address)
+
+        def create(card: CardState) -> ComputeInstanceInfo:
+            gi = card.gpu_instance(gpu_instance)
+            if gi is None:
+                raise _error("nvmlDeviceGetGpuInstanceById", address, NvmlReturn.NOT_FOUND)
+            if gi.compute_instances:  # the whole-instance profile leaves no room for a second one
+                raise _error(call, address, NvmlReturn.INSUFFICIENT_RESOURCES)
+            ci = ComputeInstanceState(id=0, profile_id=_WHOLE_COMPUTE_INSTANCE_PROFILE)
+            gi.compute_instances.append(ci)
+            return ComputeInstanceInfo(id=ci.id, profile_id=ci.profile_id)
+
+        return self.state.change(address, create)
+
+    def destroy_compute_instance(self, address: str, gpu_instance: int, compute_instance: int) -> None:
+        call = "nvmlComputeInstanceDestroy"
+        self._model(call, address)
+
+        def destroy(card: CardState) -> None:
+            gi = card.gpu_instance(gpu_instance)
+            ci = next((c for c in gi.compute_instances if c.id == compute_instance), None) if gi else None
+            if gi is None or ci is None:
+                raise _error(call, address, NvmlReturn.NOT_FOUND)
+            gi.compute_instances.remove(ci)
+
+        self.state.change(address, destroy)
+
+    def mig_device_uuid(self, address: str, gpu_instance: int, compute_instance: int) -> str:
+        call = "nvmlDeviceGetMigDeviceHandleByIndex"
+        self._model(call, address)
+        gi = self.state.card(address).gpu_instance(gpu_instance)
+        if gi is None or all(ci.id != compute_instance for ci in gi.compute_instances):
+            raise _error(call, address, NvmlReturn.NOT_FOUND)
+        return (
+            f"MIG-{uuid.uuid5(_UUID_NAMESPACE, f'{self._node}/{address}/{gpu_instance}/{compute_instance}')}"
+        )
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -138,7 +281,7 @@ class SimulatedNvml:
         try:
             vendor = (device / "vendor").read_text().strip().removeprefix("0x")
             device_id = (device / "device").read_text().strip().removeprefix("0x")
-            driver = (device / "driver").resolve(strict=True).name
+            driver = os.path.basename(os.readlink(device / "driver"))
         except OSError:
             raise _error(call, address, NvmlReturn.NOT_FOUND) from None
         model = models().get(device_id) if vendor == "10de" and driver == "nvidia" else None
@@ -158,13 +301,34 @@ class SimulatedNvml:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
         return facts
 
+    def _enabled(self, call: str, address: str) -> ModelFacts:
+        facts = self._mig(call, address)
+        if self.state.card(address).mig_mode != MIG_ENABLED:
+            raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+        return facts
+
+    def _probe_order(self) -> list[str]:
+        devices = self._sysfs / "bus" / "pci" / "devices"
+        found = []
+        for address in sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []:
+            try:
+                self._model("probe", address)
+            except NvmlError:
+                continue
+            found.append(address)
+        return found
+
     def _profiles(self, call: str, address: str) -> ModelFacts:
         facts = self._mig(call, address)
         match = _DRIVER_MAJOR.match(self._driver)
         old_driver = match is not None and int(match.group(1)) < FIRST_DRIVER_WITH_PROFILES_WHILE_DISABLED
-        if old_driver and address not in self._mig_enabled:
+        if old_driver and self.state.card(address).mig_mode != MIG_ENABLED:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
         return facts
+
+
+def _gpu_instance(gi: GpuInstanceState) -> GpuInstanceInfo:
+    return GpuInstanceInfo(id=gi.id, profile_id=gi.profile_id, start=gi.start, size=gi.size)
 
 
 def _error(call: str, address: str, code: NvmlReturn) -> NvmlError:

@@ -7,8 +7,9 @@ the old one still serves, so each instance names its sockets after its own ident
 both registrations and uses the newest; when the old Pod stops and removes its registration socket,
 nothing is left that fails a prepare. (NVIDIA's driver runs maxUnavailable 100% for want of this.)
 
-A unix socket path is limited to 108 bytes; like the upstream helper, a shorter hashed name is
-used when the readable one does not fit. Sockets are 0600: only root (the kubelet) may connect.
+A unix socket path is limited to 108 bytes by the kernel, and gRPC's core refuses paths of 106
+bytes or more (measured with grpcio 1.85); like the upstream helper, a shorter hashed name is used
+when the readable one does not fit. Sockets are 0600: only root (the kubelet) may connect.
 
 An instance killed with SIGKILL leaves its sockets behind, and the kubelet would keep a dead
 registration. :func:`remove_dead_sockets` removes sockets of this driver that nobody serves
@@ -27,7 +28,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-UNIX_PATH_MAX = 108
+GRPC_PATH_MAX = 105  # the longest unix socket path grpcio binds
 SOCKET_MODE = 0o600
 
 
@@ -38,7 +39,7 @@ class SocketPaths:
 
 
 def _fits(path: Path) -> bool:
-    return len(str(path).encode()) < UNIX_PATH_MAX
+    return len(str(path).encode()) <= GRPC_PATH_MAX
 
 
 def _short(*parts: str, size: int) -> str:

@@ -24,8 +24,8 @@ the API's patterns before it gets here, so the quoting is a second line, not the
 
 The DeviceClass also carries ``extendedResourceName`` (``gpu.deckhouse.io/<class>`` unless the
 class names one, KEP-5004: a Pod asks with one line of ``resources.limits``) and, as opaque
-configuration for our driver, :class:`~api.gpu.v1alpha1.GPUClassParameters` with the sharing
-policy the kubelet plugin applies.
+configuration for our driver, a :class:`~api.gpu.v1alpha1.GpuConfig` with the class's sharing policy,
+which the kubelet plugin reads from every allocation of the class.
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ from kubernetes.client import (
 from api.gpu.v1alpha1 import (
     API_VERSION,
     GPU_CLASS_KIND,
+    GPU_CONFIG_KIND,
     LABEL_DEVICE,
     LABEL_VENDOR,
     DeviceType,
     GPUClass,
-    GPUClassParameters,
+    GpuConfig,
     Sharing,
     SharingStrategy,
 )
@@ -133,7 +134,9 @@ def device_class(
 ) -> V1DeviceClass:
     """The DeviceClass generated from ``gpu_class`` (same name, controlled by it)."""
     name = str(gpu_class.metadata.name)
-    parameters = GPUClassParameters(gpu_class=name, sharing=gpu_class.spec.sharing or Sharing())
+    parameters = GpuConfig(
+        api_version=API_VERSION, kind=GPU_CONFIG_KIND, sharing=gpu_class.spec.sharing or Sharing()
+    )
     return V1DeviceClass(
         api_version="resource.k8s.io/v1",
         kind="DeviceClass",

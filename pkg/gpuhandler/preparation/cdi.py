@@ -8,7 +8,8 @@ NodePrepareResources and the runtime (containerd) applies the edits: the device 
 environment a container of the device needs.
 
 The spec's ``cdiVersion`` is the oldest version that has every field used (``hostPath`` needs
-0.5.0), so older runtimes read the files too; the file is written atomically.
+0.5.0), so older runtimes read the files too; the file is written atomically (a runtime never
+reads half a spec).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from pkg.gpuhandler.preparation.atomic_file import remove_durably, write_atomically
+from pkg.backends.preparation import ContainerEdits
+from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
 
 CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
 CDI_CLASS: Final = "claim"
@@ -29,22 +30,6 @@ _FILE = re.compile(rf"^{re.escape(CDI_VENDOR)}-{CDI_CLASS}_(?P<uid>[0-9a-f-]+)\.
 # The oldest CDI version that knows a field (CDI SPEC.md, "Released versions").
 _FIELD_VERSIONS: Final = {"hostPath": (0, 5, 0), "annotations": (0, 6, 0), "additionalGids": (0, 7, 0)}
 _BASE_VERSION: Final = (0, 3, 0)
-
-
-@dataclass(frozen=True)
-class DeviceNode:
-    """A device node inside the container at ``path``, taken from ``host_path`` on the host."""
-
-    path: str
-    host_path: str
-
-
-@dataclass(frozen=True)
-class ContainerEdits:
-    """What a container of one device needs: device nodes and environment variables."""
-
-    device_nodes: tuple[DeviceNode, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
 
 
 def device_name(claim_uid: str, device: str) -> str:
@@ -108,13 +93,13 @@ class CdiSpecs:
     def write(self, claim_uid: str, devices: Mapping[str, ContainerEdits]) -> list[str]:
         """Writes the claim's spec; returns the CDI device IDs, in the order of ``devices``."""
         path = self.path_of(claim_uid)
-        write_atomically(
-            path, json.dumps(build_spec(claim_uid, devices), indent=1).encode() + b"\n", mode=0o644
-        )
+        body = json.dumps(build_spec(claim_uid, devices), indent=1).encode() + b"\n"
+        # Under /var/run: a reboot empties it, so power-loss durability buys nothing (atomic_file).
+        write_atomically(path, body, mode=0o644, durable=False)
         return [device_id(claim_uid, name) for name in devices]
 
     def remove(self, claim_uid: str) -> bool:
-        return remove_durably(self.path_of(claim_uid))
+        return remove_file(self.path_of(claim_uid), durable=False)
 
     def claims(self) -> dict[str, Path]:
         """Claim UID → spec file, for every spec file of ours in the folder."""

@@ -19,28 +19,31 @@ give a changed pool the generation it already has.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
-from kubernetes.client import V1Node, V1ResourceSlice
+from kubernetes.client import V1Node, V1OwnerReference
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends import VendorBackend
-from pkg.domain.informers import node_named
-from pkg.domain.names import DRIVER
+from pkg.domain.informers import node_named, node_resource_slices
+from pkg.dra.domain.offers import CardOffers
 from pkg.dra.domain.slices import UnsupportedServerError
-from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader
+from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader, PublishResult
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import ApiError, KubeClient
-from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.node_lock import node_lock
+from pkg.gpuhandler.publishing.handler.publish import Publisher
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
 from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
@@ -64,17 +67,30 @@ class PublishSettings:
     node_label: str
     resync_period: float
     startup_grace: float = 30.0
+    lock_path: Path | None = None  # the node lock, shared with the kubelet plugin (None: no plugin)
+    lock_timeout: float = 30.0
 
 
-def node_slices(*, informers: InformerFactory, node_name: str) -> SharedInformer[V1ResourceSlice]:
-    """This node's ResourceSlices of our driver, by field selector."""
-    return informers.get_informer(
-        RESOURCE_SLICE, field_selector=f"spec.nodeName={node_name},spec.driver={DRIVER}"
-    )
+class LockedPublisher:
+    """Publishes under the node lock, so two gpu-handler instances never publish at once."""
+
+    def __init__(self, *, publisher: ServerLayoutPublisher, lock_path: Path, timeout: float) -> None:
+        self._publisher = publisher
+        self._lock_path = lock_path
+        self._timeout = timeout
+
+    def publish(
+        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+    ) -> PublishResult:
+        with node_lock(self._lock_path, timeout=self._timeout):
+            return self._publisher.publish(node, cards, owner=owner)
 
 
-def new_publisher(*, client: KubeClient) -> ServerLayoutPublisher:
-    return ServerLayoutPublisher(kube=client, reader=KubeSliceReader(client))
+def new_publisher(*, client: KubeClient, settings: PublishSettings) -> Publisher:
+    publisher = ServerLayoutPublisher(kube=client, reader=KubeSliceReader(client))
+    if settings.lock_path is None:
+        return publisher
+    return LockedPublisher(publisher=publisher, lock_path=settings.lock_path, timeout=settings.lock_timeout)
 
 
 def new_reconciler(
@@ -83,7 +99,7 @@ def new_reconciler(
     nodes: SharedInformer[V1Node],
     gpus: SharedInformer[PhysicalGPU],
     cards: CardSpecProvider,
-    publisher: ServerLayoutPublisher,
+    publisher: Publisher,
     backend: VendorBackend,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
@@ -117,9 +133,9 @@ class PublishingContainer(containers.DeclarativeContainer):
         node_named, informers=informers, node_name=settings.provided.node_name
     )
     slice_informer = providers.Singleton(
-        node_slices, informers=informers, node_name=settings.provided.node_name
+        node_resource_slices, informers=informers, node_name=settings.provided.node_name
     )
-    publisher = providers.Singleton(new_publisher, client=client)
+    publisher = providers.Singleton(new_publisher, client=client, settings=settings)
     reconciler = providers.Singleton(
         new_reconciler,
         settings=settings,
@@ -142,6 +158,8 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
             node_name=settings.node_name,
             node_label=settings.node_label,
             resync_period=settings.publish_resync_period,
+            lock_path=settings.plugin.lock_path if settings.plugin else None,
+            lock_timeout=settings.plugin.lock_timeout if settings.plugin else 30.0,
         ),
         client=handler.client(),
         informers=handler.informers(),

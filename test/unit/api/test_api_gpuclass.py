@@ -11,7 +11,6 @@ from api.gpu.v1alpha1 import (
     GPU_CLASS_KIND,
     DeviceType,
     GPUClass,
-    GPUClassParameters,
     GPUClassSpec,
     MigClass,
     NvidiaClass,
@@ -131,18 +130,6 @@ def test_mig_profile_format(profile: str, accepted: bool) -> None:
     else:
         with pytest.raises(ValidationError, match=r"profile"):
             GPUClass.from_api_dict(data)
-
-
-def test_parameters_carry_the_sharing_policy() -> None:
-    params = GPUClassParameters(
-        gpu_class="ts", sharing=Sharing(strategy=SharingStrategy.TIME_SLICING, time_slicing=TimeSlicing())
-    )
-    assert params.to_api_dict() == {
-        "apiVersion": "gpu.deckhouse.io/v1alpha1",
-        "kind": "GPUClassParameters",
-        "gpuClass": "ts",
-        "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Default"}},
-    }
 
 
 def test_sharing_defaults_to_exclusive_and_time_slicing_to_default() -> None:

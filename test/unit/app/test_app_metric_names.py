@@ -45,6 +45,8 @@ BEFORE = {
     "gpu_workqueue_work_duration_seconds",
 }
 SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_claim_allocations_total"}
+# Added since the refactor, each on purpose: the kubelet plugin's prepare metrics (spec §13.2).
+ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds"}
 
 
 def _client(field_manager: str) -> MagicMock:
@@ -87,7 +89,8 @@ def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
         settings=HandlerSettings(node_name="n1", backend="simulated-nvidia", sysfs_root=SYSFS),
         client=_client("gpu-handler"),
         informers=InformerFactory(_client("gpu-handler")),
+        recorder=recorder,
     )
     setup_handler(manager, handler)
     exposed = {family.name for family in METRICS.registry.collect()}
-    assert exposed == BEFORE | SCRAPE_TIME
+    assert exposed == BEFORE | SCRAPE_TIME | ADDED

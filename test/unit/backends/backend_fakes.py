@@ -1,9 +1,13 @@
 """A mocked pynvml for the NVIDIA adapter and backend tests, and builders shared by vendor tests.
 
 :func:`install` patches the real ``pynvml`` module's functions with pytest-mock, so the adapter
-runs its real code (ctypes placement arrays, ``NVMLError`` translation) against cards described by
-:class:`FakeCard`. Values default to an A100-SXM4-40GB as the fact tables describe it. A call can
-be made to fail per card (``errors={"nvmlDeviceGetName": pynvml.NVML_ERROR_GPU_IS_LOST}``).
+runs its real code (ctypes placement and handle arrays, ``NVMLError`` translation) against cards
+described by :class:`FakeCard`. Values default to an A100-SXM4-40GB as the fact tables describe it.
+A call can be made to fail per card (``errors={"nvmlDeviceGetName": pynvml.NVML_ERROR_GPU_IS_LOST}``).
+
+MIG instances are handed out as real ctypes pointers (opaque handles, as the library returns
+them) to structs this module keeps; the fake resolves them back by address, so the adapter's
+arrays of handles are exercised exactly as with the C library.
 """
 
 from __future__ import annotations
@@ -49,7 +53,48 @@ class FakeCard:
     retired_pages_pending: int = pynvml.NVML_FEATURE_DISABLED
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)
     clocks_event_reasons: int = 0x1
+    minor: int = 0
+    compute_pids: tuple[int, ...] = ()
+    graphics_pids: tuple[int, ...] = ()
+    gpu_instances: list[FakeGpuInstance] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class FakeComputeInstance:
+    id: int
+    profile_id: int
+    uuid: str
+
+
+@dataclass
+class FakeGpuInstance:
+    id: int
+    profile_id: int
+    start: int
+    size: int
+    compute_instances: list[FakeComputeInstance] = field(default_factory=list)
+
+
+# Compute-instance profiles an A100 GPU instance offers, by index: (profile ID, slice count).
+CI_PROFILES = {0: (0, 1), 1: (1, 2), 2: (2, 3), 3: (3, 4), 4: (4, 7)}
+
+
+class _Handles:
+    """Opaque ctypes handles for fake GPU/compute instances and MIG devices, resolved by address."""
+
+    def __init__(self) -> None:
+        self._objects: dict[int, tuple[str, Any]] = {}
+        self._keep: list[Any] = []
+
+    def make(self, kind: type, pointer: type, obj: tuple[str, Any]) -> Any:
+        struct = kind()
+        self._keep.append(struct)
+        self._objects[ctypes.addressof(struct)] = obj
+        return ctypes.cast(ctypes.pointer(struct), pointer)
+
+    def resolve(self, handle: Any) -> tuple[str, Any]:
+        return self._objects[ctypes.addressof(handle.contents)]
 
 
 @dataclass(frozen=True)
@@ -121,7 +166,171 @@ def install(
             "nvmlDeviceGetCurrentClocksEventReasons", lambda c: c.clocks_event_reasons
         ),
     }
+    answers |= _FakeMigLibrary(cards, device).answers(answers["nvmlDeviceGetUUID"])
     return {name: mocker.patch.object(pynvml, name, side_effect=fn) for name, fn in answers.items()}
+
+
+class _FakeMigLibrary:
+    """The MIG and preparation calls of the mocked pynvml, over the cards' instance lists."""
+
+    def __init__(self, cards: Mapping[str, FakeCard], device: Any) -> None:
+        self._cards = cards
+        self._device = device
+        self._handles = _Handles()
+
+    def answers(self, card_uuid: Any) -> dict[str, Any]:
+        device = self._device
+
+        def uuid(handle: Any) -> str:
+            if isinstance(handle, _Handle):
+                return str(card_uuid(handle))
+            return str(self._mig_value(handle, lambda gi, ci: ci.uuid))
+
+        return {
+            "nvmlDeviceGetUUID": uuid,
+            "nvmlDeviceGetMinorNumber": device("nvmlDeviceGetMinorNumber", lambda c: c.minor),
+            "nvmlDeviceGetComputeRunningProcesses": device(
+                "nvmlDeviceGetComputeRunningProcesses", lambda c: _processes(c.compute_pids)
+            ),
+            "nvmlDeviceGetGraphicsRunningProcesses": device(
+                "nvmlDeviceGetGraphicsRunningProcesses", lambda c: _processes(c.graphics_pids)
+            ),
+            "nvmlDeviceSetMigMode": device("nvmlDeviceSetMigMode", _set_mig_mode),
+            "nvmlDeviceGetGpuInstances": device("nvmlDeviceGetGpuInstances", self.get_gpu_instances),
+            "nvmlDeviceCreateGpuInstanceWithPlacement": device(
+                "nvmlDeviceCreateGpuInstanceWithPlacement", self.create_gpu_instance
+            ),
+            "nvmlDeviceGetGpuInstanceById": device("nvmlDeviceGetGpuInstanceById", self.gpu_instance_by_id),
+            "nvmlGpuInstanceGetInfo": self.gpu_instance_info,
+            "nvmlGpuInstanceDestroy": self.destroy_gpu_instance,
+            "nvmlGpuInstanceGetComputeInstanceProfileInfo": self.ci_profile_info,
+            "nvmlGpuInstanceCreateComputeInstance": self.create_compute_instance,
+            "nvmlGpuInstanceGetComputeInstances": self.get_compute_instances,
+            "nvmlGpuInstanceGetComputeInstanceById": self.compute_instance_by_id,
+            "nvmlComputeInstanceGetInfo": self.compute_instance_info,
+            "nvmlComputeInstanceDestroy": self.destroy_compute_instance,
+            "nvmlDeviceGetMaxMigDeviceCount": device("nvmlDeviceGetMaxMigDeviceCount", lambda c: 7),
+            "nvmlDeviceGetMigDeviceHandleByIndex": device(
+                "nvmlDeviceGetMigDeviceHandleByIndex", self.mig_handle_by_index
+            ),
+            "nvmlDeviceGetGpuInstanceId": lambda h: self._mig_value(h, lambda gi, ci: gi.id),
+            "nvmlDeviceGetComputeInstanceId": lambda h: self._mig_value(h, lambda gi, ci: ci.id),
+        }
+
+    def _address_of(self, card: FakeCard) -> str:
+        return next(a for a, c in self._cards.items() if c is card)
+
+    def _gi_handle(self, address: str, gi: FakeGpuInstance) -> Any:
+        return self._handles.make(
+            pynvml.struct_c_nvmlGpuInstance_t, pynvml.c_nvmlGpuInstance_t, (address, gi)
+        )
+
+    def _ci_handle(self, address: str, ci: FakeComputeInstance) -> Any:
+        return self._handles.make(
+            pynvml.struct_c_nvmlComputeInstance_t, pynvml.c_nvmlComputeInstance_t, (address, ci)
+        )
+
+    def get_gpu_instances(self, card: FakeCard, profile_id: int, array: Any, count_ref: Any) -> int:
+        found = [gi for gi in card.gpu_instances if gi.profile_id == profile_id]
+        count = count_ref._obj
+        assert count.value >= len(found), "the adapter sized the array by the profile's instance count"
+        for i, gi in enumerate(found):
+            array[i] = self._gi_handle(self._address_of(card), gi)
+        count.value = len(found)
+        return pynvml.NVML_SUCCESS
+
+    def create_gpu_instance(self, card: FakeCard, profile_id: int, placement_ref: Any) -> Any:
+        placement = placement_ref._obj
+        taken = {s for gi in card.gpu_instances for s in range(gi.start, gi.start + gi.size)}
+        if taken & set(range(placement.start, placement.start + placement.size)):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES)
+        gi = FakeGpuInstance(
+            id=len(card.gpu_instances) + 1, profile_id=profile_id, start=placement.start, size=placement.size
+        )
+        card.gpu_instances.append(gi)
+        return self._gi_handle(self._address_of(card), gi)
+
+    def gpu_instance_by_id(self, card: FakeCard, gpu_instance: int) -> Any:
+        gi = next((g for g in card.gpu_instances if g.id == gpu_instance), None)
+        if gi is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return self._gi_handle(self._address_of(card), gi)
+
+    def gpu_instance_info(self, handle: Any) -> Any:
+        _address, gi = self._handles.resolve(handle)
+        info = pynvml.c_nvmlGpuInstanceInfo_t()
+        info.id, info.profileId = gi.id, gi.profile_id
+        info.placement.start, info.placement.size = gi.start, gi.size
+        return info
+
+    def destroy_gpu_instance(self, handle: Any) -> int:
+        address, gi = self._handles.resolve(handle)
+        if gi.compute_instances:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_IN_USE)
+        self._cards[address].gpu_instances.remove(gi)
+        return pynvml.NVML_SUCCESS
+
+    def ci_profile_info(self, handle: Any, index: int, engine: int, version: int = 2) -> Any:
+        _address, gi = self._handles.resolve(handle)
+        if index not in CI_PROFILES or CI_PROFILES[index][1] > gi.size:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = pynvml.c_nvmlComputeInstanceProfileInfo_v2_t()
+        info.id, info.sliceCount = CI_PROFILES[index]
+        info.instanceCount = gi.size // CI_PROFILES[index][1]
+        return info
+
+    def create_compute_instance(self, handle: Any, profile_id: int) -> Any:
+        address, gi = self._handles.resolve(handle)
+        index = len(gi.compute_instances)
+        ci = FakeComputeInstance(id=index, profile_id=profile_id, uuid=f"MIG-fake-{gi.id}-{index}")
+        gi.compute_instances.append(ci)
+        return self._ci_handle(address, ci)
+
+    def get_compute_instances(self, handle: Any, profile_id: int, array: Any, count_ref: Any) -> int:
+        address, gi = self._handles.resolve(handle)
+        found = [ci for ci in gi.compute_instances if ci.profile_id == profile_id]
+        count = count_ref._obj
+        for i, ci in enumerate(found):
+            array[i] = self._ci_handle(address, ci)
+        count.value = len(found)
+        return pynvml.NVML_SUCCESS
+
+    def compute_instance_by_id(self, handle: Any, compute_instance: int) -> Any:
+        address, gi = self._handles.resolve(handle)
+        ci = next((c for c in gi.compute_instances if c.id == compute_instance), None)
+        if ci is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return self._ci_handle(address, ci)
+
+    def compute_instance_info(self, handle: Any) -> Any:
+        _address, ci = self._handles.resolve(handle)
+        info = pynvml.c_nvmlComputeInstanceInfo_t()
+        info.id, info.profileId = ci.id, ci.profile_id
+        return info
+
+    def destroy_compute_instance(self, handle: Any) -> int:
+        address, ci = self._handles.resolve(handle)
+        for gi in self._cards[address].gpu_instances:
+            if ci in gi.compute_instances:
+                gi.compute_instances.remove(ci)
+        return pynvml.NVML_SUCCESS
+
+    def mig_handle_by_index(self, card: FakeCard, index: int) -> Any:
+        devices = [(gi, ci) for gi in card.gpu_instances for ci in gi.compute_instances]
+        if index >= len(devices):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return self._handles.make(
+            pynvml.struct_c_nvmlDevice_t, pynvml.c_nvmlDevice_t, ("mig", devices[index])
+        )
+
+    def _mig_value(self, handle: Any, pick: Any) -> Any:
+        kind, value = self._handles.resolve(handle)
+        assert kind == "mig"
+        return pick(*value)
+
+
+def _processes(pids: tuple[int, ...]) -> list[Any]:
+    return [type("Process", (), {"pid": pid})() for pid in pids]
 
 
 def _memory(card: FakeCard) -> Any:
@@ -134,6 +343,15 @@ def _mig_mode(card: FakeCard) -> list[int]:
     if card.mig_mode is None:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
     return [card.mig_mode, card.mig_mode]
+
+
+def _set_mig_mode(card: FakeCard, mode: int) -> int:
+    if card.mig_mode is None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    if card.gpu_instances or card.compute_pids:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_IN_USE)
+    card.mig_mode = mode
+    return pynvml.NVML_SUCCESS  # the activation status
 
 
 def _profile_info(card: FakeCard, index: int, version: int = 2) -> Any:

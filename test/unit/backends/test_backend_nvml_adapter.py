@@ -10,7 +10,14 @@ from backend_fakes import FakeCard, install
 from pytest_mock import MockerFixture
 
 from pkg.backends.nvidia.nvml import PynvmlAdapter
-from pkg.backends.nvidia.nvml_port import GpuInstanceProfileInfo, NvmlError, NvmlReturn, RemappedRows
+from pkg.backends.nvidia.nvml_port import (
+    ComputeInstanceInfo,
+    GpuInstanceInfo,
+    GpuInstanceProfileInfo,
+    NvmlError,
+    NvmlReturn,
+    RemappedRows,
+)
 
 A, B = "0000:3b:00.0", "0000:d8:00.0"
 
@@ -107,3 +114,47 @@ def test_a_card_without_mig_answers_not_supported(mocker: MockerFixture) -> None
     with pytest.raises(NvmlError) as caught:
         PynvmlAdapter().mig_mode(A)
     assert caught.value.not_supported
+
+
+# -- the calls NodePrepare makes ------------------------------------------------------------------
+
+
+def test_mig_mode_instances_and_uuids_through_the_library(mocker: MockerFixture) -> None:
+    card = FakeCard(minor=3)
+    install(mocker, {A: card})
+    nvml = PynvmlAdapter()
+
+    nvml.set_mig_mode(A, pynvml.NVML_DEVICE_MIG_ENABLE)
+    gi = nvml.create_gpu_instance(A, profile_id=15, start=2, size=2)
+    ci = nvml.create_compute_instance(A, gi.id)
+
+    assert nvml.mig_mode(A) == (1, 1)
+    assert nvml.minor_number(A) == 3
+    assert nvml.gpu_instances(A) == [GpuInstanceInfo(id=gi.id, profile_id=15, start=2, size=2)]
+    # The compute instance spans the whole 2-slice GPU instance: the 2-slice CI profile, not 1-slice.
+    assert nvml.compute_instances(A, gi.id) == [ComputeInstanceInfo(id=ci.id, profile_id=1)]
+    assert nvml.mig_device_uuid(A, gi.id, ci.id) == f"MIG-fake-{gi.id}-0"
+    with pytest.raises(NvmlError) as caught:
+        nvml.create_gpu_instance(A, profile_id=15, start=2, size=2)
+    assert caught.value.code == NvmlReturn.INSUFFICIENT_RESOURCES
+
+    nvml.destroy_compute_instance(A, gi.id, ci.id)
+    nvml.destroy_gpu_instance(A, gi.id)
+    assert nvml.gpu_instances(A) == []
+    assert card.gpu_instances == []
+
+
+def test_a_missing_mig_device_and_a_busy_card_keep_their_nvml_codes(mocker: MockerFixture) -> None:
+    install(mocker, {A: FakeCard(compute_pids=(11, 12), graphics_pids=(12, 13))})
+    nvml = PynvmlAdapter()
+
+    assert nvml.running_processes(A) == [11, 12, 13]
+    with pytest.raises(NvmlError) as busy:
+        nvml.set_mig_mode(A, pynvml.NVML_DEVICE_MIG_ENABLE)
+    assert (busy.value.code, busy.value.call) == (NvmlReturn.IN_USE, "nvmlDeviceSetMigMode")
+    with pytest.raises(NvmlError) as missing:
+        nvml.mig_device_uuid(A, 4, 0)
+    assert missing.value.code == NvmlReturn.NOT_FOUND
+    with pytest.raises(NvmlError) as gone:
+        nvml.destroy_gpu_instance(A, 9)
+    assert (gone.value.code, gone.value.address) == (NvmlReturn.NOT_FOUND, A)

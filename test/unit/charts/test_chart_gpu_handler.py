@@ -74,11 +74,18 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--enrich-period=60s",
         "--publish=true",
         "--publish-resync-period=5m",
+        "--kubelet-plugin=true",
+        "--kubelet-root=/var/lib/kubelet",
+        "--cdi-dir=/var/run/cdi",
+        "--dev-root=/dev",
+        "--proc-root=/proc",
+        "--prepare-lock-timeout=30s",
         "--metrics-bind-address=:8080",
     ]
     env = {item["name"]: item.get("value", item.get("valueFrom")) for item in main["env"]}
     assert env == {
         "NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        "POD_UID": {"fieldRef": {"fieldPath": "metadata.uid"}},
         "NVIDIA_VISIBLE_DEVICES": "all",
         "NVIDIA_DRIVER_CAPABILITIES": "utility",
         "LOG_LEVEL": "Info",
@@ -97,8 +104,16 @@ def test_the_handler_accepts_the_rendered_args(
     import pkg.app.gpu_handler as app
 
     monkeypatch.setenv("NODE_NAME", "gpu-node-1")
+    monkeypatch.setenv("POD_UID", "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13")
     args = app.parser().parse_args(main_container(docs)["args"])
     settings = app.settings_from(args)
+    assert settings.plugin is not None
+    assert (settings.plugin.kubelet_root, settings.plugin.cdi_dir, settings.plugin.instance) == (
+        Path("/var/lib/kubelet"),
+        Path("/var/run/cdi"),
+        "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
+    )
+    assert (settings.dev_root, settings.proc_root) == (Path("/dev"), Path("/proc"))
     assert args.command is None  # the run, not a subcommand
     assert (settings.node_name, settings.backend, settings.sysfs_root) == (
         "gpu-node-1",
@@ -108,15 +123,39 @@ def test_the_handler_accepts_the_rendered_args(
     assert (settings.enrich_period, settings.publish, settings.publish_resync_period) == (60.0, True, 300.0)
 
 
-def test_read_only_sysfs_and_no_privileges(docs: list[dict[str, Any]]) -> None:
+def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
+    docs: list[dict[str, Any]],
+) -> None:
     spec, main = pod(docs), main_container(docs)
     host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
-    assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
+    assert host_paths == {
+        "host-sys": {"path": "/sys", "type": "Directory"},
+        "kubelet-plugins": {"path": "/var/lib/kubelet/plugins", "type": "DirectoryOrCreate"},
+        "kubelet-plugins-registry": {"path": "/var/lib/kubelet/plugins_registry", "type": "Directory"},
+        "cdi": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"},
+        "host-dev": {"path": "/dev", "type": "Directory"},
+    }
     mounts = {m["name"]: m for m in main["volumeMounts"]}
     assert mounts["host-sys"] == {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}
     assert mounts["tmp"] == {"name": "tmp", "mountPath": "/tmp"}
+    # The kubelet dials the path the plugin reports, and CDI specs name host paths: same paths inside.
+    for name in ("kubelet-plugins", "kubelet-plugins-registry", "cdi", "host-dev"):
+        assert mounts[name]["mountPath"] == host_paths[name]["path"]
     for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
         assert not spec.get(host_namespace), host_namespace
+    assert spec["securityContext"]["runAsUser"] == 0
+    assert main["securityContext"]["privileged"] is True
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path) -> None:
+    docs = render(helm, {"gpuHandler.kubeletPlugin.enabled": False})
+    spec, main = pod(docs), main_container(docs)
+    host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
+    assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
+    assert "--kubelet-plugin=false" in main["args"]
+    assert not [a for a in main["args"] if a.startswith(("--kubelet-root", "--cdi-dir", "--dev-root"))]
+    assert "POD_UID" not in {e["name"] for e in main["env"]}
     assert "runtimeClassName" not in spec
     assert spec["securityContext"]["runAsNonRoot"] is True
     security = main["securityContext"]
@@ -124,6 +163,9 @@ def test_read_only_sysfs_and_no_privileges(docs: list[dict[str, Any]]) -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"] == {"drop": ["ALL"]}
+    verbs = granted_by(one(of(docs, "gpu-handler"), "ClusterRole"))
+    assert ("resource.k8s.io", "resourceclaims", "get") not in verbs
+    assert ("events.k8s.io", "events", "create") not in verbs
 
 
 def test_scheduling_defaults(docs: list[dict[str, Any]]) -> None:
@@ -137,7 +179,7 @@ def test_scheduling_defaults(docs: list[dict[str, Any]]) -> None:
     daemonset = daemon_set(docs)
     assert daemonset["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
-        "rollingUpdate": {"maxUnavailable": "10%"},
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
     }
     selector = daemonset["spec"]["selector"]["matchLabels"]
     assert selector["app.kubernetes.io/component"] == "gpu-handler"

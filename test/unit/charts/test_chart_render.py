@@ -163,6 +163,8 @@ GPU_HANDLER_PERMISSIONS = frozenset(
             for verb in ("get", "list", "watch", "create", "patch", "delete")
         ),
         *(("", "nodes", verb) for verb in ("get", "list", "watch")),
+        ("resource.k8s.io", "resourceclaims", "get"),
+        *(("events.k8s.io", "events", verb) for verb in ("create", "patch")),
     }
 )
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
@@ -1170,6 +1172,9 @@ def mutate(path: str, value: Any) -> Any:
         "dcgm.pullPolicy": "Always",
         "dcgmExporter.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "dcgmExporter.pullPolicy": "Always",
+        "gpuHandler.kubeletPlugin.kubeletRoot": "/srv/kubelet",
+        "gpuHandler.kubeletPlugin.cdiDir": "/etc/cdi",
+        "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
     }
     if path in special:

@@ -15,24 +15,51 @@ from pkg.backends.simulated.backend import SimulatedBackend
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
+from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
+from pkg.gpuhandler.preparation.setup import PluginSettings
 from pkg.gpuhandler.setup import ENRICHMENT_CONTROLLER, GpuHandlerContainer, HandlerSettings, setup_handler
 
 
 def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "from-env")
     monkeypatch.setenv("SIM_STATE_DIR", "/run/sim")
-    args = parser().parse_args(["--backend=simulated-nvidia", "--sysfs-root=/host/sys", "--enrich-period=5s"])
+    monkeypatch.setenv("POD_UID", "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13")
+    args = parser().parse_args(
+        [
+            "--backend=simulated-nvidia",
+            "--sysfs-root=/host/sys",
+            "--dev-root=/host/dev",
+            "--enrich-period=5s",
+            "--kubelet-root=/k",
+            "--cdi-dir=/run/cdi",
+            "--prepare-lock-timeout=10s",
+        ]
+    )
     settings = settings_from(args)
     assert settings == HandlerSettings(
         node_name="from-env",
         backend="simulated-nvidia",
         sysfs_root=Path("/host/sys"),
+        dev_root=Path("/host/dev"),
         state_dir=Path("/run/sim"),
         enrich_period=5.0,
+        plugin=PluginSettings(
+            node_name="from-env",
+            kubelet_root=Path("/k"),
+            instance="0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
+            cdi_dir=Path("/run/cdi"),
+            lock_timeout=10.0,
+        ),
     )
     defaults = settings_from(parser().parse_args(["--node-name=n"]))
     assert (defaults.backend, defaults.enrich_period, defaults.sysfs_root) == ("nvidia", 60.0, Path("/sys"))
+    assert defaults.plugin is not None
+    assert (defaults.plugin.kubelet_root, defaults.plugin.cdi_dir) == (
+        Path("/var/lib/kubelet"),
+        Path("/var/run/cdi"),
+    )
+    assert settings_from(parser().parse_args(["--node-name=n", "--kubelet-plugin=false"])).plugin is None
 
 
 def test_node_name_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,7 +88,9 @@ def test_setup_wires_one_informer_of_this_node_and_the_chosen_backend(mocker: An
     settings = HandlerSettings(
         node_name="N" * 70, backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2", publish=False
     )  # the publisher's informers: test_gpuhandler_publishing_setup.py
-    container = GpuHandlerContainer(settings=settings, client=client, informers=informers)
+    container = GpuHandlerContainer(
+        settings=settings, client=client, informers=informers, recorder=mocker.Mock(spec=EventRecorderLogger)
+    )
     manager = Manager()
     setup_handler(manager, container)
     scopes = {(i.kind, i.name) for i in informers.informers()}

@@ -20,6 +20,7 @@ from kubernetes.client import (
     V1Capabilities,
     V1ConfigMap,
     V1Container,
+    V1ContainerPort,
     V1DaemonSet,
     V1DaemonSetSpec,
     V1DaemonSetUpdateStrategy,
@@ -27,6 +28,7 @@ from kubernetes.client import (
     V1EnvVar,
     V1EnvVarSource,
     V1HostPathVolumeSource,
+    V1HTTPGetAction,
     V1LabelSelector,
     V1LocalObjectReference,
     V1NodeAffinity,
@@ -39,10 +41,12 @@ from kubernetes.client import (
     V1PodSecurityContext,
     V1PodSpec,
     V1PodTemplateSpec,
+    V1Probe,
     V1RollingUpdateDaemonSet,
     V1SeccompProfile,
     V1SecurityContext,
     V1Volume,
+    V1VolumeMount,
 )
 
 from api.gpu.v1alpha1 import ComponentSettings, GPUOperatorConfigSpec
@@ -61,6 +65,8 @@ from pkg.gpucontroller.names import (
 
 NON_ROOT_USER = 65532
 MAX_UNAVAILABLE = "10%"
+NVIDIA_RUNTIME_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+"""Read by the NVIDIA container runtime: every GPU's NVML view, no compute or graphics."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,7 @@ def daemon_set(
     settings: ComponentSettings,
     *,
     pod: V1PodSpec,
+    rolling_update: V1RollingUpdateDaemonSet | None = None,
 ) -> V1DaemonSet:
     """The DaemonSet of ``component`` around ``pod``, with what every component's Pods share
     (ServiceAccount, pull secrets, priority, tolerations) filled in."""
@@ -165,7 +172,8 @@ def daemon_set(
         spec=V1DaemonSetSpec(
             selector=V1LabelSelector(match_labels=selector_labels(context, component)),
             update_strategy=V1DaemonSetUpdateStrategy(
-                type="RollingUpdate", rolling_update=V1RollingUpdateDaemonSet(max_unavailable=MAX_UNAVAILABLE)
+                type="RollingUpdate",
+                rolling_update=rolling_update or V1RollingUpdateDaemonSet(max_unavailable=MAX_UNAVAILABLE),
             ),
             template=V1PodTemplateSpec(metadata=V1ObjectMeta(labels=labels(context, component)), spec=pod),
         ),
@@ -193,6 +201,38 @@ def container(
         args=list(settings.args) if settings.args is not None else own_args,
         env=[node_name_env(), *env, *(settings.env or [])],
         resources=settings.resources,
+    )
+
+
+def our_binary(
+    settings: ComponentSettings,
+    *,
+    name: str,
+    args: Sequence[str],
+    env: Sequence[V1EnvVar],
+    metrics_port: int,
+    mounts: Sequence[V1VolumeMount],
+) -> V1Container:
+    """A container of one of our binaries (``name`` is also the command): its monitoring endpoint
+    as the port named ``metrics`` with ``/healthz`` and ``/readyz`` probes, no privileges, a
+    read-only root filesystem with ``/tmp`` as an emptyDir (:func:`tmp_volume`)."""
+    main = container(settings, name=name, command=[name], args=args, env=env)
+    main.ports = [V1ContainerPort(name="metrics", container_port=metrics_port, protocol="TCP")]
+    main.liveness_probe = http_probe("/healthz", initial_delay=10)
+    main.readiness_probe = http_probe("/readyz")
+    main.security_context = restricted_container()
+    main.volume_mounts = [*mounts, V1VolumeMount(name="tmp", mount_path="/tmp")]
+    return main
+
+
+def http_probe(path: str, *, initial_delay: int | None = None) -> V1Probe:
+    """A probe of a monitoring endpoint (the container port named ``metrics``)."""
+    return V1Probe(
+        http_get=V1HTTPGetAction(path=path, port="metrics"),
+        initial_delay_seconds=initial_delay,
+        period_seconds=10,
+        timeout_seconds=5,
+        failure_threshold=3,
     )
 
 

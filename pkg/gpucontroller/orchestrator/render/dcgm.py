@@ -20,14 +20,13 @@ from kubernetes.client import (
 
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
 from pkg.gpucontroller.orchestrator.render.common import (
+    NVIDIA_RUNTIME_ENV,
     RenderContext,
     container,
     daemon_set,
     env_of,
     gate_selector,
 )
-
-NVIDIA_RUNTIME_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
 
 
 def render(context: RenderContext) -> V1DaemonSet:

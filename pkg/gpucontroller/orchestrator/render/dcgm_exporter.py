@@ -21,6 +21,7 @@ from kubernetes.client import (
 
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
 from pkg.gpucontroller.orchestrator.render.common import (
+    NVIDIA_RUNTIME_ENV,
     RenderContext,
     container,
     daemon_set,
@@ -29,7 +30,6 @@ from pkg.gpucontroller.orchestrator.render.common import (
     gate_selector,
     host_path,
 )
-from pkg.gpucontroller.orchestrator.render.dcgm import NVIDIA_RUNTIME_ENV
 
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 

@@ -9,25 +9,17 @@ privileges, capabilities or root: every file it reads is world-readable.
 
 from __future__ import annotations
 
-from kubernetes.client import (
-    V1ContainerPort,
-    V1DaemonSet,
-    V1HTTPGetAction,
-    V1PodSpec,
-    V1Probe,
-    V1VolumeMount,
-)
+from kubernetes.client import V1DaemonSet, V1PodSpec, V1VolumeMount
 
 from pkg.gpucontroller.names import Component
 from pkg.gpucontroller.orchestrator.render.common import (
     RenderContext,
-    container,
     daemon_set,
     gate_selector,
     host_path,
     logging_env,
     not_on_control_plane,
-    restricted_container,
+    our_binary,
     restricted_pod,
     tmp_volume,
 )
@@ -35,10 +27,9 @@ from pkg.gpucontroller.orchestrator.render.common import (
 
 def render(context: RenderContext) -> V1DaemonSet:
     settings = context.spec.node_agent
-    agent = container(
+    agent = our_binary(
         settings,
         name=Component.NODE_AGENT.value,
-        command=["gpu-node-agent"],
         args=[
             "--sysfs-root=/host/sys",
             "--host-root=/host",
@@ -47,17 +38,13 @@ def render(context: RenderContext) -> V1DaemonSet:
             f"--metrics-bind-address=:{settings.metrics_port}",
         ],
         env=logging_env(context.spec),
+        metrics_port=settings.metrics_port,
+        mounts=[
+            V1VolumeMount(name="host-sys", mount_path="/host/sys", read_only=True),
+            V1VolumeMount(name="host-os-release", mount_path="/host/etc/os-release", read_only=True),
+            V1VolumeMount(name="host-kernel", mount_path="/host/proc/sys/kernel", read_only=True),
+        ],
     )
-    agent.ports = [V1ContainerPort(name="metrics", container_port=settings.metrics_port, protocol="TCP")]
-    agent.liveness_probe = http_probe("/healthz", initial_delay=10)
-    agent.readiness_probe = http_probe("/readyz")
-    agent.security_context = restricted_container()
-    agent.volume_mounts = [
-        V1VolumeMount(name="host-sys", mount_path="/host/sys", read_only=True),
-        V1VolumeMount(name="host-os-release", mount_path="/host/etc/os-release", read_only=True),
-        V1VolumeMount(name="host-kernel", mount_path="/host/proc/sys/kernel", read_only=True),
-        V1VolumeMount(name="tmp", mount_path="/tmp"),
-    ]
     pod = V1PodSpec(
         containers=[agent],
         security_context=restricted_pod(),
@@ -75,14 +62,3 @@ def render(context: RenderContext) -> V1DaemonSet:
         pod.host_network = True
         pod.dns_policy = "ClusterFirstWithHostNet"
     return daemon_set(context, Component.NODE_AGENT, settings, pod=pod)
-
-
-def http_probe(path: str, *, initial_delay: int | None = None) -> V1Probe:
-    """A probe of our binaries' monitoring endpoint (the container port named ``metrics``)."""
-    return V1Probe(
-        http_get=V1HTTPGetAction(path=path, port="metrics"),
-        initial_delay_seconds=initial_delay,
-        period_seconds=10,
-        timeout_seconds=5,
-        failure_threshold=3,
-    )

@@ -8,13 +8,14 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent import futures
 from pathlib import Path
 
 import grpc
 import pytest
 
 from pkg.framework.kubeletplugin.server import KubeletPlugin
-from pkg.framework.kubeletplugin.sockets import UNIX_PATH_MAX, remove_dead_sockets, socket_paths
+from pkg.framework.kubeletplugin.sockets import GRPC_PATH_MAX, remove_dead_sockets, socket_paths
 from pkg.framework.kubeletplugin.types import (
     ClaimRef,
     DeviceHealth,
@@ -311,7 +312,7 @@ def test_socket_names_fit_the_unix_path_limit() -> None:
     paths = socket_paths(kubelet_root=deep, driver=DRIVER, instance=uid)
 
     for path in (paths.dra, paths.registration):
-        assert len(str(path).encode()) < UNIX_PATH_MAX
+        assert len(str(path).encode()) <= GRPC_PATH_MAX
         assert uid not in path.name
     assert paths.registration.name.endswith("-reg.sock")
     assert paths == socket_paths(kubelet_root=deep, driver=DRIVER, instance=uid)  # stable across restarts
@@ -344,3 +345,15 @@ def test_the_board_skips_unchanged_lists_and_watchers_see_the_latest(board: Heal
 
     assert seen == [tuple(devices), ()]
     assert list(watcher) == []
+
+
+def test_grpc_binds_a_socket_of_the_longest_path_we_allow() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="kp-"))
+    path = folder / ("s" * (GRPC_PATH_MAX - len(str(folder)) - 1))
+    assert len(str(path)) == GRPC_PATH_MAX
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    try:
+        server.add_insecure_port(f"unix://{path}")
+    finally:
+        server.stop(0)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client import V1ObjectMeta
 
-from api.gpu.v1alpha1 import GPUClass
+from api.gpu.v1alpha1 import GPUClass, parse_gpu_config
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
 from pkg.dra.domain.card import Card, MigProfileSpec, Placement
@@ -158,7 +158,7 @@ def test_extended_resource_name_defaults_to_the_class_name_while_it_fits() -> No
     assert default_extended_resource_name("a" * 64) is None
 
 
-def test_the_device_class_is_owned_and_carries_the_sharing_parameters() -> None:
+def test_the_device_class_is_owned_and_carries_the_sharing_config_the_plugin_parses() -> None:
     cls = gpu_class("ts", sharing={"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}})
     rendered = device_class(cls, uuids=None, extended_resource="gpu.deckhouse.io/ts")
     assert rendered.metadata.name == "ts"
@@ -168,11 +168,12 @@ def test_the_device_class_is_owned_and_carries_the_sharing_parameters() -> None:
     assert config.opaque.driver == "gpu.deckhouse.io"
     assert config.opaque.parameters == {
         "apiVersion": "gpu.deckhouse.io/v1alpha1",
-        "kind": "GPUClassParameters",
-        "gpuClass": "ts",
+        "kind": "GpuConfig",
         "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}},
     }
     assert rendered.spec.extended_resource_name == "gpu.deckhouse.io/ts"
+    # The kubelet plugin's own strict parser accepts it (unknown fields would fail the Prepare).
+    assert parse_gpu_config(config.opaque.parameters).sharing == cls.spec.sharing
 
 
 def test_a_class_without_uid_cannot_be_an_owner() -> None:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.devcluster.cluster import default_bin_dir
+from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
-from pkg.gpuhandler.preparation.cdi import CdiSpecs, ContainerEdits, DeviceNode, build_spec, device_id
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, build_spec, device_id
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointError,
@@ -25,7 +27,6 @@ from pkg.gpuhandler.preparation.checkpoint import (
     MigRecord,
     checksum,
 )
-from pkg.gpuhandler.preparation.node_lock import NodeLockTimeoutError, node_lock
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 

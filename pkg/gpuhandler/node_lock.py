@@ -1,8 +1,11 @@
-"""One lock for everything that changes this node's GPU state: prepares, unprepares, start-up.
+"""One lock for everything that changes this node's GPU state: prepares, unprepares, start-up,
+and the publishing of its ResourceSlices.
 
-Two gpu-handler instances run side by side during a rolling update, and the kubelet may call
-both; the checkpoint, the CDI folder and the cards themselves are shared, so every change holds
-an exclusive ``flock`` on one file beside the checkpoint. flock is released by the kernel when its
+Two gpu-handler instances run side by side during a rolling update (maxSurge 1), and the kubelet
+may call both; the checkpoint, the CDI folder, the cards themselves and the node's slice pool are
+shared, so every change holds an exclusive ``flock`` on one file beside the checkpoint. (Two
+publishes at once could give two different pool contents one generation; under the lock the second
+reads the first's slices and writes the next generation.) flock is released by the kernel when its
 holder dies, so a crashed instance never leaves the node locked. Waiting is bounded: a prepare
 that cannot get the lock in time fails with an error naming the lock, and the kubelet retries.
 """

@@ -1,0 +1,107 @@
+"""The preparation port (spec §10.1 ``Prepare``/``MigManager``): what NodePrepare asks of a vendor.
+
+The gpu-handler's Prepare pipeline decides *what* a claim needs (which card, whole or which MIG
+placement) and keeps the node's record; a :class:`CardPreparer` only does it to one card and says
+what a container then needs (:class:`ContainerEdits`: device nodes and environment). Everything
+here is idempotent, because a Prepare that died half-way is simply run again:
+
+* a MIG device is identified by its card and **placement**, never by an ID the hardware picked:
+  creating one where the same profile already sits (perhaps without its compute instance, if the
+  previous attempt died between the two calls) completes and returns it; destroying one that is
+  gone is success;
+* switching MIG mode to the mode the card is in does nothing.
+
+Failures are :class:`PreparationError` with a CamelCase ``reason`` (the prepare-failure metric's
+label) and a message naming the card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from pkg.backends.backend import BackendError
+
+REASON_CARD_BUSY: Final = "CardBusy"
+REASON_MIG_MODE: Final = "MigModeChangeFailed"
+REASON_PLACEMENT: Final = "PlacementUnavailable"
+REASON_DEVICE_NODE: Final = "DeviceNodeMissing"
+REASON_NOT_SUPPORTED: Final = "NotSupported"
+REASON_DRIVER: Final = "DriverError"
+
+
+class PreparationError(BackendError):
+    """Preparing (or releasing) a device on one card failed; nothing is left half-done by it."""
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node inside the container at ``path``, taken from ``host_path`` on the host."""
+
+    path: str
+    host_path: str
+
+
+@dataclass(frozen=True)
+class ContainerEdits:
+    """What a container of one device needs: device nodes and environment variables."""
+
+    device_nodes: tuple[DeviceNode, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MigDevice:
+    """A MIG device: its GPU instance at a placement and, once made, its compute instance."""
+
+    profile_id: int
+    start: int
+    size: int
+    gpu_instance: int
+    compute_instance: int | None = None
+    uuid: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.compute_instance is not None and self.uuid is not None
+
+    def slices(self) -> set[int]:
+        return set(range(self.start, self.start + self.size))
+
+
+class CardPreparer(Protocol):
+    """Changes one card for a claim. Must be safe to call from several threads at once (the
+    gpu-handler serialises changes of one node anyway, with its node lock)."""
+
+    def mig_enabled(self, address: str) -> bool:
+        """Whether the card runs in MIG mode (False for a card without MIG)."""
+        ...
+
+    def set_mig_mode(self, address: str, *, enabled: bool) -> None:
+        """Switches MIG mode; :data:`REASON_CARD_BUSY` while processes or instances exist."""
+        ...
+
+    def processes(self, address: str) -> Sequence[int]:
+        """PIDs running on the card: a card with any is not free."""
+        ...
+
+    def mig_devices(self, address: str) -> list[MigDevice]:
+        """Every GPU instance of the card, complete or not, by placement."""
+        ...
+
+    def create_mig_device(self, address: str, *, profile_id: int, start: int, size: int) -> MigDevice:
+        """The MIG device of ``profile_id`` exactly at ``start`` (completing a half-made one)."""
+        ...
+
+    def destroy_mig_device(self, address: str, *, start: int) -> bool:
+        """Destroys the MIG device placed at ``start``; returns whether there was one."""
+        ...
+
+    def card_edits(self, address: str) -> ContainerEdits:
+        """What a container of the whole card needs."""
+        ...
+
+    def mig_edits(self, address: str, device: MigDevice) -> ContainerEdits:
+        """What a container of one MIG device needs."""
+        ...

@@ -1,0 +1,120 @@
+"""What the simulated NVIDIA driver remembers: MIG mode, GPU and compute instances, processes.
+
+A real driver keeps this state in the kernel, shared by every process on the node, and it
+survives the death of the process that made a change. The simulation keeps it in one JSON file
+per node (``<state-dir>/driver.json``) changed only under an exclusive ``flock``, so that two
+gpu-handler instances, a test and a crashed-and-restarted process all see and change the same
+cards, and a kill -9 mid-change leaves the previous state (the file is replaced atomically).
+Without a state folder (unit tests, the offline view) the state lives in memory.
+
+Cards start with MIG disabled unless listed in ``mig_enabled``; processes exist only when a test
+puts them there (:meth:`SimulatedDriverState.set_processes`), standing in for a CUDA program that
+keeps a card busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+STATE_FILE: Final = "driver.json"
+LOCK_FILE: Final = "driver.lock"
+
+
+class ComputeInstanceState(BaseModel):
+    id: int
+    profile_id: int
+
+
+class GpuInstanceState(BaseModel):
+    id: int
+    profile_id: int
+    start: int
+    size: int
+    compute_instances: list[ComputeInstanceState] = Field(default_factory=list)
+
+
+class CardState(BaseModel):
+    mig_mode: int
+    gpu_instances: list[GpuInstanceState] = Field(default_factory=list)
+    processes: list[int] = Field(default_factory=list)
+
+    def gpu_instance(self, gpu_instance: int) -> GpuInstanceState | None:
+        return next((gi for gi in self.gpu_instances if gi.id == gpu_instance), None)
+
+
+class DriverState(BaseModel):
+    cards: dict[str, CardState] = Field(default_factory=dict)
+
+
+class SimulatedDriverState:
+    """The node's driver state; every method is atomic across threads and processes."""
+
+    def __init__(self, state_dir: Path | None = None, *, mig_enabled: Iterable[str] = ()) -> None:
+        self._dir = state_dir
+        self._mig_enabled = frozenset(mig_enabled)
+        self._memory = DriverState()
+        self._thread_lock = threading.Lock()
+
+    def card(self, address: str) -> CardState:
+        """A copy of the card's state (changes to it are not kept)."""
+        return self.change(address, lambda card: card.model_copy(deep=True), write=False)
+
+    def change(self, address: str, fn: Callable[[CardState], T], *, write: bool = True) -> T:
+        """Runs ``fn`` on the card's state under the lock and keeps what it changed."""
+        with self._locked() as state:
+            card = state.cards.get(address)
+            if card is None:
+                card = CardState(mig_mode=1 if address in self._mig_enabled else 0)
+                state.cards[address] = card
+            result = fn(card)
+            if write:
+                self._save(state)
+            return result
+
+    def set_processes(self, address: str, pids: Iterable[int]) -> None:
+        """Test hook: processes that now run on the card (an empty list: it is idle again)."""
+
+        def put(card: CardState) -> None:
+            card.processes = sorted(set(pids))
+
+        self.change(address, put)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[DriverState]:
+        with self._thread_lock:
+            if self._dir is None:
+                yield self._memory
+                return
+            self._dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield self._load()
+            finally:
+                os.close(fd)
+
+    def _load(self) -> DriverState:
+        assert self._dir is not None
+        try:
+            raw: Any = json.loads((self._dir / STATE_FILE).read_text())
+        except FileNotFoundError:
+            return DriverState()
+        return DriverState.model_validate(raw)
+
+    def _save(self, state: DriverState) -> None:
+        if self._dir is None:
+            return
+        target = self._dir / STATE_FILE
+        temporary = target.with_name(f".{STATE_FILE}.tmp")
+        temporary.write_text(state.model_dump_json(indent=1))
+        os.replace(temporary, target)

@@ -1,0 +1,192 @@
+"""Our node components on a real local node: gpu-node-agent and gpu-handler as host processes.
+
+Until the components run from an image in Pods of the chart's DaemonSets, the e2e tier and the
+demo start them as processes of this machine, configured exactly as the DaemonSets configure them
+for a real host — only the host paths point into the node's simulated GPU host: the sysfs tree,
+``/dev`` (device nodes), ``/proc`` (the driver's files), the kubelet's root folder (plugin
+sockets), the containerd's CDI folder. The gpu-handler serves the kubelet as the DRA plugin of
+``gpu.deckhouse.io``; :meth:`GpuComponents.restart_handler` restarts it, optionally with
+``GPU_HANDLER_CRASH_AT`` set, for the crash tests.
+
+``DriverReady`` is reported by the GPU validator through gpu-controller on a real cluster; until
+that runs here, :func:`mark_driver_ready` plays its part with its own field manager.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.node import RealNode
+from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
+
+VALIDATOR_STAND_IN = "gpu-validator-standin"
+
+
+class GpuComponents:
+    """gpu-node-agent and gpu-handler (simulated NVIDIA backend) for one real node."""
+
+    def __init__(
+        self,
+        *,
+        node: RealNode,
+        plane: ControlPlane,
+        pci_ids: Path,
+        handler_args: Sequence[str] = (),
+    ) -> None:
+        self.node = node
+        self._plane = plane
+        self._pci_ids = pci_ids
+        self._handler_args = list(handler_args)
+        self._instance = str(uuid.uuid4())
+        logs = node.base / "logs"
+        self.agent = self._process("gpu-node-agent", "pkg.app.gpu_node_agent", self._agent_args(), logs)
+        self.handler = self._process("gpu-handler", "pkg.app.gpu_handler", self._handler_argv(), logs)
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [self.agent, self.handler]
+
+    def logs(self) -> dict[str, Path]:
+        return {proc.name: proc.log_path for proc in self.processes}
+
+    def start(self) -> None:
+        for proc in self.processes:
+            proc.start()
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+
+    def restart_handler(self, *, env: Mapping[str, str] | None = None) -> None:
+        """Stops the handler (SIGTERM) and starts it again with ``env`` added to its environment."""
+        self.handler.stop()
+        self.handler.env = dict(env or {})
+        self.handler.start()
+
+    def kill_handler(self) -> None:
+        self.handler.kill()
+
+    def wait_registered(self, *, since: int = 0, timeout: float = 60.0) -> None:
+        """Until the kubelet has registered the handler's plugin (after byte ``since`` of its log)."""
+        wait_until(
+            lambda: "registered with the kubelet" in self._handler_log()[since:],
+            timeout=timeout,
+            what=f"the kubelet of {self.node.name} to register gpu-handler",
+            process=self.handler,
+        )
+
+    def handler_log_size(self) -> int:
+        return len(self._handler_log())
+
+    def _handler_log(self) -> str:
+        try:
+            return self.handler.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _process(self, name: str, module: str, args: list[str], logs: Path) -> ManagedProcess:
+        return ManagedProcess(
+            name=f"{name}[{self.node.name}]",
+            argv=[sys.executable, "-m", module, *args],
+            log_path=logs / f"{name}.log",
+        )
+
+    def _common(self) -> list[str]:
+        return [
+            f"--kubeconfig={self._plane.kubeconfig}",
+            f"--node-name={self.node.name}",
+            f"--sysfs-root={self.node.host.root}",
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        ]
+
+    def _agent_args(self) -> list[str]:
+        return [
+            *self._common(),
+            f"--host-root={self.node.host.root}",
+            f"--pci-ids={self._pci_ids}",
+            "--udev=false",
+            "--resync-period=30",
+        ]
+
+    def _handler_argv(self) -> list[str]:
+        host = self.node.host
+        return [
+            *self._common(),
+            "--backend=simulated-nvidia",
+            f"--sim-state-dir={host.nvml_state}",
+            f"--dev-root={host.dev}",
+            f"--proc-root={host.root / 'proc'}",
+            f"--kubelet-root={self.node.kubelet.paths.root}",
+            f"--cdi-dir={self.node.cdi_dir}",
+            f"--plugin-instance={self._instance}",
+            "--enrich-period=5",
+            *self._handler_args,
+        ]
+
+
+def mark_driver_ready(plane: ControlPlane, gpu_names: Sequence[str]) -> None:
+    """Reports ``DriverReady=True`` on each PhysicalGPU, as the GPU validator would (own field manager)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for name in gpu_names:
+        body = {
+            "apiVersion": "gpu.deckhouse.io/v1alpha1",
+            "kind": "PhysicalGPU",
+            "metadata": {"name": name},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "DriverReady",
+                        "status": "True",
+                        "reason": "ValidatorStandIn",
+                        "message": "set by the local cluster's stand-in for the GPU validator",
+                        "lastTransitionTime": now,
+                    }
+                ]
+            },
+        }
+        plane.kubectl(
+            "apply",
+            "--server-side",
+            "--subresource=status",
+            f"--field-manager={VALIDATOR_STAND_IN}",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input_text=json.dumps(body),
+        )
+
+
+def node_gpus(plane: ControlPlane, node: str) -> list[str]:
+    """Names of the node's PhysicalGPUs."""
+    out = plane.kubectl(
+        "get",
+        "physicalgpus",
+        "-l",
+        f"gpu.deckhouse.io/node={node}",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    )
+    return out.split()
+
+
+def wait_for_offers(plane: ControlPlane, node: str, *, cards: int, timeout: float = 90.0) -> None:
+    """Until the node's GPUs exist, are marked ready and their offers are published."""
+    wait_until(
+        lambda: len(node_gpus(plane, node)) == cards, timeout=timeout, what=f"{cards} PhysicalGPUs of {node}"
+    )
+    mark_driver_ready(plane, node_gpus(plane, node))
+    wait_until(
+        lambda: bool(
+            plane.kubectl(
+                "get", "resourceslices", f"--field-selector=spec.nodeName={node}", "-o", "name", check=False
+            ).strip()
+        ),
+        timeout=timeout,
+        what=f"the ResourceSlices of {node}",
+    )

@@ -1,0 +1,166 @@
+"""What a claim's allocation asks of this node: which of our offers, for which requests, configured how.
+
+Everything is read from the allocation and from the published offer, never guessed from names:
+a result names a device of our pool; the device's attributes in this node's ResourceSlices say
+what it is (``deviceType``, ``sharingStrategy``, the card's ``pciAddress``, and for MIG the
+``profileID`` and placement); the allocation's opaque configs for our driver (from the class,
+then the claim, the later winning) say how it is configured. Anything that does not fit — a
+result for another node's pool, a device this node does not publish, an attribute missing or of
+the wrong kind, a config that is not a valid :class:`~api.gpu.v1alpha1.GpuConfig` — is a
+:class:`PlanError` that names the claim, so the Prepare fails with a reason a person can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1DeviceRequestAllocationResult, V1ObjectMeta
+
+from api.gpu.v1alpha1 import DeviceType, GpuConfig, GpuConfigError, SharingStrategy, parse_gpu_config
+from pkg.domain.names import DOMAIN, DRIVER
+
+SKIP_PREPARE = "NodePrepareResources"  # a result's skipNodeOperations entry: not ours to prepare
+
+OfferLookup = Callable[[str, str], V1Device | None]
+
+
+class PlanError(ValueError):
+    """The allocation cannot be prepared here; the message names the claim."""
+
+
+@dataclass(frozen=True)
+class MigPlacement:
+    profile_id: int
+    start: int
+    size: int
+
+
+@dataclass(frozen=True)
+class PlannedDevice:
+    """One device of the claim to prepare on this node, and what it stands for."""
+
+    request: str
+    pool: str
+    device: str
+    card: str  # the physical card's PCI address
+    device_type: DeviceType
+    sharing: SharingStrategy
+    mig: MigPlacement | None = None
+    share_id: str | None = None
+    config: GpuConfig | None = None
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    namespace: str
+    name: str
+    uid: str
+    devices: tuple[PlannedDevice, ...]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def plan_claim(claim: ResourceV1ResourceClaim, *, pool: str, offers: OfferLookup) -> ClaimPlan:
+    """The devices of ``claim`` this node must prepare (results of our driver in ``pool``)."""
+    meta = claim.metadata or V1ObjectMeta()
+    label = f"claim {meta.namespace}/{meta.name}"
+    allocation = claim.status.allocation if claim.status else None
+    if allocation is None or allocation.devices is None:
+        raise PlanError(f"{label} is not allocated")
+    planned = []
+    for result in allocation.devices.results or []:
+        if result.driver != DRIVER or SKIP_PREPARE in (result.skip_node_operations or []):
+            continue
+        if result.pool != pool:
+            raise PlanError(
+                f"{label}: device {result.device} is allocated from pool {result.pool}, not {pool}"
+            )
+        device = offers(result.pool, result.device)
+        if device is None:
+            raise PlanError(f"{label}: device {result.device} is not published in pool {pool}")
+        config = _config_for(result, allocation.devices.config or [], label)
+        planned.append(_planned(result, device, config, label))
+    if not planned:
+        raise PlanError(f"{label} has no device of driver {DRIVER} to prepare")
+    return ClaimPlan(
+        namespace=str(meta.namespace), name=str(meta.name), uid=str(meta.uid), devices=tuple(planned)
+    )
+
+
+def _planned(
+    result: V1DeviceRequestAllocationResult, device: V1Device, config: GpuConfig | None, label: str
+) -> PlannedDevice:
+    where = f"{label}: device {result.device}"
+    device_type = _enum(DeviceType, _attribute(device, "deviceType", str, where), "deviceType", where)
+    sharing = _enum(
+        SharingStrategy,
+        _attribute(device, "sharingStrategy", str, where, default="Exclusive"),
+        "sharingStrategy",
+        where,
+    )
+    mig = None
+    if device_type is DeviceType.MIG:
+        size = _attribute(device, "placementSize", int, where)
+        mig = MigPlacement(
+            profile_id=_attribute(device, "profileID", int, where),
+            start=_attribute(device, "placementStart", int, where),
+            size=size,
+        )
+    return PlannedDevice(
+        request=str(result.request),
+        pool=str(result.pool),
+        device=str(result.device),
+        card=_attribute(device, "pciAddress", str, where),
+        device_type=device_type,
+        sharing=sharing,
+        mig=mig,
+        share_id=result.share_id,
+        config=config,
+    )
+
+
+def _attribute(device: V1Device, name: str, kind: type, where: str, default: Any = None) -> Any:
+    attribute = (device.attributes or {}).get(f"{DOMAIN}/{name}")
+    value = None
+    if attribute is not None:
+        value = attribute.int if kind is int else attribute.string
+    if value is None:
+        if default is not None:
+            return default
+        raise PlanError(f"{where} has no {kind.__name__} attribute {DOMAIN}/{name}")
+    return value
+
+
+def _enum(kind: Any, value: str, name: str, where: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise PlanError(f"{where} has {name} {value!r}, not one of {[k.value for k in kind]}") from None
+
+
+def _config_for(
+    result: V1DeviceRequestAllocationResult, configs: Sequence[Any], label: str
+) -> GpuConfig | None:
+    """The effective GpuConfig of a result: class configs first, then claim configs; the last wins."""
+    request = str(result.request)
+    parent = request.split("/", 1)[0]  # a subrequest "gpu/mig" is configured by "gpu" too
+    best: tuple[tuple[int, int], Any] | None = None
+    for position, config in enumerate(configs):
+        opaque = config.opaque
+        if opaque is None or opaque.driver != DRIVER:
+            continue
+        requests = config.requests or []
+        if requests and request not in requests and parent not in requests:
+            continue
+        rank = (0 if config.source == "FromClass" else 1, position)
+        if best is None or rank > best[0]:
+            best = (rank, opaque.parameters)
+    if best is None:
+        return None
+    try:
+        return parse_gpu_config(best[1])
+    except GpuConfigError as exc:
+        raise PlanError(f"{label}: the {DRIVER} config for request {request} is invalid: {exc}") from None

@@ -1,0 +1,83 @@
+"""The kubelet's health stream fed from what is prepared: each prepared device with its card's health.
+
+The stream carries the complete list of the driver's devices (KEP-4680): here every device of a
+``PrepareCompleted`` claim, with the health of its card as the enrichment last wrote it in the
+PhysicalGPU's ``HardwareHealthy`` condition (True → Healthy, False → Unhealthy, otherwise
+Unknown) and that condition's reason and message. The list is rebuilt after every
+Prepare/Unprepare and on a short period, so a card turning unhealthy reaches running Pods' status
+(``allocatedResourcesStatus``) without a new prepare. Device health from NVML events, and device
+taints, are the device-health issue's; this is the stream they will feed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.framework.kubeletplugin.types import DeviceHealth, HealthBoard, HealthStatus
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, ClaimState
+from pkg.gpuhandler.preparation.services import CheckpointStore
+
+logger = logging.getLogger(__name__)
+
+HARDWARE_HEALTHY = "HardwareHealthy"
+_STATUS = {"True": HealthStatus.HEALTHY, "False": HealthStatus.UNHEALTHY}
+
+
+class HealthFeed:
+    def __init__(
+        self,
+        *,
+        board: HealthBoard,
+        store: CheckpointStore,
+        gpus: Callable[[], Iterable[PhysicalGPU]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._board = board
+        self._store = store
+        self._gpus = gpus
+        self._clock = clock
+
+    def refresh(self) -> None:
+        try:
+            checkpoint = self._store.load()
+        except CheckpointError as exc:
+            logger.error("cannot report device health: %s", exc)
+            return
+        health = self._card_health()
+        now = int(self._clock())
+        devices = []
+        for claim in checkpoint.claims.values():
+            if claim.state is not ClaimState.PREPARE_COMPLETED:
+                continue
+            for device in claim.devices:
+                status, message = health.get(
+                    device.card, (HealthStatus.UNKNOWN, "no HardwareHealthy reported")
+                )
+                devices.append(
+                    DeviceHealth(
+                        pool=device.pool,
+                        device=device.device,
+                        status=status,
+                        last_updated=now,
+                        message=message,
+                    )
+                )
+        self._board.publish(sorted(devices, key=lambda d: (d.pool, d.device)))
+
+    def _card_health(self) -> dict[str, tuple[HealthStatus, str]]:
+        found = {}
+        for gpu in self._gpus():
+            status = gpu.status
+            if status is None or status.pci_info is None:
+                continue
+            condition = next((c for c in status.conditions or [] if c.type == HARDWARE_HEALTHY), None)
+            if condition is not None:
+                verdict = _STATUS.get(condition.status, HealthStatus.UNKNOWN)
+                found[status.pci_info.address] = (
+                    verdict,
+                    f"{condition.reason}: {condition.message or ''}".strip(),
+                )
+        return found

@@ -1,0 +1,125 @@
+"""The I/O of Prepare and Unprepare, each behind a small Protocol so every step is testable alone.
+
+* :class:`ClaimReader` — the ResourceClaim, read fresh from the API server: the kubelet asks about
+  a claim it just saw allocated, and an informer might not have it yet;
+* :class:`OfferIndex` — a device of this node's pool as published (its attributes say what it
+  is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
+  (a slice published a moment ago);
+* :class:`CheckpointStore` — the node's checkpoint, bound to this boot;
+* :class:`ClaimEvents` — Kubernetes Events on the claim;
+* :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
+  the offers published from it) follow without waiting for the next periodic pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1ResourceSlice
+
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointFile
+
+
+class ClaimReader(Protocol):
+    def get(self, namespace: str, name: str) -> ResourceV1ResourceClaim:
+        """The claim; raises ``NotFoundError`` when it does not exist."""
+        ...
+
+
+class KubeClaimReader:
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    def get(self, namespace: str, name: str) -> ResourceV1ResourceClaim:
+        return self._client.get(RESOURCE_CLAIM, name, namespace)
+
+
+class OfferIndex(Protocol):
+    def device(self, pool: str, name: str) -> V1Device | None: ...
+
+
+class SliceOfferIndex:
+    """Devices of this node's slices: the cache first, the API server when the cache lacks one."""
+
+    def __init__(self, *, slices: SharedInformer[V1ResourceSlice], client: KubeClient, selector: str) -> None:
+        self._slices = slices
+        self._client = client
+        self._selector = selector  # the informer's own field selector, for the fresh list
+
+    def device(self, pool: str, name: str) -> V1Device | None:
+        found = _find(self._slices.store.list(), pool, name)
+        if found is None:
+            fresh, _ = self._client.list(RESOURCE_SLICE, field_selector=self._selector)
+            found = _find(fresh, pool, name)
+        return found
+
+
+def _find(slices: list[V1ResourceSlice], pool: str, name: str) -> V1Device | None:
+    """The device in the newest generation of ``pool`` that has it."""
+    candidates = [s for s in slices if s.spec.pool.name == pool]
+    for resource_slice in sorted(candidates, key=lambda s: -int(s.spec.pool.generation or 0)):
+        for device in resource_slice.spec.devices or []:
+            if device.name == name:
+                return device
+    return None
+
+
+class CheckpointStore:
+    """The checkpoint file and this boot's ID: what every step reads and writes."""
+
+    def __init__(self, path: Path, boot_id: Callable[[], str]) -> None:
+        self.file = CheckpointFile(path)
+        self._boot_id = boot_id
+
+    @property
+    def boot_id(self) -> str:
+        return self._boot_id()
+
+    def load(self) -> CheckpointData:
+        return self.file.load(boot_id=self.boot_id)
+
+    def save(self, data: CheckpointData) -> None:
+        self.file.save(data)
+
+
+class ClaimEvents(Protocol):
+    def warning(self, claim: ClaimRef, *, reason: str, message: str) -> None: ...
+
+    def normal(self, claim: ClaimRef, *, reason: str, message: str) -> None: ...
+
+
+class RecorderClaimEvents:
+    def __init__(self, recorder: EventRecorderLogger) -> None:
+        self._recorder = recorder
+
+    def warning(self, claim: ClaimRef, *, reason: str, message: str) -> None:
+        self._record(claim, "Warning", reason, message)
+
+    def normal(self, claim: ClaimRef, *, reason: str, message: str) -> None:
+        self._record(claim, "Normal", reason, message)
+
+    def _record(self, claim: ClaimRef, type_: str, reason: str, message: str) -> None:
+        regarding = ResourceV1ResourceClaim(
+            api_version="resource.k8s.io/v1",
+            kind="ResourceClaim",
+            metadata=V1ObjectMeta(name=claim.name, namespace=claim.namespace, uid=claim.uid),
+        )
+        self._recorder.event(regarding, type_=type_, reason=reason, message=message, kind=RESOURCE_CLAIM)  # type: ignore[arg-type]
+
+
+class CardChanges(Protocol):
+    def changed(self, card: str) -> None:
+        """The card (PCI address) changed mode; whoever reports on it should look again."""
+        ...
+
+
+class NoCardChanges:
+    def changed(self, card: str) -> None:
+        """Nobody listens."""

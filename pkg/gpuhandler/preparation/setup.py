@@ -1,0 +1,262 @@
+"""Composition root of the gpu-handler's kubelet plugin: Prepare/Unprepare on this node.
+
+:class:`PreparationContainer` builds the pipelines from their steps (one module each:
+:mod:`prepare_steps`, :mod:`unprepare_steps`), the services they use, the driver the kubelet's
+calls reach and the :class:`~pkg.framework.kubeletplugin.server.KubeletPlugin` that serves it.
+:class:`PluginRunnable` runs it in the manager: start-up reconciliation under the node lock first,
+then the sockets (so the kubelet never calls before the node matches its checkpoint), a periodic
+health refresh, and on stop the sockets go away (the kubelet deregisters this instance).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dependency_injector import containers, providers
+
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends import VendorBackend
+from pkg.backends.preparation import CardPreparer
+from pkg.domain.informers import node_resource_slices, node_slices_selector
+from pkg.domain.names import DRIVER
+from pkg.dra.domain.slices import pool_name
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.kubeletplugin.server import KubeletPlugin
+from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
+from pkg.framework.steptaker import Step, StepTaker
+from pkg.gpuhandler.node_lock import node_lock
+from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
+from pkg.gpuhandler.preparation.context import StepContext
+from pkg.gpuhandler.preparation.crash import with_crash_points
+from pkg.gpuhandler.preparation.driver import GpuDriver
+from pkg.gpuhandler.preparation.health_feed import HealthFeed
+from pkg.gpuhandler.preparation.prepare_steps import (
+    LoadCheckpoint,
+    Plan,
+    PrepareDevices,
+    RecordCompleted,
+    RecordedAnswer,
+    RecordStarted,
+    RefuseDoubleAllocation,
+    WriteCdiSpec,
+)
+from pkg.gpuhandler.preparation.services import (
+    CardChanges,
+    CheckpointStore,
+    ClaimReader,
+    KubeClaimReader,
+    RecorderClaimEvents,
+    SliceOfferIndex,
+)
+from pkg.gpuhandler.preparation.startup import reconcile_at_startup
+from pkg.gpuhandler.preparation.unprepare_steps import (
+    ForgetClaim,
+    NothingToUnprepare,
+    ReleaseDevices,
+    RemoveCdiSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """Where the plugin lives on the node. ``instance`` names this copy's sockets (the Pod UID)."""
+
+    node_name: str
+    kubelet_root: Path
+    instance: str
+    cdi_dir: Path
+    lock_timeout: float = 30.0
+    health_period: float = 10.0
+
+    @property
+    def data_dir(self) -> Path:
+        """Shared by every instance on the node: the checkpoint and the node lock."""
+        return self.kubelet_root / "plugins" / DRIVER
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.data_dir / "checkpoint.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / "node.lock"
+
+    @property
+    def pool(self) -> str:
+        return pool_name(self.node_name)
+
+
+def new_prepare_pipeline(
+    *,
+    store: CheckpointStore,
+    claims: ClaimReader,
+    offers: SliceOfferIndex,
+    preparer: CardPreparer,
+    cdi: CdiSpecs,
+    pool: str,
+) -> StepTaker[StepContext]:
+    steps: Sequence[Step[StepContext]] = [
+        LoadCheckpoint(store),
+        RecordedAnswer(),
+        Plan(claims=claims, offers=offers, pool=pool),
+        RefuseDoubleAllocation(),
+        RecordStarted(store),
+        PrepareDevices(preparer=preparer, store=store),
+        WriteCdiSpec(cdi),
+        RecordCompleted(store),
+    ]
+    return StepTaker(name="prepare", steps=with_crash_points("prepare", steps))
+
+
+def new_unprepare_pipeline(
+    *, store: CheckpointStore, preparer: CardPreparer, cdi: CdiSpecs
+) -> StepTaker[StepContext]:
+    steps: Sequence[Step[StepContext]] = [
+        LoadCheckpoint(store),
+        NothingToUnprepare(cdi),
+        ReleaseDevices(preparer),
+        RemoveCdiSpec(cdi),
+        ForgetClaim(store),
+    ]
+    return StepTaker(name="unprepare", steps=with_crash_points("unprepare", steps))
+
+
+def _preparer_of(backend: VendorBackend) -> CardPreparer:
+    return backend.preparer
+
+
+def _vendor_of(backend: VendorBackend) -> str:
+    return backend.identity.name
+
+
+def _identity(settings: PluginSettings) -> PluginIdentity:
+    return PluginIdentity(driver=DRIVER, instance=settings.instance)
+
+
+def _gpus_of(gpus: SharedInformer[PhysicalGPU]) -> Callable[[], list[PhysicalGPU]]:
+    return gpus.store.list
+
+
+class PreparationContainer(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=PluginSettings)
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+    recorder = providers.Dependency(instance_of=EventRecorderLogger)
+    backend: providers.Dependency[VendorBackend] = providers.Dependency()
+    gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
+    card_changes: providers.Dependency[CardChanges] = providers.Dependency()
+
+    preparer = providers.Singleton(_preparer_of, backend=backend)
+    vendor = providers.Singleton(_vendor_of, backend=backend)
+    boot_id = providers.Object(read_boot_id)
+    store = providers.Singleton(CheckpointStore, path=settings.provided.checkpoint_path, boot_id=boot_id)
+    claims = providers.Singleton(KubeClaimReader, client=client)
+    slice_informer = providers.Singleton(
+        node_resource_slices, informers=informers, node_name=settings.provided.node_name
+    )
+    slice_selector = providers.Singleton(node_slices_selector, node_name=settings.provided.node_name)
+    offers = providers.Singleton(
+        SliceOfferIndex, slices=slice_informer, client=client, selector=slice_selector
+    )
+    cdi = providers.Singleton(CdiSpecs, folder=settings.provided.cdi_dir)
+    events = providers.Singleton(RecorderClaimEvents, recorder=recorder)
+    board = providers.Singleton(HealthBoard)
+    health = providers.Singleton(
+        HealthFeed, board=board, store=store, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
+    )
+    prepare_pipeline = providers.Singleton(
+        new_prepare_pipeline,
+        store=store,
+        claims=claims,
+        offers=offers,
+        preparer=preparer,
+        cdi=cdi,
+        pool=settings.provided.pool,
+    )
+    unprepare_pipeline = providers.Singleton(new_unprepare_pipeline, store=store, preparer=preparer, cdi=cdi)
+    driver = providers.Singleton(
+        GpuDriver,
+        prepare=prepare_pipeline,
+        unprepare=unprepare_pipeline,
+        lock_path=settings.provided.lock_path,
+        lock_timeout=settings.provided.lock_timeout,
+        events=events,
+        cards=card_changes,
+        vendor=vendor,
+        after_change=health.provided.refresh,
+    )
+    identity = providers.Singleton(_identity, settings=settings)
+    plugin = providers.Singleton(
+        KubeletPlugin,
+        identity=identity,
+        kubelet_root=settings.provided.kubelet_root,
+        driver=driver,
+        health=board,
+    )
+
+
+class PluginRunnable:
+    """The plugin's life in the manager: reconcile, serve, refresh health, stop."""
+
+    name = "kubelet-plugin"
+    needs_leader_election = False
+
+    def __init__(self, container: PreparationContainer) -> None:
+        self._container = container
+
+    def run(self, stop: threading.Event) -> None:
+        settings: PluginSettings = self._container.settings()
+        self._reconcile(settings)
+        plugin: KubeletPlugin = self._container.plugin()
+        health: HealthFeed = self._container.health()
+        health.refresh()
+        plugin.start()
+        try:
+            while not stop.wait(settings.health_period):
+                health.refresh()
+        finally:
+            plugin.stop()
+
+    def _reconcile(self, settings: PluginSettings) -> None:
+        gpus: SharedInformer[PhysicalGPU] = self._container.gpu_informer()
+        cards = sorted(
+            g.status.pci_info.address
+            for g in gpus.store.list()
+            if g.status is not None and g.status.pci_info is not None
+        )
+        try:
+            with node_lock(settings.lock_path, timeout=settings.lock_timeout):
+                report = reconcile_at_startup(
+                    store=self._container.store(),
+                    claims=self._container.claims(),
+                    preparer=self._container.preparer(),
+                    cdi=self._container.cdi(),
+                    cards=lambda: cards,
+                )
+        except CheckpointError as exc:
+            # Serve anyway: every prepare then fails with this reason, visibly, on each claim.
+            logger.error("start-up reconciliation skipped: %s", exc)
+            return
+        changes: CardChanges = self._container.card_changes()
+        for card in sorted(report.changed_cards):
+            changes.changed(card)
+        logger.info(
+            "start-up reconciliation done",
+            extra={
+                "stale_boot": len(report.stale_boot),
+                "rolled_back": len(report.rolled_back),
+                "unprepared": len(report.unprepared),
+                "orphan_mig_devices": len(report.orphan_mig_devices),
+                "orphan_cdi_specs": len(report.orphan_cdi_specs),
+            },
+        )

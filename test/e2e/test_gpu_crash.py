@@ -1,0 +1,123 @@
+"""Crash safety of Prepare and Unprepare: SIGKILL at every step, restart, and the node converges.
+
+For each step of each pipeline, gpu-handler is restarted with ``GPU_HANDLER_CRASH_AT`` naming the
+step; the kubelet's call makes it kill itself right after that step (no rollback, no cleanup, as
+a power loss would); it is started again without the variable; the kubelet retries (or start-up
+reconciliation finishes the job); and the node must end up exactly as if nothing had happened:
+one MIG device per prepared claim, one CDI spec per prepared claim, a checkpoint that says so —
+and after the Pod is gone, nothing at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, run_and_show
+
+from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.gpucomponents import GpuComponents
+from pkg.devcluster.processes import wait_until
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import POD
+from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
+
+PREPARE_STEPS = [
+    "load-checkpoint",
+    "recorded-answer",
+    "plan",
+    "refuse-double-allocation",
+    "record-started",
+    "prepare-devices",
+    "write-cdi-spec",
+    "record-completed",
+]
+UNPREPARE_STEPS = [
+    "load-checkpoint",
+    "nothing-to-unprepare",
+    "release-devices",
+    "remove-cdi-spec",
+    "forget-claim",
+]
+
+
+@pytest.fixture
+def handler(gpu_node: GpuComponents) -> Iterator[GpuComponents]:
+    """The node's components; whatever a test did to the handler, it runs normally afterwards."""
+    yield gpu_node
+    if not gpu_node.handler.running() or gpu_node.handler.env:
+        since = gpu_node.handler_log_size()
+        gpu_node.restart_handler()
+        gpu_node.wait_registered(since=since)
+
+
+def _restart(components: GpuComponents, *, crash_at: str | None = None) -> None:
+    since = components.handler_log_size()
+    components.restart_handler(env={CRASH_AT_ENV: crash_at} if crash_at else None)
+    components.wait_registered(since=since)
+
+
+def _crashed(components: GpuComponents) -> None:
+    wait_until(lambda: not components.handler.running(), timeout=90, what="gpu-handler to crash on purpose")
+    assert "crashing on purpose" in components.handler.tail(20)
+
+
+def _one_prepared_claim(components: GpuComponents) -> None:
+    node = components.node
+    claims = checkpoint(node)
+    assert len(claims) == 1, claims
+    [(uid, record)] = claims.items()
+    assert record["state"] == "PrepareCompleted"
+    [device] = record["devices"]
+    assert gpu_instances(node) == {device["card"]: [(14, device["mig"]["placementStart"])]}
+    assert cdi_specs(node) == [f"k8s.gpu.deckhouse.io-claim_{uid}.json"]
+
+
+def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        kube.get(POD, name, namespace)
+    except NotFoundError:
+        return True
+    return False
+
+
+def _nothing_left(components: GpuComponents) -> bool:
+    node = components.node
+    return not checkpoint(node) and not gpu_instances(node) and not cdi_specs(node)
+
+
+@pytest.mark.parametrize("step", PREPARE_STEPS)
+def test_a_crash_after_each_prepare_step_converges(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents, step: str
+) -> None:
+    _restart(handler, crash_at=f"prepare:{step}:after")
+    pod = gpu_pod("crash", "mig-1g", node=handler.node.name)
+    kube.create(POD, pod, namespace=namespace)
+    _crashed(handler)
+
+    _restart(handler)
+    wait_until(
+        lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "crash", check=False),
+        timeout=180,
+        what="the kubelet's retry to start the Pod",
+    )
+
+    _one_prepared_claim(handler)
+    kube.delete(POD, "crash", namespace)
+    wait_until(lambda: _nothing_left(handler), timeout=90, what="the claim to be unprepared")
+
+
+@pytest.mark.parametrize("step", UNPREPARE_STEPS)
+def test_a_crash_after_each_unprepare_step_converges(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents, step: str
+) -> None:
+    run_and_show(kube, control_plane, namespace, gpu_pod("running", "mig-1g", node=handler.node.name))
+    _one_prepared_claim(handler)
+    _restart(handler, crash_at=f"unprepare:{step}:after")
+
+    kube.delete(POD, "running", namespace)
+    _crashed(handler)
+    _restart(handler)
+
+    wait_until(lambda: _gone(kube, namespace, "running"), timeout=120, what="the Pod to finish terminating")
+    wait_until(lambda: _nothing_left(handler), timeout=90, what="the node to be clean again")

@@ -1,0 +1,217 @@
+"""A node for the preparation tests: the real pipelines and preparer over a simulated GPU host.
+
+:func:`node` builds what the gpu-handler builds (through :class:`PreparationContainer`, with the
+API-facing providers overridden): the NVIDIA preparer over the simulated NVML, whose driver state
+lives in a folder as on the e2e nodes, the checkpoint and CDI folder in temporary folders, and
+claims and offers served from memory. Claims are built like the scheduler's allocations.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock
+
+from dependency_injector import providers
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocationResult,
+    V1Device,
+    V1DeviceAllocationConfiguration,
+    V1DeviceAllocationResult,
+    V1DeviceAttribute,
+    V1DeviceRequestAllocationResult,
+    V1ObjectMeta,
+    V1OpaqueDeviceConfiguration,
+    V1ResourceClaimStatus,
+)
+
+from pkg.backends import BackendOptions
+from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
+from pkg.devcluster.gpuhost import SimulatedGpuHost
+from pkg.domain.names import DRIVER
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.gpuhandler.preparation.driver import GpuDriver
+from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
+
+ROOT = Path(__file__).resolve().parents[4]
+FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
+NODE = "node-a"
+POOL = f"gpus/{NODE}"
+A30 = "0000:3b:00.0"
+A30_B = "0000:d8:00.0"
+
+
+def attrs(**values: Any) -> dict[str, V1DeviceAttribute]:
+    out = {}
+    for key, value in values.items():
+        kind = "int" if isinstance(value, int) else "string"
+        out[f"gpu.deckhouse.io/{key}"] = V1DeviceAttribute(**{kind: value})
+    return out
+
+
+def mig_offer(card: str, *, profile: int = 14, start: int, size: int = 1) -> V1Device:
+    base = "gpu-" + card.replace(":", "-").replace(".", "-")
+    return V1Device(
+        name=f"{base}-mig-{profile}-{start}",
+        attributes=attrs(
+            deviceType="MIG", pciAddress=card, profileID=profile, placementStart=start, placementSize=size
+        ),
+    )
+
+
+def whole_offer(card: str, *, sharing: str = "Exclusive") -> V1Device:
+    base = "gpu-" + card.replace(":", "-").replace(".", "-")
+    suffix = {"Exclusive": "", "TimeSlicing": "-ts", "MPS": "-mps"}[sharing]
+    return V1Device(
+        name=base + suffix, attributes=attrs(deviceType="Physical", pciAddress=card, sharingStrategy=sharing)
+    )
+
+
+@dataclass
+class Claims:
+    """The API server's claims, by namespace/name."""
+
+    by_name: dict[tuple[str, str], ResourceV1ResourceClaim] = field(default_factory=dict)
+
+    def get(self, namespace: str, name: str) -> ResourceV1ResourceClaim:
+        try:
+            return self.by_name[(namespace, name)]
+        except KeyError:
+            raise NotFoundError(
+                status=404, reason="NotFound", message=f"resourceclaims {namespace}/{name} not found"
+            ) from None
+
+    def allocate(
+        self,
+        name: str,
+        devices: Sequence[V1Device],
+        *,
+        config: Mapping[str, Any] | None = None,
+        pool: str = POOL,
+    ) -> ClaimRef:
+        uid = str(uuid.uuid4())
+        configs = []
+        if config is not None:
+            opaque = V1OpaqueDeviceConfiguration(driver=DRIVER, parameters=dict(config))
+            configs.append(
+                V1DeviceAllocationConfiguration(source="FromClaim", opaque=opaque, requests=["gpu"])
+            )
+        claim = ResourceV1ResourceClaim(
+            metadata=V1ObjectMeta(name=name, namespace="team", uid=uid),
+            status=V1ResourceClaimStatus(
+                allocation=V1AllocationResult(
+                    devices=V1DeviceAllocationResult(
+                        results=[
+                            V1DeviceRequestAllocationResult(
+                                request="gpu", driver=DRIVER, pool=pool, device=d.name
+                            )
+                            for d in devices
+                        ],
+                        config=configs,
+                    )
+                )
+            ),
+        )
+        self.by_name[("team", name)] = claim
+        return ClaimRef(namespace="team", name=name, uid=uid)
+
+    def delete(self, ref: ClaimRef) -> None:
+        self.by_name.pop((ref.namespace, ref.name), None)
+
+
+@dataclass
+class Offers:
+    devices: dict[str, V1Device] = field(default_factory=dict)
+
+    def device(self, pool: str, name: str) -> V1Device | None:
+        return self.devices.get(name) if pool == POOL else None
+
+    def publish(self, *devices: V1Device) -> list[V1Device]:
+        for device in devices:
+            self.devices[device.name] = device
+        return list(devices)
+
+
+@dataclass
+class Node:
+    """One simulated node's preparation, built from the real container."""
+
+    host: SimulatedGpuHost
+    container: PreparationContainer
+    claims: Claims
+    offers: Offers
+    events: MagicMock
+    cards_changed: list[str]
+
+    @property
+    def driver(self) -> GpuDriver:
+        return self.container.driver()  # type: ignore[no-any-return]
+
+    @property
+    def backend(self) -> SimulatedBackend:
+        return self.container.backend()  # type: ignore[no-any-return]
+
+    def another_instance(self) -> Node:
+        """A second gpu-handler on the same node (a rolling update): shared files, own objects."""
+        return node(self.host.base.parent, claims=self.claims, offers=self.offers, existing_host=self.host)
+
+
+def node(
+    tmp: Path,
+    *,
+    fixture: str = "a30-x2",
+    claims: Claims | None = None,
+    offers: Offers | None = None,
+    existing_host: SimulatedGpuHost | None = None,
+    boot_id: str = "boot-1",
+    driver_state_in_memory: bool = False,
+) -> Node:
+    host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
+    backend = SIMULATED_NVIDIA.create(
+        BackendOptions(
+            node_name=NODE,
+            sysfs_root=host.root,
+            dev_root=host.dev,
+            proc_root=host.root / "proc",
+            state_dir=None if driver_state_in_memory else host.nvml_state,
+        )
+    )
+    settings = PluginSettings(
+        node_name=NODE,
+        kubelet_root=tmp / "kubelet",
+        instance=str(uuid.uuid4()),
+        cdi_dir=tmp / "cdi",
+        lock_timeout=5.0,
+    )
+    claims = claims or Claims()
+    offers = offers or Offers()
+    events = MagicMock()
+    changed: list[str] = []
+    card_changes = MagicMock()
+    card_changes.changed.side_effect = changed.append
+    gpus = MagicMock(spec=SharedInformer)
+    gpus.store.list.return_value = []
+    container = PreparationContainer(
+        settings=settings,
+        client=MagicMock(spec=KubeClient),
+        informers=MagicMock(spec=InformerFactory),
+        recorder=MagicMock(spec=EventRecorderLogger),
+        backend=backend,
+        gpu_informer=gpus,
+        card_changes=card_changes,
+    )
+    container.claims.override(providers.Object(claims))
+    container.offers.override(providers.Object(offers))
+    container.events.override(providers.Object(events))
+    container.boot_id.override(providers.Object(lambda: boot_id))
+    return Node(
+        host=host, container=container, claims=claims, offers=offers, events=events, cards_changed=changed
+    )
