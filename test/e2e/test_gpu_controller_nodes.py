@@ -30,16 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_views import cards, driver_ready, gates, offers
 from gpu_stack import GpuStack
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
 
-from api.gpu.v1alpha1 import LABEL_NODE
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError, PatchType
-from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET, NAMESPACE, NODE, POD, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET, NAMESPACE, NODE, POD
 from pkg.gpucontroller.names import LABEL_COMPONENT, LABEL_DRIVER_READY, LABEL_NVIDIA_PRESENT
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
@@ -107,33 +107,6 @@ def ready(pod: V1Pod) -> bool:
         c.type == "Ready" and c.status == "True"
         for c in (pod.status.conditions if pod.status else None) or []
     )
-
-
-def cards(kube: KubeClient, node: str) -> list[Any]:
-    items, _ = kube.list(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={node}")
-    return items
-
-
-def driver_ready(kube: KubeClient, node: str) -> set[tuple[str, str]]:
-    found = set()
-    for gpu in cards(kube, node):
-        condition = (
-            next((c for c in gpu.status.conditions or [] if c.type == "DriverReady"), None)
-            if gpu.status
-            else None
-        )
-        found.add((condition.status, condition.reason) if condition else ("missing", ""))
-    return found
-
-
-def offers(kube: KubeClient, node: str) -> int:
-    items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node},spec.driver={DRIVER}")
-    return sum(len(rs.spec.devices or []) for rs in items)
-
-
-def gates(kube: KubeClient, node: str) -> dict[str, str]:
-    labels = kube.get(NODE, node).metadata.labels or {}
-    return {key: labels[key] for key in (LABEL_NVIDIA_PRESENT, LABEL_DRIVER_READY) if key in labels}
 
 
 def running_on(kube: KubeClient, namespace: str, node: str) -> dict[str, V1Pod]:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dra_objects import DRIVER, create_ready_node
+from cluster_views import GATES, cards, driver_ready, gates, offers
+from dra_objects import create_ready_node
 from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
 from kubernetes.client import V1Condition, V1ObjectMeta
 from process_helpers import eventually, node_components
@@ -31,7 +32,7 @@ from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, PhysicalGPU, PhysicalGPUS
 from pkg.devcluster.processes import free_port
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient
-from pkg.framework.client.builtin_kinds import EVENT, NODE, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import EVENT, NODE
 from pkg.framework.client.watch import WatchEventType
 from pkg.gpuhandler.internal.service.status_writer import KubeStatusWriter
 from pkg.gpuhandler.internal.state.owned import OwnedStatus
@@ -39,34 +40,6 @@ from pkg.gpuhandler.internal.state.owned import OwnedStatus
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"
 OFFERS_PER_A30 = 16
-GATES = ("gpu.deckhouse.io/nvidia.present", "gpu.deckhouse.io/driver-ready")
-
-
-def _gpus(kube: KubeClient, node: str) -> list[PhysicalGPU]:
-    items, _ = kube.list(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={node}")
-    return items
-
-
-def _driver_ready(kube: KubeClient, node: str) -> set[tuple[str, str]]:
-    """(status, reason) of DriverReady over the node's cards."""
-    found = set()
-    for gpu in _gpus(kube, node):
-        condition = next(
-            (c for c in (gpu.status.conditions if gpu.status else None) or [] if c.type == "DriverReady"),
-            None,
-        )
-        found.add((condition.status, condition.reason) if condition else ("missing", ""))
-    return found
-
-
-def _offers(kube: KubeClient, node: str) -> int:
-    items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node},spec.driver={DRIVER}")
-    return sum(len(rs.spec.devices or []) for rs in items)
-
-
-def _gates(kube: KubeClient, node: str) -> dict[str, str]:
-    labels = kube.get(NODE, node).metadata.labels or {}
-    return {key: labels[key] for key in GATES if key in labels}
 
 
 def test_offers_exist_exactly_while_the_validator_pod_is_ready(
@@ -86,53 +59,53 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
         ):
             pending = {("Unknown", "ValidationPending")}
             eventually(
-                lambda: len(_gpus(kube, node)) == 2 and _driver_ready(kube, node) == pending,
+                lambda: len(cards(kube, node)) == 2 and driver_ready(kube, node) == pending,
                 what="2 cards pending",
             )
-            eventually(lambda: _gates(kube, node) == {GATES[0]: "true"}, what="the nvidia.present gate alone")
-            assert _offers(kube, node) == 0
+            eventually(lambda: gates(kube, node) == {GATES[0]: "true"}, what="the nvidia.present gate alone")
+            assert offers(kube, node) == 0
 
             create_validator_pod(kube, namespace, node)
             report_validator(kube, namespace, ready=False)
             eventually(
-                lambda: _driver_ready(kube, node) == {("Unknown", "ValidationInProgress")}, what="in progress"
+                lambda: driver_ready(kube, node) == {("Unknown", "ValidationInProgress")}, what="in progress"
             )
-            assert _offers(kube, node) == 0
+            assert offers(kube, node) == 0
 
             report_validator(kube, namespace, ready=True)
-            eventually(lambda: _driver_ready(kube, node) == {("True", "Validated")}, what="DriverReady=True")
+            eventually(lambda: driver_ready(kube, node) == {("True", "Validated")}, what="DriverReady=True")
             eventually(
-                lambda: _offers(kube, node) == 2 * OFFERS_PER_A30, what="both cards' offers", timeout=60
+                lambda: offers(kube, node) == 2 * OFFERS_PER_A30, what="both cards' offers", timeout=60
             )
-            eventually(lambda: _gates(kube, node) == {GATES[0]: "true", GATES[1]: "true"}, what="both gates")
+            eventually(lambda: gates(kube, node) == {GATES[0]: "true", GATES[1]: "true"}, what="both gates")
 
             report_validator(
                 kube, namespace, ready=False, init_failure="CrashLoopBackOff", message="back-off 10s"
             )
             eventually(
-                lambda: _driver_ready(kube, node) == {("False", "CrashLoopBackOff")}, what="DriverReady=False"
+                lambda: driver_ready(kube, node) == {("False", "CrashLoopBackOff")}, what="DriverReady=False"
             )
             [message] = {
-                c.message for g in _gpus(kube, node) for c in g.status.conditions if c.type == "DriverReady"
+                c.message for g in cards(kube, node) for c in g.status.conditions if c.type == "DriverReady"
             }
             assert message == (
                 f"validator Pod {namespace}/validator: "
                 "init container driver-validation is CrashLoopBackOff: back-off 10s"
             )
-            eventually(lambda: _offers(kube, node) == 0, what="offers withdrawn", timeout=60)
-            eventually(lambda: _gates(kube, node) == {GATES[0]: "true"}, what="driver-ready gate removed")
+            eventually(lambda: offers(kube, node) == 0, what="offers withdrawn", timeout=60)
+            eventually(lambda: gates(kube, node) == {GATES[0]: "true"}, what="driver-ready gate removed")
 
             report_validator(kube, namespace, ready=True)
-            eventually(lambda: _offers(kube, node) == 2 * OFFERS_PER_A30, what="offers back", timeout=60)
+            eventually(lambda: offers(kube, node) == 2 * OFFERS_PER_A30, what="offers back", timeout=60)
 
             delete_now(kube, namespace)
             eventually(
-                lambda: _driver_ready(kube, node) == pending, what="back to Unknown without a validator"
+                lambda: driver_ready(kube, node) == pending, what="back to Unknown without a validator"
             )
-            eventually(lambda: _offers(kube, node) == 0, what="offers gone with the validator", timeout=60)
+            eventually(lambda: offers(kube, node) == 0, what="offers gone with the validator", timeout=60)
 
             metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-            for gpu in _gpus(kube, node):
+            for gpu in cards(kube, node):
                 series = (
                     f'gpu_physicalgpu_condition{{condition="DriverReady",name="{gpu.metadata.name}",'
                     f'node="{node}",status="Unknown"}} 1.0'
@@ -142,13 +115,13 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
         reasons = [
             e.reason
             for e in events
-            if e.regarding and e.regarding.name in {g.metadata.name for g in _gpus(kube, node)}
+            if e.regarding and e.regarding.name in {g.metadata.name for g in cards(kube, node)}
         ]
         # One Event per transition and card: ->Unknown(in progress) is not a status change from Unknown.
         assert sorted(set(reasons)) == ["DriverNotReady", "DriverReady", "DriverReadyUnknown"]
         assert reasons.count("DriverNotReady") == 2
     finally:
-        for gpu in _gpus(kube, node):
+        for gpu in cards(kube, node):
             kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
         kube.delete(NODE, node)
 
@@ -227,7 +200,7 @@ def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
     try:
         with gpu_controller(kubeconfig, namespace, log_path=tmp_path / "gpu-controller.log"):
             eventually(
-                lambda: ("missing", "") not in _driver_ready(kube, node), what="the controller's first write"
+                lambda: ("missing", "") not in driver_ready(kube, node), what="the controller's first write"
             )
             writers = [
                 threading.Thread(target=lambda: [health(i) for i in range(30)]),

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_objects import DRIVER, create_ready_node, device_class
+from cluster_views import offers
+from dra_objects import create_ready_node, device_class
 from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
 from process_helpers import eventually, node_components
@@ -26,7 +27,7 @@ from process_helpers import eventually, node_components
 from api.gpu.v1alpha1 import LABEL_NODE, GPUClass
 from pkg.domain.kinds import GPU_CLASS, PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"
@@ -72,11 +73,6 @@ def make_class(kube: KubeClient, name: str, spec: dict[str, Any]) -> None:
 
 def status(kube: KubeClient, name: str) -> Any:
     return kube.get(GPU_CLASS, name).status
-
-
-def offers(kube: KubeClient, node: str) -> int:
-    items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node},spec.driver={DRIVER}")
-    return sum(len(rs.spec.devices or []) for rs in items)
 
 
 def allocated(kube: KubeClient, namespace: str, pod: str) -> str | None:
