@@ -67,6 +67,7 @@ class Pass:
             update={"metadata": ds.metadata.model_copy(update={"generation": 1})}
         )
         self.writer.delete.return_value = True
+        self.writer.generation.return_value = None
         self.recorder = mocker.Mock(spec=EventRecorderLogger)
         container = OrchestratorContainer(
             client=mocker.Mock(spec=KubeClient),
@@ -123,6 +124,14 @@ def test_a_first_pass_creates_every_enabled_daemon_set(mocker: Any) -> None:
         ("DaemonSetApplied", "created DaemonSet gcp-gpu-node-agent"),
         ("DaemonSetApplied", "created DaemonSet gcp-gpu-validator"),
     ]
+
+
+def test_a_daemon_set_created_by_the_last_pass_is_not_announced_again(mocker: Any) -> None:
+    run = Pass(mocker)
+    run.writer.generation.return_value = 1  # stored, but its event has not reached the cache
+    run.run(config_map(), owned("gpu-node-agent"))
+    run.writer.generation.assert_called_once()
+    assert run.events() == []
 
 
 def test_an_unchanged_pass_applies_but_announces_nothing(mocker: Any) -> None:

@@ -35,20 +35,22 @@ class ApplyHandler:
         self._recorder = recorder
 
     def handle(self, state: OrchestratorState) -> Result | None:
-        generations = {
-            ds.metadata.name: ds.metadata.generation for ds in state.owned if ds.metadata is not None
+        generations: dict[str, int | None] = {
+            str(ds.metadata.name): ds.metadata.generation for ds in state.owned if ds.metadata is not None
         }
         failures = []
         for daemon_set in state.desired.values():
             name = str(daemon_set.metadata.name) if daemon_set.metadata else "?"
             try:
+                if name not in generations:  # not in the cache yet, or really new
+                    generations[name] = self._writer.generation(daemon_set)
                 stored = self._writer.apply(daemon_set)
             except ApiError as exc:
                 failures.append(f"DaemonSet {name}: {exc}")
                 self._event("Warning", REASON_REJECTED, f"DaemonSet {name} was not applied: {exc}", state)
                 continue
             generation = stored.metadata.generation if stored.metadata else None
-            if name not in generations:
+            if generations[name] is None:
                 self._event("Normal", REASON_APPLIED, f"created DaemonSet {name}", state)
             elif generation != generations[name]:
                 self._event(
