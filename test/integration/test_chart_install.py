@@ -13,13 +13,14 @@ Three angles on the RBAC, each asking the API server rather than reading YAML:
 * a SelfSubjectRulesReview as each account, minus the rules every account of the namespace already
   has, equals the chart's rules and nothing more;
 * gpu-controller itself runs with the account's token and the chart's own arguments and environment,
-  and does its whole job (informers, status writes, leader election, orphan deletion, events) with
-  no request refused.
+  and does its whole job (informers, status writes, leader election, orphan deletion, events, node
+  gate labels, the node components' DaemonSets from the chart's ConfigMap, a GPUClass's DeviceClass)
+  with no request refused.
 
 No kubelet runs here, so the chart's Deployments never start a Pod; they are pinned to a node label no
-node has, so their Pods stay unscheduled and the namespace is deleted without waiting on a kubelet. The
-gpu-node-agent DaemonSet is pinned the same way; its RBAC and the node admission policy are tested in
-``test_node_admission_policy.py``.
+node has, so their Pods stay unscheduled and the namespace is deleted without waiting on a kubelet.
+The node components' DaemonSets (gpu-controller's) are pinned the same way through the values; the
+node accounts' RBAC and the node admission policy are tested in ``test_node_admission_policy.py``.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ from dra_objects import create_ready_node
 from kubernetes.client import V1ObjectMeta
 from process_helpers import eventually, running
 
-from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
+from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, GPUClass, PhysicalGPU
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.processes import free_port
-from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.domain.kinds import GPU_CLASS, PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import EVENT, LEASE, NODE
+from pkg.framework.client.builtin_kinds import DAEMON_SET, EVENT, LEASE, NODE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"
@@ -56,7 +57,11 @@ UNSCHEDULABLE = {
     "draController.nodeSelector": {"gpu-control-plane.test/never": "true"},
     "nodeAgent.nodeSelector": {"gpu-control-plane.test/never": "true"},
     "gpuHandler.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "validator.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "dcgm.nodeSelector": {"gpu-control-plane.test/never": "true"},
+    "dcgmExporter.nodeSelector": {"gpu-control-plane.test/never": "true"},
 }
+COMPONENTS = ("gpu-node-agent", "gpu-validator", "gpu-handler", "nv-hostengine", "dcgm-exporter")
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
     selector = f"app.kubernetes.io/instance={release.name}"
     namespaced = control_plane.kubectl(
         "get",
-        "deployment,daemonset,serviceaccount,service,poddisruptionbudget,role,rolebinding",
+        "deployment,daemonset,configmap,serviceaccount,service,poddisruptionbudget,role,rolebinding",
         "-n",
         release.namespace,
         "-l",
@@ -149,8 +154,7 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
         [
             f"deployment.apps/{prefix}",
             f"deployment.apps/{dra}",
-            f"daemonset.apps/{agent}",
-            f"daemonset.apps/{handler}",
+            f"configmap/{release.name}-gpu-control-plane",
             f"serviceaccount/{prefix}",
             f"serviceaccount/{dra}",
             f"serviceaccount/{agent}",
@@ -160,8 +164,10 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
             f"poddisruptionbudget.policy/{prefix}",
             f"poddisruptionbudget.policy/{dra}",
             f"role.rbac.authorization.k8s.io/{prefix}-leader-election",
+            f"role.rbac.authorization.k8s.io/{prefix}-node-components",
             f"role.rbac.authorization.k8s.io/{dra}-leader-election",
             f"rolebinding.rbac.authorization.k8s.io/{prefix}-leader-election",
+            f"rolebinding.rbac.authorization.k8s.io/{prefix}-node-components",
             f"rolebinding.rbac.authorization.k8s.io/{dra}-leader-election",
         ]
     )
@@ -203,7 +209,19 @@ NEEDED = [
         (verb, "physicalgpus.gpu.deckhouse.io", ("--subresource=status",))
         for verb in ("get", "update", "patch")
     ),
-    *((verb, "nodes", ()) for verb in ("get", "list", "watch")),
+    *((verb, "nodes", ()) for verb in ("get", "list", "watch", "patch")),
+    *((verb, "gpuclasses.gpu.deckhouse.io", ()) for verb in ("get", "list", "watch")),
+    ("update", "gpuclasses.gpu.deckhouse.io", ("--subresource=status",)),
+    ("update", "gpuclasses.gpu.deckhouse.io", ("--subresource=finalizers",)),
+    *((verb, "deviceclasses.resource.k8s.io", ()) for verb in ("get", "list", "watch", "create", "patch")),
+    # The node components, in the release namespace: its ConfigMap only, the DaemonSets, validator Pods.
+    *((verb, "configmaps/{config}", ("-n", "{ns}")) for verb in ("get", "list", "watch")),
+    ("update", "configmaps/{config}", ("--subresource=finalizers", "-n", "{ns}")),
+    *(
+        (verb, "daemonsets.apps", ("-n", "{ns}"))
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
+    ),
+    *((verb, "pods", ("-n", "{ns}")) for verb in ("get", "list", "watch")),
     # Events of cluster-scoped PhysicalGPUs land in "default"; namespaced objects' in their own.
     ("create", "events.events.k8s.io", ("-n", "default")),
     ("patch", "events.events.k8s.io", ("-n", "default")),
@@ -218,9 +236,20 @@ FORBIDDEN = [
     ("create", "physicalgpus.gpu.deckhouse.io", ()),
     ("update", "physicalgpus.gpu.deckhouse.io", ()),
     ("deletecollection", "physicalgpus.gpu.deckhouse.io", ()),
-    ("list", "gpuclasses.gpu.deckhouse.io", ()),
+    ("update", "gpuclasses.gpu.deckhouse.io", ()),
+    ("delete", "gpuclasses.gpu.deckhouse.io", ()),
+    ("delete", "deviceclasses.resource.k8s.io", ()),
+    ("update", "deviceclasses.resource.k8s.io", ()),
     ("delete", "nodes", ()),
     ("update", "nodes", ()),
+    # Only its own ConfigMap, only in its namespace; DaemonSets and Pods nowhere else.
+    ("get", "configmaps/someone-elses-config", ("-n", "{ns}")),
+    ("list", "configmaps", ("-n", "{ns}")),
+    ("update", "configmaps/{config}", ("-n", "{ns}")),
+    ("get", "configmaps/{config}", ("-n", "default")),
+    ("create", "daemonsets.apps", ("-n", "default")),
+    ("list", "pods", ("--all-namespaces",)),
+    ("delete", "pods", ("-n", "{ns}")),
     ("patch", "nodes", ("--subresource=status",)),
     ("get", "secrets", ("-n", "{ns}")),
     ("update", "secrets", ("-n", "{ns}")),
@@ -241,9 +270,8 @@ FORBIDDEN = [
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", ()),
     ("impersonate", "serviceaccounts", ("-n", "{ns}")),
     ("create", "serviceaccounts/token", ("-n", "{ns}")),
-    # DRA objects belong to other components.
+    # ResourceSlices belong to gpu-handler.
     ("create", "resourceslices.resource.k8s.io", ()),
-    ("create", "deviceclasses.resource.k8s.io", ()),
 ]
 
 
@@ -251,8 +279,9 @@ def _ask(control_plane: ControlPlane, release: Release, checks: list[Any]) -> di
     answers = {}
     for verb, resource, extra in checks:
         flags = tuple(flag.replace("{ns}", release.namespace) for flag in extra)
-        answers[f"{verb} {resource} {' '.join(flags)}".strip()] = can_i(
-            control_plane, release, verb, resource, *flags
+        target = resource.replace("{config}", f"{release.name}-gpu-control-plane")
+        answers[f"{verb} {target} {' '.join(flags)}".strip()] = can_i(
+            control_plane, release, verb, target, *flags
         )
     return answers
 
@@ -311,7 +340,21 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
             for verb in ("get", "list", "watch", "patch", "delete")
         ),
         *(("gpu.deckhouse.io", "physicalgpus/status", verb, "<any>") for verb in ("get", "update", "patch")),
-        *(("", "nodes", verb, "<any>") for verb in ("get", "list", "watch")),
+        *(("", "nodes", verb, "<any>") for verb in ("get", "list", "watch", "patch")),
+        *(("gpu.deckhouse.io", "gpuclasses", verb, "<any>") for verb in ("get", "list", "watch")),
+        ("gpu.deckhouse.io", "gpuclasses/status", "update", "<any>"),
+        ("gpu.deckhouse.io", "gpuclasses/finalizers", "update", "<any>"),
+        *(
+            ("resource.k8s.io", "deviceclasses", verb, "<any>")
+            for verb in ("get", "list", "watch", "create", "patch")
+        ),
+        *(("", "configmaps", verb, f"{release.name}-gpu-control-plane") for verb in ("get", "list", "watch")),
+        ("", "configmaps/finalizers", "update", f"{release.name}-gpu-control-plane"),
+        *(
+            ("apps", "daemonsets", verb, "<any>")
+            for verb in ("get", "list", "watch", "create", "patch", "delete")
+        ),
+        *(("", "pods", verb, "<any>") for verb in ("get", "list", "watch")),
         ("events.k8s.io", "events", "create", "<any>"),
         ("events.k8s.io", "events", "patch", "<any>"),
         ("coordination.k8s.io", "leases", "create", "<any>"),
@@ -470,6 +513,18 @@ def _lease_holder(kube: KubeClient, release: Release) -> str | None:
     return lease.spec.holder_identity if lease.spec else None
 
 
+def _daemon_sets(kube: KubeClient, release: Release) -> list[str]:
+    items, _ = kube.list(
+        DAEMON_SET, namespace=release.namespace, label_selector="app.kubernetes.io/managed-by=gpu-controller"
+    )
+    return [str(ds.metadata.name) for ds in items]
+
+
+def _valid(kube: KubeClient, name: str) -> bool:
+    status = kube.get(GPU_CLASS, name).status
+    return bool(status and status.valid and status.generated and status.generated.device_class_name == name)
+
+
 def _conditions(kube: KubeClient, name: str) -> dict[str, str]:
     gpu = kube.get(PHYSICAL_GPU, name)
     return {c.type: c.status for c in (gpu.status.conditions or [])} if gpu.status else {}
@@ -482,7 +537,17 @@ def test_gpu_controller_works_with_exactly_these_permissions(
     create_ready_node(kube, node)
     kept = f"{node}-0-10de-20b7"
     orphan = f"chart-gone-{unique}-0-10de-20b7"
-    kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=kept, labels={LABEL_NODE: node})))
+    kube.create(
+        PHYSICAL_GPU,
+        PhysicalGPU(metadata=V1ObjectMeta(name=kept, labels={LABEL_NODE: node, LABEL_VENDOR: "nvidia"})),
+    )
+    gpu_class = f"chart-class-{unique}"
+    kube.create(
+        GPU_CLASS,
+        GPUClass.from_api_dict(
+            {"metadata": {"name": gpu_class}, "spec": {"vendor": "Nvidia", "deviceType": "Physical"}}
+        ),
+    )
     kube.create(
         PHYSICAL_GPU,
         PhysicalGPU(metadata=V1ObjectMeta(name=orphan, labels={LABEL_NODE: f"chart-gone-{unique}"})),
@@ -507,6 +572,21 @@ def test_gpu_controller_works_with_exactly_these_permissions(
             )
             eventually(lambda: _gone(kube, orphan), what="the PhysicalGPU of a missing node to be deleted")
             eventually(
+                lambda: (
+                    (kube.get(NODE, node).metadata.labels or {}).get("gpu.deckhouse.io/nvidia.present")
+                    == "true"
+                ),
+                what="the node gate label",
+            )
+            eventually(
+                lambda: (
+                    sorted(_daemon_sets(kube, release))
+                    == sorted(f"{release.name}-gpu-control-plane-{c}" for c in COMPONENTS)
+                ),
+                what="the node components' DaemonSets from the chart's ConfigMap",
+            )
+            eventually(lambda: _valid(kube, gpu_class), what="the GPUClass's DeviceClass")
+            eventually(
                 lambda: any(
                     e.reason == "NodeGone" and e.regarding and e.regarding.name == orphan
                     for e in kube.list(EVENT, namespace="default")[0]
@@ -523,3 +603,5 @@ def test_gpu_controller_works_with_exactly_these_permissions(
             kube.delete(PHYSICAL_GPU, orphan)
         with contextlib.suppress(NotFoundError):
             kube.delete(NODE, node)
+        with contextlib.suppress(NotFoundError):
+            kube.delete(GPU_CLASS, gpu_class)

@@ -1,4 +1,5 @@
-"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (spec §4) and GPUClass (spec §5) as pydantic models.
+"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (spec §4) and GPUClass (spec §5) as pydantic models,
+and GPUOperatorConfig, the node components' configuration document (a ConfigMap's ``config.yaml``).
 
 Import from here rather than from the modules: the split into modules may change, these names do not.
 ``obj.to_api_dict()`` gives the JSON to send to the API server, ``Model.from_api_dict(d)`` parses what
@@ -51,6 +52,21 @@ from api.gpu.v1alpha1.hardware import (
     PciId,
     PciInfo,
 )
+from api.gpu.v1alpha1.operatorconfig import (
+    CONFIG_KEY as OPERATOR_CONFIG_KEY,
+)
+from api.gpu.v1alpha1.operatorconfig import (
+    ComponentSettings,
+    DcgmExporterSettings,
+    DcgmSettings,
+    GpuHandlerSettings,
+    GPUOperatorConfig,
+    GPUOperatorConfigSpec,
+    LoggingSettings,
+    NodeAgentSettings,
+    PullPolicy,
+    ValidatorSettings,
+)
 from api.gpu.v1alpha1.physicalgpu import (
     KIND as PHYSICAL_GPU_KIND,
 )
@@ -81,28 +97,37 @@ __all__ = [
     "LABEL_DEVICE",
     "LABEL_NODE",
     "LABEL_VENDOR",
+    "OPERATOR_CONFIG_KEY",
     "PHYSICAL_GPU_KIND",
     "PHYSICAL_GPU_PLURAL",
     "VERSION",
     "ApiModel",
     "Capabilities",
+    "ComponentSettings",
     "Conditions",
     "CurrentState",
+    "DcgmExporterSettings",
+    "DcgmSettings",
     "DeviceType",
     "DriverType",
     "GPUClass",
     "GPUClassSpec",
     "GPUClassStatus",
+    "GPUOperatorConfig",
+    "GPUOperatorConfigSpec",
     "Generated",
     "GpuConfig",
     "GpuConfigError",
+    "GpuHandlerSettings",
     "Int32",
     "Int64",
+    "LoggingSettings",
     "MigClass",
     "MigMode",
     "MigPlacement",
     "MigProfile",
     "Mps",
+    "NodeAgentSettings",
     "NodeInfo",
     "NvidiaCapabilities",
     "NvidiaClass",
@@ -117,12 +142,14 @@ __all__ = [
     "PhysicalGPUConditionType",
     "PhysicalGPUSpec",
     "PhysicalGPUStatus",
+    "PullPolicy",
     "Requirements",
     "Selector",
     "Sharing",
     "SharingStrategy",
     "TimeSlicing",
     "TimeSlicingInterval",
+    "ValidatorSettings",
     "Vendor",
     "parse_gpu_config",
 ]

@@ -1,26 +1,36 @@
 """GPUClass: the administrator's long-lived description of a kind of GPU (spec §5).
 
 A GPUClass says which device type is wanted (a whole card or a MIG partition), the minimum
-requirements, the sharing policy and where devices may come from. Its controller (a later task)
-turns each GPUClass into a DRA DeviceClass and reports the names it generated in ``status``.
+requirements, the sharing policy and where devices may come from. gpu-controller turns each
+GPUClass into a DRA DeviceClass of the same name (``pkg/gpucontroller/gpuclass``) and reports the
+names it generated in ``status``.
 
 Cross-field rules are validators and CEL rules in the CRD, so kubectl and the controller agree on
-what a valid GPUClass is:
-- ``nvidia.mig.profile`` is required exactly when ``deviceType`` is MIG;
-- ``sharing.timeSlicing`` only with strategy TimeSlicing, ``sharing.mps`` only with strategy MPS.
-``status.valid``/``status.message`` remain for what only the controller can judge (for example a
-profile no card in the cluster offers).
+what a valid GPUClass is (an object the model refused would be invisible to the controller, which
+skips what it cannot parse):
+- ``nvidia.mig.profile`` is required exactly when ``deviceType`` is MIG, and ``nvidia`` only with
+  vendor Nvidia;
+- ``sharing.timeSlicing`` only with strategy TimeSlicing, ``sharing.mps`` only with strategy MPS;
+- TimeSlicing and MPS share a whole card: they need ``deviceType: Physical`` (DESIGN §4: the shared
+  offers are offers of a card, never of a MIG partition);
+- ``selector.matchLabels`` may name only the PhysicalGPU labels that have a device attribute
+  (``gpu.deckhouse.io/vendor``, ``gpu.deckhouse.io/device``): the DeviceClass selects devices, and a
+  CEL expression sees a device's attributes, never its PhysicalGPU's labels or its node.
+``status.valid``/``status.message`` remain for what only the controller can judge: a DeviceClass of
+the same name that the class does not own, a default extended resource name that is too long, a
+DeviceClass the API server refused.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from kubernetes.client import V1ObjectMeta
 from pydantic import Field, model_validator
 
 from api.gpu.v1alpha1.common import API_VERSION, ApiModel, Conditions, Int32, Int64, Vendor, cel_rules
+from api.gpu.v1alpha1.physicalgpu import LABEL_DEVICE, LABEL_VENDOR
 
 KIND: Final = "GPUClass"
 PLURAL: Final = "gpuclasses"
@@ -63,8 +73,29 @@ class Requirements(ApiModel):
     )
 
 
+MIG_PROFILE_PATTERN: Final = r"^[0-9]+g\.[0-9]+gb([+.-][a-z0-9]+)*$"
+LABEL_VALUE_PATTERN: Final = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+OBJECT_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# <DNS subdomain>/<name of at most 63 characters>: the form of an extended resource name.
+EXTENDED_RESOURCE_PATTERN: Final = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+SELECTOR_LABELS: Final = (LABEL_VENDOR, LABEL_DEVICE)
+"""The PhysicalGPU labels a selector may name: each is also a device attribute of every offer."""
+MAX_NAMES: Final = 64
+
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)]
+
+
 class MigClass(ApiModel):
-    profile: str = Field(min_length=1, description='MIG profile name, e.g. "2g.12gb".')
+    profile: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=MIG_PROFILE_PATTERN,
+        description='MIG profile name, e.g. "2g.12gb".',
+    )
 
 
 class NvidiaClass(ApiModel):
@@ -112,9 +143,36 @@ class Sharing(ApiModel):
 
 
 class Selector(ApiModel):
-    match_labels: dict[str, str] | None = Field(
-        default=None, description="Labels a PhysicalGPU must have for its devices to belong to the class."
+    model_config = cel_rules(
+        (
+            "!has(self.matchLabels) || self.matchLabels.all(k, k in "
+            + "["
+            + ", ".join(f"'{label}'" for label in SELECTOR_LABELS)
+            + "])",
+            "selector.matchLabels may name only "
+            + " and ".join(SELECTOR_LABELS)
+            + ", the PhysicalGPU labels that are also device attributes",
+        ),
     )
+
+    match_labels: dict[str, LabelValue] | None = Field(
+        default=None,
+        max_length=len(SELECTOR_LABELS),
+        description="Labels a PhysicalGPU must have for its devices to belong to the class: "
+        + " and ".join(SELECTOR_LABELS)
+        + ", which the DeviceClass checks as the device attributes vendor and device.",
+    )
+
+    @model_validator(mode="after")
+    def _only_attribute_labels(self) -> Selector:
+        unknown = sorted(set(self.match_labels or {}) - set(SELECTOR_LABELS))
+        if unknown:
+            raise ValueError(
+                f"selector.matchLabels may name only {' and '.join(SELECTOR_LABELS)} (the PhysicalGPU "
+                f"labels that are also device attributes), not {', '.join(unknown)}; use spec.names "
+                "for particular cards"
+            )
+        return self
 
 
 class GPUClassSpec(ApiModel):
@@ -124,6 +182,12 @@ class GPUClassSpec(ApiModel):
             " : !(has(self.nvidia) && has(self.nvidia.mig))",
             "nvidia.mig.profile is required when deviceType is MIG and forbidden otherwise",
         ),
+        ("!has(self.nvidia) || self.vendor == 'Nvidia'", "nvidia settings require vendor Nvidia"),
+        (
+            "!has(self.sharing) || !has(self.sharing.strategy) || self.sharing.strategy == 'Exclusive'"
+            " || self.deviceType == 'Physical'",
+            "sharing strategies TimeSlicing and MPS require deviceType Physical",
+        ),
     )
 
     vendor: Vendor = Field(description="GPU vendor.")
@@ -132,8 +196,18 @@ class GPUClassSpec(ApiModel):
     nvidia: NvidiaClass | None = Field(default=None, description="NVIDIA-specific settings.")
     sharing: Sharing | None = Field(default=None, description="Sharing policy; Exclusive when absent.")
     selector: Selector | None = Field(default=None, description="Which PhysicalGPUs may provide devices.")
-    names: list[str] | None = Field(
-        default=None, description="If set, only the PhysicalGPUs with these names may provide devices."
+    names: list[ObjectName] | None = Field(
+        default=None,
+        max_length=MAX_NAMES,
+        description="If set, only the PhysicalGPUs with these names may provide devices (matched by "
+        "the card's UUID once gpu-handler has read it).",
+    )
+    extended_resource_name: str | None = Field(
+        default=None,
+        max_length=317,
+        pattern=EXTENDED_RESOURCE_PATTERN,
+        description="Extended resource name Pods request the class by; gpu.deckhouse.io/<class name> "
+        "when unset.",
     )
 
     @model_validator(mode="after")
@@ -144,6 +218,18 @@ class GPUClassSpec(ApiModel):
         if self.device_type is not DeviceType.MIG and has_profile:
             raise ValueError(
                 f"spec.nvidia.mig is allowed only when spec.deviceType is MIG, not {self.device_type.value}"
+            )
+        if self.nvidia is not None and self.vendor is not Vendor.NVIDIA:
+            raise ValueError(f"spec.nvidia requires spec.vendor Nvidia, not {self.vendor.value}")
+        return self
+
+    @model_validator(mode="after")
+    def _shares_are_of_whole_cards(self) -> GPUClassSpec:
+        strategy = self.sharing.strategy if self.sharing else SharingStrategy.EXCLUSIVE
+        if strategy is not SharingStrategy.EXCLUSIVE and self.device_type is not DeviceType.PHYSICAL:
+            raise ValueError(
+                f"spec.sharing.strategy {strategy.value} requires spec.deviceType Physical, not "
+                f"{self.device_type.value}: shares are offered of whole cards only"
             )
         return self
 

@@ -116,3 +116,11 @@ LOG_DEBUG_VERBOSITY: the configured value, or 10 when it is 0 and the level is D
 {{- $verbosity := int .Values.logging.debugVerbosity }}
 {{- if and (eq $verbosity 0) (eq (lower .Values.logging.level) "debug") }}10{{ else }}{{ $verbosity }}{{ end }}
 {{- end }}
+
+{{/*
+The node components' configuration ConfigMap (templates/operator-config.yaml): gpu-controller's
+--operator-config, and the prefix of the DaemonSets it renders (<this>-<component>).
+*/}}
+{{- define "gpu-control-plane.operatorConfig.name" -}}
+{{- include "gpu-control-plane.fullname" . }}
+{{- end }}

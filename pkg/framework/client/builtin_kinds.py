@@ -15,6 +15,7 @@ from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1ConfigMap,
     V1CustomResourceDefinition,
+    V1DaemonSet,
     V1DeviceClass,
     V1Lease,
     V1Namespace,
@@ -44,6 +45,10 @@ SERVICE_ACCOUNT = ResourceKind(
 )
 CORE_EVENT = ResourceKind(
     group="", version="v1", kind="Event", plural="events", namespaced=True, model=CoreV1Event
+)
+
+DAEMON_SET = ResourceKind(
+    group="apps", version="v1", kind="DaemonSet", plural="daemonsets", namespaced=True, model=V1DaemonSet
 )
 
 EVENT = ResourceKind(

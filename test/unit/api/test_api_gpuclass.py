@@ -32,9 +32,10 @@ def mig_class() -> dict[str, Any]:
             "deviceType": "MIG",
             "requirements": {"minMemory": "12Gi", "minComputeCapability": "8.0"},
             "nvidia": {"mig": {"profile": "2g.12gb"}},
-            "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Short"}},
+            "sharing": {"strategy": "Exclusive"},
             "selector": {"matchLabels": {"gpu.deckhouse.io/device": "a30-pcie"}},
             "names": ["node1-0-10de-20b7"],
+            "extendedResourceName": "example.com/a30-2g",
         },
         "status": {
             "valid": True,
@@ -52,10 +53,83 @@ def test_round_trip_keeps_the_wire_form_exactly() -> None:
     data = mig_class()
     parsed = GPUClass.from_api_dict(data)
     assert parsed.kind == GPU_CLASS_KIND
+    assert parsed.spec.extended_resource_name == "example.com/a30-2g"
+    assert parsed.to_api_dict() == data
+
+
+def test_time_slicing_round_trips_on_a_physical_class() -> None:
+    data = mig_class()
+    data["spec"] = {
+        "vendor": "Nvidia",
+        "deviceType": "Physical",
+        "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Short"}},
+    }
+    parsed = GPUClass.from_api_dict(data)
     assert parsed.spec.sharing is not None
     assert parsed.spec.sharing.time_slicing is not None
     assert parsed.spec.sharing.time_slicing.interval is TimeSlicingInterval.SHORT
     assert parsed.to_api_dict() == data
+
+
+@pytest.mark.parametrize("strategy", ["TimeSlicing", "MPS"])
+def test_shares_need_a_physical_device_type(strategy: str) -> None:
+    data = mig_class()
+    data["spec"]["sharing"] = {"strategy": strategy}
+    with pytest.raises(
+        ValidationError, match=rf"strategy {strategy} requires spec.deviceType Physical, not MIG"
+    ):
+        GPUClass.from_api_dict(data)
+
+
+def test_nvidia_settings_need_the_nvidia_vendor() -> None:
+    data = mig_class()
+    data["spec"]["vendor"] = "Amd"
+    with pytest.raises(ValidationError, match=r"spec.nvidia requires spec.vendor Nvidia, not Amd"):
+        GPUClass.from_api_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("labels", "error"),
+    [
+        ({"gpu.deckhouse.io/node": "n1"}, r"not gpu.deckhouse.io/node; use spec.names"),
+        ({"team": "a"}, r"may name only gpu.deckhouse.io/vendor and gpu.deckhouse.io/device"),
+        ({"gpu.deckhouse.io/device": "a30 pcie"}, r"should match pattern"),
+    ],
+)
+def test_selector_names_only_labels_that_are_attributes(labels: dict[str, str], error: str) -> None:
+    data = mig_class()
+    data["spec"]["selector"] = {"matchLabels": labels}
+    with pytest.raises(ValidationError, match=error):
+        GPUClass.from_api_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("names", ["Node_1"]),
+        ("names", [f"n{i}" for i in range(65)]),
+        ("extendedResourceName", "no-domain"),
+        ("extendedResourceName", "example.com/" + "x" * 64),
+    ],
+)
+def test_names_and_extended_resource_name_formats(field: str, value: object) -> None:
+    data = mig_class()
+    data["spec"][field] = value
+    with pytest.raises(ValidationError, match=field):
+        GPUClass.from_api_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("profile", "accepted"), [("1g.6gb+me", True), ("7g.141gb", True), ('1g" || true', False)]
+)
+def test_mig_profile_format(profile: str, accepted: bool) -> None:
+    data = mig_class()
+    data["spec"]["nvidia"]["mig"]["profile"] = profile
+    if accepted:
+        assert GPUClass.from_api_dict(data).spec.nvidia is not None
+    else:
+        with pytest.raises(ValidationError, match=r"profile"):
+            GPUClass.from_api_dict(data)
 
 
 def test_sharing_defaults_to_exclusive_and_time_slicing_to_default() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from unittest.mock import MagicMock
 
+from pkg.app.gpu_controller import register_controllers
 from pkg.domain.metrics import METRICS
 from pkg.dracontroller.setup import ResourceClaimContainer
 from pkg.dracontroller.setup import setup_controller as setup_claims
@@ -14,8 +15,6 @@ from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
-from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer
-from pkg.gpucontroller.physicalgpu.setup import setup_controller as setup_gpus
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings, setup_handler
 from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer, setup_agent
 
@@ -62,9 +61,14 @@ def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
     manager = Manager(metrics=METRICS)
     recorder = MagicMock(spec=EventRecorderLogger)
     informers = MagicMock(spec=InformerFactory)
-    setup_gpus(
+    register_controllers(
         manager,
-        PhysicalGPUContainer(client=_client("gpu-controller"), informers=informers, recorder=recorder),
+        client=_client("gpu-controller"),
+        informers=informers,
+        recorder=recorder,
+        workers=2,
+        components_namespace="gpu",
+        operator_config="gpu-control-plane",
     )
     setup_claims(
         manager,

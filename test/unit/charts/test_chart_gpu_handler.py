@@ -1,4 +1,5 @@
-"""The chart's gpu-handler: its DaemonSet, its exact RBAC and its confinement to its own node.
+"""The chart's gpu-handler: its DaemonSet (as gpu-controller renders it from the chart's ConfigMap),
+its exact RBAC and its confinement to its own node.
 
 Helpers and the ``helm`` fixture come from ``test_chart_render`` (test helpers are imported by bare
 name per folder); the permissions it pins are ``GPU_HANDLER_PERMISSIONS`` there, next to the other
@@ -18,6 +19,7 @@ from test_chart_render import (
     find,
     granted_by,
     helm,
+    node_daemon_sets,
     of,
     one,
     render,
@@ -28,11 +30,15 @@ __all__ = ["helm"]  # the fixture, re-exported so pytest finds it here
 
 @pytest.fixture(scope="module")
 def docs(helm: Path) -> list[dict[str, Any]]:
-    return of(render(helm), "gpu-handler")
+    return render(helm)
+
+
+def daemon_set(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return node_daemon_sets(docs)["gpu-handler"]
 
 
 def pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(one(docs, "DaemonSet")["spec"]["template"]["spec"])
+    return dict(daemon_set(docs)["spec"]["template"]["spec"])
 
 
 def main_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -41,15 +47,16 @@ def main_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_cluster_role_grants_exactly_the_handler_calls(docs: list[dict[str, Any]]) -> None:
-    assert granted_by(one(docs, "ClusterRole")) == GPU_HANDLER_PERMISSIONS
-    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    assert granted_by(one(of(docs, "gpu-handler"), "ClusterRole")) == GPU_HANDLER_PERMISSIONS
+    account = one(of(docs, "gpu-handler"), "ServiceAccount")["metadata"]["name"]
     assert account == "rel-gpu-control-plane-gpu-handler"
     assert pod(docs)["serviceAccountName"] == account
     assert pod(docs)["automountServiceAccountToken"] is True  # the Pod-bound token names the node
-    binding = one(docs, "ClusterRoleBinding")
+    own = of(docs, "gpu-handler")
+    binding = one(own, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
-    assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
-    assert find(docs, "Role") == find(docs, "RoleBinding") == []
+    assert binding["roleRef"]["name"] == one(own, "ClusterRole")["metadata"]["name"]
+    assert find(own, "Role") == find(own, "RoleBinding") == []
 
 
 def test_the_policy_confines_the_handler_by_default(helm: Path) -> None:
@@ -145,7 +152,7 @@ def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
 
 
 def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path) -> None:
-    docs = of(render(helm, {"gpuHandler.kubeletPlugin.enabled": False}), "gpu-handler")
+    docs = render(helm, {"gpuHandler.kubeletPlugin.enabled": False})
     spec, main = pod(docs), main_container(docs)
     host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
     assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
@@ -163,22 +170,20 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"] == {"drop": ["ALL"]}
-    verbs = granted_by(one(docs, "ClusterRole"))
+    verbs = granted_by(one(of(docs, "gpu-handler"), "ClusterRole"))
     assert ("resource.k8s.io", "resourceclaims", "get") not in verbs
     assert ("events.k8s.io", "events", "create") not in verbs
 
 
 def test_scheduling_defaults(docs: list[dict[str, Any]]) -> None:
+    """On the nodes whose cards are DriverReady (the gate label gpu-controller keeps), tainted GPU
+    nodes included; critical priority; no surge."""
     spec = pod(docs)
     assert spec["tolerations"] == [{"operator": "Exists", "effect": "NoSchedule"}]
     assert spec["priorityClassName"] == "system-node-critical"
-    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
-    assert term["matchExpressions"] == [
-        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"}
-    ]
-    daemonset = one(docs, "DaemonSet")
+    assert spec["nodeSelector"] == {"gpu.deckhouse.io/driver-ready": "true"}
+    assert "affinity" not in spec
+    daemonset = daemon_set(docs)
     assert daemonset["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
@@ -189,27 +194,24 @@ def test_scheduling_defaults(docs: list[dict[str, Any]]) -> None:
 
 
 def test_values_reach_the_daemonset(helm: Path) -> None:
-    docs = of(
-        render(
-            helm,
-            {
-                "image.tag": "2.0.0",
-                "gpuHandler.image.repository": "registry.example/handler",
-                "gpuHandler.backend": "simulated-nvidia",
-                "gpuHandler.runtimeClassName": "nvidia",
-                "gpuHandler.enrichPeriod": "30s",
-                "gpuHandler.publish": False,
-                "gpuHandler.publishResyncPeriod": "10m",
-                "gpuHandler.metrics.port": 9100,
-                "gpuHandler.nodeSelector": {"nvidia.com/gpu.present": "true"},
-            },
-        ),
-        "gpu-handler",
+    docs = render(
+        helm,
+        {
+            "image.tag": "2.0.0",
+            "gpuHandler.image.repository": "registry.example/handler",
+            "gpuHandler.backend": "simulated-nvidia",
+            "gpuHandler.runtimeClassName": "nvidia",
+            "gpuHandler.enrichPeriod": "30s",
+            "gpuHandler.publish": False,
+            "gpuHandler.publishResyncPeriod": "10m",
+            "gpuHandler.metrics.port": 9100,
+            "gpuHandler.nodeSelector": {"nvidia.com/gpu.present": "true"},
+        },
     )
     spec, main = pod(docs), main_container(docs)
     assert main["image"] == "registry.example/handler:2.0.0"
     assert spec["runtimeClassName"] == "nvidia"
-    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true", "gpu.deckhouse.io/driver-ready": "true"}
     for arg in (
         "--backend=simulated-nvidia",
         "--enrich-period=30s",
@@ -223,5 +225,6 @@ def test_values_reach_the_daemonset(helm: Path) -> None:
 def test_the_handler_can_be_disabled(helm: Path) -> None:
     rendered = render(helm, {"gpuHandler.enabled": False})
     assert of(rendered, "gpu-handler") == []
+    assert "gpu-handler" not in node_daemon_sets(rendered)
     users = confined_users(one(rendered, "ValidatingAdmissionPolicy"))
     assert not any(user.endswith("-gpu-handler") for user in users)

@@ -9,11 +9,14 @@ What is pinned here, and why:
 * Leader election follows ``controller.replicas``: on above one replica (with its Lease Role and a
   PodDisruptionBudget), off with one (and then the Recreate strategy, so two Pods never overlap).
 * The Pod runs hardened: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp.
-* gpu-node-agent's DaemonSet gets from the host exactly what the agent reads (sysfs, os-release,
-  the kernel release; read-only) and the host network only for uevents, with no privileges; its
-  ClusterRole is exactly the agent's calls, and the node admission policy confines it (and the
-  accounts listed in ``admissionPolicy.serviceAccounts``) to its own node. The integration test
-  ``test/integration/test_node_admission_policy.py`` proves the policy against a real API server.
+* The node components' DaemonSets are gpu-controller's (rendered from the chart's ConfigMap
+  ``<fullname>``, a GPUOperatorConfig document): the chart's document parses with the controller's
+  own parser, and the DaemonSets the controller renders from it carry the values (gpu-node-agent's
+  gets from the host exactly what the agent reads, read-only, and the host network only for
+  uevents, with no privileges). gpu-node-agent's ClusterRole is exactly the agent's calls, and the
+  node admission policy confines it (and the accounts listed in ``admissionPolicy.serviceAccounts``)
+  to its own node. The integration test ``test/integration/test_node_admission_policy.py`` proves
+  the policy against a real API server.
 * gpu-handler's DaemonSet, RBAC and confinement are pinned the same way in
   ``test_chart_gpu_handler.py``, and gpu-dra-controller's Deployment, RBAC and leader election in
   ``test_chart_dra_controller.py`` (with ``config/rbac/gpu-dra-controller.yaml``); both reuse this
@@ -45,8 +48,12 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client import V1ConfigMap
 
 from pkg.devcluster.cluster import default_bin_dir
+from pkg.framework.client.builtin_kinds import DAEMON_SET
+from pkg.gpucontroller.orchestrator.internal.config import parse_config
+from pkg.gpucontroller.orchestrator.render import RenderContext, render_all
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "gpu-control-plane"
@@ -78,16 +85,14 @@ OPAQUE_VALUES = frozenset(
         "draController.securityContext",
         "nodeAgent.resources",
         "nodeAgent.tolerations",
-        "nodeAgent.updateStrategy",
-        "nodeAgent.podSecurityContext",
-        "nodeAgent.securityContext",
+        "validator.resources",
+        "validator.tolerations",
         "gpuHandler.resources",
         "gpuHandler.tolerations",
-        "gpuHandler.updateStrategy",
-        "gpuHandler.podSecurityContext",
-        "gpuHandler.securityContext",
-        "gpuHandler.kubeletPlugin.podSecurityContext",
-        "gpuHandler.kubeletPlugin.securityContext",
+        "dcgm.resources",
+        "dcgm.tolerations",
+        "dcgmExporter.resources",
+        "dcgmExporter.tolerations",
     }
 )
 CLUSTER_SCOPED = frozenset(
@@ -101,16 +106,33 @@ CLUSTER_SCOPED = frozenset(
 )
 
 # (apiGroup, resource, verb) of every call gpu-controller makes outside its own namespace: the
-# informers (get/list/watch), orphan cleanup (delete), metadata JSON patch (patch), status writes and
-# events.k8s.io events (create, patch for a series). Nothing else.
+# informers (get/list/watch), orphan cleanup (delete), metadata JSON patch (patch), status writes,
+# the node gate labels (a Node merge patch), GPUClass status and the DeviceClasses generated from
+# them (server-side apply: patch, create), the finalizers update an owner reference with
+# blockOwnerDeletion needs, and events.k8s.io events (create, patch for a series). Nothing else.
 CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
     {
         *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("get", "list", "watch", "patch", "delete")),
         *(("gpu.deckhouse.io", "physicalgpus/status", verb) for verb in ("get", "update", "patch")),
-        *(("", "nodes", verb) for verb in ("get", "list", "watch")),
+        *(("", "nodes", verb) for verb in ("get", "list", "watch", "patch")),
+        *(("gpu.deckhouse.io", "gpuclasses", verb) for verb in ("get", "list", "watch")),
+        ("gpu.deckhouse.io", "gpuclasses/status", "update"),
+        ("gpu.deckhouse.io", "gpuclasses/finalizers", "update"),
+        *(("resource.k8s.io", "deviceclasses", verb) for verb in ("get", "list", "watch", "create", "patch")),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
     }
+)
+# (apiGroup, resource, verb, resourceNames) of gpu-controller's calls in the node components'
+# namespace: its configuration ConfigMap (only that one), the DaemonSets it renders (informer,
+# server-side apply, pruning), the GPU validator's Pods (informer).
+CONTROLLER_NODE_COMPONENT_RULES = sorted(
+    [
+        (("",), ("configmaps",), ("get", "list", "watch"), (f"{RELEASE}-gpu-control-plane",)),
+        (("",), ("configmaps/finalizers",), ("update",), (f"{RELEASE}-gpu-control-plane",)),
+        (("apps",), ("daemonsets",), ("create", "delete", "get", "list", "patch", "watch"), None),
+        (("",), ("pods",), ("get", "list", "watch"), None),
+    ]
 )
 
 
@@ -212,6 +234,27 @@ def of(docs: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["metadata"]["labels"].get("app.kubernetes.io/component") == component]
 
 
+def node_daemon_sets(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The DaemonSets gpu-controller renders from the chart's configuration ConfigMap, by component:
+    the document is parsed by the controller's own parser and rendered by its own renderer."""
+    document = one(of(docs, "node-components"), "ConfigMap")
+    config_map = V1ConfigMap.model_validate(
+        {**document, "metadata": {**document["metadata"], "uid": "uid-of-the-configmap"}}
+    )
+    context = RenderContext(config_map=config_map, spec=parse_config(config_map))
+    return {component.value: DAEMON_SET.encode(ds) for component, ds in render_all(context).items()}
+
+
+def leader_election(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """gpu-controller's leader-election Role or RoleBinding."""
+    (doc,) = [
+        d
+        for d in find(of(docs, "gpu-controller"), kind)
+        if d["metadata"]["name"].endswith("-leader-election")
+    ]
+    return doc
+
+
 def container(docs: list[dict[str, Any]], component: str = "gpu-controller") -> dict[str, Any]:
     (main,) = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
     return dict(main)
@@ -249,6 +292,7 @@ def default_docs(helm: Path) -> list[dict[str, Any]]:
         {"nodeAgent.udev": False, "admissionPolicy.serviceAccounts": [{"name": "dcgm"}]},
         {"gpuHandler.enabled": False, "gpuHandler.runtimeClassName": "nvidia"},
         {"admissionPolicy.enabled": False},
+        {"validator.enabled": False, "dcgm.enabled": False, "dcgmExporter.enabled": False},
     ],
     ids=[
         "defaults",
@@ -259,6 +303,7 @@ def default_docs(helm: Path) -> list[dict[str, Any]]:
         "no-udev-extra-account",
         "no-gpu-handler",
         "no-policy",
+        "no-nvidia-components",
     ],
 )
 def test_helm_lint_strict_passes(helm: Path, values: dict[str, Any]) -> None:
@@ -284,17 +329,18 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRoleBinding", dra),
         ("ClusterRoleBinding", handler),
         ("ClusterRoleBinding", agent),
+        ("ConfigMap", f"{RELEASE}-gpu-control-plane"),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "physicalgpus.gpu.deckhouse.io"),
-        ("DaemonSet", handler),
-        ("DaemonSet", agent),
         ("Deployment", prefix),
         ("Deployment", dra),
         ("PodDisruptionBudget", prefix),
         ("PodDisruptionBudget", dra),
         ("Role", f"{prefix}-leader-election"),
+        ("Role", f"{prefix}-node-components"),
         ("Role", f"{dra}-leader-election"),
         ("RoleBinding", f"{prefix}-leader-election"),
+        ("RoleBinding", f"{prefix}-node-components"),
         ("RoleBinding", f"{dra}-leader-election"),
         ("Service", f"{prefix}-metrics"),
         ("Service", f"{dra}-metrics"),
@@ -317,8 +363,10 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
                 "gpu-node-agent",
                 "gpu-handler",
                 "node-admission-policy",
+                "node-components",
             )
-            assert doc["metadata"]["name"].startswith(f"{RELEASE}-gpu-control-plane-")
+            name = doc["metadata"]["name"]
+            assert name == f"{RELEASE}-gpu-control-plane" or name.startswith(f"{RELEASE}-gpu-control-plane-")
             scoped = doc["kind"] not in CLUSTER_SCOPED
             assert doc["metadata"].get("namespace") == (NAMESPACE if scoped else None)
 
@@ -377,8 +425,34 @@ def test_cluster_role_grants_exactly_the_controller_calls(default_docs: list[dic
     )
 
 
+def test_node_components_role_is_exactly_the_controller_calls_in_its_namespace(
+    default_docs: list[dict[str, Any]],
+) -> None:
+    (role,) = [
+        r
+        for r in find(of(default_docs, "gpu-controller"), "Role")
+        if r["metadata"]["name"].endswith("-node-components")
+    ]
+    assert role["metadata"]["namespace"] == NAMESPACE
+    rules = sorted(
+        (
+            tuple(rule["apiGroups"]),
+            tuple(rule["resources"]),
+            tuple(sorted(rule["verbs"])),
+            tuple(rule["resourceNames"]) if "resourceNames" in rule else None,
+        )
+        for rule in role["rules"]
+    )
+    assert rules == CONTROLLER_NODE_COMPONENT_RULES
+    # The ConfigMap it may read is the one the chart creates and names in --operator-config.
+    assert (
+        flag(default_docs, "operator-config")
+        == one(of(default_docs, "node-components"), "ConfigMap")["metadata"]["name"]
+    )
+
+
 def test_lease_role_is_one_lease_in_the_release_namespace(default_docs: list[dict[str, Any]]) -> None:
-    role = one(of(default_docs, "gpu-controller"), "Role")
+    role = leader_election(default_docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
     lease = flag(default_docs, "leader-election-id")
     assert lease == "gpu-controller-leader"
@@ -403,13 +477,17 @@ def test_bindings_bind_the_roles_to_the_deployment_service_account(
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == account
     subject = {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
-    for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = one(docs, kind)
+    pairs = [(one(docs, "ClusterRoleBinding"), one(docs, "ClusterRole"))]
+    for suffix in ("-leader-election", "-node-components"):
+        (binding,) = [b for b in find(docs, "RoleBinding") if b["metadata"]["name"].endswith(suffix)]
+        (role,) = [r for r in find(docs, "Role") if r["metadata"]["name"].endswith(suffix)]
+        pairs.append((binding, role))
+    for binding, role in pairs:
         assert binding["subjects"] == [subject]
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role_kind,
-            "name": one(docs, role_kind)["metadata"]["name"],
+            "kind": role["kind"],
+            "name": role["metadata"]["name"],
         }
 
 
@@ -422,11 +500,8 @@ def test_leader_election_follows_replicas(helm: Path, replicas: int, elect: bool
     deployment = one(of(docs, "gpu-controller"), "Deployment")
     assert deployment["spec"]["replicas"] == replicas
     assert flag(docs, "leader-elect") == str(elect).lower()
-    assert (
-        len(find(of(docs, "gpu-controller"), "Role"))
-        == len(find(of(docs, "gpu-controller"), "RoleBinding"))
-        == int(elect)
-    )
+    elections = [d for d in of(docs, "gpu-controller") if d["metadata"]["name"].endswith("-leader-election")]
+    assert sorted(d["kind"] for d in elections) == (["Role", "RoleBinding"] if elect else [])
     assert len(find(of(docs, "gpu-controller"), "PodDisruptionBudget")) == int(elect)
     strategy = deployment["spec"]["strategy"]
     if elect:
@@ -466,6 +541,7 @@ def test_container_command_args_env_and_probes(default_docs: list[dict[str, Any]
         "--leader-elect=true",
         "--leader-election-id=gpu-controller-leader",
         "--workers=2",
+        f"--operator-config={RELEASE}-gpu-control-plane",
     ]
     assert env_of(default_docs) == {
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
@@ -578,7 +654,8 @@ def test_notes_warn_when_the_service_monitor_cannot_be_created(helm: Path) -> No
 
 
 def daemonset(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return one(of(docs, "gpu-node-agent"), "DaemonSet")
+    """gpu-node-agent's DaemonSet, as gpu-controller renders it from the chart's ConfigMap."""
+    return node_daemon_sets(docs)["gpu-node-agent"]
 
 
 def agent_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -594,8 +671,8 @@ def test_node_agent_cluster_role_grants_exactly_the_agent_calls(default_docs: li
     docs = of(default_docs, "gpu-node-agent")
     assert granted_by(one(docs, "ClusterRole")) == NODE_AGENT_PERMISSIONS
     account = one(docs, "ServiceAccount")["metadata"]["name"]
-    assert agent_pod(docs)["serviceAccountName"] == account
-    assert agent_pod(docs)["automountServiceAccountToken"] is True  # the Pod-bound token names the node
+    assert agent_pod(default_docs)["serviceAccountName"] == account
+    assert agent_pod(default_docs)["automountServiceAccountToken"] is True  # the token names the node
     binding = one(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
     assert binding["roleRef"]["name"] == one(docs, "ClusterRole")["metadata"]["name"]
@@ -723,7 +800,6 @@ def test_node_agent_values_reach_the_daemonset(helm: Path) -> None:
             "nodeAgent.resyncPeriod": "30s",
             "nodeAgent.metrics.port": 9100,
             "nodeAgent.nodeSelector": {"feature.node.kubernetes.io/pci-10de.present": "true"},
-            "nodeAgent.affinity": {"nodeAffinity": {}},
             "nodeAgent.priorityClassName": "",
         },
     )
@@ -733,7 +809,6 @@ def test_node_agent_values_reach_the_daemonset(helm: Path) -> None:
     assert "--metrics-bind-address=:9100" in main["args"]
     assert main["ports"][0]["containerPort"] == 9100
     assert pod["nodeSelector"] == {"feature.node.kubernetes.io/pci-10de.present": "true"}
-    assert pod["affinity"] == {"nodeAffinity": {}}
     assert "priorityClassName" not in pod
     assert agent_container(render(helm, {"nodeAgent.image.tag": "3.1"}))["image"] == "gpu-control-plane:3.1"
 
@@ -741,6 +816,7 @@ def test_node_agent_values_reach_the_daemonset(helm: Path) -> None:
 def test_node_agent_can_be_disabled(helm: Path) -> None:
     docs = render(helm, {"nodeAgent.enabled": False})
     assert of(docs, "gpu-node-agent") == []
+    assert "gpu-node-agent" not in node_daemon_sets(docs)
     handler = one(of(docs, "gpu-handler"), "ServiceAccount")["metadata"]["name"]
     assert confined_users(one(docs, "ValidatingAdmissionPolicy")) == [
         f"system:serviceaccount:{NAMESPACE}:{handler}"
@@ -817,7 +893,11 @@ def test_policy_confines_the_node_accounts(helm: Path) -> None:
 def test_policy_can_be_disabled(helm: Path) -> None:
     docs = render(helm, {"admissionPolicy.enabled": False})
     assert find(docs, "ValidatingAdmissionPolicy") == find(docs, "ValidatingAdmissionPolicyBinding") == []
-    assert len(of(docs, "gpu-node-agent")) == 4
+    assert [d["kind"] for d in of(docs, "gpu-node-agent")] == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ]
 
 
 # -- CRDs ----------------------------------------------------------------------------------------------
@@ -942,6 +1022,8 @@ def test_plain_rbac_is_the_chart_rbac(helm: Path) -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "Role",
+        "Role",
+        "RoleBinding",
         "RoleBinding",
     ]
     for doc in docs:
@@ -1079,9 +1161,20 @@ def mutate(path: str, value: Any) -> Any:
         "draController.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "nodeAgent.resyncPeriod": "1m",
         "nodeAgent.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "validator.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "validator.pullPolicy": "Always",
+        "validator.command": ["sh"],
+        "validator.args": ["validate"],
+        "validator.env": [{"name": "WITH_WAIT", "value": "true"}],
+        "validator.readinessCommand": ["true"],
+        "validator.driverRoot": None,
         "gpuHandler.enrichPeriod": "1m",
         "gpuHandler.publishResyncPeriod": "1m",
         "gpuHandler.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "dcgm.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "dcgm.pullPolicy": "Always",
+        "dcgmExporter.tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "dcgmExporter.pullPolicy": "Always",
         "gpuHandler.kubeletPlugin.kubeletRoot": "/srv/kubelet",
         "gpuHandler.kubeletPlugin.cdiDir": "/etc/cdi",
         "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
@@ -1108,9 +1201,6 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     base: dict[str, Any] = {}
     if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
         base["controller.metrics.serviceMonitor.enabled"] = True
-    # The handler's own security contexts apply only without the kubelet plugin (which needs root).
-    if path in ("gpuHandler.podSecurityContext", "gpuHandler.securityContext"):
-        base["gpuHandler.kubeletPlugin.enabled"] = False
     api = (SERVICE_MONITOR_API,)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)
@@ -1137,7 +1227,11 @@ def test_every_value_is_in_the_readme() -> None:
         ({"nodeAgent.resyncPeriod": "5 minutes"}, "/nodeAgent/resyncPeriod"),
         ({"nodeAgent.resyncPeriod": "1h30m"}, "/nodeAgent/resyncPeriod"),  # the agent takes one unit
         ({"nodeAgent.metrics.port": 0}, "/nodeAgent/metrics/port"),
-        ({"nodeAgent.updateStrategy": {"type": "Recreate"}}, "/nodeAgent/updateStrategy/type"),
+        ({"nodeAgent.updateStrategy": {"type": "Recreate"}}, "additional properties 'updateStrategy'"),
+        ({"validator.image.tag": ""}, "/validator/image/tag"),
+        ({"validator.driverRoot": ""}, "/validator/driverRoot"),
+        ({"dcgm.port": 0}, "/dcgm/port"),
+        ({"dcgmExporter.pullPolicy": "Sometimes"}, "/dcgmExporter/pullPolicy"),
         ({"nodeAgent.hostNetwork": True}, "additional properties 'hostNetwork'"),
         ({"gpuHandler.backend": "Simulated NVIDIA"}, "/gpuHandler/backend"),
         ({"gpuHandler.publish": "yes"}, "/gpuHandler/publish"),

@@ -179,4 +179,4 @@ def test_state_prefers_the_full_node_name_from_status(mocker: Any) -> None:
 
 def test_the_container_wires_the_chain_in_order(mocker: Any) -> None:
     handlers = _container(mocker).handlers()
-    assert [h.name for h in handlers] == ["orphan-cleanup", "default-conditions"]
+    assert [h.name for h in handlers] == ["orphan-cleanup", "driver-ready", "default-conditions"]

@@ -1,8 +1,10 @@
-"""Gives every PhysicalGPU both conditions of spec §4.2.2, Unknown until the validator reports.
+"""Gives every PhysicalGPU both conditions of spec §4.2.2, Unknown until their owners report.
 
 Readers (the gpu-handler's publisher, kubectl's printer columns, alerts) can then tell "not
 validated yet" from "validation failed" without special-casing a missing condition. The handler
-only adds missing conditions: the validator owns their values once it has written them.
+only adds missing conditions: ``HardwareHealthy`` belongs to gpu-handler once it has written it,
+``DriverReady`` of NVIDIA cards to :mod:`.driver_ready` (which runs first); this step seeds what
+nobody has written yet, such as ``DriverReady`` of a card no validator judges.
 """
 
 from __future__ import annotations

@@ -1,0 +1,218 @@
+"""GPUOperatorConfig: which node components gpu-controller runs, with which images and settings
+(spec §2.1 A, AgentOrchestratorController).
+
+The object is a versioned document stored under the key ``config.yaml`` of a ConfigMap in the
+namespace the node components run in, not a custom resource. Helm cannot install a custom resource
+in the same release as its CRD ("resource mapping not found ... ensure CRDs are installed first":
+it maps every object before it creates any), and the chart keeps its CRDs in templates so that
+upgrades reach them. A ConfigMap is created with the release, and deleting it with ``helm
+uninstall`` lets the garbage collector remove every DaemonSet it owns. The document still has an
+``apiVersion`` and ``kind``, as the kubelet's configuration file does, so it can change shape
+between versions and could become a custom resource later without a new schema.
+
+Unlike the objects the API server stores, the document is parsed strictly (``extra="forbid"``): no
+server prunes unknown fields here, and a misspelt setting must be an error naming it, not a setting
+silently ignored. Images have no defaults in code: the chart's values are the one place that names
+them (our image for gpu-node-agent and gpu-handler, NVIDIA's for the validator and DCGM).
+
+The five components and where gpu-controller runs them (the node labels it maintains; docs in
+``docs/node-components.md``):
+
+=================  ==============================================================================
+``nodeAgent``      every node but the control plane (``node-role.kubernetes.io/control-plane``)
+``validator``      nodes with NVIDIA PhysicalGPUs (``gpu.deckhouse.io/nvidia.present=true``)
+``gpuHandler``     nodes whose cards are DriverReady (``gpu.deckhouse.io/driver-ready=true``)
+``dcgm``           the same (nv-hostengine)
+``dcgmExporter``   the same
+=================  ==============================================================================
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Final, Literal
+
+from kubernetes.client import V1EnvVar, V1ResourceRequirements, V1Toleration
+from pydantic import ConfigDict, Field, model_validator
+
+from api.gpu.v1alpha1.common import API_VERSION, ApiModel
+
+KIND: Final = "GPUOperatorConfig"
+CONFIG_KEY: Final = "config.yaml"
+"""The key of the ConfigMap's ``data`` that holds the document."""
+
+DURATION_PATTERN: Final = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)?$"
+Port = Annotated[int, Field(ge=1, le=65535)]
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN)]
+
+
+class ConfigModel(ApiModel):
+    """A model of the configuration document: strict about unknown fields (see the module docs)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class PullPolicy(StrEnum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "Debug"
+    INFO = "Info"
+    WARN = "Warn"
+    ERROR = "Error"
+
+
+class ComponentSettings(ConfigModel):
+    """What every node component has: whether it runs, its image, and how its Pods are placed.
+
+    ``command`` replaces the component's command *and* its arguments (``args``, when set, are passed
+    instead): stand-ins in tests, or an upstream image whose entry point moved. ``env`` is added to
+    the environment gpu-controller sets.
+    """
+
+    enabled: bool = Field(default=True, description="Run the component's DaemonSet.")
+    image: str | None = Field(
+        default=None, min_length=1, description="Container image; required when enabled."
+    )
+    image_pull_policy: PullPolicy = Field(default=PullPolicy.IF_NOT_PRESENT, description="Image pull policy.")
+    command: list[str] | None = Field(
+        default=None, description="Replaces the component's command and arguments."
+    )
+    args: list[str] | None = Field(default=None, description="Arguments passed instead of the component's.")
+    env: list[V1EnvVar] | None = Field(default=None, description="Extra environment variables.")
+    resources: V1ResourceRequirements | None = Field(
+        default=None, description="CPU and memory of the container."
+    )
+    node_selector: dict[str, str] | None = Field(
+        default=None, description="More labels a node must have, on top of the component's node gate."
+    )
+    tolerations: list[V1Toleration] | None = Field(default=None, description="Tolerations of the Pods.")
+    priority_class_name: str | None = Field(default=None, description="PriorityClass of the Pods.")
+    service_account_name: str | None = Field(
+        default=None,
+        description="ServiceAccount of the Pods; without one they run as the namespace's default "
+        "account with no token mounted.",
+    )
+
+    @model_validator(mode="after")
+    def _image_when_enabled(self) -> ComponentSettings:
+        if self.enabled and not self.image:
+            raise ValueError("image is required when the component is enabled")
+        return self
+
+
+class NodeAgentSettings(ComponentSettings):
+    resync_period: Duration = Field(default="5m", description="Safety resync (--resync-period).")
+    udev: bool = Field(
+        default=True,
+        description="Listen to kernel PCI uevents (--udev); sets hostNetwork, where uevents arrive.",
+    )
+    metrics_port: Port = Field(default=9478, description="Port of /metrics, /healthz and /readyz.")
+
+
+class ValidatorSettings(ComponentSettings):
+    """The GPU validator: NVIDIA's, unchanged (spec §13.3). Its validation runs in an init
+    container (``command``/``args``/``env``; NVIDIA's image checks the driver with
+    ``nvidia-validator`` and ``COMPONENT=driver``); the Pod becomes Ready once it succeeded and, if
+    ``readinessCommand`` is set, while that command succeeds."""
+
+    host_root: str = Field(
+        default="/", min_length=1, description="Host folder mounted read-only at /host (the host's root)."
+    )
+    driver_root: str | None = Field(
+        default="/run/nvidia/driver",
+        min_length=1,
+        description="Host folder of a containerised driver, mounted at /run/nvidia/driver; null "
+        "leaves it out (a driver installed on the host).",
+    )
+    readiness_command: list[str] | None = Field(
+        default=None, description="Exec readiness probe of the validator's main container."
+    )
+
+
+HOST_PATH_PATTERN: Final = r"^/[^\s]*[^/\s]$"
+
+
+class KubeletPluginSettings(ConfigModel):
+    """gpu-handler's kubelet plugin (NodePrepareResources/NodeUnprepareResources, docs/kubelet-plugin.md)."""
+
+    enabled: bool = Field(default=True, description="Serve the kubelet (--kubelet-plugin).")
+    kubelet_root: str = Field(
+        default="/var/lib/kubelet",
+        pattern=HOST_PATH_PATTERN,
+        description="The kubelet's root folder on the nodes.",
+    )
+    cdi_dir: str = Field(
+        default="/var/run/cdi",
+        pattern=HOST_PATH_PATTERN,
+        description="Where the container runtime reads CDI specs.",
+    )
+    mps_root: str = Field(
+        default="/run/gpu.deckhouse.io/mps",
+        pattern=HOST_PATH_PATTERN,
+        description="Where MPS-shared cards get their control daemon's folders, one per card (--mps-root).",
+    )
+    lock_timeout: Duration = Field(default="30s", description="How long a prepare waits for the node lock.")
+
+
+class GpuHandlerSettings(ComponentSettings):
+    backend: str = Field(default="nvidia", min_length=1, description="Vendor backend (--backend).")
+    kubelet_plugin: KubeletPluginSettings = Field(
+        default_factory=KubeletPluginSettings, description="The kubelet plugin; root and privileged while on."
+    )
+    runtime_class_name: str | None = Field(default=None, description="RuntimeClass of the Pods.")
+    enrich_period: Duration = Field(default="60s", description="Re-read period (--enrich-period).")
+    publish: bool = Field(default=True, description="Publish ResourceSlices (--publish).")
+    publish_resync_period: Duration = Field(default="5m", description="--publish-resync-period.")
+    metrics_port: Port = Field(default=8080, description="Port of /metrics, /healthz and /readyz.")
+
+
+class DcgmSettings(ComponentSettings):
+    """nv-hostengine, NVIDIA's DCGM daemon, reachable by the exporter at the node's address."""
+
+    runtime_class_name: str | None = Field(default=None, description="RuntimeClass of the Pods.")
+    port: Port = Field(default=5555, description="nv-hostengine's port, also bound on the node (hostPort).")
+
+
+class DcgmExporterSettings(ComponentSettings):
+    runtime_class_name: str | None = Field(default=None, description="RuntimeClass of the Pods.")
+    port: Port = Field(default=9400, description="Port of the Prometheus endpoint (/metrics, /health).")
+    pod_resources_path: str | None = Field(
+        default="/var/lib/kubelet/pod-resources",
+        description="The kubelet's pod-resources folder, for per-Pod labels on the metrics; empty "
+        "or null leaves it out.",
+    )
+
+
+class LoggingSettings(ConfigModel):
+    """LOG_* of gpu-node-agent and gpu-handler (spec §11.4)."""
+
+    level: LogLevel = Field(default=LogLevel.INFO, description="LOG_LEVEL.")
+    output: Literal["stdout", "stderr"] = Field(default="stderr", description="LOG_OUTPUT.")
+    debug_verbosity: int = Field(default=0, ge=0, description="LOG_DEBUG_VERBOSITY.")
+    debug_controllers: list[str] | None = Field(default=None, description="LOG_DEBUG_CONTROLLER_LIST.")
+
+
+class GPUOperatorConfigSpec(ConfigModel):
+    image_pull_secrets: list[str] | None = Field(
+        default=None, description="Names of Secrets for pulling the components' images."
+    )
+    logging: LoggingSettings = Field(
+        default_factory=LoggingSettings, description="Logging of our components."
+    )
+    node_agent: NodeAgentSettings = Field(default_factory=lambda: NodeAgentSettings(enabled=False))
+    validator: ValidatorSettings = Field(default_factory=lambda: ValidatorSettings(enabled=False))
+    gpu_handler: GpuHandlerSettings = Field(default_factory=lambda: GpuHandlerSettings(enabled=False))
+    dcgm: DcgmSettings = Field(default_factory=lambda: DcgmSettings(enabled=False))
+    dcgm_exporter: DcgmExporterSettings = Field(default_factory=lambda: DcgmExporterSettings(enabled=False))
+
+
+class GPUOperatorConfig(ConfigModel):
+    """The document (see the module docs). A component left out of ``spec`` does not run."""
+
+    api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["GPUOperatorConfig"] = Field(default="GPUOperatorConfig")
+    spec: GPUOperatorConfigSpec = Field(default_factory=GPUOperatorConfigSpec)

@@ -1,0 +1,59 @@
+"""Names gpu-controller's controllers share: the node gate labels and the node components' labels.
+
+The node gate labels are how the DaemonSets of the node components find their nodes (DESIGN §10):
+gpu-controller keeps them on each Node from the node's PhysicalGPUs (``nodelabels``), and the
+DaemonSets it renders (``orchestrator``) select nodes by them. A node joining or leaving changes a
+label, never a Pod template, so no existing Pod of a DaemonSet is restarted by it.
+
+The component labels mark what the orchestrator owns; the validator's Pods are found by them
+(``physicalgpu`` computes DriverReady from those Pods).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+LABEL_NVIDIA_PRESENT: Final = "gpu.deckhouse.io/nvidia.present"
+"""``true`` on a Node with at least one NVIDIA PhysicalGPU: the GPU validator runs there."""
+
+LABEL_DRIVER_READY: Final = "gpu.deckhouse.io/driver-ready"
+"""``true`` on a Node with a DriverReady PhysicalGPU: gpu-handler, nv-hostengine and dcgm-exporter
+run there."""
+
+LABEL_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
+"""Nodes with this label run no gpu-node-agent (spec §2.1 B)."""
+
+GATE_VALUE: Final = "true"
+
+NVIDIA_VENDOR: Final = "nvidia"
+"""The ``gpu.deckhouse.io/vendor`` label of NVIDIA PhysicalGPUs: the cards the validator checks."""
+
+
+class Component(StrEnum):
+    """The node components gpu-controller runs; the value names the DaemonSet and labels its Pods."""
+
+    NODE_AGENT = "gpu-node-agent"
+    VALIDATOR = "gpu-validator"
+    GPU_HANDLER = "gpu-handler"
+    DCGM = "nv-hostengine"
+    DCGM_EXPORTER = "dcgm-exporter"
+
+
+LABEL_NAME: Final = "app.kubernetes.io/name"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_OPERATOR_CONFIG: Final = "gpu.deckhouse.io/operator-config"
+"""The name of the configuration ConfigMap a DaemonSet was rendered from."""
+
+MANAGED_BY: Final = "gpu-controller"
+PART_OF: Final = "gpu-control-plane"
+
+VALIDATOR_POD_SELECTOR: Final = (
+    f"{LABEL_COMPONENT}={Component.VALIDATOR.value},{LABEL_MANAGED_BY}={MANAGED_BY}"
+)
+"""The label selector of the GPU validator's Pods (in the node components' namespace)."""
+
+MANAGED_SELECTOR: Final = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+"""The label selector of everything the orchestrator rendered."""

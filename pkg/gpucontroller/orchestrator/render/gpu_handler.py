@@ -1,0 +1,134 @@
+"""gpu-handler on the nodes whose cards are DriverReady (gate ``gpu.deckhouse.io/driver-ready``).
+
+What the Pod needs from the host, and nothing more:
+
+* the host's sysfs, read-only at ``/host/sys``: the backend finds its cards there;
+* NVML, for the nvidia backend: the driver's library and ``/dev/nvidia*``, which the NVIDIA
+  container runtime injects when ``runtimeClassName`` selects it (it reads ``NVIDIA_VISIBLE_DEVICES``
+  and ``NVIDIA_DRIVER_CAPABILITIES``; other runtimes ignore them);
+* with the kubelet plugin: the kubelet's ``plugins/`` and ``plugins_registry/`` folders, the CDI
+  folder and the MPS folder at their host paths (the kubelet dials the socket path the plugin
+  reports; CDI specs name host paths), the NVIDIA runtime's ``compute`` capability too (the MPS
+  control daemon and server come with it), and the host's ``/dev`` (``--dev-root``), where MIG
+  capability device nodes are made; root and privileged, as MIG changes through NVML and mknod
+  need; ``POD_UID`` names this Pod's sockets, and the DaemonSet starts a node's new Pod before the
+  old one stops, so the kubelet always has a plugin to call.
+
+Without the plugin: no privileges, root or host namespaces. A node that loses the gate (its validator
+fails or disappears) loses this Pod; its offers are withdrawn by gpu-handler as soon as DriverReady
+leaves True, and the kubelet removes a driver's ResourceSlices of a node 30 s after its plugin went
+away.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client import (
+    V1DaemonSet,
+    V1PodSecurityContext,
+    V1PodSpec,
+    V1RollingUpdateDaemonSet,
+    V1SeccompProfile,
+    V1SecurityContext,
+    V1VolumeMount,
+)
+
+from api.gpu.v1alpha1.operatorconfig import KubeletPluginSettings
+from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
+from pkg.gpucontroller.orchestrator.render.common import (
+    NVIDIA_RUNTIME_ENV,
+    RenderContext,
+    daemon_set,
+    env_of,
+    field_env,
+    gate_selector,
+    host_path,
+    logging_env,
+    our_binary,
+    restricted_pod,
+    tmp_volume,
+)
+
+# One new Pod per node before the old one stops: the plugin's sockets are named per Pod, and both
+# Pods publish the node's pool under one node lock, one generation after the other.
+SURGE = V1RollingUpdateDaemonSet(max_surge=1, max_unavailable=0)
+# The plugin runs nvidia-cuda-mps-control for MPS shares: the runtime injects it with compute.
+PLUGIN_RUNTIME_ENV = {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+
+
+def render(context: RenderContext) -> V1DaemonSet:
+    settings = context.spec.gpu_handler
+    plugin = settings.kubelet_plugin
+    handler = our_binary(
+        settings,
+        name=Component.GPU_HANDLER.value,
+        args=[
+            f"--backend={settings.backend}",
+            "--sysfs-root=/host/sys",
+            f"--enrich-period={settings.enrich_period}",
+            f"--publish={str(settings.publish).lower()}",
+            f"--publish-resync-period={settings.publish_resync_period}",
+            f"--kubelet-plugin={str(plugin.enabled).lower()}",
+            *(_plugin_args(plugin) if plugin.enabled else []),
+            f"--metrics-bind-address=:{settings.metrics_port}",
+        ],
+        env=[
+            *([field_env("POD_UID", "metadata.uid")] if plugin.enabled else []),
+            *env_of(NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {})),
+            *logging_env(context.spec),
+        ],
+        metrics_port=settings.metrics_port,
+        mounts=[V1VolumeMount(name="host-sys", mount_path="/host/sys", read_only=True)],
+    )
+    pod = V1PodSpec(
+        containers=[handler],
+        runtime_class_name=settings.runtime_class_name,
+        security_context=restricted_pod(),
+        node_selector=gate_selector(LABEL_DRIVER_READY, settings),
+        volumes=[host_path("host-sys", "/sys", "Directory"), tmp_volume()],
+    )
+    if plugin.enabled:
+        _serve_the_kubelet(pod, plugin)
+    return daemon_set(context, Component.GPU_HANDLER, settings, pod=pod, rolling_update=SURGE)
+
+
+def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
+    return [
+        f"--kubelet-root={plugin.kubelet_root}",
+        f"--cdi-dir={plugin.cdi_dir}",
+        f"--mps-root={plugin.mps_root}",
+        "--dev-root=/dev",
+        "--proc-root=/proc",
+        f"--prepare-lock-timeout={plugin.lock_timeout}",
+    ]
+
+
+def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings) -> None:
+    """The plugin's host folders at their host paths, root, privileged (see the module docs)."""
+    folders = {
+        # The plugin's DRA socket and its node-wide files (checkpoint, node lock).
+        "kubelet-plugins": (f"{plugin.kubelet_root}/plugins", "DirectoryOrCreate"),
+        # Where the kubelet finds plugins: it must exist (the kubelet creates it).
+        "kubelet-plugins-registry": (f"{plugin.kubelet_root}/plugins_registry", "Directory"),
+        "cdi": (plugin.cdi_dir, "DirectoryOrCreate"),
+        # One folder per MPS-shared card (pipe, log, shm), mounted into the shares by host path.
+        "mps": (plugin.mps_root, "DirectoryOrCreate"),
+        "host-dev": ("/dev", "Directory"),
+    }
+    [handler] = pod.containers
+    handler.volume_mounts = [
+        *(handler.volume_mounts or []),
+        *(V1VolumeMount(name=name, mount_path=path) for name, (path, _) in folders.items()),
+    ]
+    pod.volumes = [
+        *(pod.volumes or []),
+        *(host_path(name, path, kind) for name, (path, kind) in folders.items()),
+    ]
+    pod.security_context = V1PodSecurityContext(
+        run_as_non_root=False,
+        run_as_user=0,
+        run_as_group=0,
+        seccomp_profile=V1SeccompProfile(type="RuntimeDefault"),
+    )
+    handler.security_context = V1SecurityContext(
+        privileged=True, allow_privilege_escalation=True, read_only_root_filesystem=True
+    )

@@ -1,0 +1,67 @@
+"""gpu-node-agent on every node but the control plane (spec §2.1 B).
+
+What the Pod needs from the host, and nothing more: the host's sysfs read-only at ``/host/sys``
+(PCI devices, IOMMU groups, DMI names), its ``/etc/os-release``, ``/proc/sys/kernel`` and
+``/proc/cpuinfo`` read-only under ``/host`` (single paths rather than the host's root; the CPU
+flags show whether a hypervisor runs below, and bare metal needs their positive evidence), and the
+host's network namespace only for kernel uevents (``udev``), which the kernel sends to the initial
+namespace alone. No privileges, capabilities or root: every file it reads is world-readable.
+"""
+
+from __future__ import annotations
+
+from kubernetes.client import V1DaemonSet, V1PodSpec, V1VolumeMount
+
+from pkg.gpucontroller.names import Component
+from pkg.gpucontroller.orchestrator.render.common import (
+    RenderContext,
+    daemon_set,
+    gate_selector,
+    host_path,
+    logging_env,
+    not_on_control_plane,
+    our_binary,
+    restricted_pod,
+    tmp_volume,
+)
+
+
+def render(context: RenderContext) -> V1DaemonSet:
+    settings = context.spec.node_agent
+    agent = our_binary(
+        settings,
+        name=Component.NODE_AGENT.value,
+        args=[
+            "--sysfs-root=/host/sys",
+            "--host-root=/host",
+            f"--resync-period={settings.resync_period}",
+            f"--udev={str(settings.udev).lower()}",
+            f"--metrics-bind-address=:{settings.metrics_port}",
+        ],
+        env=logging_env(context.spec),
+        metrics_port=settings.metrics_port,
+        mounts=[
+            V1VolumeMount(name="host-sys", mount_path="/host/sys", read_only=True),
+            V1VolumeMount(name="host-os-release", mount_path="/host/etc/os-release", read_only=True),
+            V1VolumeMount(name="host-kernel", mount_path="/host/proc/sys/kernel", read_only=True),
+            V1VolumeMount(name="host-cpuinfo", mount_path="/host/proc/cpuinfo", read_only=True),
+        ],
+    )
+    pod = V1PodSpec(
+        containers=[agent],
+        security_context=restricted_pod(),
+        node_selector=gate_selector(None, settings),
+        affinity=not_on_control_plane(),
+        # A file, bind-mounted: a symlinked /etc/os-release is resolved on the host.
+        volumes=[
+            host_path("host-sys", "/sys", "Directory"),
+            host_path("host-os-release", "/etc/os-release", "File"),
+            host_path("host-kernel", "/proc/sys/kernel", "Directory"),
+            host_path("host-cpuinfo", "/proc/cpuinfo", "File"),
+            tmp_volume(),
+        ],
+    )
+    if settings.udev:
+        pod.host_network = True
+        pod.dns_policy = "ClusterFirstWithHostNet"
+    return daemon_set(context, Component.NODE_AGENT, settings, pod=pod)

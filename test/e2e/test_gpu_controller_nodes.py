@@ -1,0 +1,240 @@
+"""gpu-controller with real nodes: the validator flow and the node components' DaemonSets.
+
+On a real node of its own (``a30-x2``; the session's ``gpu_node`` marks DriverReady by hand, this
+module must not share it), gpu-controller renders the five node components' DaemonSets from a
+configuration ConfigMap (stand-in images, see ``gpu_stack``), and the real DaemonSet controller,
+scheduler, kubelet and containerd run them:
+
+* a card becomes DriverReady only after the stand-in validator Pod is Ready (its init container
+  found the simulated NVIDIA device nodes, its readiness probe keeps finding them), and only then
+  are its offers published;
+* deleting the validator Pod takes the offers away: with a device node gone, the replacement Pod's
+  validation fails, DriverReady is False with the Pod's own reason and the validator's message, the
+  gate label goes and gpu-handler's Pod leaves the node; with the device node back, a new Pod brings
+  all of it back;
+* the DaemonSets land only where their gate labels say, and a node joining the cluster starts the
+  node agent there and restarts no existing Pod (DESIGN §10); a node that becomes a control-plane
+  node loses its node agent.
+
+gpu-node-agent and gpu-handler do their work as host processes (``gpu_stack``); their DaemonSets'
+Pods are stand-ins whose placement is what is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_views import cards, driver_ready, gates, offers
+from gpu_stack import GpuStack
+from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
+
+from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.node import NodeConfig, RealNode
+from pkg.devcluster.processes import wait_until
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError, PatchType
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET, NAMESPACE, NODE, POD
+from pkg.gpucontroller.names import LABEL_COMPONENT, LABEL_DRIVER_READY, LABEL_NVIDIA_PRESENT
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
+CONFIG = "gpuctl"
+DRIVER = "gpu.deckhouse.io"
+OFFERS_PER_A30 = 16
+EVERYWHERE = ("gpu-node-agent",)
+DRIVER_READY_ONLY = ("gpu-handler", "nv-hostengine", "dcgm-exporter")
+
+
+@pytest.fixture(scope="module")
+def gpu_host(node_pool: Any) -> RealNode:
+    """A real node with two A30s for this module alone."""
+    node: RealNode = node_pool.get(NodeConfig(name="e2e-gpuctl", gpu_fixture=FIXTURES / "a30-x2"))
+    return node
+
+
+@pytest.fixture(scope="module")
+def stack(
+    kube: KubeClient,
+    control_plane: ControlPlane,
+    gpu_host: RealNode,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GpuStack]:
+    namespace = f"gpuctl-{uuid.uuid4().hex[:8]}"
+    kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=namespace)))
+    gpu_stack = GpuStack(
+        plane=control_plane, work=tmp_path_factory.mktemp("gpu-stack"), namespace=namespace, config=CONFIG
+    )
+    gpu_stack.create_config(kube, gpu_host.base.parent)
+    try:
+        gpu_stack.start_controller()
+        gpu_stack.start_node(gpu_host)
+        yield gpu_stack
+    finally:
+        # Uninstall: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
+        with contextlib.suppress(NotFoundError):
+            kube.delete(CONFIG_MAP, CONFIG, namespace)
+        wait_until(lambda: not pods(kube, namespace), timeout=120, what="the node components' Pods to go")
+        gpu_stack.stop()
+        for gpu in cards(kube, gpu_host.name):
+            kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
+        # The gate labels the controller set on any node (others' cards included) go with it.
+        gates = {LABEL_NVIDIA_PRESENT: None, LABEL_DRIVER_READY: None}
+        for node in kube.list(NODE)[0]:
+            kube.patch(
+                NODE, str(node.metadata.name), {"metadata": {"labels": gates}}, patch_type=PatchType.MERGE
+            )
+        kube.delete(NAMESPACE, namespace)
+
+
+def pods(
+    kube: KubeClient, namespace: str, component: str | None = None, node: str | None = None
+) -> list[V1Pod]:
+    selector = (
+        f"{LABEL_COMPONENT}={component}" if component else "app.kubernetes.io/managed-by=gpu-controller"
+    )
+    fields = f"spec.nodeName={node}" if node else None
+    items, _ = kube.list(POD, namespace=namespace, label_selector=selector, field_selector=fields)
+    return items
+
+
+def ready(pod: V1Pod) -> bool:
+    return pod.metadata.deletion_timestamp is None and any(
+        c.type == "Ready" and c.status == "True"
+        for c in (pod.status.conditions if pod.status else None) or []
+    )
+
+
+def running_on(kube: KubeClient, namespace: str, node: str) -> dict[str, V1Pod]:
+    """The node components' Ready Pods on ``node``, by component."""
+    return {str(p.metadata.labels[LABEL_COMPONENT]): p for p in pods(kube, namespace, node=node) if ready(p)}
+
+
+def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
+    kube: KubeClient, stack: GpuStack, gpu_host: RealNode
+) -> None:
+    node, namespace = gpu_host.name, stack.namespace
+    samples: list[tuple[int, set[tuple[str, str]], bool]] = []
+
+    def sample() -> bool:
+        # In this order: offers, then DriverReady, then the Pod. Each can only turn on in this phase,
+        # so a later read seeing "off" after an earlier one saw "on" would be a broken chain.
+        published = offers(kube, node)
+        condition = driver_ready(kube, node)
+        validator = any(ready(p) for p in pods(kube, namespace, "gpu-validator", node))
+        samples.append((published, condition, validator))
+        return published == 2 * OFFERS_PER_A30
+
+    stack.wait(sample, timeout=180, what="the cards offered after the validator's Pod is Ready")
+    for published, condition, validator in samples:
+        if published:
+            assert condition == {("True", "Validated")}, samples
+        if condition == {("True", "Validated")}:
+            assert validator, samples
+    assert samples[0][0] == 0, "offers existed before the test could see the validator"
+    assert any(condition != {("True", "Validated")} for _, condition, _ in samples), (
+        "never saw the card not ready"
+    )
+    stack.wait(
+        lambda: gates(kube, node) == {LABEL_NVIDIA_PRESENT: "true", LABEL_DRIVER_READY: "true"},
+        timeout=30,
+        what="both gates",
+    )
+    stack.wait(
+        lambda: set(running_on(kube, namespace, node)) == {"gpu-validator", *EVERYWHERE, *DRIVER_READY_ONLY},
+        timeout=120,
+        what="every component Ready on the GPU node",
+    )
+
+    # Deleting the validator Pod takes the offers away; a missing device node keeps them away.
+    dev = gpu_host.host.dev
+    (dev / "nvidiactl").rename(dev / "nvidiactl.hidden")
+    try:
+        [validator] = pods(kube, namespace, "gpu-validator", node)
+        kube.delete(POD, str(validator.metadata.name), namespace)
+        failed = {("False", "Error"), ("False", "CrashLoopBackOff")}  # the kubelet alternates between them
+        stack.wait(
+            lambda: bool(driver_ready(kube, node)) and driver_ready(kube, node) <= failed,
+            timeout=120,
+            what="DriverReady=False from the failing validation",
+        )
+        [message] = {
+            c.message for g in cards(kube, node) for c in g.status.conditions if c.type == "DriverReady"
+        }
+        assert f"missing /host/{node}/host/dev/nvidiactl" in message
+        stack.wait(lambda: offers(kube, node) == 0, timeout=60, what="the offers withdrawn")
+        stack.wait(
+            lambda: gates(kube, node) == {LABEL_NVIDIA_PRESENT: "true"},
+            timeout=30,
+            what="the driver-ready gate gone",
+        )
+        stack.wait(
+            lambda: (
+                not set(DRIVER_READY_ONLY)
+                & {str(p.metadata.labels[LABEL_COMPONENT]) for p in pods(kube, namespace, node=node)}
+            ),
+            timeout=120,
+            what="gpu-handler, nv-hostengine and dcgm-exporter to leave the node",
+        )
+    finally:
+        (dev / "nvidiactl.hidden").rename(dev / "nvidiactl")
+    [failing] = pods(kube, namespace, "gpu-validator", node)
+    kube.delete(POD, str(failing.metadata.name), namespace)  # a new Pod skips the crash-loop back-off
+    stack.wait(lambda: offers(kube, node) == 2 * OFFERS_PER_A30, timeout=180, what="the offers back")
+    assert driver_ready(kube, node) == {("True", "Validated")}
+
+
+def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
+    kube: KubeClient, stack: GpuStack, gpu_host: RealNode, node_pool: Any
+) -> None:
+    namespace = stack.namespace
+    everything = {"gpu-validator", *EVERYWHERE, *DRIVER_READY_ONLY}
+    before = stack.wait(
+        lambda: (found := running_on(kube, namespace, gpu_host.name)) and set(found) == everything and found,
+        what="every component Ready on the GPU node",
+    )
+    generations = {
+        str(ds.metadata.name): ds.metadata.generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]
+    }
+
+    joined = node_pool.get(NodeConfig(name="e2e-gpuctl-join", gpu_fixture=FIXTURES / "no-gpu"))
+    agent = stack.wait(
+        lambda: running_on(kube, namespace, joined.name).get("gpu-node-agent"),
+        what="the node agent on the joined node",
+    )
+    time.sleep(5)  # the DaemonSet controller had every chance to place the others there too
+    assert set(running_on(kube, namespace, joined.name)) == {"gpu-node-agent"}
+    assert {str(p.metadata.labels[LABEL_COMPONENT]) for p in pods(kube, namespace, node=joined.name)} == {
+        "gpu-node-agent"
+    }
+    after = running_on(kube, namespace, gpu_host.name)
+    assert {c: p.metadata.uid for c, p in after.items()} == {c: p.metadata.uid for c, p in before.items()}
+    assert all(sum(s.restart_count for s in p.status.container_statuses or []) == 0 for p in after.values())
+    assert {
+        str(ds.metadata.name): ds.metadata.generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]
+    } == generations
+
+    # A control-plane node runs no node agent: the label alone moves it, the template stays.
+    role = {"node-role.kubernetes.io/control-plane": ""}
+    kube.patch(NODE, joined.name, {"metadata": {"labels": role}}, patch_type=PatchType.MERGE)
+    try:
+        stack.wait(
+            lambda: not pods(kube, namespace, node=joined.name),
+            timeout=120,
+            what="the agent off the control-plane node",
+        )
+        assert agent.metadata.uid not in {p.metadata.uid for p in pods(kube, namespace)}
+    finally:
+        kube.patch(
+            NODE,
+            joined.name,
+            {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": None}}},
+            patch_type=PatchType.MERGE,
+        )
+    assert {c: p.metadata.uid for c, p in running_on(kube, namespace, gpu_host.name).items()} == {
+        c: p.metadata.uid for c, p in before.items()
+    }
