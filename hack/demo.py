@@ -8,7 +8,10 @@
 2. starts two real nodes on this machine — a kubelet and its own containerd each — over simulated
    GPU hosts (sysfs tree, device nodes, simulated NVML with real GPU data): gpu-node-a has 2 x A30,
    gpu-node-b an H100 and an L4; runs the real gpu-node-agent and gpu-handler on each;
-3. marks every card DriverReady=True, standing in for the GPU validator;
+3. runs gpu-controller with its configuration ConfigMap: it labels the nodes with GPUs and renders
+   the node components' DaemonSets (stand-in images, pkg/devcluster/gpustack.py); each node's
+   validator Pod checks the node's NVIDIA device nodes, and once it is Ready gpu-controller marks
+   the node's cards DriverReady and gpu-handler publishes their offers;
 4. applies the sample DeviceClasses and a Pod asking for ``gpu.deckhouse.io/mig-1g: 1``: the real
    kube-scheduler allocates a 1g MIG offer, the real kubelet calls gpu-handler, which creates the
    MIG device at the offer's placement and writes its CDI spec, and containerd starts the container
@@ -32,8 +35,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
+from kubernetes.client import (
+    V1Container,
+    V1Namespace,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
+    V1ResourceRequirements,
+)
 
+from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.devcluster.cluster import (
     CONTROLLERS,
     NODE_CONTROLLERS,
@@ -42,16 +53,19 @@ from pkg.devcluster.cluster import (
     default_bin_dir,
 )
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
+from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.images import BUSYBOX_IMAGE, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "test" / "fixtures"
 NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
-NAMESPACE = "demo"
+DEMO_NAMESPACE = "demo"
+COMPONENTS_NAMESPACE = "gpu-system"
+OPERATOR_CONFIG = "gpu-operator-config"
 POD_NAME = "mig-1g-demo"
 SHOW = (
     "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
@@ -128,7 +142,7 @@ def mig_instances(node: RealNode) -> list[str]:
 
 def pod_gone(kube: KubeClient) -> bool:
     try:
-        kube.get(POD, POD_NAME, NAMESPACE)
+        kube.get(POD, POD_NAME, DEMO_NAMESPACE)
     except NotFoundError:
         return True
     return False
@@ -160,34 +174,53 @@ def start_nodes(plane: ControlPlane, work: Path, nodes: list[RealNode]) -> None:
     print(plane.kubectl("get", "nodes", "-o", "wide"))
 
 
-def start_components(plane: ControlPlane, nodes: list[RealNode], components: list[GpuComponents]) -> None:
-    step("gpu-node-agent and gpu-handler on each node; DriverReady set by a stand-in for the validator")
+def start_components(
+    plane: ControlPlane,
+    kube: KubeClient,
+    stack: GpuStack,
+    nodes: list[RealNode],
+    components: list[GpuComponents],
+) -> None:
+    step("gpu-controller, and gpu-node-agent and gpu-handler on each node")
+    kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=COMPONENTS_NAMESPACE)))
+    stack.create_config(kube, nodes[0].base.parent)
+    stack.start_controller()
     for node in nodes:
-        gpu = GpuComponents(node=node, plane=plane, pci_ids=FIXTURES / "pci.ids")
-        components.append(gpu)
-        gpu.start()
+        components.append(stack.start_node(node))
+    step("each node's validator Pod runs; once it is Ready its cards are DriverReady and offered")
     for node, gpu in zip(nodes, components, strict=True):
-        wait_for_offers(plane, node.name, cards=2)
+        wait_for_offers(plane, node.name, cards=2, mark_ready=False, timeout=180)
         gpu.wait_registered()
-    print(plane.kubectl("get", "physicalgpus", "-o", "wide"))
+    print(plane.kubectl("get", "pods", "-n", COMPONENTS_NAMESPACE, "-o", "wide"))
+    print(
+        plane.kubectl(
+            "get",
+            "physicalgpus",
+            "-o",
+            "custom-columns=NAME:.metadata.name,NODE:.metadata.labels.gpu\\.deckhouse\\.io/node,"
+            'DRIVER-READY:.status.conditions[?(@.type=="DriverReady")].status,'
+            'REASON:.status.conditions[?(@.type=="DriverReady")].reason',
+        )
+    )
 
 
 def run_gpu_pod(plane: ControlPlane, kube: KubeClient, nodes: list[RealNode]) -> RealNode:
     step("a Pod asking for gpu.deckhouse.io/mig-1g: 1 (sample classes in config/samples)")
     plane.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "deviceclasses.yaml"))
-    plane.kubectl("create", "namespace", NAMESPACE)
+    plane.kubectl("create", "namespace", DEMO_NAMESPACE)
     wait_for(
-        lambda: "default" in plane.kubectl("get", "sa", "-n", NAMESPACE, "-o", "name"), what="the namespace"
+        lambda: "default" in plane.kubectl("get", "sa", "-n", DEMO_NAMESPACE, "-o", "name"),
+        what="the namespace",
     )
-    kube.create(POD, demo_pod(), namespace=NAMESPACE)
+    kube.create(POD, demo_pod(), namespace=DEMO_NAMESPACE)
 
     def logged() -> str | None:
-        out = plane.kubectl("logs", "-n", NAMESPACE, POD_NAME, check=False)
+        out = plane.kubectl("logs", "-n", DEMO_NAMESPACE, POD_NAME, check=False)
         return out if "done" in out else None
 
     log = wait_for(logged, what="the Pod to run")
-    pod = kube.get(POD, POD_NAME, NAMESPACE)
-    claims, _ = kube.list(RESOURCE_CLAIM, namespace=NAMESPACE)
+    pod = kube.get(POD, POD_NAME, DEMO_NAMESPACE)
+    claims, _ = kube.list(RESOURCE_CLAIM, namespace=DEMO_NAMESPACE)
     for claim in claims:
         allocation = claim.status.allocation if claim.status else None
         results = allocation.devices.results if allocation and allocation.devices else None
@@ -196,7 +229,7 @@ def run_gpu_pod(plane: ControlPlane, kube: KubeClient, nodes: list[RealNode]) ->
             print(f"  claim {name}: device {result.device} (pool {result.pool})")
     node_name = pod.spec.node_name if pod.spec else None
     phase = pod.status.phase if pod.status else None
-    print(f"  Pod {NAMESPACE}/{POD_NAME} is {phase} on {node_name}; its log:")
+    print(f"  Pod {DEMO_NAMESPACE}/{POD_NAME} is {phase} on {node_name}; its log:")
     print("    " + "\n    ".join(log.rstrip().splitlines()))
     node = next(n for n in nodes if n.name == node_name)
     print("  on the node: " + "; ".join(mig_instances(node)))
@@ -206,7 +239,7 @@ def run_gpu_pod(plane: ControlPlane, kube: KubeClient, nodes: list[RealNode]) ->
 
 def delete_gpu_pod(kube: KubeClient, node: RealNode) -> None:
     step("deleting the Pod: the kubelet calls NodeUnprepareResources")
-    kube.delete(POD, POD_NAME, NAMESPACE)
+    kube.delete(POD, POD_NAME, DEMO_NAMESPACE)
     wait_for(lambda: pod_gone(kube), what="the Pod to go")
     wait_for(lambda: not mig_instances(node), what="the MIG device to be destroyed")
     print(f"  MIG devices left: {mig_instances(node) or 'none'}; CDI specs left: {cdi_specs(node) or 'none'}")
@@ -226,10 +259,22 @@ def wait_for_ctrl_c(plane: ControlPlane) -> None:
     stop.wait()
 
 
-def stop_all(plane: ControlPlane, nodes: list[RealNode], components: list[GpuComponents], work: Path) -> None:
+def stop_all(
+    plane: ControlPlane, kube: KubeClient | None, stack: GpuStack, nodes: list[RealNode], work: Path
+) -> None:
     step("stopping everything")
-    for gpu in reversed(components):
-        gpu.stop()
+    if kube is not None and stack.processes:
+        # Uninstall first: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
+        try:
+            kube.delete(CONFIG_MAP, OPERATOR_CONFIG, COMPONENTS_NAMESPACE)
+            wait_for(
+                lambda: not kube.list(POD, namespace=COMPONENTS_NAMESPACE)[0] or None,
+                what="the node components' Pods to go",
+                timeout=120,
+            )
+        except (NotFoundError, TimeoutError) as exc:
+            print(f"  uninstall: {exc}")
+    stack.stop()
     leftovers = []
     for node in reversed(nodes):
         node.stop()
@@ -250,10 +295,19 @@ def run(keep_running: bool) -> int:
     )
     nodes: list[RealNode] = []
     components: list[GpuComponents] = []
+    stack = GpuStack(
+        plane=plane,
+        work=work,
+        namespace=COMPONENTS_NAMESPACE,
+        config=OPERATOR_CONFIG,
+        config_key=OPERATOR_CONFIG_KEY,
+        pci_ids=FIXTURES / "pci.ids",
+    )
+    kube: KubeClient | None = None
     try:
         kube = start_cluster(plane)
         start_nodes(plane, work, nodes)
-        start_components(plane, nodes, components)
+        start_components(plane, kube, stack, nodes, components)
         step("offers published as ResourceSlices (driver gpu.deckhouse.io)")
         wait_for(
             lambda: len({s.spec.node_name for s in kube.list(RESOURCE_SLICE)[0]}) == len(NODES),
@@ -268,12 +322,12 @@ def run(keep_running: bool) -> int:
         return 0
     except Exception as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
-        processes = [p for c in components for p in c.processes] + [p for n in nodes for p in n.processes]
+        processes = stack.processes + [p for n in nodes for p in n.processes]
         for proc in [*processes, *plane.processes.values()]:
             print(f"--- last lines of {proc.name}:\n{proc.tail(15)}", file=sys.stderr)
         return 1
     finally:
-        stop_all(plane, nodes, components, work)
+        stop_all(plane, kube, stack, nodes, work)
 
 
 def main() -> int:

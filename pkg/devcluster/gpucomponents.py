@@ -8,8 +8,9 @@ sockets), the containerd's CDI folder. The gpu-handler serves the kubelet as the
 ``gpu.deckhouse.io``; :meth:`GpuComponents.restart_handler` restarts it, optionally with
 ``GPU_HANDLER_CRASH_AT`` set, for the crash tests.
 
-``DriverReady`` is reported by the GPU validator through gpu-controller on a real cluster; until
-that runs here, :func:`mark_driver_ready` plays its part with its own field manager.
+``DriverReady`` is reported by the GPU validator through gpu-controller on a real cluster, and
+``make demo`` runs that flow (:mod:`pkg.devcluster.gpustack`); the e2e tier's kubelet-plugin tests
+use :func:`mark_driver_ready`, which plays the validator's part with its own field manager.
 """
 
 from __future__ import annotations
@@ -181,12 +182,17 @@ def node_gpus(plane: ControlPlane, node: str) -> list[str]:
     return out.split()
 
 
-def wait_for_offers(plane: ControlPlane, node: str, *, cards: int, timeout: float = 90.0) -> None:
-    """Until the node's GPUs exist, are marked ready and their offers are published."""
+def wait_for_offers(
+    plane: ControlPlane, node: str, *, cards: int, mark_ready: bool = True, timeout: float = 90.0
+) -> None:
+    """Until the node's GPUs exist and their offers are published. ``mark_ready`` marks them
+    DriverReady by hand first (:func:`mark_driver_ready`); without it gpu-controller's validator
+    flow must (:mod:`pkg.devcluster.gpustack`)."""
     wait_until(
         lambda: len(node_gpus(plane, node)) == cards, timeout=timeout, what=f"{cards} PhysicalGPUs of {node}"
     )
-    mark_driver_ready(plane, node_gpus(plane, node))
+    if mark_ready:
+        mark_driver_ready(plane, node_gpus(plane, node))
     wait_until(
         lambda: bool(
             plane.kubectl(

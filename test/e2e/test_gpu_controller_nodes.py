@@ -2,7 +2,7 @@
 
 On a real node of its own (``a30-x2``; the session's ``gpu_node`` marks DriverReady by hand, this
 module must not share it), gpu-controller renders the five node components' DaemonSets from a
-configuration ConfigMap (stand-in images, see ``gpu_stack``), and the real DaemonSet controller,
+configuration ConfigMap (stand-in images, see ``pkg.devcluster.gpustack``), and the real DaemonSet controller,
 scheduler, kubelet and containerd run them:
 
 * a card becomes DriverReady only after the stand-in validator Pod is Ready (its init container
@@ -16,8 +16,8 @@ scheduler, kubelet and containerd run them:
   node agent there and restarts no existing Pod (DESIGN §10); a node that becomes a control-plane
   node loses its node agent.
 
-gpu-node-agent and gpu-handler do their work as host processes (``gpu_stack``); their DaemonSets'
-Pods are stand-ins whose placement is what is checked.
+gpu-node-agent and gpu-handler do their work as host processes (``pkg.devcluster.gpustack``); their
+DaemonSets' Pods are stand-ins whose placement is what is checked.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from typing import Any
 
 import pytest
 from cluster_views import cards, driver_ready, gates, offers
-from gpu_stack import GpuStack
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
 
+from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.domain.kinds import PHYSICAL_GPU
@@ -67,7 +68,12 @@ def stack(
     namespace = f"gpuctl-{uuid.uuid4().hex[:8]}"
     kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=namespace)))
     gpu_stack = GpuStack(
-        plane=control_plane, work=tmp_path_factory.mktemp("gpu-stack"), namespace=namespace, config=CONFIG
+        plane=control_plane,
+        work=tmp_path_factory.mktemp("gpu-stack"),
+        namespace=namespace,
+        config=CONFIG,
+        config_key=OPERATOR_CONFIG_KEY,
+        pci_ids=FIXTURES.parent / "pci.ids",
     )
     gpu_stack.create_config(kube, gpu_host.base.parent)
     try:

@@ -24,9 +24,11 @@ DaemonSet has one template for every node, so the validator mounts ``<work>/node
 (``hostRoot``) and finds its own node's folder by ``$NODE_NAME`` (the downward API, which every
 rendered container gets).
 
-``hack/demo.py`` and the e2e fixtures can run the same flow instead of marking DriverReady by hand:
+``make demo`` (``hack/demo.py``) and the e2e tier's gpu-controller tests run this flow:
 :func:`stand_in_config` gives the ConfigMap's document for a folder of real nodes,
-:class:`GpuStack` creates it and starts gpu-controller and each node's processes.
+:class:`GpuStack` creates it and starts gpu-controller and each node's processes. (The e2e tier's
+kubelet-plugin tests mark DriverReady with :func:`~pkg.devcluster.gpucomponents.mark_driver_ready`
+instead: a second gpu-controller on the same cluster would contest the first one's nodes.)
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from typing import Any
 import yaml
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
-from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.images import BUSYBOX_IMAGE
@@ -49,9 +50,6 @@ from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess, free_port
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
-
-ROOT = Path(__file__).resolve().parents[2]
-PCI_IDS = ROOT / "test" / "fixtures" / "pci.ids"
 
 # The validation: the device nodes a node with a working NVIDIA driver has (gpuhost.py makes them).
 VALIDATION = (
@@ -100,21 +98,27 @@ def stand_in_config(nodes_dir: Path) -> dict[str, Any]:
     }
 
 
-def config_map(name: str, document: dict[str, Any]) -> V1ConfigMap:
-    return V1ConfigMap(metadata=V1ObjectMeta(name=name), data={OPERATOR_CONFIG_KEY: yaml.safe_dump(document)})
+def config_map(name: str, key: str, document: dict[str, Any]) -> V1ConfigMap:
+    """The configuration ConfigMap: ``document`` under ``key`` (gpu-controller's
+    ``OPERATOR_CONFIG_KEY``, passed in because this package stays below the API packages)."""
+    return V1ConfigMap(metadata=V1ObjectMeta(name=name), data={key: yaml.safe_dump(document)})
 
 
 class GpuStack:
     """gpu-controller for ``namespace`` (configuration ConfigMap ``config``), and per node its
     gpu-node-agent and gpu-handler (simulated NVIDIA backend) as host processes."""
 
-    def __init__(self, *, plane: ControlPlane, work: Path, namespace: str, config: str) -> None:
+    def __init__(
+        self, *, plane: ControlPlane, work: Path, namespace: str, config: str, config_key: str, pci_ids: Path
+    ) -> None:
         self._plane, self._work, self.namespace, self.config = plane, work, namespace, config
+        self._config_key, self._pci_ids = config_key, pci_ids
         self.processes: list[ManagedProcess] = []
 
     def create_config(self, kube: KubeClient, nodes_dir: Path) -> V1ConfigMap:
+        document = stand_in_config(nodes_dir)
         return kube.create(
-            CONFIG_MAP, config_map(self.config, stand_in_config(nodes_dir)), namespace=self.namespace
+            CONFIG_MAP, config_map(self.config, self._config_key, document), namespace=self.namespace
         )
 
     def start_controller(self) -> None:
@@ -129,7 +133,7 @@ class GpuStack:
 
     def start_node(self, node: RealNode) -> GpuComponents:
         """The node's gpu-node-agent and gpu-handler (with its kubelet plugin) as host processes."""
-        components = GpuComponents(node=node, plane=self._plane, pci_ids=PCI_IDS)
+        components = GpuComponents(node=node, plane=self._plane, pci_ids=self._pci_ids)
         components.start()
         self.processes += components.processes
         return components
