@@ -196,7 +196,8 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
                 (owner,) = rs.metadata.owner_references
                 assert (owner.kind, owner.name, owner.uid) == ("Node", node, created.metadata.uid)
             generation = _generation(pool)
-            assert len(_metric_lines(port, node)) > 0
+            # The gauge follows the write it describes, a moment later.
+            eventually(lambda: _metric_lines(port, node), what="the offers metric of the node")
 
             # The real scheduler allocates a MIG instance from the published offers.
             device = _allocate_mig_1g(kube, namespace, node, mig_class)

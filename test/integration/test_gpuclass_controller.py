@@ -149,7 +149,11 @@ def test_every_generated_device_class_schedules_a_pod_onto_its_kind_of_device(
                 lambda p=pod: allocated(kube, namespace, p), what=f"{pod} allocated", timeout=60
             )
             assert device in expected, f"class {suffix} got {device}"
-            assert kube.get(POD, pod, namespace).spec.node_name == offered_node
+            # The scheduler writes the claim's allocation before it binds the Pod.
+            bound = eventually(
+                lambda p=pod: kube.get(POD, p, namespace).spec.node_name, what=f"{pod} bound", timeout=60
+            )
+            assert bound == offered_node
             delete_now(kube, namespace, pod)
             eventually(
                 lambda p=pod: allocated(kube, namespace, p) is None,
