@@ -299,3 +299,21 @@ def test_the_watchdog_backs_off_a_daemon_that_keeps_failing(tmp_path: Path) -> N
     assert watchdog.check(checkpoint) == [A30]
     preparer.mps_running.return_value = True
     assert watchdog.check(checkpoint) == []
+
+
+def test_start_up_gives_the_default_slice_back_when_a_crash_left_no_share(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
+    claim = n.claims.allocate("train", [offer], config=TS_CONFIG, consumed={"sharePercent": "50"})
+    n.driver.prepare([claim])
+    store = n.container.store()
+    data = store.load()
+    data.claims[claim.uid].state = ClaimState.PREPARE_STARTED  # killed between configure and record
+    store.save(data)
+    assert _card(n) == (0, LONG)
+
+    report = n.reconcile()
+
+    assert report.rolled_back == [claim.uid]
+    assert _card(n) == (0, 0)
+    assert store.load().claims == {}
