@@ -11,14 +11,17 @@ and the scheduler would give.
 from __future__ import annotations
 
 import io
+import os
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from bounded import run_bounded
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pkg.dra.explain import bundle_yaml
 from pkg.dra.explain.bundle_yaml import MAX_DEPTH
 from pkg.dra.explain.cli import run
 
@@ -57,9 +60,13 @@ def _explain(data: bytes) -> tuple[int, str, str]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "bundle.yaml"
         path.write_bytes(data)
-        out, err = io.StringIO(), io.StringIO()
-        code = run(["ns/c", "--bundle", str(path)], out=out, err=err)
-        return code, out.getvalue(), err.getvalue()
+        return _explain_file(path)
+
+
+def _explain_file(path: Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["ns/c", "--bundle", str(path)], out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
 
 
 def explain(data: bytes | str) -> tuple[int, str, str]:
@@ -125,6 +132,11 @@ def _is_utf8(data: bytes) -> bool:
     st.one_of(st.none(), st.integers(-3, 40)),
     st.sampled_from([None, "ExactCount", "All", "Some"]),
 )
+# The derandomized draws above happen to hold no negative count; these always run.
+@example(count=-1, mode=None)
+@example(count=-1, mode="ExactCount")
+@example(count=-(2**63), mode=None)  # int64's minimum: the API's type, no overflow on the way
+@example(count=-(10**30), mode="ExactCount")  # beyond int64: still the API's wording, not a crash
 def test_claims_get_the_api_servers_answer(count: int | None, mode: str | None) -> None:
     request: dict[str, object] = {}
     if count is not None:
@@ -205,3 +217,107 @@ def test_a_fifo_as_bundle_is_an_answer_not_a_hang(tmp_path: Path) -> None:
     code, err = run_bounded(explain_fifo)
     assert code == 2
     assert "error:" in err
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ('device.attributes["gpu.deckhouse.io"].missing == 1', 'Key not found in map : "missing"'),
+        (
+            "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10]"
+            ".all(c, [1,2,3,4,5,6,7,8,9,10].all(d, true))))",
+            "evaluation exceeded the budget of 10000 comprehension iterations",
+        ),
+        ('quantity("12Q").isInteger()', "quantities must match the regular expression"),
+    ],
+    ids=["missing-key", "iteration-budget", "bad-quantity"],
+)
+def test_explain_names_a_class_selector_that_fails_at_run_time_on_every_device(
+    expression: str, reason: str
+) -> None:
+    """A selector the API server admits may still fail on a device: the person running explain must
+    see which class and which selector broke on which device, as the scheduler reports it."""
+    selectors = [
+        {"cel": {"expression": 'device.driver == "gpu.deckhouse.io"'}},
+        {"cel": {"expression": expression}},
+    ]
+    broken = {**CLASS, "spec": {"selectors": selectors}}
+    code, out, err = explain(documents(broken, device_slice("s", 2), claim({})))
+    assert code == 1, out + err
+    failures = [
+        line.split(maxsplit=2)[2] for line in out.splitlines() if line.strip().startswith("selector error ")
+    ]
+    assert len(failures) == 2, out
+    for device, failure in zip(("gpu.deckhouse.io/s/d0", "gpu.deckhouse.io/s/d1"), failures, strict=True):
+        assert failure.startswith(f"{device}: class gpu: selector #1 on device {device}: CEL runtime error: ")
+        assert reason in failure
+    assert verdict(out).startswith("result: NOT allocatable: device selector failed")
+    assert "Traceback" not in out + err
+
+
+def _sized_bundle() -> bytes:
+    return documents(CLASS, device_slice("s", 2), claim({})).encode()
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-limit", "one-byte-over"])
+def test_a_bundle_is_read_up_to_the_size_limit_and_refused_past_it_naming_the_limit(
+    over: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is lowered to the bundle's own size (the reader looks it up at each read, and the
+    bounded child is forked after the patch), so both sides of the boundary cost a few bytes."""
+    data = _sized_bundle()
+    limit = len(data) - over
+    monkeypatch.setattr(bundle_yaml, "MAX_BUNDLE_BYTES", limit)
+    code, out, err = explain(data)
+    assert "Traceback" not in out + err
+    if over:
+        assert code == 2
+        assert err.startswith("error: ")
+        assert f"bundle.yaml: larger than the limit of {limit} bytes" in err
+    else:
+        assert code == 0, err
+        assert verdict(out).startswith("result: allocatable")
+
+
+def test_a_bundle_one_byte_over_the_real_size_limit_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    """The real constant, on a sparse file (no 64 MiB written): a valid bundle padded with NUL bytes,
+    which would be a YAML error instead if the size were not checked first."""
+    path = tmp_path / "bundle.yaml"
+    path.write_bytes(_sized_bundle())
+    os.truncate(path, bundle_yaml.MAX_BUNDLE_BYTES + 1)
+    code, out, err = run_bounded(_explain_file, path)
+    assert code == 2
+    assert err.startswith("error: ")
+    assert f"larger than the limit of {bundle_yaml.MAX_BUNDLE_BYTES} bytes" in err
+    assert "Traceback" not in out + err
+
+
+def _slice_of_size(characters: int) -> str:
+    """A ResourceSlice whose YAML is exactly ``characters`` long, padded by one annotation.
+
+    The padding is put in after dumping: PyYAML's emitter takes seconds over a 3 MiB scalar."""
+    padded = device_slice("s", 2)
+    padded["metadata"] = {"name": "s", "annotations": {"pad": "PAD"}}
+    text = yaml.safe_dump(padded)
+    text = text.replace(" pad: PAD\n", " pad: " + "p" * (characters - len(text) + 3) + "\n")
+    assert len(text) == characters
+    return text
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-limit", "one-character-over"])
+def test_an_object_is_read_up_to_the_api_servers_limit_and_refused_past_it_naming_it(over: int) -> None:
+    """The real 3 MiB limit: an object is measured from its first to its last character, so one
+    whose YAML is exactly the limit is read and one character more is refused, wherever it stands."""
+    big = _slice_of_size(bundle_yaml.MAX_OBJECT_BYTES + over)
+    code, out, err = explain(documents(CLASS) + "---\n" + big + "---\n" + documents(claim({})))
+    assert "Traceback" not in out + err
+    if over:
+        assert code == 2
+        assert err.startswith("error: ")
+        assert (
+            f"the object ending here is larger than {bundle_yaml.MAX_OBJECT_BYTES} characters, "
+            "the API server's limit on a request"
+        ) in err
+    else:
+        assert code == 0, err
+        assert verdict(out).startswith("result: allocatable")

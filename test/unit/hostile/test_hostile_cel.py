@@ -12,7 +12,9 @@ naming the class, the selector and the device.
 
 from __future__ import annotations
 
+import pytest
 from bounded import run_bounded
+from cel_expr_python import cel  # type: ignore[import-untyped]
 from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.client import (
@@ -32,6 +34,7 @@ from kubernetes.client import (
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
+from pytest_mock import MockerFixture
 
 from pkg.dra.allocator import Allocator, CelEnvironment, SelectorError, Unschedulable
 from pkg.dra.allocator.cel_env import device_input
@@ -181,3 +184,25 @@ def test_a_failing_selector_fails_the_claim_naming_class_selector_and_device(exp
     kind, message = run_bounded(_allocate_with, expression)
     assert kind == "fatal", message
     assert "class hostile: selector #0 on device gpu.deckhouse.io/p/big" in message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f'device.driver == "{DRIVER}"',  # the device's own variables: the cached activation
+        'device.attributes["other.example.com"].x == 1',  # a domain the device lacks: variables built anew
+    ],
+)
+def test_a_selector_that_runs_out_of_memory_fails_the_claim_naming_class_selector_and_device(
+    expression: str, mocker: MockerFixture
+) -> None:
+    """A real exhaustion cannot be forced within the suite's bounds, so the engine's evaluation raises
+    it: the allocator must report it as it reports every other runtime error, never let it escape."""
+    evaluate = mocker.patch.object(cel.Expression, "eval", autospec=True, side_effect=MemoryError)
+    kind, message = _allocate_with(expression)
+    assert evaluate.called  # the failure came from evaluating, not from compiling or the device
+    assert kind == "fatal", message
+    assert (
+        "class hostile: selector #0 on device gpu.deckhouse.io/p/big: CEL runtime error: "
+        "evaluation ran out of memory"
+    ) in message

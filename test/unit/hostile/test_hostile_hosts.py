@@ -5,7 +5,8 @@ a hostile kind of file: a FIFO (a read would block forever), a link to ``/dev/ze
 a directory, a link loop, a file of megabytes. The scan, the pci.ids parser, the host reader and
 ``gpu-handler offers`` run in a bounded child (:mod:`bounded`) and must answer: the other cards
 are still read, the broken one is named with the reason, numbers are read only in the kernel's
-own format, names never fail anything, and bare metal needs positive evidence.
+own format, names never fail anything, and bare metal needs positive evidence. The lengths the
+readers check are the ones the PhysicalGPU CRD enforces, so what a reader passes is what lands.
 """
 
 from __future__ import annotations
@@ -19,16 +20,30 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+import yaml
 from bounded import run_bounded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pkg.hardware.hostinfo import Reading, classify, read_os_release
+from api.gpu.v1alpha1.hardware import MAX_OS_ID, MAX_TEXT
+from pkg.hardware import pciids
+from pkg.hardware.hostinfo import (
+    MAX_KERNEL_RELEASE_LENGTH,
+    MAX_OS_ID_LENGTH,
+    MAX_OS_NAME_LENGTH,
+    Reading,
+    classify,
+    read_os_release,
+)
 from pkg.hardware.pci import scan_pci
 from pkg.hardware.pciids import PciIds
+from pkg.inventory.desired import MAX_PCI_NAME_LENGTH
 from pkg.inventory.host_info import FileHostInfoReader
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs" / "a30-x2"
+REPO = Path(__file__).resolve().parents[3]
+FIXTURE = REPO / "test" / "fixtures" / "sysfs" / "a30-x2"
+PCI_IDS = REPO / "test" / "fixtures" / "pci.ids"
 GOOD, TARGET = "0000:3b:00.0", "0000:d8:00.0"
 ATTRIBUTES = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device", "numa_node")
 KINDS = ("fifo", "dev-zero", "directory", "loop", "huge", "dangling")
@@ -204,7 +219,7 @@ def test_unreadable_dmi_or_cpu_flags_count_as_a_vm(kind: str) -> None:
         assert "cpu" in info.failed_sources()
 
 
-def _offers(root: Path, *, unlistable: bool = False) -> tuple[int, str, str]:
+def _offers(root: Path, *, unlistable: bool = False, pci_ids: Path | None = None) -> tuple[int, str, str]:
     import contextlib as ctx
     import sys
 
@@ -226,6 +241,7 @@ def _offers(root: Path, *, unlistable: bool = False) -> tuple[int, str, str]:
                 f"--sysfs-root={root}",
                 f"--host-root={root}",
                 "--backend=simulated-nvidia",
+                *([f"--pci-ids={pci_ids}"] if pci_ids is not None else []),
             ]
         )
     return code, out.getvalue(), err.getvalue()
@@ -248,3 +264,121 @@ def test_offers_with_a_devices_folder_it_cannot_list_is_bad_input() -> None:
     assert code == 2
     assert "cannot list" in err
     assert "Traceback" not in err
+
+
+_NAMED_PCI_IDS = [
+    "# a comment",
+    "10de  NVIDIA Corporation",
+    "\t20b7  GA100GL [A30 PCIe]",
+    "\t\t10de 1532  GA100GL [A30 PCIe]",
+    "8086  Intel Corporation",
+    "\t1521  I350 Gigabit Network Connection",
+    "C 02  Network controller",
+    "\t00  Ethernet controller",
+    "C 03  Display controller",
+    "\t02  3D controller",
+]
+_NAMES = (
+    "NVIDIA Corporation",
+    "GA100GL [A30 PCIe]",
+    "GA100GL [A30 PCIe]",
+    "Intel Corporation",
+    "I350 Gigabit Network Connection",
+    "Ethernet controller",
+    "Display controller",
+    "3D controller",
+)
+
+
+def _all_names(path: Path) -> tuple[str | None, ...]:
+    db = PciIds.load(path)
+    return (
+        db.vendor_name("10de"),
+        db.device_name("10de", "20b7"),
+        db.subsystem_name("10de", "20b7", "10de", "1532"),
+        db.vendor_name("8086"),
+        db.device_name("8086", "1521"),
+        db.class_name("0200"),
+        db.class_name("03"),
+        db.class_name("0302"),
+    )
+
+
+def _names_with_a_line_everywhere(folder: Path, line: str) -> list[tuple[str | None, ...]]:
+    path = folder / "pci.ids"
+    answers = []
+    for position in range(len(_NAMED_PCI_IDS) + 1):
+        lines = [*_NAMED_PCI_IDS[:position], line, *_NAMED_PCI_IDS[position:]]
+        path.write_text("\n".join(lines) + "\n")
+        answers.append(_all_names(path))
+    return answers
+
+
+@pytest.mark.parametrize("line", ["\t", "    ", "", " \t "], ids=["tab", "spaces", "empty", "mixed"])
+def test_a_blank_line_anywhere_in_pci_ids_loses_no_name_around_it(line: str, tmp_path: Path) -> None:
+    """Edited or damaged copies of pci.ids hold whitespace-only lines; one must neither fail the load
+    nor end the vendor or class it stands in, wherever it stands."""
+    answers = run_bounded(_names_with_a_line_everywhere, tmp_path, line)
+    assert answers == [_NAMES] * (len(_NAMED_PCI_IDS) + 1)
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-limit", "one-byte-over"])
+def test_a_pci_ids_file_past_the_size_limit_reads_as_no_names_and_offers_still_answer(
+    over: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is lowered to the fixture file's size (it is looked up at each load, and the bounded
+    child is forked after the patch): at it every name is there, one byte past it none is, with a
+    warning naming the limit — and names are never a reason for the command to fail."""
+    pci_ids = tmp_path / "pci.ids"
+    shutil.copyfile(PCI_IDS, pci_ids)
+    limit = pci_ids.stat().st_size - over
+    monkeypatch.setattr(pciids, "MAX_FILE_BYTES", limit)
+    with host_copy() as root:
+        code, out, err = run_bounded(_offers, root, pci_ids=pci_ids)
+    assert code == 0, err
+    assert "vendor:\n      id: 10de\n" in out  # the card is still described
+    if over:
+        assert "name: NVIDIA Corporation" not in out
+        assert "name: GA100GL [A30 PCIe]" not in out
+        assert f"larger than {limit} bytes" in err
+    else:
+        assert "name: NVIDIA Corporation" in out
+        assert "name: GA100GL [A30 PCIe]" in out
+
+
+def test_a_pci_ids_file_one_byte_over_the_real_size_limit_reads_as_no_names(tmp_path: Path) -> None:
+    """The real constant, on a sparse file (no 64 MiB written): valid names followed by NUL bytes,
+    which would still give those names if the size were not checked."""
+    path = tmp_path / "pci.ids"
+    shutil.copyfile(PCI_IDS, path)
+    os.truncate(path, pciids.MAX_FILE_BYTES + 1)
+    assert run_bounded(lambda: PciIds.load(path).is_empty) is True
+
+
+_PHYSICAL_GPU_CRD = REPO / "config" / "crd" / "gpu.deckhouse.io_physicalgpus.yaml"
+
+
+@pytest.mark.parametrize(
+    ("field", "limits"),
+    [
+        ("nodeInfo.os.id", (MAX_OS_ID, MAX_OS_ID_LENGTH)),
+        ("nodeInfo.os.version", (MAX_OS_ID, MAX_OS_ID_LENGTH)),
+        ("nodeInfo.os.name", (MAX_TEXT, MAX_OS_NAME_LENGTH)),
+        ("nodeInfo.kernelRelease", (MAX_KERNEL_RELEASE_LENGTH,)),
+        ("pciInfo.class.name", (MAX_TEXT, MAX_PCI_NAME_LENGTH)),
+        ("pciInfo.vendor.name", (MAX_TEXT, MAX_PCI_NAME_LENGTH)),
+        ("pciInfo.device.name", (MAX_TEXT, MAX_PCI_NAME_LENGTH)),
+    ],
+)
+def test_the_crd_bounds_what_the_node_writes_with_the_numbers_its_readers_check(
+    field: str, limits: tuple[int, ...]
+) -> None:
+    """The readers check a host's values against their own constants before writing them; the API
+    server checks them against the CRD's maxLength. Were the two to drift apart, a value the reader
+    passes would be refused at write time (a status that never lands) or a damaged one let in."""
+    crd = yaml.safe_load(_PHYSICAL_GPU_CRD.read_text(encoding="utf-8"))
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    for name in field.split("."):
+        schema = schema["properties"][name]
+    assert schema["type"] == "string"
+    assert list(limits) == [schema["maxLength"]] * len(limits)
