@@ -110,12 +110,12 @@ def check_events(path: Path, text: str) -> None:
     stack: list[_Collection] = []
     try:
         for event in yaml.parse(text, Loader=yaml.CSafeLoader):
-            _step(path, event, stack, counts)
+            _step(path, text, event, stack, counts)
     except yaml.YAMLError as err:
         raise BundleYamlError(f"{path}: not valid YAML: {err}") from None
 
 
-def _step(path: Path, event: yaml.Event, stack: list[_Collection], counts: _Counts) -> None:
+def _step(path: Path, text: str, event: yaml.Event, stack: list[_Collection], counts: _Counts) -> None:
     where = _where(path, event.start_mark)
     if isinstance(event, yaml.DocumentStartEvent):
         stack[:] = [_Collection(start=0, children_are_objects=True)]  # the document itself
@@ -137,9 +137,9 @@ def _step(path: Path, event: yaml.Event, stack: list[_Collection], counts: _Coun
         done = stack.pop()
         if done.anchor:
             counts.anchors[done.anchor] = done.nodes + 1
-        if done.is_object and not done.holds_items and _index(event.end_mark) - done.start > MAX_OBJECT_BYTES:
+        if done.is_object and not done.holds_items and _larger_than_a_request(text, done.start, event):
             raise BundleYamlError(
-                f"{where}: the object ending here is larger than {MAX_OBJECT_BYTES} characters, the API "
+                f"{where}: the object ending here is larger than {MAX_OBJECT_BYTES} bytes, the API "
                 "server's limit on a request"
             )
         _ended(stack, done.nodes + 1, None)
@@ -149,6 +149,18 @@ def _step(path: Path, event: yaml.Event, stack: list[_Collection], counts: _Coun
         if event.anchor:
             counts.anchors[event.anchor] = 1
         _ended(stack, 1, event.value)
+
+
+def _larger_than_a_request(text: str, start: int, end: yaml.Event) -> bool:
+    """Whether the YAML of an object, from ``start`` to ``end``, exceeds :data:`MAX_OBJECT_BYTES`
+    in UTF-8. Marks count characters, and a character is 1 to 4 bytes, so only a span between a
+    quarter of the limit and the limit is encoded to be measured."""
+    chars = _index(end.end_mark) - start
+    if chars > MAX_OBJECT_BYTES:
+        return True
+    if chars * 4 <= MAX_OBJECT_BYTES:
+        return False
+    return len(text[start : start + chars].encode()) > MAX_OBJECT_BYTES
 
 
 def _index(mark: Any) -> int:

@@ -304,6 +304,33 @@ def _slice_of_size(characters: int) -> str:
     return text
 
 
+def _slice_of_utf8_size(size: int, letter: str) -> str:
+    """A ResourceSlice whose YAML is ``size`` bytes in UTF-8, its padding made of ``letter``."""
+    text = _slice_of_size(1000)
+    ascii_pad = text.split(" pad: ", 1)[1].split("\n", 1)[0]
+    base = len(text.encode()) - len(ascii_pad)
+    width = len(letter.encode())
+    letters, rest = divmod(size - base, width)
+    return text.replace(ascii_pad, letter * letters + "p" * rest)
+
+
+@pytest.mark.parametrize("letter", ["é", "€", "𝄞"], ids=["2-byte", "3-byte", "4-byte"])
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-limit", "one-byte-over"])
+def test_an_object_in_multibyte_utf8_is_measured_in_bytes_like_the_api_server(letter: str, over: int) -> None:
+    """The API server's limit is on the request's bytes: an object of fewer characters than the
+    limit but more bytes is refused, and one of exactly the limit in bytes is read."""
+    big = _slice_of_utf8_size(bundle_yaml.MAX_OBJECT_BYTES + over, letter)
+    assert len(big.encode()) == bundle_yaml.MAX_OBJECT_BYTES + over
+    assert len(big) < bundle_yaml.MAX_OBJECT_BYTES
+    code, out, err = explain(documents(CLASS) + "---\n" + big + "---\n" + documents(claim({})))
+    assert "Traceback" not in out + err
+    if over:
+        assert code == 2
+        assert f"larger than {bundle_yaml.MAX_OBJECT_BYTES} bytes" in err
+    else:
+        assert code == 0, err
+
+
 @pytest.mark.parametrize("over", [0, 1], ids=["at-the-limit", "one-character-over"])
 def test_an_object_is_read_up_to_the_api_servers_limit_and_refused_past_it_naming_it(over: int) -> None:
     """The real 3 MiB limit: an object is measured from its first to its last character, so one
@@ -315,7 +342,7 @@ def test_an_object_is_read_up_to_the_api_servers_limit_and_refused_past_it_namin
         assert code == 2
         assert err.startswith("error: ")
         assert (
-            f"the object ending here is larger than {bundle_yaml.MAX_OBJECT_BYTES} characters, "
+            f"the object ending here is larger than {bundle_yaml.MAX_OBJECT_BYTES} bytes, "
             "the API server's limit on a request"
         ) in err
     else:
