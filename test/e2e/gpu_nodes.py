@@ -119,9 +119,13 @@ def run_shared(
 
 def card_state(node: RealNode, card: str) -> dict[str, Any]:
     """The simulated driver's state of ``card`` (compute mode, time slice, MIG mode)."""
+    return dict(_driver_cards(node).get(card, {}))
+
+
+def _driver_cards(node: RealNode) -> dict[str, Any]:
+    """The simulated driver's state file, by card address (empty before the driver wrote it)."""
     path = node.host.nvml_state / "driver" / "driver.json"
-    cards = json.loads(path.read_text())["cards"] if path.exists() else {}
-    return dict(cards.get(card, {}))
+    return dict(json.loads(path.read_text())["cards"]) if path.exists() else {}
 
 
 def mps_daemon(components: GpuComponents, card: str) -> int | None:
@@ -149,10 +153,7 @@ class Seen:
 
 def gpu_instances(node: RealNode) -> dict[str, list[tuple[int, int]]]:
     """The simulated driver's GPU instances per card: (profile ID, placement start)."""
-    path = node.host.nvml_state / "driver" / "driver.json"
-    if not path.exists():
-        return {}
-    cards = json.loads(path.read_text())["cards"]
+    cards = _driver_cards(node)
     return {
         address: [(gi["profile_id"], gi["start"]) for gi in card["gpu_instances"]]
         for address, card in cards.items()
@@ -161,9 +162,7 @@ def gpu_instances(node: RealNode) -> dict[str, list[tuple[int, int]]]:
 
 
 def mig_mode(node: RealNode, card: str) -> int:
-    path = node.host.nvml_state / "driver" / "driver.json"
-    cards = json.loads(path.read_text())["cards"] if path.exists() else {}
-    return int(cards.get(card, {}).get("mig_mode", 0))
+    return int(card_state(node, card).get("mig_mode", 0))
 
 
 def cdi_specs(node: RealNode) -> list[str]:

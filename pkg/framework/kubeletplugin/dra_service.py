@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import grpc
 
 from pkg.framework.kubeletplugin.handlers import service_handler
 from pkg.framework.kubeletplugin.types import ClaimRef, Driver, PrepareOutcome
-from pkg.framework.kubeletplugin.wire import dra_v1_pb2 as v1
-from pkg.framework.kubeletplugin.wire import dra_v1beta1_pb2 as v1beta1
 
 logger = logging.getLogger(__name__)
 
@@ -47,74 +46,42 @@ def _unprepare(driver: Driver, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
     return {c.uid: errors.get(c.uid, "") for c in claims}
 
 
-class DRAServiceV1:
-    def __init__(self, driver: Driver) -> None:
+class DRAService:
+    """The ``DRAPlugin`` service of one wire version (``dra_v1_pb2`` or ``dra_v1beta1_pb2``).
+
+    The versions differ only in the package name and in share IDs, which v1beta1 lacks: a shared
+    device is reported there without one. Which one a version has is read from its descriptor.
+    """
+
+    def __init__(self, driver: Driver, wire: ModuleType) -> None:
         self._driver = driver
+        self._wire = wire
+        self._share_ids = "share_id" in wire.Device.DESCRIPTOR.fields_by_name
 
     def handler(self) -> grpc.GenericRpcHandler:
         return service_handler(
-            v1.DESCRIPTOR.services_by_name["DRAPlugin"],
+            self._wire.DESCRIPTOR.services_by_name["DRAPlugin"],
             {"NodePrepareResources": self.prepare, "NodeUnprepareResources": self.unprepare},
         )
 
-    def prepare(
-        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodePrepareResourcesResponse:
-        response = v1.NodePrepareResourcesResponse()
+    def prepare(self, request: Any, context: grpc.ServicerContext) -> Any:
+        response = self._wire.NodePrepareResourcesResponse()
         for uid, outcome in _prepare(self._driver, _claims(request)).items():
             entry = response.claims[uid]
             entry.error = outcome.error
             for device in outcome.devices if not outcome.error else ():
+                fields = {"share_id": device.share_id} if self._share_ids else {}
                 entry.devices.add(
                     request_names=list(device.requests),
                     pool_name=device.pool,
                     device_name=device.device,
                     cdi_device_ids=list(device.cdi_device_ids),
-                    share_id=device.share_id,
+                    **fields,
                 )
         return response
 
-    def unprepare(
-        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodeUnprepareResourcesResponse:
-        response = v1.NodeUnprepareResourcesResponse()
-        for uid, error in _unprepare(self._driver, _claims(request)).items():
-            response.claims[uid].error = error
-        return response
-
-
-class DRAServiceV1beta1:
-    """v1beta1 has no share IDs: a shared device is reported without one."""
-
-    def __init__(self, driver: Driver) -> None:
-        self._driver = driver
-
-    def handler(self) -> grpc.GenericRpcHandler:
-        return service_handler(
-            v1beta1.DESCRIPTOR.services_by_name["DRAPlugin"],
-            {"NodePrepareResources": self.prepare, "NodeUnprepareResources": self.unprepare},
-        )
-
-    def prepare(
-        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodePrepareResourcesResponse:
-        response = v1beta1.NodePrepareResourcesResponse()
-        for uid, outcome in _prepare(self._driver, _claims(request)).items():
-            entry = response.claims[uid]
-            entry.error = outcome.error
-            for device in outcome.devices if not outcome.error else ():
-                entry.devices.add(
-                    request_names=list(device.requests),
-                    pool_name=device.pool,
-                    device_name=device.device,
-                    cdi_device_ids=list(device.cdi_device_ids),
-                )
-        return response
-
-    def unprepare(
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodeUnprepareResourcesResponse:
-        response = v1beta1.NodeUnprepareResourcesResponse()
+    def unprepare(self, request: Any, context: grpc.ServicerContext) -> Any:
+        response = self._wire.NodeUnprepareResourcesResponse()
         for uid, error in _unprepare(self._driver, _claims(request)).items():
             response.claims[uid].error = error
         return response

@@ -21,11 +21,17 @@ from pathlib import Path
 
 import grpc
 
-from pkg.framework.kubeletplugin.dra_service import DRAServiceV1, DRAServiceV1beta1
-from pkg.framework.kubeletplugin.health_service import HealthServiceV1, HealthServiceV1alpha1
+from pkg.framework.kubeletplugin.dra_service import DRAService
+from pkg.framework.kubeletplugin.health_service import HealthService
 from pkg.framework.kubeletplugin.registration import RegistrationService
 from pkg.framework.kubeletplugin.sockets import SOCKET_MODE, SocketPaths, remove_dead_sockets, socket_paths
 from pkg.framework.kubeletplugin.types import Driver, HealthBoard, PluginIdentity
+from pkg.framework.kubeletplugin.wire import (
+    dra_health_v1_pb2,
+    dra_health_v1alpha1_pb2,
+    dra_v1_pb2,
+    dra_v1beta1_pb2,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,10 +119,10 @@ class KubeletPlugin:
     def _add_dra_services(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers(
             (
-                DRAServiceV1(self._driver).handler(),
-                DRAServiceV1beta1(self._driver).handler(),
-                HealthServiceV1(self._health, self._stopping).handler(),
-                HealthServiceV1alpha1(self._health, self._stopping).handler(),
+                DRAService(self._driver, dra_v1_pb2).handler(),
+                DRAService(self._driver, dra_v1beta1_pb2).handler(),
+                HealthService(self._health, self._stopping, dra_health_v1_pb2).handler(),
+                HealthService(self._health, self._stopping, dra_health_v1alpha1_pb2).handler(),
             )
         )
 

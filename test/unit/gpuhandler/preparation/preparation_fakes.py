@@ -39,6 +39,7 @@ from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
@@ -49,6 +50,16 @@ NODE = "node-a"
 POOL = f"gpus/{NODE}"
 A30 = "0000:3b:00.0"
 A30_B = "0000:d8:00.0"
+
+
+def prepare_failures(reason: str) -> float:
+    """``gpu_dra_prepare_failures_total`` for ``reason``, over every device type and vendor."""
+    return sum(
+        sample.value
+        for metric in metrics.prepare_failures.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels["reason"] == reason
+    )
 
 
 def attrs(**values: Any) -> dict[str, V1DeviceAttribute]:

@@ -13,10 +13,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, whole_offer
+from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
-from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.cdi import CDI_KIND
 from pkg.gpuhandler.preparation.checkpoint import ClaimState
 
@@ -29,15 +28,6 @@ def _gpu_instances(n: Node, card: str = A30) -> list[tuple[int, int]]:
 
 def _mig_mode(n: Node, card: str = A30) -> int:
     return int(n.backend._nvml.mig_mode(card)[0])  # type: ignore[attr-defined]
-
-
-def _failures(reason: str) -> float:
-    total = 0.0
-    for metric in metrics.prepare_failures.collect():
-        for sample in metric.samples:
-            if sample.name.endswith("_total") and sample.labels["reason"] == reason:
-                total += sample.value
-    return total
 
 
 def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(tmp_path: Path) -> None:
@@ -96,14 +86,14 @@ def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path) -> None:
     first = n.claims.allocate("first", [offer])
     second = n.claims.allocate("second", [offer])  # two allocators raced
     n.driver.prepare([first])
-    before = _failures("DoubleAllocation")
+    before = prepare_failures("DoubleAllocation")
 
     outcome = n.driver.prepare([second])[second.uid]
 
     assert "overlaps a prepared MIG device" in outcome.error
     assert "team/first" in outcome.error
     assert "team/second" in outcome.error
-    assert _failures("DoubleAllocation") == before + 1
+    assert prepare_failures("DoubleAllocation") == before + 1
     n.events.warning.assert_called_once()
     assert n.events.warning.call_args.kwargs["reason"] == "PrepareFailed"
     assert _gpu_instances(n) == [(14, 1)]

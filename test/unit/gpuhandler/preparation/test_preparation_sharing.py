@@ -11,7 +11,7 @@ from pathlib import Path
 from unittest.mock import MagicMock
 
 import pytest
-from preparation_fakes import A30, A30_B, Node, node, whole_offer
+from preparation_fakes import A30, A30_B, Node, node, prepare_failures, whole_offer
 
 from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError
@@ -52,15 +52,6 @@ def _kill(pid: int) -> None:
     wait_for(lambda: not process_alive(pid, MARKER.encode()), timeout=10, what=f"process {pid} to die")
 
 
-def _failures(reason: str) -> float:
-    return sum(
-        s.value
-        for m in metrics.prepare_failures.collect()
-        for s in m.samples
-        if s.name.endswith("_total") and s.labels["reason"] == reason
-    )
-
-
 def test_time_slicing_shares_set_the_cards_slice_until_the_last_one_goes(tmp_path: Path) -> None:
     n = node(tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
@@ -93,7 +84,7 @@ def test_a_time_slicing_share_asking_for_another_slice_is_refused(tmp_path: Path
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     first = n.claims.allocate("first", [offer], config=TS_CONFIG, consumed={"sharePercent": "50"})
     n.driver.prepare([first])
-    before = _failures("IntervalConflict")
+    before = prepare_failures("IntervalConflict")
 
     other = n.claims.allocate("other", [offer], consumed={"sharePercent": "50"})  # Default slice
     error = n.driver.prepare([other])[other.uid].error
@@ -101,7 +92,7 @@ def test_a_time_slicing_share_asking_for_another_slice_is_refused(tmp_path: Path
     assert "claim team/other" in error
     assert "asks for time slice Default, but the card is time-sliced Long" in error
     assert "team/first" in error
-    assert _failures("IntervalConflict") == before + 1
+    assert prepare_failures("IntervalConflict") == before + 1
     assert _card(n) == (0, LONG)
     assert other.uid not in n.container.store().load().claims
 
@@ -181,12 +172,12 @@ def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(tmp_pa
     claim = n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})
     n.mps_root.mkdir(parents=True)
     (n.mps_root / A30).write_text("a file where the card's folder goes")
-    before = _failures("SharingSetupFailed")
+    before = prepare_failures("SharingSetupFailed")
 
     error = n.driver.prepare([claim])[claim.uid].error
 
     assert "claim team/train" in error
-    assert _failures("SharingSetupFailed") == before + 1
+    assert prepare_failures("SharingSetupFailed") == before + 1
     assert _card(n)[0] == 0
     assert n.container.store().load().claims == {}
 
