@@ -22,7 +22,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
-from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.events.recorder import EventRecorderLogger, EventType
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointFile
 
@@ -105,13 +105,13 @@ class RecorderClaimEvents:
     def normal(self, claim: ClaimRef, *, reason: str, message: str) -> None:
         self._record(claim, "Normal", reason, message)
 
-    def _record(self, claim: ClaimRef, type_: str, reason: str, message: str) -> None:
+    def _record(self, claim: ClaimRef, type_: EventType, reason: str, message: str) -> None:
         regarding = ResourceV1ResourceClaim(
             api_version="resource.k8s.io/v1",
             kind="ResourceClaim",
             metadata=V1ObjectMeta(name=claim.name, namespace=claim.namespace, uid=claim.uid),
         )
-        self._recorder.event(regarding, type_=type_, reason=reason, message=message, kind=RESOURCE_CLAIM)  # type: ignore[arg-type]
+        self._recorder.event(regarding, type_=type_, reason=reason, message=message, kind=RESOURCE_CLAIM)
 
 
 class CardChanges(Protocol):
