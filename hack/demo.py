@@ -52,6 +52,7 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
+from pkg.devcluster.footprint import exclusive_host
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.images import BUSYBOX_IMAGE, build_archive
@@ -335,7 +336,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
-    return run(parser.parse_args().keep_running)
+    keep_running = parser.parse_args().keep_running
+    with exclusive_host(on_wait=lambda: print("waiting for another run's real nodes (e2e, demo) to stop")):
+        return run(keep_running)
 
 
 if __name__ == "__main__":

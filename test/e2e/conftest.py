@@ -26,7 +26,7 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
-from pkg.devcluster.footprint import Footprint
+from pkg.devcluster.footprint import Footprint, exclusive_host
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.images import ImageArchive, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
@@ -106,9 +106,10 @@ class NodePool:
 
 @pytest.fixture(scope="session")
 def node_pool(control_plane: ControlPlane, images: ImageArchive, work_dir: Path) -> Iterator[NodePool]:
-    pool = NodePool(control_plane, images, work_dir)
-    yield pool
-    leftovers = pool.stop_all()
+    with exclusive_host(on_wait=lambda: print("waiting for another run's real nodes to stop")):
+        pool = NodePool(control_plane, images, work_dir)
+        yield pool
+        leftovers = pool.stop_all()
     assert not leftovers, f"real nodes left things behind: {leftovers}"
 
 
