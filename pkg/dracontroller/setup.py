@@ -127,7 +127,9 @@ class HeldDevices:
         self._claims, self._slices, self._gpus = claims, slices, physical_gpus
 
     def of(self, claims: Iterable[ResourceV1ResourceClaim]) -> list[HeldDevice]:
-        index = device_index(slices=self._slices.store.list(), physical_gpus=self._gpus.store.list(), driver=DRIVER)
+        index = device_index(
+            slices=self._slices.store.list(), physical_gpus=self._gpus.store.list(), driver=DRIVER
+        )
         return [
             device
             for claim in claims

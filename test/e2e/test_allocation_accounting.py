@@ -12,6 +12,8 @@ with synthetic DCGM series, so the recording rules are proven on what the contro
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -30,8 +32,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
-from pkg.framework.client import AlreadyExistsError, KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import EVENT, NAMESPACE, POD, RESOURCE_CLAIM
+from pkg.framework.client import AlreadyExistsError, KubeClient
+from pkg.framework.client.builtin_kinds import CORE_EVENT, NAMESPACE, POD, RESOURCE_CLAIM
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "charts" / "gpu-control-plane" / "files" / "prometheus" / "recording-rules.yaml"
@@ -53,7 +55,9 @@ class Truth:
         while not self.stop.is_set():
             claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
             now = time.time()
-            held = {c.metadata.uid for c in claims if c.status is not None and c.status.allocation is not None}
+            held = {
+                c.metadata.uid for c in claims if c.status is not None and c.status.allocation is not None
+            }
             for claim in claims:
                 self.names[claim.metadata.uid] = claim.metadata.name
                 if claim.metadata.uid in held:
@@ -81,11 +85,11 @@ def _ready(port: int) -> bool:
 
 
 @pytest.fixture
-def dra_controller(kube: KubeClient, control_plane: ControlPlane, tmp_path: Path) -> Iterator[tuple[ManagedProcess, int]]:
-    try:
+def dra_controller(
+    kube: KubeClient, control_plane: ControlPlane, tmp_path: Path
+) -> Iterator[tuple[ManagedProcess, int]]:
+    with contextlib.suppress(AlreadyExistsError):
         kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=LEASE_NAMESPACE)))
-    except AlreadyExistsError:
-        pass
     port = free_port()
     proc = ManagedProcess(
         name="gpu-dra-controller",
@@ -109,12 +113,20 @@ def dra_controller(kube: KubeClient, control_plane: ControlPlane, tmp_path: Path
 
 
 def _series(port: int, name: str, **match: str) -> list[tuple[dict[str, str], float]]:
-    return [(labels, value) for labels, value in _scrape(port).get(name, []) if match.items() <= labels.items()]
+    return [
+        (labels, value) for labels, value in _scrape(port).get(name, []) if match.items() <= labels.items()
+    ]
 
 
 def _events(kube: KubeClient, namespace: str | None, reason: str) -> list[tuple[str, str]]:
-    events, _ = kube.list(EVENT, namespace=namespace)
-    return [(e.regarding.kind, e.regarding.name) for e in events if e.reason == reason and e.regarding]
+    """(kind, name) of the objects with Events of ``reason``, read through the core v1 API (the
+    kubelet's Events have no eventTime, which the events.k8s.io model insists on)."""
+    events, _ = kube.list(CORE_EVENT, namespace=namespace)
+    return [
+        (str(e.involved_object.kind), str(e.involved_object.name))
+        for e in events
+        if e.reason == reason and e.involved_object is not None
+    ]
 
 
 def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
@@ -135,17 +147,23 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
         wait_until(lambda: len(truth.start) == 2, timeout=30, what="both claims allocated")
 
         def info_names_both() -> bool:
-            pods = {labels["pod"] for labels, _ in _series(port, "gpu_dra_allocation_info", namespace=namespace)}
+            pods = {
+                labels["pod"] for labels, _ in _series(port, "gpu_dra_allocation_info", namespace=namespace)
+            }
             return pods == set(PODS)
 
         wait_until(info_names_both, timeout=30, what="the info series to name both Pods")
-        info = {labels["pod"]: labels for labels, _ in _series(port, "gpu_dra_allocation_info", namespace=namespace)}
+        info = {
+            labels["pod"]: labels
+            for labels, _ in _series(port, "gpu_dra_allocation_info", namespace=namespace)
+        }
         for pod, (_resource, cls) in PODS.items():
             assert info[pod]["class"] == cls
             assert info[pod]["node"] == gpu_node.node.name
             assert info[pod]["UUID"].startswith("GPU-")
             assert info[pod]["physicalgpu"]
-        assert info["acct-mig"]["deviceType"] == "MIG" and info["acct-mig"]["profile"] == "1g.6gb"
+        assert info["acct-mig"]["deviceType"] == "MIG"
+        assert info["acct-mig"]["profile"] == "1g.6gb"
         assert info["acct-whole"]["deviceType"] == "Physical"
 
         time.sleep(HOLD / 2)
@@ -170,8 +188,11 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
             for labels, value in _series(port, "gpu_dra_allocation_seconds_total", namespace=namespace)
         }
 
-    wait_until(lambda: len(exported()) == 2 and not _series(port, "gpu_dra_allocation_info", namespace=namespace),
-               timeout=30, what="the releases to be accounted")
+    wait_until(
+        lambda: len(exported()) == 2 and not _series(port, "gpu_dra_allocation_info", namespace=namespace),
+        timeout=30,
+        what="the releases to be accounted",
+    )
     by_class = exported()
     truth_by_class = {}
     for uid, name in truth.names.items():
@@ -183,7 +204,8 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
         assert abs(error) <= max(1.0, truth_by_class[cls] / 60.0), (cls, by_class, truth_by_class)
 
     made = {labels["class"]: value for labels, value in _series(port, "gpu_dra_allocations_total")}
-    assert made.get("gpu-mig-1g", 0) >= 1 and made.get("gpu-physical", 0) >= 1
+    assert made.get("gpu-mig-1g", 0) >= 1
+    assert made.get("gpu-physical", 0) >= 1
 
     claim_names = set(truth.names.values())
     for reason in ("AllocationCreated", "AllocationReleased"):
@@ -195,10 +217,19 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
     _prove_rules_on(tmp_path, info, by_class, namespace)
 
 
-def _prove_rules_on(tmp_path: Path, info: dict[str, dict[str, str]], seconds: dict[str, float], namespace: str) -> None:
+HOURS = "gpu_dra:namespace_class:gpu_hours:increase1h"
+
+
+def _labels(cls: str, namespace: str) -> str:
+    return f'class="{cls}",namespace="{namespace}"'
+
+
+def _prove_rules_on(
+    tmp_path: Path, info: dict[str, dict[str, str]], seconds: dict[str, float], namespace: str
+) -> None:
     """promtool: the chart's recording rules over the series this run exported plus synthetic DCGM
     utilisation (the whole card idle at 2 %, the MIG slice's card busy at 80 %)."""
-    promtool = Path(__import__("os").environ.get("GPU_CP_BIN_DIR", "")) / "promtool"
+    promtool = Path(os.environ.get("GPU_CP_BIN_DIR", "")) / "promtool"
     if not promtool.exists():
         pytest.fail(f"promtool is not built ({promtool}): run 'make tools'")
     series = []
@@ -206,37 +237,62 @@ def _prove_rules_on(tmp_path: Path, info: dict[str, dict[str, str]], seconds: di
         label_text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         series.append({"series": f"gpu_dra_allocation_info{{{label_text}}}", "values": "1x120"})
         util = "2" if pod == "acct-whole" else "80"
-        series.append({"series": f'DCGM_FI_DEV_GPU_UTIL{{UUID="{labels["UUID"]}",gpu="0"}}', "values": f"{util}x120"})
+        series.append(
+            {"series": f'DCGM_FI_DEV_GPU_UTIL{{UUID="{labels["UUID"]}",gpu="0"}}', "values": f"{util}x120"}
+        )
     for cls, total in seconds.items():
         per_minute = 60  # held for the whole two hours: one device-second per second
-        series.append({
-            "series": f'gpu_dra_allocation_seconds_total{{class="{cls}",namespace="{namespace}",node="n",deviceType="t"}}',
-            "values": f"{total:.0f}+{per_minute}x120",
-        })
+        where = 'node="n",deviceType="t"'
+        series.append(
+            {
+                "series": f"gpu_dra_allocation_seconds_total{{{_labels(cls, namespace)},{where}}}",
+                "values": f"{total:.0f}+{per_minute}x120",
+            }
+        )
     whole = info["acct-whole"]
     test = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": series,
-            "promql_expr_test": [
-                {"expr": f'gpu_dra:namespace_class:gpu_hours:increase1h{{namespace="{namespace}",class="{cls}"}}',
-                 "eval_time": "120m",
-                 "exp_samples": [{"labels": f'gpu_dra:namespace_class:gpu_hours:increase1h{{class="{cls}",namespace="{namespace}"}}', "value": 1}]}
-                for cls in seconds
-            ],
-            "alert_rule_test": [],
-        }],
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": f"{HOURS}{{{_labels(cls, namespace)}}}",
+                        "eval_time": "120m",
+                        "exp_samples": [
+                            {
+                                "labels": f"{HOURS}{{{_labels(cls, namespace)}}}",
+                                "value": 1,
+                            }
+                        ],
+                    }
+                    for cls in seconds
+                ],
+                "alert_rule_test": [],
+            }
+        ],
     }
-    idle = {"expr": "gpu_dra:allocation:idle", "eval_time": "120m", "exp_samples": [{
-        "labels": "gpu_dra:allocation:idle{" + ",".join(
-            f'{k}="{whole[k]}"' for k in ("claim", "class", "namespace", "node", "physicalgpu", "pod", "UUID")
-        ) + "}",
-        "value": 1,
-    }]}
+    idle = {
+        "expr": "gpu_dra:allocation:idle",
+        "eval_time": "120m",
+        "exp_samples": [
+            {
+                "labels": "gpu_dra:allocation:idle{"
+                + ",".join(
+                    f'{k}="{whole[k]}"'
+                    for k in ("claim", "class", "namespace", "node", "physicalgpu", "pod", "UUID")
+                )
+                + "}",
+                "value": 1,
+            }
+        ],
+    }
     test["tests"][0]["promql_expr_test"].append(idle)
     path = tmp_path / "rules-test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    done = subprocess.run([str(promtool), "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(promtool), "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr

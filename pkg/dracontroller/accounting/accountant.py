@@ -87,7 +87,9 @@ class Accountant:
     def on_update(self, old: ResourceV1ResourceClaim, new: ResourceV1ResourceClaim) -> None:
         self._stamp(new)
 
-    def on_delete(self, obj: ResourceV1ResourceClaim | DeletedFinalStateUnknown[ResourceV1ResourceClaim]) -> None:
+    def on_delete(
+        self, obj: ResourceV1ResourceClaim | DeletedFinalStateUnknown[ResourceV1ResourceClaim]
+    ) -> None:
         self._stamp(obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj)
 
     def _stamp(self, claim: ResourceV1ResourceClaim) -> None:

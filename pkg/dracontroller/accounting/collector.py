@@ -4,9 +4,9 @@
   (spec §3.2), from the last *persisted* ledger (see :mod:`.ledger` for why that keeps the counter
   monotonic across restarts and leader changes);
 * ``gpu_dra_allocations_total{class,node,deviceType}``: device allocations made;
-* ``gpu_dra_allocation_info{namespace,claim,pod,class,node,physicalgpu,dra_device,deviceType,profile,UUID,pci_address}``
-  = 1 for every device allocated now, from the claim cache. ``UUID`` is the card's, spelled as
-  the DCGM exporter's label, so ``… * on(UUID) group_left … DCGM_FI_DEV_GPU_UTIL`` joins them;
+* ``gpu_dra_allocation_info{namespace,claim,pod,class,node,physicalgpu,dra_device,deviceType,
+  profile,UUID,pci_address}`` = 1 for every device allocated now, from the claim cache. ``UUID``
+  is the card's, spelled as the DCGM exporter's label, so ``… * on(UUID) group_left … DCGM_FI_DEV_GPU_UTIL`` joins them;
   ``pod`` lists the Pods reserving the claim (comma-separated). One series per claim and device:
   series disappear with the allocation, so cardinality is bounded by the devices allocated now.
 
@@ -61,7 +61,7 @@ class AccountingCollector(Collector):
             return
         family = CounterMetricFamily(
             f"{NAMESPACE}_dra_allocation_seconds",
-            "Device-seconds allocated to claims of the driver, by device class, device type, node and namespace.",
+            "Device-seconds allocated to claims of the driver, by class, device type, node, namespace.",
             labels=["class", "deviceType", "node", "namespace"],
         )
         for usage, value in sorted(seconds.items()):
@@ -72,8 +72,8 @@ class AccountingCollector(Collector):
             "Device allocations made for claims of the driver, by device class, node and device type.",
             labels=["class", "node", "deviceType"],
         )
-        for labels, count in sorted(made.items()):
-            counts.add_metric([labels.device_class, labels.node, labels.device_type], float(count))
+        for made_labels, count in sorted(made.items()):
+            counts.add_metric([made_labels.device_class, made_labels.node, made_labels.device_type], float(count))
         yield counts
         info = GaugeMetricFamily(
             f"{NAMESPACE}_dra_allocation_info",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubernetes.client import ResourceV1ResourceClaim, V1ResourceSlice
+from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU
 
@@ -81,7 +81,8 @@ def device_index(
                 physical_gpu=cards.get((node, pci), ""),
                 uuid=_string(attributes, driver, "uuid"),
                 pci_address=pci,
-                profile=_string(attributes, driver, "migProfile") or _string(attributes, driver, "sharingStrategy"),
+                profile=_string(attributes, driver, "migProfile")
+                or _string(attributes, driver, "sharingStrategy"),
             )
     return index
 
@@ -90,14 +91,15 @@ def held_devices(
     claim: ResourceV1ResourceClaim, devices: DeviceIndex, *, driver: str, allocated_by_annotation: str
 ) -> list[HeldDevice]:
     """The devices of ``driver`` that ``claim`` holds now (none if it is not allocated)."""
-    allocation = claim.status.allocation if claim.status is not None else None
-    if allocation is None or allocation.devices is None:
+    status = claim.status
+    allocation = status.allocation if status is not None else None
+    if status is None or allocation is None or allocation.devices is None:
         return []
-    meta = claim.metadata
+    meta = claim.metadata or V1ObjectMeta()
     uid = meta.uid or f"{meta.namespace}/{meta.name}"
     classes = request_classes(claim)
     pods = tuple(
-        sorted(ref.name for ref in (claim.status.reserved_for or ()) if ref.resource == "pods" and ref.name)
+        sorted(ref.name for ref in (status.reserved_for or ()) if ref.resource == "pods" and ref.name)
     )
     by = (meta.annotations or {}).get(allocated_by_annotation) or SCHEDULER
     held = []
@@ -143,7 +145,7 @@ def allocated_at(claim: ResourceV1ResourceClaim) -> float | None:
         return _epoch(allocation.allocation_timestamp)
     owners = [
         entry.time
-        for entry in claim.metadata.managed_fields or ()
+        for entry in (claim.metadata or V1ObjectMeta()).managed_fields or ()
         if entry.subresource == "status"
         and entry.time is not None
         and "f:allocation" in ((entry.fields_v1 or {}).get("f:status") or {})
@@ -155,7 +157,7 @@ def last_status_write(claim: ResourceV1ResourceClaim) -> float | None:
     """The time of the claim's latest status write: for a claim whose allocation is gone, its release."""
     times = [
         entry.time
-        for entry in claim.metadata.managed_fields or ()
+        for entry in (claim.metadata or V1ObjectMeta()).managed_fields or ()
         if entry.subresource == "status" and entry.time is not None
     ]
     return _epoch(max(times)) if times else None

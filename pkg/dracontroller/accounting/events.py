@@ -43,7 +43,7 @@ class AllocationEvents:
 
     def released(self, devices: Sequence[tuple[HeldDevice, float]]) -> None:
         """``devices`` were released after the seconds paired with each."""
-        held = dict((d.key, s) for d, s in devices)
+        held = {d.key: s for d, s in devices}
         for group in _by_claim([d for d, _ in devices]):
             first = group[0]
             seconds = max(held[d.key] for d in group)
@@ -78,7 +78,10 @@ def _by_claim(devices: Sequence[HeldDevice]) -> list[list[HeldDevice]]:
 
 
 def _list(devices: Sequence[HeldDevice]) -> str:
-    named = [f"{d.device} ({d.facts.device_type or 'device'}, class {d.device_class}, node {d.facts.node})" for d in devices]
+    named = [
+        f"{d.device} ({d.facts.device_type or 'device'}, class {d.device_class}, node {d.facts.node})"
+        for d in devices
+    ]
     return ("device " if len(named) == 1 else "devices ") + ", ".join(named)
 
 

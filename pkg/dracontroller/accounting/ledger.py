@@ -100,7 +100,8 @@ class Ledger:
                 "usages": [list(_fields(u)) for u in usages],
                 "released": [[index[u], s] for u, s in sorted(self.released.items())],
                 "open": [
-                    [k, index[h.usage], h.start, h.claim, h.device, h.card] for k, h in sorted(self.open.items())
+                    [k, index[h.usage], h.start, h.claim, h.device, h.card]
+                    for k, h in sorted(self.open.items())
                 ],
                 "made": [[*_fields(m), n] for m, n in sorted(self.made.items())],
             },

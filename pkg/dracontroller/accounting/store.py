@@ -27,7 +27,9 @@ class LedgerTooLargeError(RuntimeError):
 
 
 class ConfigMapClient(Protocol):
-    def get(self, kind: ResourceKind[V1ConfigMap], name: str, namespace: str | None = None) -> V1ConfigMap: ...
+    def get(
+        self, kind: ResourceKind[V1ConfigMap], name: str, namespace: str | None = None
+    ) -> V1ConfigMap: ...
 
     def create(
         self, kind: ResourceKind[V1ConfigMap], obj: V1ConfigMap, namespace: str | None = None
@@ -61,7 +63,7 @@ class LedgerStore:
             ledger = Ledger.from_json(text) if text else None
         except ValueError as exc:
             raise ValueError(f"ConfigMap {self.namespace}/{self.name}: {exc}") from exc
-        return Loaded(ledger, cm.metadata.resource_version)
+        return Loaded(ledger, (cm.metadata or V1ObjectMeta()).resource_version)
 
     def save(self, ledger: Ledger, resource_version: str | None) -> str:
         """Writes ``ledger`` over the version read (creates the ConfigMap if there was none);
@@ -85,7 +87,7 @@ class LedgerStore:
             written = self._client.create(CONFIG_MAP, cm, self.namespace)
         else:
             written = self._client.update(CONFIG_MAP, cm)
-        return str(written.metadata.resource_version)
+        return str((written.metadata or V1ObjectMeta()).resource_version)
 
 
 __all__ = ["DATA_KEY", "MAX_BYTES", "ConfigMapClient", "LedgerStore", "LedgerTooLargeError", "Loaded"]

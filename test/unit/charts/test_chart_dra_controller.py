@@ -112,7 +112,9 @@ def test_ledger_role_is_its_own_configmap_in_the_release_namespace(helm: Path) -
         docs = of(render(helm, {"draController.replicas": replicas}), COMPONENT)
         [role] = [d for d in find(docs, "Role") if d["metadata"]["name"].endswith("-allocation-ledger")]
         assert role["metadata"]["namespace"] == NAMESPACE
-        assert sorted((r["resources"], sorted(r["verbs"]), r.get("resourceNames")) for r in role["rules"]) == [
+        assert sorted(
+            (r["resources"], sorted(r["verbs"]), r.get("resourceNames")) for r in role["rules"]
+        ) == [
             (["configmaps"], ["create"], None),
             (["configmaps"], ["get", "update"], ["gpu-dra-allocation-ledger"]),
         ]
@@ -140,13 +142,22 @@ def test_bindings_bind_the_roles_to_the_deployment_service_account(docs: list[di
     assert account == f"rel-gpu-control-plane-{COMPONENT}"
     assert pod(docs)["serviceAccountName"] == account
     subject = {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
-    for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = one(docs, kind)
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [subject]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": one(docs, "ClusterRole")["metadata"]["name"],
+    }
+    roles = sorted(role["metadata"]["name"] for role in find(docs, "Role"))
+    bindings = sorted(find(docs, "RoleBinding"), key=lambda b: b["metadata"]["name"])
+    assert [b["metadata"]["name"] for b in bindings] == roles  # each Role bound by its namesake
+    for binding in bindings:
         assert binding["subjects"] == [subject]
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role_kind,
-            "name": one(docs, role_kind)["metadata"]["name"],
+            "kind": "Role",
+            "name": binding["metadata"]["name"],
         }
 
 
@@ -163,6 +174,8 @@ def test_plain_rbac_is_the_chart_rbac(helm: Path) -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "Role",
+        "Role",
+        "RoleBinding",
         "RoleBinding",
     ]
     for doc in plain:
@@ -219,6 +232,8 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
         "--leader-elect=true",
         f"--leader-election-id={LEASE}",
         "--workers=2",
+        "--allocation-ledger=gpu-dra-allocation-ledger",
+        "--accounting-period=10s",
     ]
     assert env_of(docs, COMPONENT) == {
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from unittest.mock import MagicMock
 
 import pytest
 from kubernetes.client import (
@@ -33,6 +34,7 @@ from pkg.dracontroller.accounting.devices import (
     last_status_write,
     start_estimate,
 )
+from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.ledger import Ledger, Made, OpenAllocation, Usage
 from pkg.dracontroller.accounting.store import LedgerStore
 from pkg.framework.client import ConflictError, NotFoundError
@@ -40,12 +42,18 @@ from pkg.framework.client import ConflictError, NotFoundError
 DRIVER = "gpu.deckhouse.io"
 MARK = "gpu.deckhouse.io/allocated-by"
 T0 = 1_700_000_000.0
-FACTS = {("pool-n1", "gpu-0"): DeviceFacts(device_type="Physical", node="n1", physical_gpu="n1-0", uuid="GPU-1")}
+FACTS = {
+    ("pool-n1", "gpu-0"): DeviceFacts(device_type="Physical", node="n1", physical_gpu="n1-0", uuid="GPU-1")
+}
 USAGE = Usage("gpu-physical", "Physical", "n1", "ns")
 
 
 def claim(
-    name: str = "c1", *, allocated: float | None = T0, pods: tuple[str, ...] = ("p1",), status_write: float | None = None
+    name: str = "c1",
+    *,
+    allocated: float | None = T0,
+    pods: tuple[str, ...] = ("p1",),
+    status_write: float | None = None,
 ) -> ResourceV1ResourceClaim:
     fields = []
     if allocated is not None:
@@ -60,7 +68,11 @@ def claim(
         metadata=V1ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}", managed_fields=fields),
         spec=V1ResourceClaimSpec(
             devices=V1DeviceClaim(
-                requests=[V1DeviceRequest(name="gpu", exactly=V1ExactDeviceRequest(device_class_name="gpu-physical"))]
+                requests=[
+                    V1DeviceRequest(
+                        name="gpu", exactly=V1ExactDeviceRequest(device_class_name="gpu-physical")
+                    )
+                ]
             )
         ),
         status=V1ResourceClaimStatus(
@@ -106,7 +118,9 @@ def test_closing_before_as_of_never_takes_back_exported_time_and_the_clock_never
 
 def test_the_ledger_survives_its_json_and_bad_json_is_named() -> None:
     ledger = Ledger(as_of=T0)
-    ledger.open_allocation("k1", OpenAllocation(usage=USAGE, start=T0 - 10, claim="c1", device="gpu-0", card="n1-0"))
+    ledger.open_allocation(
+        "k1", OpenAllocation(usage=USAGE, start=T0 - 10, claim="c1", device="gpu-0", card="n1-0")
+    )
     ledger.open_allocation("k2", OpenAllocation(usage=USAGE, start=T0 - 5))
     ledger.close("k2", end=T0)
     again = Ledger.from_json(ledger.to_json())
@@ -204,12 +218,16 @@ class Clock:
         return self.now
 
 
-def accountant(claims: dict[str, ResourceV1ResourceClaim], maps: MemoryConfigMaps, clock: Clock, events: Recorded) -> tuple[Accountant, AccountingCollector]:
+def accountant(
+    claims: dict[str, ResourceV1ResourceClaim], maps: MemoryConfigMaps, clock: Clock, events: Recorded
+) -> tuple[Accountant, AccountingCollector]:
     def held(cs: Any) -> list[HeldDevice]:
         return [d for c in cs for d in held_devices(c, FACTS, driver=DRIVER, allocated_by_annotation=MARK)]
 
     collector = AccountingCollector(held=lambda: held(claims.values()))
-    sink: Any = type("Events", (), {"created": staticmethod(events.created_), "released": staticmethod(events.released_)})()
+    sink: Any = type(
+        "Events", (), {"created": staticmethod(events.created_), "released": staticmethod(events.released_)}
+    )()
     return (
         Accountant(
             claims=lambda: list(claims.values()),
@@ -302,7 +320,8 @@ def test_nothing_is_exported_or_announced_that_was_not_persisted() -> None:
     maps.fail_next = ConflictError(status=409, reason="Conflict", message="someone else wrote")
     with pytest.raises(ConflictError):
         acct.sync()
-    assert events.created == [] and list(collector.collect()) == []
+    assert events.created == []
+    assert list(collector.collect()) == []
     acct._ledger = None  # what run() does after a failure: redo from the store
     acct.sync()
     assert events.created == ["c1"]
@@ -320,3 +339,36 @@ def test_only_the_leader_exports() -> None:
     ]
     collector.publish(None)
     assert list(collector.collect()) == []
+
+
+# -- Events ---------------------------------------------------------------------------------------------
+
+
+def test_one_event_per_claim_and_one_per_card_it_holds() -> None:
+    recorder = MagicMock()
+    events = AllocationEvents(recorder=recorder)
+    facts = {
+        ("pool-n1", "gpu-0"): DeviceFacts(device_type="MIG", node="n1", physical_gpu="n1-0"),
+    }
+    c = claim(pods=("p1",))
+    c.status.allocation.devices.results.append(  # type: ignore[union-attr]
+        V1DeviceRequestAllocationResult(
+            request="gpu", driver=DRIVER, pool="pool-n1", device="gpu-0", share_id="s2"
+        )
+    )
+    held = held_devices(c, facts, driver=DRIVER, allocated_by_annotation=MARK)
+    events.created(held)
+    kinds = [
+        (call.args[0].kind, call.args[0].metadata.name, call.kwargs["reason"])
+        for call in recorder.event.call_args_list
+    ]
+    assert kinds == [
+        ("ResourceClaim", "c1", "AllocationCreated"),
+        ("PhysicalGPU", "n1-0", "AllocationCreated"),
+    ]
+    assert "by kube-scheduler for pod p1" in recorder.event.call_args_list[0].kwargs["message"]
+    recorder.reset_mock()
+    events.released([(d, 61.0) for d in held])
+    notes = [call.kwargs["message"] for call in recorder.event.call_args_list]
+    assert len(notes) == 2
+    assert "after 61s" in notes[0]

@@ -19,7 +19,9 @@ RULES = HERE.parents[2] / "charts" / "gpu-control-plane" / "files" / "prometheus
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
     promtool = default_bin_dir() / "promtool"
     assert promtool.is_file(), f"{promtool} is missing: run `make tools`"
-    return subprocess.run([str(promtool), *args], capture_output=True, text=True, check=False, cwd=HERE, timeout=60)
+    return subprocess.run(
+        [str(promtool), *args], capture_output=True, text=True, check=False, cwd=HERE, timeout=60
+    )
 
 
 def test_the_rule_file_is_valid() -> None:
