@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
-from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
+from pkg.devcluster.processes import ManagedProcess, free_port, ready, wait_until
 from pkg.framework.client import AlreadyExistsError, KubeClient
 from pkg.framework.client.builtin_kinds import CORE_EVENT, NAMESPACE, POD, RESOURCE_CLAIM
 
@@ -77,13 +77,6 @@ def _scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
-def _ready(port: int) -> bool:
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture
 def dra_controller(
     kube: KubeClient, control_plane: ControlPlane, tmp_path: Path
@@ -106,7 +99,7 @@ def dra_controller(
     )
     proc.start()
     try:
-        wait_until(lambda: _ready(port), timeout=60, what="gpu-dra-controller ready", process=proc)
+        wait_until(lambda: ready(port), timeout=60, what="gpu-dra-controller ready", process=proc)
         yield proc, port
     finally:
         proc.stop()
@@ -169,7 +162,7 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
         time.sleep(HOLD / 2)
         proc.stop()  # a restart mid-run: the ledger, not the process, carries the counters
         proc.start()
-        wait_until(lambda: _ready(port), timeout=60, what="gpu-dra-controller ready again", process=proc)
+        wait_until(lambda: ready(port), timeout=60, what="gpu-dra-controller ready again", process=proc)
         time.sleep(HOLD / 2)
 
         for pod in PODS:

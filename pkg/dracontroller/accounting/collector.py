@@ -6,9 +6,10 @@
 * ``gpu_dra_allocations_total{class,node,deviceType}``: device allocations made;
 * ``gpu_dra_allocation_info{namespace,claim,pod,class,node,physicalgpu,dra_device,deviceType,
   profile,UUID,pci_address}`` = 1 for every device allocated now, from the claim cache. ``UUID``
-  is the card's, spelled as the DCGM exporter's label, so ``… * on(UUID) group_left … DCGM_FI_DEV_GPU_UTIL`` joins them;
-  ``pod`` lists the Pods reserving the claim (comma-separated). One series per claim and device:
-  series disappear with the allocation, so cardinality is bounded by the devices allocated now.
+  is the card's, spelled as the DCGM exporter's label, so
+  ``gpu_dra_allocation_info * on(UUID) group_left() DCGM_FI_DEV_GPU_UTIL`` joins them; ``pod``
+  lists the Pods reserving the claim (comma-separated). One series per claim and device: series
+  disappear with the allocation, so cardinality is bounded by the devices allocated now.
 
 Only the leader exports them: a follower's ledger is not current, and two replicas exporting the
 same counter would double every ``sum()``.
@@ -72,8 +73,8 @@ class AccountingCollector(Collector):
             "Device allocations made for claims of the driver, by device class, node and device type.",
             labels=["class", "node", "deviceType"],
         )
-        for made_labels, count in sorted(made.items()):
-            counts.add_metric([made_labels.device_class, made_labels.node, made_labels.device_type], float(count))
+        for made_by, count in sorted(made.items()):
+            counts.add_metric([made_by.device_class, made_by.node, made_by.device_type], float(count))
         yield counts
         info = GaugeMetricFamily(
             f"{NAMESPACE}_dra_allocation_info",
