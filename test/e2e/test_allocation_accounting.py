@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -122,6 +123,7 @@ def _events(kube: KubeClient, namespace: str | None, reason: str) -> list[tuple[
     ]
 
 
+@pytest.mark.timeout(900)  # the first test of a session may wait for another run's real nodes
 def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
     kube: KubeClient,
     control_plane: ControlPlane,
@@ -135,8 +137,10 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
     watcher = threading.Thread(target=truth.watch, args=(kube, namespace), daemon=True)
     watcher.start()
     try:
-        for pod, (resource, _cls) in PODS.items():
-            run_and_show(kube, control_plane, namespace, gpu_pod(pod, resource, node=gpu_node.node.name))
+        seen = {
+            pod: run_and_show(kube, control_plane, namespace, gpu_pod(pod, resource, node=gpu_node.node.name))
+            for pod, (resource, _cls) in PODS.items()
+        }
         wait_until(lambda: len(truth.start) == 2, timeout=30, what="both claims allocated")
 
         def info_names_both() -> bool:
@@ -158,6 +162,8 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
         assert info["acct-mig"]["deviceType"] == "MIG"
         assert info["acct-mig"]["profile"] == "1g.6gb"
         assert info["acct-whole"]["deviceType"] == "Physical"
+
+        mig = _prepared_mig_device(gpu_node, namespace, info["acct-mig"], seen["acct-mig"].visible)
 
         time.sleep(HOLD / 2)
         proc.stop()  # a restart mid-run: the ledger, not the process, carries the counters
@@ -207,32 +213,62 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
         on_cards = {name for kind, name in _events(kube, None, reason) if kind == "PhysicalGPU"}
         assert {labels["physicalgpu"] for labels in info.values()} <= on_cards, (reason, on_cards)
 
-    _prove_rules_on(tmp_path, info, by_class, namespace)
+    _prove_rules_on(tmp_path, info, mig, by_class, namespace)
 
 
 HOURS = "gpu_dra:namespace_class:gpu_hours:increase1h"
+
+
+def _text(labels: dict[str, str]) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
 
 
 def _labels(cls: str, namespace: str) -> str:
     return f'class="{cls}",namespace="{namespace}"'
 
 
+def _prepared_mig_device(
+    gpu_node: GpuComponents, namespace: str, info: dict[str, str], visible: str
+) -> dict[str, str]:
+    """gpu-handler's series of the MIG device it prepared: the instance the container was given."""
+    port = _metrics_port(gpu_node.handler)
+
+    def prepared() -> list[dict[str, str]]:
+        found = _series(port, "gpu_dra_prepared_device_info", namespace=namespace)
+        return [labels for labels, _ in found if labels["claim"] == info["claim"]]
+
+    wait_until(lambda: len(prepared()) == 1, timeout=30, what="gpu-handler to export the MIG device")
+    [mig] = prepared()
+    assert mig["mig_uuid"] == visible
+    assert mig["dra_device"] == info["dra_device"]
+    assert mig["GPU_I_ID"].isdigit()
+    return mig
+
+
+def _metrics_port(proc: ManagedProcess) -> int:
+    [address] = [a.split("=", 1)[1] for a in proc.argv if a.startswith("--metrics-bind-address=")]
+    return int(address.rsplit(":", 1)[1])
+
+
 def _prove_rules_on(
-    tmp_path: Path, info: dict[str, dict[str, str]], seconds: dict[str, float], namespace: str
+    tmp_path: Path,
+    info: dict[str, dict[str, str]],
+    mig: dict[str, str],
+    seconds: dict[str, float],
+    namespace: str,
 ) -> None:
     """promtool: the chart's recording rules over the series this run exported plus synthetic DCGM
-    utilisation (the whole card idle at 2 %, the MIG slice's card busy at 80 %)."""
+    utilisation (the whole card idle at 2 %, the MIG slice's own instance busy at 80 %)."""
     promtool = Path(os.environ.get("GPU_CP_BIN_DIR", "")) / "promtool"
     if not promtool.exists():
         pytest.fail(f"promtool is not built ({promtool}): run 'make tools'")
-    series = []
-    for pod, labels in info.items():
-        label_text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        series.append({"series": f"gpu_dra_allocation_info{{{label_text}}}", "values": "1x120"})
-        util = "2" if pod == "acct-whole" else "80"
-        series.append(
-            {"series": f'DCGM_FI_DEV_GPU_UTIL{{UUID="{labels["UUID"]}",gpu="0"}}', "values": f"{util}x120"}
-        )
+    series = [{"series": f"gpu_dra_prepared_device_info{{{_text(mig)}}}", "values": "1x120"}]
+    for labels in info.values():
+        series.append({"series": f"gpu_dra_allocation_info{{{_text(labels)}}}", "values": "1x120"})
+    whole, sliced = info["acct-whole"], info["acct-mig"]
+    series.append({"series": f'DCGM_FI_DEV_GPU_UTIL{{UUID="{whole["UUID"]}",gpu="0"}}', "values": "2x120"})
+    instance = f'UUID="{sliced["UUID"]}",GPU_I_ID="{mig["GPU_I_ID"]}"'
+    series.append({"series": f'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{instance},gpu="1"}}', "values": "0.8x120"})
     for cls, total in seconds.items():
         per_minute = 60  # held for the whole two hours: one device-second per second
         where = 'node="n",deviceType="t"'
@@ -242,8 +278,7 @@ def _prove_rules_on(
                 "values": f"{total:.0f}+{per_minute}x120",
             }
         )
-    whole = info["acct-whole"]
-    test = {
+    test: dict[str, Any] = {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
         "tests": [
@@ -282,7 +317,20 @@ def _prove_rules_on(
             }
         ],
     }
-    test["tests"][0]["promql_expr_test"].append(idle)
+    keys = ("claim", "class", "namespace", "node", "physicalgpu", "pod", "UUID")
+    busy = {
+        "expr": f'gpu_dra:allocation:utilisation{{claim="{sliced["claim"]}"}}',
+        "eval_time": "120m",
+        "exp_samples": [
+            {
+                "labels": "gpu_dra:allocation:utilisation{"
+                + ",".join([*(f'{k}="{sliced[k]}"' for k in keys), f'GPU_I_ID="{mig["GPU_I_ID"]}"'])
+                + "}",
+                "value": 80,
+            }
+        ],
+    }
+    test["tests"][0]["promql_expr_test"] += [idle, busy]
     path = tmp_path / "rules-test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     done = subprocess.run(
