@@ -7,8 +7,11 @@ the utilisation by workload and the idle allocations they must record.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+
+import yaml
 
 from pkg.devcluster.cluster import default_bin_dir
 
@@ -43,3 +46,43 @@ def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
     done = _promtool("test", "rules", str(path))
     assert done.returncode != 0
     assert "gpu_hours" in done.stdout + done.stderr
+
+
+def _helm_template(*args: str) -> str:
+    helm = default_bin_dir() / "helm"
+    assert helm.is_file(), f"{helm} is missing: run `make tools`"
+    done = subprocess.run(
+        [str(helm), "template", "rel", str(RULES.parents[2]), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def test_the_chart_ships_exactly_the_tested_rule_file() -> None:
+    rendered = _helm_template(
+        "--api-versions",
+        "monitoring.coreos.com/v1/PrometheusRule",
+        "-s",
+        "templates/prometheus-recording-rules.yaml",
+    )
+    rule = yaml.safe_load(rendered)
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+
+
+def test_the_dashboard_configmap_holds_the_dashboard_and_queries_recorded_series() -> None:
+    rendered = yaml.safe_load(_helm_template("-s", "templates/grafana-dashboard.yaml"))
+    assert rendered["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(rendered["data"]["gpu-control-plane.json"])
+    shipped = json.loads((RULES.parents[1] / "dashboards" / "gpu-control-plane.json").read_text())
+    assert dashboard == shipped
+    exprs = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
+    recorded = {r["record"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
+    for name in ("gpu_dra:allocation:idle", "gpu_dra:namespace_class:gpu_hours:increase1h"):
+        assert name in recorded
+        assert name in exprs
+    for family in ("gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_prepare_failures_total"):
+        assert family in exprs
