@@ -70,6 +70,7 @@ UPDATE_ENV = "GPU_CP_UPDATE_GENERATED"
 RELEASE = "rel"
 NAMESPACE = "gpu-system"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
+PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
 KEEP_ANNOTATION = "helm.sh/resource-policy"
 HELM_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
@@ -330,6 +331,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRoleBinding", handler),
         ("ClusterRoleBinding", agent),
         ("ConfigMap", f"{RELEASE}-gpu-control-plane"),
+        ("ConfigMap", f"{RELEASE}-gpu-control-plane-dashboard"),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "physicalgpus.gpu.deckhouse.io"),
         ("Deployment", prefix),
@@ -338,9 +340,11 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("PodDisruptionBudget", dra),
         ("Role", f"{prefix}-leader-election"),
         ("Role", f"{prefix}-node-components"),
+        ("Role", f"{dra}-allocation-ledger"),
         ("Role", f"{dra}-leader-election"),
         ("RoleBinding", f"{prefix}-leader-election"),
         ("RoleBinding", f"{prefix}-node-components"),
+        ("RoleBinding", f"{dra}-allocation-ledger"),
         ("RoleBinding", f"{dra}-leader-election"),
         ("Service", f"{prefix}-metrics"),
         ("Service", f"{dra}-metrics"),
@@ -364,6 +368,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
                 "gpu-handler",
                 "node-admission-policy",
                 "node-components",
+                "monitoring",
             )
             name = doc["metadata"]["name"]
             assert name == f"{RELEASE}-gpu-control-plane" or name.startswith(f"{RELEASE}-gpu-control-plane-")
@@ -1180,6 +1185,7 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
+        "monitoring.accountingPeriod": "30s",
     }
     if path in special:
         return special[path]
@@ -1201,7 +1207,7 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     base: dict[str, Any] = {}
     if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
         base["controller.metrics.serviceMonitor.enabled"] = True
-    api = (SERVICE_MONITOR_API,)
+    api = (SERVICE_MONITOR_API, PROMETHEUS_RULE_API)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)
     assert before != after, f"{path} is not used by any template"
