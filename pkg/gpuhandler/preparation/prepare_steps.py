@@ -5,6 +5,8 @@
    the kubelet retries and restarts, and a second prepare must change nothing.
 3. ``plan`` — the claim's allocation, read fresh from the API server, turned into the devices this
    node must prepare (:mod:`allocation`).
+   ``plan-vfio`` — whether the Pod reserving the claim asks for VFIO passthrough and may have it,
+   and which functions of the card's IOMMU group go to ``vfio-pci`` (:mod:`vfio`, :mod:`vfio_steps`).
 4. ``refuse-double-allocation`` — a device (or the card under it) already prepared for another
    claim is refused: two allocators raced (DESIGN §5), and preparing it twice would hand one GPU
    to two workloads. Shares of one strategy stack on a card, each with its own share ID; a
@@ -14,8 +16,10 @@
    changes: whatever the next steps leave behind after a crash is then owned and found again.
 6. ``prepare-devices`` — the hardware: MIG mode (only on a free card), the MIG device at the
    offer's placement, or a whole card (out of MIG mode first if it was left there empty).
+   ``bind-vfio`` — for VFIO, every function of the group bound to ``vfio-pci`` (:mod:`vfio_steps`).
 7. ``configure-sharing`` — for shares, the card-wide side (:mod:`sharing`): its time slice, or its
    MPS daemon started, and the share's container edits with its MPS limits.
+   ``write-vm-metadata`` — for VFIO, the device metadata file KubeVirt reads and the QEMU hook input.
 8. ``write-cdi-spec`` — the claim's CDI spec.
 9. ``record-completed`` — ``PrepareCompleted`` with the CDI device IDs: the answer.
 
@@ -41,6 +45,8 @@ from pkg.gpuhandler.preparation.checkpoint import (
     DeviceRecord,
     MigRecord,
     SharingRecord,
+    VfioFunctionRecord,
+    VfioRecord,
 )
 from pkg.gpuhandler.preparation.context import StepContext, StepOrderError
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
@@ -93,6 +99,7 @@ class Plan:
             raise PrepareFailedError(
                 "ClaimNotFound", f"claim {claim.namespace}/{claim.name} is now {uid}, not {claim.uid}"
             )
+        ctx.resource = resource
         try:
             ctx.plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
         except PlanError as exc:
@@ -185,6 +192,12 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         mig = MigRecord(
             profile_id=device.mig.profile_id, placement_start=device.mig.start, placement_size=device.mig.size
         )
+    vfio = None
+    if device.vfio is not None:
+        vfio = VfioRecord(
+            iommu_group=device.vfio.iommu_group,
+            functions=[VfioFunctionRecord(address=f.address, driver=f.driver) for f in device.vfio.functions],
+        )
     sharing = None
     if device.share is not None:
         sharing = SharingRecord(
@@ -202,6 +215,7 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         share_id=device.share_id,
         mig=mig,
         sharing=sharing,
+        vfio=vfio,
     )
 
 
