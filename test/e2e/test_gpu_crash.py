@@ -38,10 +38,13 @@ PREPARE_STEPS = [
     "load-checkpoint",
     "recorded-answer",
     "plan",
+    "plan-vfio",
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
+    "bind-vfio",
     "configure-sharing",
+    "write-vm-metadata",
     "write-cdi-spec",
     "record-completed",
 ]
@@ -50,6 +53,8 @@ UNPREPARE_STEPS = [
     "nothing-to-unprepare",
     "release-sharing",
     "release-devices",
+    "release-vfio",
+    "remove-vm-metadata",
     "remove-cdi-spec",
     "forget-claim",
 ]

@@ -156,7 +156,7 @@ class Claims:
                         ],
                         config=configs,
                     )
-                )
+                ),
             ),
         )
         self.by_name[("team", name)] = claim
@@ -176,7 +176,9 @@ class Pods:
         try:
             return self.by_name[(namespace, name)]
         except KeyError:
-            raise NotFoundError(status=404, reason="NotFound", message=f"pods {namespace}/{name} not found") from None
+            raise NotFoundError(
+                status=404, reason="NotFound", message=f"pods {namespace}/{name} not found"
+            ) from None
 
     def add(self, name: str, annotations: Mapping[str, str] | None = None) -> V1Pod:
         pod = V1Pod(

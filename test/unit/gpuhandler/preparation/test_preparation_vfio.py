@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from preparation_fakes import A30, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 
+from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, ClaimState
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.vfio import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
-from pkg.framework.kubeletplugin.types import ClaimRef
 
 RTX = "0000:65:00.0"
 RTX_AUDIO = "0000:65:00.1"
@@ -37,7 +37,9 @@ def _override(n: Node, address: str) -> str:
     return (n.host.root / "bus" / "pci" / "devices" / address / "driver_override").read_text().strip()
 
 
-def _vfio_claim(n: Node, device: Any, *, annotations: dict[str, str] | None = None, name: str = "vm") -> ClaimRef:
+def _vfio_claim(
+    n: Node, device: Any, *, annotations: dict[str, str] | None = None, name: str = "vm"
+) -> ClaimRef:
     pod = n.pods.add(f"virt-launcher-{name}", annotations if annotations is not None else ASK)
     return n.claims.allocate(name, [device], reserved_for=[pod])
 
@@ -80,7 +82,8 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     record = n.container.store().load().claims[claim.uid]
     assert record.state is ClaimState.PREPARE_COMPLETED
     vfio = record.devices[0].vfio
-    assert vfio is not None and vfio.iommu_group == "28"
+    assert vfio is not None
+    assert vfio.iommu_group == "28"
     assert [(f.address, f.driver) for f in vfio.functions] == [(RTX, "nvidia"), (RTX_AUDIO, "snd_hda_intel")]
     stored = json.loads(n.container.store().file.path.read_text())
     assert stored["minReaderVersion"] == VFIO_READER_VERSION  # an older reader would not rebind
@@ -94,7 +97,11 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     assert "env" not in edits  # no NVIDIA device: the card is not on the nvidia driver
     mounts = {m["containerPath"]: m for m in edits["mounts"]}
     kep = f"{METADATA_ROOT}/resourceclaims/vm/gpu/gpu.deckhouse.io-metadata.json"
-    assert set(mounts) == {kep, f"{VEP10_METADATA_ROOT}/gpu.deckhouse.io/vm/metadata.json", f"{HOOK_ROOT}/vm.json"}
+    assert set(mounts) == {
+        kep,
+        f"{VEP10_METADATA_ROOT}/gpu.deckhouse.io/vm/metadata.json",
+        f"{HOOK_ROOT}/vm.json",
+    }
     assert all("ro" in m["options"] for m in mounts.values())
     metadata = json.loads(Path(mounts[kep]["hostPath"]).read_text())
     assert metadata["apiVersion"] == "metadata.resource.k8s.io/v1alpha1"
@@ -211,7 +218,8 @@ def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path) -> None:
     [offer] = n.offers.publish(whole_offer(RTX))
     error = _refused(n, _vfio_claim(n, offer), "VfioBindFailed", "vfio-pci is not loaded", RTX)
     assert "binding" in error
-    assert _driver(n, RTX) == "nvidia" and _driver(n, RTX_AUDIO) == "snd_hda_intel"
+    assert _driver(n, RTX) == "nvidia"
+    assert _driver(n, RTX_AUDIO) == "snd_hda_intel"
     assert _override(n, RTX) in ("", "(null)")
 
 
