@@ -54,6 +54,8 @@ def vfio_pod(name: str, node: str, *, script: str = SHOW_VFIO, resource: str | N
     container.update(image=BUSYBOX_IMAGE, imagePullPolicy="Never", command=["sh", "-c", script])
     if resource is not None:
         container["resources"]["limits"] = {f"gpu.deckhouse.io/{resource}": 1}
+    limits = container["resources"]["limits"]
+    container["resources"]["limits"] = {key: str(value) for key, value in limits.items()}
     return V1Pod.model_validate(body)
 
 

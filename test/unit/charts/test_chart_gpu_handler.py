@@ -173,6 +173,7 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     assert security["capabilities"] == {"drop": ["ALL"]}
     verbs = granted_by(one(of(docs, "gpu-handler"), "ClusterRole"))
     assert ("resource.k8s.io", "resourceclaims", "get") not in verbs
+    assert ("", "pods", "get") not in verbs
     assert ("events.k8s.io", "events", "create") not in verbs
 
 
