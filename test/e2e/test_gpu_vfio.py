@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from gpu_nodes import checkpoint, claim_pod, shared_claim
+from gpu_nodes import checkpoint, claim_pod, crashed, normal_handler, pod_gone, restart_handler, shared_claim
 from kubernetes.client import V1Pod
 
 from pkg.devcluster.cluster import ControlPlane
@@ -27,9 +27,8 @@ from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.images import BUSYBOX_IMAGE
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
-from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
-from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
 
 SAMPLE = Path(__file__).resolve().parents[2] / "config" / "samples" / "pod-vfio.yaml"
 RTX, RTX_AUDIO, GROUP = "0000:65:00.0", "0000:65:00.1", "28"
@@ -77,14 +76,6 @@ def _given_back(node: RealNode) -> bool:
         and _override(node, RTX_AUDIO) in ("", "(null)")
         and not (node.host.dev / "vfio" / GROUP).exists()
     )
-
-
-def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        kube.get(POD, name, namespace)
-    except NotFoundError:
-        return True
-    return False
 
 
 def _logs(plane: ControlPlane, namespace: str, name: str) -> str:
@@ -154,7 +145,7 @@ def test_a_vm_pod_gets_its_cards_iommu_group_and_the_drivers_come_back(
     wait_until(lambda: _given_back(node), timeout=90, what="the original drivers to be back")
     released_in = time.monotonic() - started
     print(f"\nVFIO e2e: Pod running in {prepared_in:.1f} s, drivers back {released_in:.1f} s after delete")
-    wait_until(lambda: _gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
+    wait_until(lambda: pod_gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
     wait_until(
         lambda: _gpu(control_plane, node.name)["status"]["currentState"]["driverType"] == "Nvidia",
         timeout=90,
@@ -224,7 +215,7 @@ def test_vfio_for_a_mig_device_or_a_share_is_refused(
     _refused(control_plane, kube, namespace, "ts", "VfioNotAllowed", "TimeSlicing share")
     kube.delete(POD, "ts", namespace)
     wait_until(
-        lambda: _gone(kube, namespace, "ts") and _gone(kube, namespace, "mig"), timeout=60, what="Pods"
+        lambda: pod_gone(kube, namespace, "ts") and pod_gone(kube, namespace, "mig"), timeout=60, what="Pods"
     )
     assert not checkpoint(node)
     assert _driver(node, "0000:3b:00.0") == "nvidia"
@@ -235,22 +226,7 @@ def test_vfio_for_a_mig_device_or_a_share_is_refused(
 
 @pytest.fixture
 def ws_handler(gpu_node_ws: GpuComponents) -> Iterator[GpuComponents]:
-    yield gpu_node_ws
-    if not gpu_node_ws.handler.running() or gpu_node_ws.handler.env:
-        since = gpu_node_ws.handler_log_size()
-        gpu_node_ws.restart_handler()
-        gpu_node_ws.wait_registered(since=since)
-
-
-def _restart(components: GpuComponents, *, crash_at: str | None = None) -> None:
-    since = components.handler_log_size()
-    components.restart_handler(env={CRASH_AT_ENV: crash_at} if crash_at else None)
-    components.wait_registered(since=since)
-
-
-def _crashed(components: GpuComponents) -> None:
-    wait_until(lambda: not components.handler.running(), timeout=90, what="gpu-handler to crash on purpose")
-    assert "crashing on purpose" in components.handler.tail(20)
+    yield from normal_handler(gpu_node_ws)
 
 
 @pytest.mark.parametrize("step", ["bind-vfio", "write-vm-metadata"])
@@ -258,12 +234,12 @@ def test_a_crash_after_a_vfio_prepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, ws_handler: GpuComponents, step: str
 ) -> None:
     node = ws_handler.node
-    _restart(ws_handler, crash_at=f"prepare:{step}:after")
+    restart_handler(ws_handler, crash_at=f"prepare:{step}:after")
     kube.create(POD, vfio_pod("vm", node.name), namespace=namespace)
-    _crashed(ws_handler)
+    crashed(ws_handler)
     assert _driver(node, RTX) == "vfio-pci"  # bound, never recorded as prepared
 
-    _restart(ws_handler)  # start-up gives the group back; the kubelet's retry binds it again
+    restart_handler(ws_handler)  # start-up gives the group back; the kubelet's retry binds it again
     seen = _shown(control_plane, namespace, "vm", timeout=180)
     assert seen["nodes"] == [f"/dev/vfio/{GROUP}", "/dev/vfio/vfio"]
     [record] = checkpoint(node).values()
@@ -272,7 +248,7 @@ def test_a_crash_after_a_vfio_prepare_step_converges(
 
     kube.delete(POD, "vm", namespace)
     wait_until(lambda: _given_back(node), timeout=90, what="the original drivers to be back")
-    wait_until(lambda: _gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
+    wait_until(lambda: pod_gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
 
 
 @pytest.mark.parametrize("step", ["release-vfio", "remove-vm-metadata"])
@@ -282,13 +258,13 @@ def test_a_crash_after_a_vfio_unprepare_step_converges(
     node = ws_handler.node
     kube.create(POD, vfio_pod("vm", node.name), namespace=namespace)
     _shown(control_plane, namespace, "vm")
-    _restart(ws_handler, crash_at=f"unprepare:{step}:after")
+    restart_handler(ws_handler, crash_at=f"unprepare:{step}:after")
 
     kube.delete(POD, "vm", namespace)
-    _crashed(ws_handler)
+    crashed(ws_handler)
     assert _driver(node, RTX) == "nvidia"  # given back, but the claim is still recorded
     assert checkpoint(node)
-    _restart(ws_handler)
+    restart_handler(ws_handler)
 
-    wait_until(lambda: _gone(kube, namespace, "vm"), timeout=120, what="the Pod to finish terminating")
+    wait_until(lambda: pod_gone(kube, namespace, "vm"), timeout=120, what="the Pod to finish terminating")
     wait_until(lambda: _given_back(node), timeout=90, what="the node to be clean again")
