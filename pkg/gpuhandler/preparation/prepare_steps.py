@@ -53,6 +53,8 @@ from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex
 from pkg.gpuhandler.preparation.sharing import CardSharing
+from pkg.gpuhandler.preparation.vfio_steps import release_vfio
+from pkg.hardware.pci_binding import PciDriverBinding
 
 
 class LoadCheckpoint:
@@ -163,8 +165,9 @@ def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | No
 class RecordStarted:
     name = "record-started"
 
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, binding: PciDriverBinding | None = None) -> None:
         self._store = store
+        self._binding = binding
 
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
@@ -182,6 +185,11 @@ class RecordStarted:
 
     def rollback(self, ctx: StepContext) -> None:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        record = checkpoint.claims.get(ctx.claim.uid)
+        if record is not None and self._binding is not None:
+            # The record is the only memory of the functions' original drivers: it goes only once
+            # they are back (a failure here keeps it, for the retry or start-up to finish).
+            ctx.changed_cards.update(release_vfio(record, self._binding))
         if checkpoint.claims.pop(ctx.claim.uid, None) is not None:
             self._store.save(checkpoint)
 

@@ -141,7 +141,7 @@ def new_prepare_pipeline(
         Plan(claims=claims, offers=offers, pool=pool),
         PlanVfio(pods=vfio.pods, host=vfio.host, sysfs_root=vfio.sysfs_root),
         RefuseDoubleAllocation(),
-        RecordStarted(store),
+        RecordStarted(store, vfio.binding),
         PrepareDevices(preparer=preparer, store=store),
         BindVfio(binding=vfio.binding, dev_root=vfio.dev_root),
         ConfigureSharing(sharing),

@@ -21,6 +21,7 @@ the rollback and start-up.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from kubernetes.client import V1Device
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.framework.steptaker import Continue, StepOutcome
+from pkg.gpuhandler.preparation.allocation import ClaimPlan, VfioFunction, VfioPlan
 from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
@@ -54,9 +56,31 @@ class PlanVfio:
     def take(self, ctx: StepContext) -> StepOutcome:
         resource = ctx.require(ctx.resource, "the claim", self.name)
         plan = ctx.require(ctx.plan, "the plan", self.name)
-        if vfio_requested(resource, self._pods):
-            ctx.plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
+        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        if not vfio_requested(resource, self._pods):
+            return Continue()
+        plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
+        earlier = checkpoint.claims.get(plan.uid)
+        if earlier is not None:
+            plan = _with_recorded_drivers(plan, earlier)
+        ctx.plan = plan
         return Continue()
+
+
+def _with_recorded_drivers(plan: ClaimPlan, earlier: ClaimRecord) -> ClaimPlan:
+    """``plan`` with the functions' drivers as an earlier, unfinished attempt recorded them: from
+    before its first bind, which sysfs no longer shows while a function is still on vfio-pci."""
+    recorded = {d.device: d.vfio for d in earlier.devices if d.vfio is not None}
+    devices = []
+    for planned in plan.devices:
+        found = recorded.get(planned.device)
+        if found is None or planned.vfio is None:
+            devices.append(planned)
+            continue
+        functions = tuple(VfioFunction(address=f.address, driver=f.driver) for f in found.functions)
+        vfio = VfioPlan(iommu_group=found.iommu_group, functions=functions)
+        devices.append(dataclasses.replace(planned, vfio=vfio))
+    return dataclasses.replace(plan, devices=tuple(devices))
 
 
 def release_vfio(record: ClaimRecord, binding: PciDriverBinding) -> list[str]:

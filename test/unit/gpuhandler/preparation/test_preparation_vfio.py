@@ -315,3 +315,32 @@ def test_a_claim_deleted_while_the_plugin_was_down_gets_its_drivers_back_at_star
     assert report.unprepared == [claim.uid]
     assert RTX in report.changed_cards
     assert _nothing_left(n)
+
+
+def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_drivers(tmp_path: Path) -> None:
+    n = node(tmp_path, fixture="rtx-workstation")
+    [offer] = n.offers.publish(whole_offer(RTX))
+    claim = _vfio_claim(n, offer)
+    cdi = n.container.cdi().folder
+    cdi.write_text("not a folder")  # write-cdi-spec fails after the bind ...
+    bind = n.host.root / "bus" / "pci" / "drivers" / "nvidia" / "bind"
+    bind.unlink()
+    bind.mkdir()  # ... and the card cannot go back to nvidia: its bind attribute refuses the write
+
+    assert n.driver.prepare([claim])[claim.uid].error
+    [record] = n.container.store().load().claims.values()  # the only memory of the drivers: kept
+    assert record.state is ClaimState.PREPARE_STARTED
+    assert _driver(n, RTX) is None  # out of vfio-pci, not yet back on nvidia
+
+    cdi.unlink()
+    bind.rmdir()
+    bind.write_text("")
+    retry = n.driver.prepare([claim])[claim.uid]  # sysfs says unbound now; the record says nvidia
+    if retry.error:  # NVML cannot see a card off its driver: this attempt gives it back first
+        assert _back_to_original(n)
+        retry = n.driver.prepare([claim])[claim.uid]
+    assert retry.error == ""
+    [record] = n.container.store().load().claims.values()
+    assert [f.driver for f in record.devices[0].vfio.functions] == ["nvidia", "snd_hda_intel"]
+    assert n.driver.unprepare([claim]) == {claim.uid: ""}
+    assert _nothing_left(n)
