@@ -194,6 +194,9 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
             cdi_dir=args.cdi_dir,
             mps_root=args.mps_root,
             lock_timeout=args.prepare_lock_timeout,
+            sysfs_root=args.sysfs_root,
+            dev_root=args.dev_root,
+            proc_root=args.proc_root,
         )
     return HandlerSettings(
         node_name=args.node_name,

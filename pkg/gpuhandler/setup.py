@@ -48,10 +48,12 @@ from pkg.gpuhandler.internal.handler import (
 from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.state import EnrichmentState
 from pkg.gpuhandler.internal.watch import gpu_events
+from pkg.gpuhandler.preparation.checkpoint import CheckpointFile
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
+from pkg.gpuhandler.vfio_holds import VfioHolds
 from pkg.hardware.labels import to_label_value
 
 ENRICHMENT_CONTROLLER = "gpu-enrichment"
@@ -131,6 +133,14 @@ class CardNudges:
                 self.channel.send(str(gpu.metadata.name))
 
 
+def new_vfio_holds(settings: HandlerSettings) -> VfioHolds:
+    """The cards passed through for claims; none without the kubelet plugin."""
+    if settings.plugin is None:
+        return VfioHolds()
+    checkpoint = CheckpointFile(settings.plugin.checkpoint_path)
+    return VfioHolds(load=lambda: checkpoint.load(boot_id=""))
+
+
 def _request_for_name(name: object) -> list[Request]:
     return [Request(name=str(name))] if name else []
 
@@ -144,6 +154,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     vendors = providers.Singleton(default_registry)
     backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
+    vfio_holds = providers.Singleton(new_vfio_holds, settings=settings)
     gpu_informer = providers.Singleton(
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
@@ -154,7 +165,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
     rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
     handlers = providers.List(
-        providers.Singleton(ReadinessHandler, backend=backend),
+        providers.Singleton(ReadinessHandler, backend=backend, holds=vfio_holds),
         providers.Singleton(HealthHandler, backend=backend, now=now),
         providers.Singleton(EnrichHandler, backend=backend),
         providers.Singleton(ApplyHandler, writer=status_writer),
@@ -206,6 +217,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         backend=container.backend(),
         gpu_informer=container.gpu_informer(),
         card_changes=container.card_nudges(),
+        holds=container.vfio_holds(),
     )
     preparation.slice_informer()  # registered before the manager starts the informers
     manager.add(PluginRunnable(preparation))

@@ -1,7 +1,8 @@
 """The e2e tier: a real control plane with real nodes (kubelet + containerd) on this machine.
 
 One control plane and one node (``real_node``, with the simulated GPUs of the ``a30-x2`` fixture
-host) are started per session; ``second_node`` (``h100-and-l4``) starts on first use. Nodes stop
+host) are started per session; ``second_node`` (``h100-and-l4``), ``workstation_node``
+(``rtx-workstation``) and ``vm_node`` (``vm-dmi``) start on first use. Nodes stop
 at the end of the session, and the session fails if a node left anything on the machine (a
 mount, a process, its bridge, a host-wide file). Fixtures shared with the integration tier
 (``kube``, ``namespace``, failure logs in ``test-artifacts/``) are in ``test/conftest.py``.
@@ -155,6 +156,18 @@ def second_node(node_pool: NodePool) -> RealNode:
     return node_pool.get(NodeConfig(name="e2e-node-b", gpu_fixture=FIXTURES / "h100-and-l4"))
 
 
+@pytest.fixture(scope="session")
+def workstation_node(node_pool: NodePool) -> RealNode:
+    """Bare metal with an RTX A6000 whose HDMI audio function shares its IOMMU group (VFIO)."""
+    return node_pool.get(NodeConfig(name="e2e-node-ws", gpu_fixture=FIXTURES / "rtx-workstation"))
+
+
+@pytest.fixture(scope="session")
+def vm_node(node_pool: NodePool) -> RealNode:
+    """A QEMU guest (DMI and the CPU's hypervisor flag say so) with an L4 passed into it."""
+    return node_pool.get(NodeConfig(name="e2e-node-vm", gpu_fixture=FIXTURES / "vm-dmi"))
+
+
 def _components(plane: ControlPlane, node: RealNode, cards: int) -> Iterator[GpuComponents]:
     components = GpuComponents(node=node, plane=plane, pci_ids=PCI_IDS)
     components.start()
@@ -181,3 +194,15 @@ def gpu_node(control_plane: ControlPlane, real_node: RealNode) -> Iterator[GpuCo
 def gpu_node_b(control_plane: ControlPlane, second_node: RealNode) -> Iterator[GpuComponents]:
     """The second real node with our components: an H100 and an L4."""
     yield from _components(control_plane, second_node, cards=2)
+
+
+@pytest.fixture(scope="session")
+def gpu_node_ws(control_plane: ControlPlane, workstation_node: RealNode) -> Iterator[GpuComponents]:
+    """The workstation node with our components: one RTX A6000 (VGA + HDMI audio, IOMMU group 28)."""
+    yield from _components(control_plane, workstation_node, cards=1)
+
+
+@pytest.fixture(scope="session")
+def gpu_node_vm(control_plane: ControlPlane, vm_node: RealNode) -> Iterator[GpuComponents]:
+    """The VM node with our components: one L4."""
+    yield from _components(control_plane, vm_node, cards=1)

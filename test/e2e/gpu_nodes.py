@@ -7,7 +7,7 @@ the way an operator would look at a real node (nvidia-smi, /var/run/cdi, the plu
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +36,9 @@ from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
-from pkg.framework.client import KubeClient
+from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
+from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
 
 DRIVER = "gpu.deckhouse.io"
 SHOW_DEVICES = (
@@ -192,3 +193,32 @@ def run_and_show(
 
     wait_until(shown, timeout=timeout, what=f"Pod {namespace}/{name} to run and show its devices")
     return Seen.parse(plane.kubectl("logs", "-n", namespace, name))
+
+
+def pod_gone(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        kube.get(POD, name, namespace)
+    except NotFoundError:
+        return True
+    return False
+
+
+def restart_handler(components: GpuComponents, *, crash_at: str | None = None) -> None:
+    """Restarts gpu-handler (``crash_at``: to kill itself there) and waits until it registered."""
+    since = components.handler_log_size()
+    components.restart_handler(env={CRASH_AT_ENV: crash_at} if crash_at else None)
+    components.wait_registered(since=since)
+
+
+def crashed(components: GpuComponents) -> None:
+    """Until gpu-handler has killed itself at its crash point."""
+    wait_until(lambda: not components.handler.running(), timeout=90, what="gpu-handler to crash on purpose")
+    assert "crashing on purpose" in components.handler.tail(20)
+
+
+def normal_handler(components: GpuComponents) -> Iterator[GpuComponents]:
+    """A fixture body: the node's components; whatever a test did to the handler, it runs normally
+    afterwards."""
+    yield components
+    if not components.handler.running() or components.handler.env:
+        restart_handler(components)

@@ -19,9 +19,13 @@ from gpu_nodes import (
     cdi_specs,
     checkpoint,
     claim_pod,
+    crashed,
     gpu_instances,
     gpu_pod,
     mps_daemon,
+    normal_handler,
+    pod_gone,
+    restart_handler,
     run_and_show,
     run_shared,
     shared_claim,
@@ -30,18 +34,20 @@ from gpu_nodes import (
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
-from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
-from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
 
 PREPARE_STEPS = [
     "load-checkpoint",
     "recorded-answer",
     "plan",
+    "plan-vfio",
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
+    "bind-vfio",
     "configure-sharing",
+    "write-vm-metadata",
     "write-cdi-spec",
     "record-completed",
 ]
@@ -50,6 +56,8 @@ UNPREPARE_STEPS = [
     "nothing-to-unprepare",
     "release-sharing",
     "release-devices",
+    "release-vfio",
+    "remove-vm-metadata",
     "remove-cdi-spec",
     "forget-claim",
 ]
@@ -57,23 +65,7 @@ UNPREPARE_STEPS = [
 
 @pytest.fixture
 def handler(gpu_node: GpuComponents) -> Iterator[GpuComponents]:
-    """The node's components; whatever a test did to the handler, it runs normally afterwards."""
-    yield gpu_node
-    if not gpu_node.handler.running() or gpu_node.handler.env:
-        since = gpu_node.handler_log_size()
-        gpu_node.restart_handler()
-        gpu_node.wait_registered(since=since)
-
-
-def _restart(components: GpuComponents, *, crash_at: str | None = None) -> None:
-    since = components.handler_log_size()
-    components.restart_handler(env={CRASH_AT_ENV: crash_at} if crash_at else None)
-    components.wait_registered(since=since)
-
-
-def _crashed(components: GpuComponents) -> None:
-    wait_until(lambda: not components.handler.running(), timeout=90, what="gpu-handler to crash on purpose")
-    assert "crashing on purpose" in components.handler.tail(20)
+    yield from normal_handler(gpu_node)
 
 
 def _one_prepared_claim(components: GpuComponents) -> None:
@@ -87,14 +79,6 @@ def _one_prepared_claim(components: GpuComponents) -> None:
     assert cdi_specs(node) == [f"k8s.gpu.deckhouse.io-claim_{uid}.json"]
 
 
-def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        kube.get(POD, name, namespace)
-    except NotFoundError:
-        return True
-    return False
-
-
 def _nothing_left(components: GpuComponents) -> bool:
     node = components.node
     return not checkpoint(node) and not gpu_instances(node) and not cdi_specs(node)
@@ -104,12 +88,12 @@ def _nothing_left(components: GpuComponents) -> bool:
 def test_a_crash_after_each_prepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents, step: str
 ) -> None:
-    _restart(handler, crash_at=f"prepare:{step}:after")
+    restart_handler(handler, crash_at=f"prepare:{step}:after")
     pod = gpu_pod("crash", "mig-1g", node=handler.node.name)
     kube.create(POD, pod, namespace=namespace)
-    _crashed(handler)
+    crashed(handler)
 
-    _restart(handler)
+    restart_handler(handler)
     wait_until(
         lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "crash", check=False),
         timeout=180,
@@ -127,13 +111,15 @@ def test_a_crash_after_each_unprepare_step_converges(
 ) -> None:
     run_and_show(kube, control_plane, namespace, gpu_pod("running", "mig-1g", node=handler.node.name))
     _one_prepared_claim(handler)
-    _restart(handler, crash_at=f"unprepare:{step}:after")
+    restart_handler(handler, crash_at=f"unprepare:{step}:after")
 
     kube.delete(POD, "running", namespace)
-    _crashed(handler)
-    _restart(handler)
+    crashed(handler)
+    restart_handler(handler)
 
-    wait_until(lambda: _gone(kube, namespace, "running"), timeout=120, what="the Pod to finish terminating")
+    wait_until(
+        lambda: pod_gone(kube, namespace, "running"), timeout=120, what="the Pod to finish terminating"
+    )
     wait_until(lambda: _nothing_left(handler), timeout=90, what="the node to be clean again")
 
 
@@ -161,15 +147,15 @@ def _mps_share_running(components: GpuComponents) -> None:
 def test_a_crash_after_an_mps_share_started_its_daemon_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents
 ) -> None:
-    _restart(handler, crash_at="prepare:configure-sharing:after")
+    restart_handler(handler, crash_at="prepare:configure-sharing:after")
     kube.create(
         RESOURCE_CLAIM, shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD), namespace=namespace
     )
     kube.create(POD, claim_pod("mps", "mps", node=handler.node.name), namespace=namespace)
-    _crashed(handler)
+    crashed(handler)
     assert mps_daemon(handler, MPS_CARD) is not None  # started, never recorded as prepared
 
-    _restart(handler)
+    restart_handler(handler)
     wait_until(
         lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "mps", check=False),
         timeout=180,
@@ -188,11 +174,11 @@ def test_a_crash_after_the_last_mps_share_stopped_its_daemon_converges(
     claim = shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD)
     run_shared(kube, control_plane, namespace, claim, node=handler.node.name)
     _mps_share_running(handler)
-    _restart(handler, crash_at="unprepare:release-sharing:after")
+    restart_handler(handler, crash_at="unprepare:release-sharing:after")
 
     kube.delete(POD, "mps", namespace)
-    _crashed(handler)
-    _restart(handler)
+    crashed(handler)
+    restart_handler(handler)
 
-    wait_until(lambda: _gone(kube, namespace, "mps"), timeout=120, what="the Pod to finish terminating")
+    wait_until(lambda: pod_gone(kube, namespace, "mps"), timeout=120, what="the Pod to finish terminating")
     wait_until(lambda: _mps_nothing_left(handler), timeout=90, what="the node to be clean again")

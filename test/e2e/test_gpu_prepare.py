@@ -8,29 +8,21 @@ CDI folder, checkpoint).
 
 from __future__ import annotations
 
-from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, mig_mode, run_and_show
+from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, mig_mode, pod_gone, run_and_show
 from kubernetes.client import V1Pod
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
-from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD
 
 A30_FIRST = "0000:3b:00.0"
 
 
-def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
-    try:
-        kube.get(POD, name, namespace)
-    except NotFoundError:
-        return True
-    return False
-
-
 def _delete_and_wait(kube: KubeClient, namespace: str, pod: V1Pod) -> None:
     kube.delete(POD, str(pod.metadata.name), namespace)
-    wait_until(lambda: _gone(kube, namespace, str(pod.metadata.name)), timeout=60, what="the Pod to go")
+    wait_until(lambda: pod_gone(kube, namespace, str(pod.metadata.name)), timeout=60, what="the Pod to go")
 
 
 def test_a_mig_1g_pod_runs_on_its_mig_device_and_gives_it_back(

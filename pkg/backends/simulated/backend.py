@@ -9,6 +9,8 @@ one addition is a way for tests and the demo to make a card sick without real fa
 ``HardwareHealthy`` verdict; removing it returns the card to what the simulated NVML reports
 (healthy). A malformed file says ``Unknown`` with reason ``InvalidHealthFile``, never healthy.
 
+Driver binding (VFIO) runs the production sysfs writes; :mod:`~pkg.backends.simulated.pci_kernel`
+plays the kernel's part on the fixture tree (``sysfs_kernel``).
 Sharing runs the production code too: the time slice is recorded in the simulated driver state
 and the MPS control daemon is a real process (:mod:`pkg.backends.simulated.sharing`).
 
@@ -30,7 +32,9 @@ from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.registry import VendorIdentity
 from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
+from pkg.backends.simulated.pci_kernel import SimulatedPciKernel
 from pkg.backends.simulated.sharing import SimulatedTimeSlicer, simulated_mps_control
+from pkg.hardware.pci_binding import SysfsKernel
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +53,7 @@ class SimulatedBackend(NvidiaBackend):
         state_dir: Path | None = None,
         dev_root: Path = Path("/dev"),
         proc_root: Path = Path("/proc"),
+        sysfs_root: Path | None = None,
     ) -> None:
         super().__init__(
             nvml=nvml,
@@ -58,6 +63,14 @@ class SimulatedBackend(NvidiaBackend):
             mps=simulated_mps_control(),
         )
         self._state_dir = state_dir
+        self._pci_kernel = (
+            SimulatedPciKernel(sysfs_root=sysfs_root, dev_root=dev_root) if sysfs_root is not None else None
+        )
+
+    @property
+    def sysfs_kernel(self) -> SysfsKernel | None:
+        """What the kernel does after a sysfs write to the simulated host (driver binding)."""
+        return self._pci_kernel
 
     def health(self, gpu: PhysicalGPU) -> CardVerdict:
         if self._state_dir is not None:
@@ -98,7 +111,11 @@ class SimulatedNvidiaPlugin:
         driver = SimulatedDriverState(options.state_dir / "driver" if options.state_dir else None)
         nvml = SimulatedNvml(node_name=options.node_name, sysfs_root=options.sysfs_root, state=driver)
         return SimulatedBackend(
-            nvml=nvml, state_dir=options.state_dir, dev_root=options.dev_root, proc_root=options.proc_root
+            nvml=nvml,
+            state_dir=options.state_dir,
+            dev_root=options.dev_root,
+            proc_root=options.proc_root,
+            sysfs_root=options.sysfs_root,
         )
 
 

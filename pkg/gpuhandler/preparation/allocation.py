@@ -66,6 +66,20 @@ class PlannedShare:
 
 
 @dataclass(frozen=True)
+class VfioFunction:
+    address: str
+    driver: str | None  # the driver it had before Prepare; None when it was unbound
+
+
+@dataclass(frozen=True)
+class VfioPlan:
+    """The card's IOMMU group and every function in it that goes to ``vfio-pci``, card first."""
+
+    iommu_group: str
+    functions: tuple[VfioFunction, ...]
+
+
+@dataclass(frozen=True)
 class PlannedDevice:
     """One device of the claim to prepare on this node, and what it stands for."""
 
@@ -79,6 +93,7 @@ class PlannedDevice:
     share_id: str | None = None
     share: PlannedShare | None = None
     config: GpuConfig | None = None
+    vfio: VfioPlan | None = None  # passthrough asked for and allowed (:mod:`vfio`)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,11 @@ hardware against it. Its rules come from how such files fail in practice:
 * **Versioned for readers**: ``version`` is the writer's format, ``minReaderVersion`` the oldest
   reader that may use the file; a reader older than that refuses instead of misreading. Format 2
   added shares (``sharing`` on a device); a file holding one needs a reader of format 2, because
-  an older one would not stop the card's MPS daemon or restore its time slice. A file without
-  shares is still readable by format 1 readers, so a downgrade without shares keeps working.
+  an older one would not stop the card's MPS daemon or restore its time slice. Format 3 added VFIO
+  passthrough (``vfio`` on a device: the IOMMU group and each function's original driver); a
+  file holding one needs a reader of format 3, because an older one would leave the functions on
+  ``vfio-pci``. A file without shares or VFIO is still readable by format 1 readers, so a
+  downgrade without them keeps working.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -35,9 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 MIN_READER_VERSION: Final = 1
 SHARES_READER_VERSION: Final = 2
+VFIO_READER_VERSION: Final = 3
 
 
 class CheckpointError(Exception):
@@ -80,6 +84,20 @@ class SharingRecord(_Record):
     interval: str = "Default"  # TimeSlicing: the card's time slice while it is shared
 
 
+class VfioFunctionRecord(_Record):
+    """A function bound to ``vfio-pci`` for a claim, and the driver to give it back to."""
+
+    address: str
+    driver: str | None = None  # None: it was unbound
+
+
+class VfioRecord(_Record):
+    """VFIO passthrough of a card: its IOMMU group and every function bound with it (card first)."""
+
+    iommu_group: str = Field(alias="iommuGroup")
+    functions: list[VfioFunctionRecord] = Field(default_factory=list)
+
+
 class DeviceRecord(_Record):
     """One allocated device of a claim, as prepared on this node."""
 
@@ -91,6 +109,7 @@ class DeviceRecord(_Record):
     share_id: str | None = Field(default=None, alias="shareID")
     mig: MigRecord | None = None
     sharing: SharingRecord | None = None
+    vfio: VfioRecord | None = None
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
 
 
@@ -123,6 +142,10 @@ class CheckpointData(_Record):
     def shares(self) -> list[DeviceRecord]:
         """Every recorded share, of every claim."""
         return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
+
+    def vfio_cards(self) -> set[str]:
+        """Cards bound (or being bound) to ``vfio-pci`` for a claim, in any state."""
+        return {d.card for c in self.claims.values() for d in c.devices if d.vfio is not None}
 
 
 def _canonical(data: Any) -> bytes:
@@ -173,11 +196,17 @@ class CheckpointFile:
         body = data.model_dump(mode="json", by_alias=True)
         envelope = {
             "version": FORMAT_VERSION,
-            "minReaderVersion": SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION,
+            "minReaderVersion": _min_reader(data),
             "checksum": checksum(body),
             "data": body,
         }
         write_atomically(self.path, json.dumps(envelope, indent=1, sort_keys=True).encode() + b"\n")
+
+
+def _min_reader(data: CheckpointData) -> int:
+    if data.vfio_cards():
+        return VFIO_READER_VERSION
+    return SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION
 
 
 def read_boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from kubernetes.client import ResourceV1ResourceClaim
+
 from pkg.backends.preparation import ContainerEdits
 from pkg.framework.kubeletplugin.types import ClaimRef, PrepareOutcome
 from pkg.gpuhandler.preparation.allocation import ClaimPlan
@@ -27,6 +29,7 @@ class StepOrderError(RuntimeError):
 class StepContext:
     claim: ClaimRef
     checkpoint: CheckpointData | None = None
+    resource: ResourceV1ResourceClaim | None = None  # the claim as read by ``plan``
     plan: ClaimPlan | None = None
     edits: dict[str, ContainerEdits] = field(default_factory=dict)  # by DRA device name
     cdi_device_ids: dict[str, str] = field(default_factory=dict)  # by DRA device name

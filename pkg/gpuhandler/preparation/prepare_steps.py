@@ -5,6 +5,8 @@
    the kubelet retries and restarts, and a second prepare must change nothing.
 3. ``plan`` — the claim's allocation, read fresh from the API server, turned into the devices this
    node must prepare (:mod:`allocation`).
+   ``plan-vfio`` — whether the Pod reserving the claim asks for VFIO passthrough and may have it,
+   and which functions of the card's IOMMU group go to ``vfio-pci`` (:mod:`vfio`, :mod:`vfio_steps`).
 4. ``refuse-double-allocation`` — a device (or the card under it) already prepared for another
    claim is refused: two allocators raced (DESIGN §5), and preparing it twice would hand one GPU
    to two workloads. Shares of one strategy stack on a card, each with its own share ID; a
@@ -14,8 +16,10 @@
    changes: whatever the next steps leave behind after a crash is then owned and found again.
 6. ``prepare-devices`` — the hardware: MIG mode (only on a free card), the MIG device at the
    offer's placement, or a whole card (out of MIG mode first if it was left there empty).
+   ``bind-vfio`` — for VFIO, every function of the group bound to ``vfio-pci`` (:mod:`vfio_steps`).
 7. ``configure-sharing`` — for shares, the card-wide side (:mod:`sharing`): its time slice, or its
    MPS daemon started, and the share's container edits with its MPS limits.
+   ``write-vm-metadata`` — for VFIO, the device metadata file KubeVirt reads and the QEMU hook input.
 8. ``write-cdi-spec`` — the claim's CDI spec.
 9. ``record-completed`` — ``PrepareCompleted`` with the CDI device IDs: the answer.
 
@@ -41,12 +45,16 @@ from pkg.gpuhandler.preparation.checkpoint import (
     DeviceRecord,
     MigRecord,
     SharingRecord,
+    VfioFunctionRecord,
+    VfioRecord,
 )
 from pkg.gpuhandler.preparation.context import StepContext, StepOrderError
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex
 from pkg.gpuhandler.preparation.sharing import CardSharing
+from pkg.gpuhandler.preparation.vfio_steps import release_vfio
+from pkg.hardware.pci_binding import PciDriverBinding
 
 
 class LoadCheckpoint:
@@ -93,6 +101,7 @@ class Plan:
             raise PrepareFailedError(
                 "ClaimNotFound", f"claim {claim.namespace}/{claim.name} is now {uid}, not {claim.uid}"
             )
+        ctx.resource = resource
         try:
             ctx.plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
         except PlanError as exc:
@@ -156,8 +165,9 @@ def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | No
 class RecordStarted:
     name = "record-started"
 
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, binding: PciDriverBinding | None = None) -> None:
         self._store = store
+        self._binding = binding
 
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
@@ -175,6 +185,11 @@ class RecordStarted:
 
     def rollback(self, ctx: StepContext) -> None:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
+        record = checkpoint.claims.get(ctx.claim.uid)
+        if record is not None and self._binding is not None:
+            # The record is the only memory of the functions' original drivers: it goes only once
+            # they are back (a failure here keeps it, for the retry or start-up to finish).
+            ctx.changed_cards.update(release_vfio(record, self._binding))
         if checkpoint.claims.pop(ctx.claim.uid, None) is not None:
             self._store.save(checkpoint)
 
@@ -184,6 +199,12 @@ def _record(device: PlannedDevice) -> DeviceRecord:
     if device.mig is not None:
         mig = MigRecord(
             profile_id=device.mig.profile_id, placement_start=device.mig.start, placement_size=device.mig.size
+        )
+    vfio = None
+    if device.vfio is not None:
+        vfio = VfioRecord(
+            iommu_group=device.vfio.iommu_group,
+            functions=[VfioFunctionRecord(address=f.address, driver=f.driver) for f in device.vfio.functions],
         )
     sharing = None
     if device.share is not None:
@@ -202,6 +223,7 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         share_id=device.share_id,
         mig=mig,
         sharing=sharing,
+        vfio=vfio,
     )
 
 

@@ -2,6 +2,7 @@
 
 * :class:`ClaimReader` — the ResourceClaim, read fresh from the API server: the kubelet asks about
   a claim it just saw allocated, and an informer might not have it yet;
+* :class:`PodReader` — a Pod reserving the claim, read fresh: its annotations ask for VFIO;
 * :class:`OfferIndex` — a device of this node's pool as published (its attributes say what it
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
@@ -18,13 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1ResourceSlice
+from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1Pod, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient
-from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.events.recorder import EventRecorderLogger, EventType
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointFile
@@ -42,6 +43,20 @@ class KubeClaimReader:
 
     def get(self, namespace: str, name: str) -> ResourceV1ResourceClaim:
         return self._client.get(RESOURCE_CLAIM, name, namespace)
+
+
+class PodReader(Protocol):
+    def get(self, namespace: str, name: str) -> V1Pod:
+        """The Pod; raises ``NotFoundError`` when it does not exist."""
+        ...
+
+
+class KubePodReader:
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    def get(self, namespace: str, name: str) -> V1Pod:
+        return self._client.get(POD, name, namespace)
 
 
 class OfferIndex(Protocol):
@@ -77,9 +92,15 @@ def _find(slices: list[V1ResourceSlice], pool: str, name: str) -> V1Device | Non
 class CheckpointStore:
     """The checkpoint file and this boot's ID: what every step reads and writes."""
 
-    def __init__(self, path: Path, boot_id: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        boot_id: Callable[[], str],
+        on_save: Callable[[CheckpointData], None] = lambda data: None,
+    ) -> None:
         self.file = CheckpointFile(path)
         self._boot_id = boot_id
+        self._on_save = on_save  # told what every write made true (the VFIO holds follow it)
 
     @property
     def boot_id(self) -> str:
@@ -90,6 +111,7 @@ class CheckpointStore:
 
     def save(self, data: CheckpointData) -> None:
         self.file.save(data)
+        self._on_save(data)
 
 
 class ClaimEvents(Protocol):

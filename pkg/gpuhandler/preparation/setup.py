@@ -56,6 +56,9 @@ from pkg.gpuhandler.preparation.services import (
     CheckpointStore,
     ClaimReader,
     KubeClaimReader,
+    KubePodReader,
+    OfferIndex,
+    PodReader,
     RecorderClaimEvents,
     SliceOfferIndex,
 )
@@ -68,6 +71,17 @@ from pkg.gpuhandler.preparation.unprepare_steps import (
     ReleaseSharing,
     RemoveCdiSpec,
 )
+from pkg.gpuhandler.preparation.vfio import HostFiles, HostKind
+from pkg.gpuhandler.preparation.vfio_steps import (
+    BindVfio,
+    PlanVfio,
+    ReleaseVfio,
+    RemoveVmMetadata,
+    WriteVmMetadata,
+)
+from pkg.gpuhandler.preparation.vm_metadata import VmFiles
+from pkg.gpuhandler.vfio_holds import VfioHolds
+from pkg.hardware.pci_binding import PciDriverBinding
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +97,9 @@ class PluginSettings:
     mps_root: Path = Path("/run") / DRIVER / "mps"
     lock_timeout: float = 30.0
     health_period: float = 10.0
+    sysfs_root: Path = Path("/sys")  # VFIO: driver binding, IOMMU groups, DMI
+    dev_root: Path = Path("/dev")  # VFIO: /dev/vfio/<group>
+    proc_root: Path = Path("/proc")  # VFIO: the CPU flags (bare metal)
 
     @property
     def data_dir(self) -> Path:
@@ -98,6 +115,11 @@ class PluginSettings:
         return self.data_dir / "node.lock"
 
     @property
+    def vm_dir(self) -> Path:
+        """VFIO claims' device metadata and QEMU hook input, one folder per claim UID."""
+        return self.data_dir / "vm"
+
+    @property
     def pool(self) -> str:
         return pool_name(self.node_name)
 
@@ -106,20 +128,24 @@ def new_prepare_pipeline(
     *,
     store: CheckpointStore,
     claims: ClaimReader,
-    offers: SliceOfferIndex,
+    offers: OfferIndex,
     preparer: CardPreparer,
     sharing: CardSharing,
     cdi: CdiSpecs,
     pool: str,
+    vfio: VfioParts,
 ) -> StepTaker[StepContext]:
     steps: Sequence[Step[StepContext]] = [
         LoadCheckpoint(store),
         RecordedAnswer(),
         Plan(claims=claims, offers=offers, pool=pool),
+        PlanVfio(pods=vfio.pods, host=vfio.host, sysfs_root=vfio.sysfs_root),
         RefuseDoubleAllocation(),
-        RecordStarted(store),
+        RecordStarted(store, vfio.binding),
         PrepareDevices(preparer=preparer, store=store),
+        BindVfio(binding=vfio.binding, dev_root=vfio.dev_root),
         ConfigureSharing(sharing),
+        WriteVmMetadata(files=vfio.files, offers=offers),
         WriteCdiSpec(cdi),
         RecordCompleted(store),
     ]
@@ -127,17 +153,37 @@ def new_prepare_pipeline(
 
 
 def new_unprepare_pipeline(
-    *, store: CheckpointStore, preparer: CardPreparer, sharing: CardSharing, cdi: CdiSpecs
+    *, store: CheckpointStore, preparer: CardPreparer, sharing: CardSharing, cdi: CdiSpecs, vfio: VfioParts
 ) -> StepTaker[StepContext]:
     steps: Sequence[Step[StepContext]] = [
         LoadCheckpoint(store),
         NothingToUnprepare(cdi),
         ReleaseSharing(sharing),
         ReleaseDevices(preparer),
+        ReleaseVfio(vfio.binding),
+        RemoveVmMetadata(vfio.files),
         RemoveCdiSpec(cdi),
         ForgetClaim(store),
     ]
     return StepTaker(name="unprepare", steps=with_crash_points("unprepare", steps))
+
+
+@dataclass(frozen=True)
+class VfioParts:
+    """What the VFIO steps use: the Pods' annotations, the host, sysfs binding, /dev, VM files."""
+
+    pods: PodReader
+    host: HostKind
+    binding: PciDriverBinding
+    files: VmFiles
+    sysfs_root: Path
+    dev_root: Path
+
+
+def new_binding(backend: VendorBackend, settings: PluginSettings) -> PciDriverBinding:
+    """Driver binding through the host's sysfs; a simulated backend brings the kernel's part."""
+    kernel = getattr(backend, "sysfs_kernel", None)
+    return PciDriverBinding(settings.sysfs_root, kernel=kernel)
 
 
 def _preparer_of(backend: VendorBackend) -> CardPreparer:
@@ -164,12 +210,24 @@ class PreparationContainer(containers.DeclarativeContainer):
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     card_changes: providers.Dependency[CardChanges] = providers.Dependency()
+    holds = providers.Dependency(instance_of=VfioHolds, default=VfioHolds())
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
     boot_id = providers.Object(read_boot_id)
-    store = providers.Singleton(CheckpointStore, path=settings.provided.checkpoint_path, boot_id=boot_id)
+    store = providers.Singleton(
+        CheckpointStore,
+        path=settings.provided.checkpoint_path,
+        boot_id=boot_id,
+        on_save=holds.provided.update,
+    )
     claims = providers.Singleton(KubeClaimReader, client=client)
+    pods = providers.Singleton(KubePodReader, client=client)
+    host_kind = providers.Singleton(
+        HostFiles, sysfs_root=settings.provided.sysfs_root, proc_root=settings.provided.proc_root
+    )
+    binding = providers.Singleton(new_binding, backend=backend, settings=settings)
+    vm_files = providers.Singleton(VmFiles, folder=settings.provided.vm_dir)
     slice_informer = providers.Singleton(
         node_resource_slices, informers=informers, node_name=settings.provided.node_name
     )
@@ -187,6 +245,15 @@ class PreparationContainer(containers.DeclarativeContainer):
     health = providers.Singleton(
         HealthFeed, board=board, store=store, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
     )
+    vfio = providers.Singleton(
+        VfioParts,
+        pods=pods,
+        host=host_kind,
+        binding=binding,
+        files=vm_files,
+        sysfs_root=settings.provided.sysfs_root,
+        dev_root=settings.provided.dev_root,
+    )
     prepare_pipeline = providers.Singleton(
         new_prepare_pipeline,
         store=store,
@@ -196,9 +263,10 @@ class PreparationContainer(containers.DeclarativeContainer):
         sharing=sharing,
         cdi=cdi,
         pool=settings.provided.pool,
+        vfio=vfio,
     )
     unprepare_pipeline = providers.Singleton(
-        new_unprepare_pipeline, store=store, preparer=preparer, sharing=sharing, cdi=cdi
+        new_unprepare_pipeline, store=store, preparer=preparer, sharing=sharing, cdi=cdi, vfio=vfio
     )
     driver = providers.Singleton(
         GpuDriver,
@@ -272,6 +340,8 @@ class PluginRunnable:
                     sharing=self._container.sharing(),
                     cdi=self._container.cdi(),
                     cards=lambda: cards,
+                    binding=self._container.binding(),
+                    vm_files=self._container.vm_files(),
                 )
         except CheckpointError as exc:
             # Serve anyway: every prepare then fails with this reason, visibly, on each claim.

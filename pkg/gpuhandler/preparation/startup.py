@@ -18,8 +18,10 @@ Run once, under the node lock, before the plugin registers with the kubelet:
    slices set, MPS daemons running for cards with MPS shares, every other MPS daemon stopped and
    its card given back.
 
-Dropping an entry releases what its shares needed too (the time slice, the MPS daemon), unless a
-remaining entry's share needs it.
+Dropping an entry gives its VFIO functions back to their original drivers (the record names them
+from before the first bind) and removes its VM metadata files; VM metadata folders no entry owns
+are removed with the orphans. Dropping an entry releases what its shares needed too (the time
+slice, the MPS daemon), unless a remaining entry's share needs it.
 
 An unreadable checkpoint stops here and is reported: nothing is removed when it is unknown who
 owns what (:mod:`checkpoint`). Every action is logged and counted in the returned report.
@@ -39,6 +41,9 @@ from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimState
 from pkg.gpuhandler.preparation.release import release_devices
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader
 from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
+from pkg.gpuhandler.preparation.vfio_steps import release_vfio
+from pkg.gpuhandler.preparation.vm_metadata import VmFiles
+from pkg.hardware.pci_binding import PciDriverBinding
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +67,21 @@ def reconcile_at_startup(
     sharing: CardSharing,
     cdi: CdiSpecs,
     cards: Callable[[], Sequence[str]],
+    binding: PciDriverBinding | None = None,
+    vm_files: VmFiles | None = None,
 ) -> StartupReport:
     """Runs the five passes (call with the node lock held); raises ``CheckpointError``."""
     report = StartupReport()
     checkpoint = store.load()
-    dropper = _Dropper(checkpoint, preparer, sharing, cdi, report)
+    dropper = _Dropper(
+        checkpoint=checkpoint,
+        preparer=preparer,
+        sharing=sharing,
+        cdi=cdi,
+        report=report,
+        binding=binding,
+        vm_files=vm_files,
+    )
     if checkpoint.boot_id != store.boot_id:
         for uid, record in list(checkpoint.claims.items()):
             dropper.drop(uid)
@@ -85,6 +100,9 @@ def reconcile_at_startup(
     store.save(checkpoint)
     known_cards = cards()
     _remove_orphans(checkpoint, preparer, cdi, known_cards, report)
+    if vm_files is not None:
+        for uid in vm_files.remove_all_but(list(checkpoint.claims)):
+            logger.info("removed VM metadata no claim owns", extra={"claim_uid": uid})
     report.sharing = sharing.reconcile(checkpoint, known_cards)
     return report
 
@@ -94,12 +112,17 @@ class _Dropper:
 
     def __init__(
         self,
+        *,
         checkpoint: CheckpointData,
         preparer: CardPreparer,
         sharing: CardSharing,
         cdi: CdiSpecs,
         report: StartupReport,
+        binding: PciDriverBinding | None,
+        vm_files: VmFiles | None,
     ) -> None:
+        self._binding = binding
+        self._vm_files = vm_files
         self._checkpoint = checkpoint
         self._preparer = preparer
         self._sharing = sharing
@@ -109,8 +132,12 @@ class _Dropper:
     def drop(self, uid: str) -> None:
         record = self._checkpoint.claims.pop(uid)
         self._sharing.release(record, remaining=self._checkpoint.claims.values())
+        if self._binding is not None:
+            self._report.changed_cards.update(release_vfio(record, self._binding))
         self._report.changed_cards.update(release_devices(record, self._preparer))
         self._cdi.remove(uid)
+        if self._vm_files is not None:
+            self._vm_files.remove(uid)
 
 
 def _exists(claims: ClaimReader, namespace: str, name: str, uid: str) -> bool:

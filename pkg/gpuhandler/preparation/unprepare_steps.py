@@ -6,6 +6,8 @@
 3. ``release-sharing`` — what its shares needed of their cards and no other share needs: the
    time slice back to ``Default``, the MPS daemon stopped (:mod:`sharing`);
 4. ``release-devices`` — its MIG devices destroyed (by placement); whole cards stay as they are;
+   ``release-vfio`` — functions bound to ``vfio-pci`` given back to their original drivers, and
+   ``remove-vm-metadata`` (:mod:`vfio_steps`);
 5. ``remove-cdi-spec``;
 6. ``forget-claim`` — the record removed, durably: only now is the claim's state gone, so a crash
    anywhere before leaves a record that the kubelet's retry (or start-up) completes.

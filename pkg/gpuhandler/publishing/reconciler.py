@@ -34,6 +34,7 @@ from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Request, SingletonReconciler
 from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.internal.state.readiness import Holds
 from pkg.gpuhandler.publishing.handler import NodeHandler, PublishHandler, SelectHandler, StartupGraceHandler
 from pkg.gpuhandler.publishing.handler.publish import Publisher, node_owner
 from pkg.gpuhandler.publishing.state import PassMemory, PublishState
@@ -56,6 +57,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         driver_type: DriverType,
         resync_period: float,
         startup_grace: float,
+        holds: Holds | None = None,
         jitter: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[float, float], float] = random.uniform,
@@ -87,7 +89,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                 StartupGraceHandler(
                     grace=startup_grace, pci_vendor_id=pci_vendor_id, driver_type=driver_type, clock=clock
                 ),
-                SelectHandler(pci_vendor_id=pci_vendor_id, driver_type=driver_type),
+                SelectHandler(pci_vendor_id=pci_vendor_id, driver_type=driver_type, holds=holds),
                 self._publish,
             ],
         )

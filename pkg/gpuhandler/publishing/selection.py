@@ -8,6 +8,9 @@ A card is offered only when every one of these holds:
   (:func:`~pkg.gpuhandler.internal.state.readiness`), and not being deleted;
 * its PhysicalGPU has ``HardwareHealthy=True``.
 
+A card passed through to a VM for a claim (``holds``, :mod:`pkg.gpuhandler.vfio_holds`) stays
+offered as last described although NVML cannot read it: it is allocated, not gone.
+
 Why both the entry and the object: the entry holds what the offers are made of (engine counts and
 placements, which the PhysicalGPU schema lacks), while the cached object carries the freshest
 verdicts. A validator withdrawing ``DriverReady``, or the handler's own ``HardwareHealthy=False``,
@@ -39,6 +42,7 @@ from pkg.dra.domain.offers import CardOffers, build_offers
 from pkg.framework.reconcile.conditions import ConditionStatus, condition_status
 from pkg.gpuhandler.card_specs import CardEntry
 from pkg.gpuhandler.internal.state import Readiness, readiness
+from pkg.gpuhandler.internal.state.readiness import Holds
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ def select_cards(
     pci_vendor_id: str,
     driver_type: DriverType,
     allow_mig: bool,
+    holds: Holds | None = None,
 ) -> Selection:
     """The offerable cards among ``entries`` (keyed by PhysicalGPU name), in name order.
 
@@ -76,7 +81,7 @@ def select_cards(
     cards: list[Card] = []
     withheld: dict[str, str] = {}
     for name, entry in sorted(entries.items()):
-        reason = _withheld_because(entry, gpus.get(name), pci_vendor_id, driver_type)
+        reason = _withheld_because(entry, gpus.get(name), pci_vendor_id, driver_type, holds)
         if reason is not None:
             withheld[name] = reason
             continue
@@ -86,13 +91,18 @@ def select_cards(
 
 
 def _withheld_because(
-    entry: CardEntry, gpu: PhysicalGPU | None, pci_vendor_id: str, driver_type: DriverType
+    entry: CardEntry,
+    gpu: PhysicalGPU | None,
+    pci_vendor_id: str,
+    driver_type: DriverType,
+    holds: Holds | None,
 ) -> str | None:
     if gpu is None:
         return "its PhysicalGPU is not in the cache"
     if gpu.metadata.deletion_timestamp is not None:
         return "its PhysicalGPU is being deleted"
-    if readiness(gpu, pci_vendor_id=pci_vendor_id, driver_type=driver_type) is not Readiness.READY:
+    verdict = readiness(gpu, pci_vendor_id=pci_vendor_id, driver_type=driver_type, holds=holds)
+    if verdict not in (Readiness.READY, Readiness.HELD):
         return f"not readable: DriverReady is not True or the card is not bound to the {driver_type} driver"
     if not entry.ready:
         return "the enrichment has not read it since it became ready"

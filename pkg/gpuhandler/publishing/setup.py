@@ -42,6 +42,7 @@ from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.internal.state.readiness import Holds
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
@@ -101,6 +102,7 @@ def new_reconciler(
     cards: CardSpecProvider,
     publisher: Publisher,
     backend: VendorBackend,
+    holds: Holds | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
         """The label check is a second guard behind the informer's selector."""
@@ -118,6 +120,7 @@ def new_reconciler(
         driver_type=backend.driver_type,
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
+        holds=holds,
     )
 
 
@@ -128,6 +131,9 @@ class PublishingContainer(containers.DeclarativeContainer):
     cards: providers.Dependency[CardSpecProvider] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
+    holds: providers.Object[Holds | None] = providers.Object(
+        None
+    )  # cards passed through for claims (VfioHolds), when the plugin runs
 
     node_informer = providers.Singleton(
         node_named, informers=informers, node_name=settings.provided.node_name
@@ -144,6 +150,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         cards=cards,
         publisher=publisher,
         backend=backend,
+        holds=holds,
     )
 
 
@@ -167,6 +174,7 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         gpu_informer=handler.gpu_informer(),
         backend=handler.backend(),
     )
+    container.holds.override(providers.Object(handler.vfio_holds()))
     publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
     cards_changed = ChannelSource(name="card-specs")
     handler.card_specs().subscribe(cards_changed.send)

@@ -165,6 +165,7 @@ GPU_HANDLER_PERMISSIONS = frozenset(
         ),
         *(("", "nodes", verb) for verb in ("get", "list", "watch")),
         ("resource.k8s.io", "resourceclaims", "get"),
+        ("", "pods", "get"),  # the Pods reserving a claim: their gpu.deckhouse.io/vfio annotation
         *(("events.k8s.io", "events", verb) for verb in ("create", "patch")),
     }
 )

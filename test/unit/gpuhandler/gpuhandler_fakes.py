@@ -133,7 +133,9 @@ class Harness:
     objects: dict[str, PhysicalGPU]
 
 
-def harness(backend: Any, *objects: PhysicalGPU, now: datetime = T1, period: float = 60.0) -> Harness:
+def harness(
+    backend: Any, *objects: PhysicalGPU, now: datetime = T1, period: float = 60.0, holds: Any = None
+) -> Harness:
     """The enrichment of the real container (:mod:`pkg.gpuhandler.setup`) with its backend, status
     writer, cache, clock and jitter overridden: a recording writer and a dict cache."""
     from unittest.mock import MagicMock
@@ -159,6 +161,8 @@ def harness(backend: Any, *objects: PhysicalGPU, now: datetime = T1, period: flo
     )
     container.now.override(providers.Object(lambda: now))
     container.rand.override(providers.Object(lambda low, high: 1.0))
+    if holds is not None:
+        container.vfio_holds.override(providers.Object(holds))
     return Harness(reconciler=container.reconciler(), writer=writer, cards=cards, objects=store)
 
 

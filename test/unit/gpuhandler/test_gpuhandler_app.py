@@ -50,6 +50,8 @@ def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             instance="0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
             cdi_dir=Path("/run/cdi"),
             lock_timeout=10.0,
+            sysfs_root=Path("/host/sys"),
+            dev_root=Path("/host/dev"),
         ),
     )
     defaults = settings_from(parser().parse_args(["--node-name=n"]))

@@ -115,6 +115,10 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings) -> None:
         "host-dev": ("/dev", "Directory"),
     }
     [handler] = pod.containers
+    # VFIO passthrough binds drivers through sysfs (driver_override, unbind, bind): writable here.
+    for mount in handler.volume_mounts or []:
+        if mount.name == "host-sys":
+            mount.read_only = False
     handler.volume_mounts = [
         *(handler.volume_mounts or []),
         *(V1VolumeMount(name=name, mount_path=path) for name, (path, _) in folders.items()),

@@ -4,7 +4,8 @@ For a readable card the desired fields are what this pass read, or, where a read
 object already has (an apply owns exactly what it sends, so a field left out would be deleted).
 ``currentState.nvidia`` is sent only while the card is bound to the NVIDIA driver, whatever a
 backend returns, because the CRD allows it only then. For a card that is not readable, the live
-driver state is withdrawn and everything else stays. An unchanged card costs no request.
+driver state is withdrawn and everything else stays (so too for a card held for VFIO). An
+unchanged card costs no request.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class ApplyHandler:
 
     def handle(self, state: EnrichmentState) -> Result | None:
         current = owned_of(state.gpu)
-        if state.readiness is Readiness.NOT_READY:
+        if state.readiness in (Readiness.NOT_READY, Readiness.HELD):
             if current.nvidia is not None and self._writer.withdraw_nvidia(state.gpu) is not None:
                 state.writes += 1
             return None

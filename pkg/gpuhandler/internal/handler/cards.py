@@ -2,7 +2,8 @@
 
 A readable card's :class:`~pkg.dra.domain.card.Card` is stored in
 :class:`~pkg.gpuhandler.card_specs.CardSpecs`; a card that is not readable keeps its last
-description, marked not ready. A read failure is recorded like the enrichment's.
+description, marked not ready; a card held for VFIO keeps its description as it is. A read
+failure is recorded like the enrichment's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class CardSpecHandler:
         self._cards = cards
 
     def handle(self, state: EnrichmentState) -> Result | None:
+        if state.readiness is Readiness.HELD:  # passed through for a claim: still on offer as it was
+            return None
         if state.readiness is not Readiness.READY:
             self._cards.mark_unready(state.name)
             return None

@@ -11,17 +11,21 @@ from pkg.backends.backend import VendorBackend
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, readiness
+from pkg.gpuhandler.internal.state.readiness import Holds
 
 
 class ReadinessHandler:
     name = "readiness"
 
-    def __init__(self, *, backend: VendorBackend) -> None:
+    def __init__(self, *, backend: VendorBackend, holds: Holds | None = None) -> None:
         self._vendor_id = backend.identity.pci_vendor_id
         self._driver_type = backend.driver_type
+        self._holds = holds
 
     def handle(self, state: EnrichmentState) -> Result | None:
-        state.readiness = readiness(state.gpu, pci_vendor_id=self._vendor_id, driver_type=self._driver_type)
+        state.readiness = readiness(
+            state.gpu, pci_vendor_id=self._vendor_id, driver_type=self._driver_type, holds=self._holds
+        )
         if state.readiness is Readiness.FOREIGN:
             raise StopHandlerChain(reason="not a card of this backend, or no pciInfo yet")
         return None

@@ -11,11 +11,16 @@ because the two "no" answers are handled differently:
   (``currentState.nvidia``), which would now be stale, is withdrawn. Capabilities describe the
   hardware and stay as last read, and so does ``HardwareHealthy``.
 * ``READY``: read everything and write what changed.
+* ``HELD``: this backend's card, bound to ``vfio-pci`` on purpose for a claim
+  (:mod:`pkg.gpuhandler.vfio_holds`): allocated, not broken. Nothing is read (NVML cannot see it),
+  ``HardwareHealthy`` and the offer description stay as they were; the live driver state is
+  withdrawn as for ``NOT_READY`` (the CRD allows it only on the NVIDIA driver).
 """
 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Protocol
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
 from pkg.framework.reconcile.conditions import is_true
@@ -25,14 +30,24 @@ class Readiness(Enum):
     FOREIGN = "foreign"
     NOT_READY = "not-ready"
     READY = "ready"
+    HELD = "held"
 
 
-def readiness(gpu: PhysicalGPU, *, pci_vendor_id: str, driver_type: DriverType) -> Readiness:
-    """The verdict for ``gpu`` and a backend of vendor ``pci_vendor_id`` reading ``driver_type``."""
+class Holds(Protocol):
+    def held(self, card: str, *, reported_vfio: bool) -> bool: ...
+
+
+def readiness(
+    gpu: PhysicalGPU, *, pci_vendor_id: str, driver_type: DriverType, holds: Holds | None = None
+) -> Readiness:
+    """The verdict for ``gpu`` and a backend of vendor ``pci_vendor_id`` reading ``driver_type``;
+    ``holds`` knows the cards passed through on purpose."""
     status = gpu.status
     if status is None or status.pci_info is None or status.pci_info.vendor.id != pci_vendor_id:
         return Readiness.FOREIGN
     bound = status.current_state.driver_type if status.current_state else None
+    if holds is not None and holds.held(status.pci_info.address, reported_vfio=bound is DriverType.VFIO):
+        return Readiness.HELD
     if bound is not driver_type or not is_true(status.conditions, PhysicalGPUConditionType.DRIVER_READY):
         return Readiness.NOT_READY
     return Readiness.READY

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from api.gpu.v1alpha1 import DriverType
 from pkg.framework.reconcile import Result
+from pkg.gpuhandler.internal.state.readiness import Holds
 from pkg.gpuhandler.publishing.selection import mig_allowed_on, select_cards
 from pkg.gpuhandler.publishing.state import PublishState
 
@@ -19,9 +20,10 @@ logger = logging.getLogger("pkg.gpuhandler.publishing.reconciler")
 class SelectHandler:
     name = "select"
 
-    def __init__(self, *, pci_vendor_id: str, driver_type: DriverType) -> None:
+    def __init__(self, *, pci_vendor_id: str, driver_type: DriverType, holds: Holds | None = None) -> None:
         self._vendor = pci_vendor_id
         self._driver = driver_type
+        self._holds = holds
 
     def handle(self, state: PublishState) -> Result | None:
         if state.node is None:
@@ -32,6 +34,7 @@ class SelectHandler:
             pci_vendor_id=self._vendor,
             driver_type=self._driver,
             allow_mig=mig_allowed_on(state.node),
+            holds=self._holds,
         )
         self._log_withheld(state, selection.withheld, offered={c.physical_gpu for c in selection.cards})
         state.selection = selection

@@ -27,6 +27,8 @@ from kubernetes.client import (
     V1DeviceRequestAllocationResult,
     V1ObjectMeta,
     V1OpaqueDeviceConfiguration,
+    V1Pod,
+    V1ResourceClaimConsumerReference,
     V1ResourceClaimStatus,
 )
 
@@ -115,6 +117,8 @@ class Claims:
         config: Mapping[str, Any] | None = None,
         pool: str = POOL,
         consumed: Mapping[str, str] | None = None,
+        reserved_for: Sequence[V1Pod] = (),
+        annotations: Mapping[str, str] | None = None,
     ) -> ClaimRef:
         """Allocates ``devices`` to a new claim; ``consumed`` makes each result a share (its own
         share ID, the capacity it consumed), as the scheduler allocates shared offers."""
@@ -126,8 +130,17 @@ class Claims:
                 V1DeviceAllocationConfiguration(source="FromClaim", opaque=opaque, requests=["gpu"])
             )
         claim = ResourceV1ResourceClaim(
-            metadata=V1ObjectMeta(name=name, namespace="team", uid=uid),
+            metadata=V1ObjectMeta(
+                name=name, namespace="team", uid=uid, annotations=dict(annotations) if annotations else None
+            ),
             status=V1ResourceClaimStatus(
+                reserved_for=[
+                    V1ResourceClaimConsumerReference(
+                        resource="pods", name=str(p.metadata.name), uid=str(p.metadata.uid)
+                    )
+                    for p in reserved_for
+                ]
+                or None,
                 allocation=V1AllocationResult(
                     devices=V1DeviceAllocationResult(
                         results=[
@@ -143,7 +156,7 @@ class Claims:
                         ],
                         config=configs,
                     )
-                )
+                ),
             ),
         )
         self.by_name[("team", name)] = claim
@@ -151,6 +164,30 @@ class Claims:
 
     def delete(self, ref: ClaimRef) -> None:
         self.by_name.pop((ref.namespace, ref.name), None)
+
+
+@dataclass
+class Pods:
+    """The API server's Pods, by namespace/name."""
+
+    by_name: dict[tuple[str, str], V1Pod] = field(default_factory=dict)
+
+    def get(self, namespace: str, name: str) -> V1Pod:
+        try:
+            return self.by_name[(namespace, name)]
+        except KeyError:
+            raise NotFoundError(
+                status=404, reason="NotFound", message=f"pods {namespace}/{name} not found"
+            ) from None
+
+    def add(self, name: str, annotations: Mapping[str, str] | None = None) -> V1Pod:
+        pod = V1Pod(
+            metadata=V1ObjectMeta(
+                name=name, namespace="team", uid=str(uuid.uuid4()), annotations=dict(annotations or {})
+            )
+        )
+        self.by_name[("team", name)] = pod
+        return pod
 
 
 @dataclass
@@ -176,6 +213,7 @@ class Node:
     offers: Offers
     events: MagicMock
     cards_changed: list[str]
+    pods: Pods
 
     @property
     def mps_root(self) -> Path:
@@ -199,11 +237,20 @@ class Node:
             sharing=c.sharing(),
             cdi=c.cdi(),
             cards=lambda: list(cards),
+            binding=c.binding(),
+            vm_files=c.vm_files(),
         )
 
     def another_instance(self) -> Node:
         """A second gpu-handler on the same node (a rolling update): shared files, own objects."""
-        return node(self.host.base.parent, claims=self.claims, offers=self.offers, existing_host=self.host)
+        return node(
+            self.host.base.parent,
+            claims=self.claims,
+            offers=self.offers,
+            pods=self.pods,
+            existing_host=self.host,
+            kubelet_root=self.container.settings().kubelet_root,
+        )
 
 
 def node(
@@ -215,6 +262,8 @@ def node(
     existing_host: SimulatedGpuHost | None = None,
     boot_id: str = "boot-1",
     driver_state_in_memory: bool = False,
+    pods: Pods | None = None,
+    kubelet_root: Path | None = None,
 ) -> Node:
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = SIMULATED_NVIDIA.create(
@@ -228,14 +277,18 @@ def node(
     )
     settings = PluginSettings(
         node_name=NODE,
-        kubelet_root=tmp / "kubelet",
+        kubelet_root=kubelet_root or tmp / "kubelet",
         instance=str(uuid.uuid4()),
         cdi_dir=tmp / "cdi",
         mps_root=tmp / "mps",
         lock_timeout=5.0,
+        sysfs_root=host.root,
+        dev_root=host.dev,
+        proc_root=host.root / "proc",
     )
     claims = claims or Claims()
     offers = offers or Offers()
+    pods = pods or Pods()
     events = MagicMock()
     changed: list[str] = []
     card_changes = MagicMock()
@@ -254,7 +307,14 @@ def node(
     container.claims.override(providers.Object(claims))
     container.offers.override(providers.Object(offers))
     container.events.override(providers.Object(events))
+    container.pods.override(providers.Object(pods))
     container.boot_id.override(providers.Object(lambda: boot_id))
     return Node(
-        host=host, container=container, claims=claims, offers=offers, events=events, cards_changed=changed
+        host=host,
+        container=container,
+        claims=claims,
+        offers=offers,
+        events=events,
+        cards_changed=changed,
+        pods=pods,
     )

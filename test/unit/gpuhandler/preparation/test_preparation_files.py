@@ -76,7 +76,7 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
     """The upgrade (and downgrade) failure of checksums over a reader's own struct cannot happen."""
     newer = CheckpointData(boot_id="b", claims={UID: _claim()}).model_dump(mode="json", by_alias=True)
     newer["futureTopLevel"] = {"x": 1}
-    newer["claims"][UID]["devices"][0]["vfio"] = {"originalDriver": "nvidia"}
+    newer["claims"][UID]["devices"][0]["mdev"] = {"uuid": "aa618089"}
     path = tmp_path / "checkpoint.json"
     path.write_text(
         json.dumps({"version": 7, "minReaderVersion": 1, "checksum": checksum(newer), "data": newer})
@@ -89,7 +89,7 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
 
     stored = json.loads(path.read_text())["data"]
     assert stored["futureTopLevel"] == {"x": 1}
-    assert stored["claims"][UID]["devices"][0]["vfio"] == {"originalDriver": "nvidia"}
+    assert stored["claims"][UID]["devices"][0]["mdev"] == {"uuid": "aa618089"}
     assert stored["claims"][UID]["state"] == "PrepareStarted"
     assert file.load(boot_id="b").claims[UID].state is ClaimState.PREPARE_STARTED
 
@@ -100,7 +100,7 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
         (b"{not json", "is not JSON"),
         (b"\xff\xfe", "is not JSON"),
         (b"[]", "has no data object"),
-        (json.dumps({"minReaderVersion": 3, "data": {}}).encode(), "needs a reader of format version 3"),
+        (json.dumps({"minReaderVersion": 4, "data": {}}).encode(), "needs a reader of format version 4"),
         (
             json.dumps({"minReaderVersion": 1, "checksum": "sha256:00", "data": {"bootID": "b"}}).encode(),
             "checksum mismatch",
