@@ -20,6 +20,7 @@ blocks at most ``timeout`` seconds so that thread can stop promptly.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -70,8 +71,6 @@ class NoHealthEvents:
     """The source of a backend whose library has no events: waits, and reports nothing."""
 
     def __init__(self) -> None:
-        import threading
-
         self._closed = threading.Event()
 
     def wait(self, timeout: float) -> Sequence[HealthEvent]:

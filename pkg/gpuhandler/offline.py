@@ -41,6 +41,7 @@ from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError,
 from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
     CardSpecHandler,
@@ -196,7 +197,7 @@ def _enrich(
     chain: HandlerChain[EnrichmentState] = HandlerChain(
         [
             ReadinessHandler(backend=backend),
-            HealthHandler(backend=backend, now=lambda: at),
+            HealthHandler(backend=backend, tracker=HealthTracker(quiet_period=0), now=lambda: at),
             EnrichHandler(backend=backend),
             ApplyHandler(writer=writer),
             CardSpecHandler(backend=backend, cards=cards),

@@ -29,10 +29,10 @@ import pynvml
 
 from pkg.backends.nvidia.nvml_port import (
     GPU_INSTANCE_PROFILE_COUNT,
+    NO_INSTANCE,
     ComputeInstanceInfo,
     GpuInstanceInfo,
     GpuInstanceProfileInfo,
-    NO_INSTANCE,
     NvmlError,
     NvmlEvent,
     NvmlReturn,

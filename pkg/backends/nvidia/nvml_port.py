@@ -15,9 +15,9 @@ error never reaches another card's answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from collections.abc import Sequence
 from typing import Final, Protocol
 
 GPU_INSTANCE_PROFILE_COUNT: Final = 18  # NVML_GPU_INSTANCE_PROFILE_COUNT: profile indexes 0..17

@@ -47,13 +47,13 @@ from pkg.backends.nvidia.nvml_port import (
 )
 from pkg.backends.nvidia.profiles import ModelFacts
 from pkg.backends.simulated.data import CUDA_DRIVER_VERSION, DRIVER_VERSION, SimulatedModel, models
-from pkg.backends.simulated.events import SimulatedEventSet
 from pkg.backends.simulated.driver_state import (
     CardState,
     ComputeInstanceState,
     GpuInstanceState,
     SimulatedDriverState,
 )
+from pkg.backends.simulated.events import SimulatedEventSet
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
 _CLOCKS_EVENT_GPU_IDLE: Final = 0x1

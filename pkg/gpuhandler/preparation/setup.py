@@ -33,6 +33,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.framework.steptaker import Step, StepTaker
+from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
@@ -164,6 +165,7 @@ class PreparationContainer(containers.DeclarativeContainer):
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     card_changes: providers.Dependency[CardChanges] = providers.Dependency()
+    health_tracker = providers.Dependency(instance_of=HealthTracker)
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
@@ -183,7 +185,11 @@ class PreparationContainer(containers.DeclarativeContainer):
     events = providers.Singleton(RecorderClaimEvents, recorder=recorder)
     board = providers.Singleton(HealthBoard)
     health = providers.Singleton(
-        HealthFeed, board=board, store=store, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
+        HealthFeed,
+        board=board,
+        store=store,
+        gpus=providers.Factory(_gpus_of, gpus=gpu_informer),
+        verdicts=health_tracker.provided.verdicts,
     )
     prepare_pipeline = providers.Singleton(
         new_prepare_pipeline,
@@ -233,6 +239,8 @@ class PluginRunnable:
         self._reconcile(settings)
         plugin: KubeletPlugin = self._container.plugin()
         health: HealthFeed = self._container.health()
+        tracker: HealthTracker = self._container.health_tracker()
+        tracker.subscribe(lambda _address, _old, _new: health.refresh())  # at once, not next period
         health.refresh()
         plugin.start()
         try:

@@ -8,8 +8,9 @@ informer of this node's PhysicalGPUs, the backend, the client) and adds:
   ``spec.nodeName`` and ``spec.driver``), to notice slices deleted or edited by others;
   DESIGN §7: nothing else is listed or watched;
 * a single-worker controller running :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler`
-  for its one request, woken by the card store's subscription, the three watches, the start-up and
-  a jittered periodic resync (the reconciler's ``requeue_after``).
+  for its one request, woken by the card store's subscription, the health tracker's verdict
+  changes (device taints), the three watches, the start-up and a jittered periodic resync (the
+  reconciler's ``requeue_after``).
 
 The existing slices are read with a LIST per publish (:class:`KubeSliceReader`) rather than from
 the slice informer: a publish right after another must see the previous one's writes, or it would
@@ -42,6 +43,8 @@ from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
@@ -101,6 +104,7 @@ def new_reconciler(
     cards: CardSpecProvider,
     publisher: Publisher,
     backend: VendorBackend,
+    health: HealthTracker,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
         """The label check is a second guard behind the informer's selector."""
@@ -118,6 +122,7 @@ def new_reconciler(
         driver_type=backend.driver_type,
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
+        taints=lambda address: device_taints(health.verdict(address)),
     )
 
 
@@ -128,6 +133,7 @@ class PublishingContainer(containers.DeclarativeContainer):
     cards: providers.Dependency[CardSpecProvider] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
+    health = providers.Dependency(instance_of=HealthTracker)
 
     node_informer = providers.Singleton(
         node_named, informers=informers, node_name=settings.provided.node_name
@@ -144,6 +150,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         cards=cards,
         publisher=publisher,
         backend=backend,
+        health=health,
     )
 
 
@@ -166,16 +173,20 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         cards=handler.card_specs(),
         gpu_informer=handler.gpu_informer(),
         backend=handler.backend(),
+        health=handler.health_tracker(),
     )
     publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
     cards_changed = ChannelSource(name="card-specs")
     handler.card_specs().subscribe(cards_changed.send)
+    health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
+    handler.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
     return (
         ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
         .watches(handler.gpu_informer(), publish, predicates=[gpu_events()])
         .watches(container.node_informer(), publish, predicates=[node_events()])
         .watches(container.slice_informer(), publish, predicates=[slice_events()])
         .watches(cards_changed, publish)
+        .watches(health_changed, publish)
         .watches(StartSource(), publish)  # the start-up publish, taken once the caches have synced
         .without_leader_election()
         .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
