@@ -165,7 +165,10 @@ class PreparationContainer(containers.DeclarativeContainer):
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     card_changes: providers.Dependency[CardChanges] = providers.Dependency()
-    health_tracker = providers.Dependency(instance_of=HealthTracker)
+    # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
+    health_tracker = providers.Dependency(
+        instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
+    )
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)

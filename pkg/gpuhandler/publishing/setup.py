@@ -133,7 +133,10 @@ class PublishingContainer(containers.DeclarativeContainer):
     cards: providers.Dependency[CardSpecProvider] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
-    health = providers.Dependency(instance_of=HealthTracker)
+    # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
+    health = providers.Dependency(
+        instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
+    )
 
     node_informer = providers.Singleton(
         node_named, informers=informers, node_name=settings.provided.node_name

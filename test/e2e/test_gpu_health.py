@@ -1,0 +1,219 @@
+"""Device health end to end on a real node: an injected XID taints the card's offers, reaches the
+running Pod's status, keeps new Pods off the card or evicts the running one, turns the PhysicalGPU
+unhealthy — and all of it clears after the card recovers, with no component restarted.
+
+The XIDs are injected into the simulated driver the running gpu-handler reads through its NVML
+event set (:mod:`pkg.backends.simulated.events`); "recovery" is the card's reset (the probe passes
+again) followed by the quiet period (``--health-quiet-period=5`` on the e2e nodes).
+The measured latencies are printed and written to ``test-artifacts/health-latencies.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from gpu_nodes import DRIVER, checkpoint, gpu_pod, run_and_show
+from kubernetes.client import (
+    CoreV1ResourceClaim,
+    ResourceV1ResourceClaim,
+    V1CELDeviceSelector,
+    V1DeviceClaim,
+    V1DeviceRequest,
+    V1DeviceSelector,
+    V1ExactDeviceRequest,
+    V1ObjectMeta,
+    V1PodResourceClaim,
+    V1ResourceClaimSpec,
+    V1ResourceRequirements,
+)
+from pods import shell_pod
+
+from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.events import inject_event, recover
+from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.gpucomponents import GpuComponents
+from pkg.devcluster.processes import wait_until
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client import KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.gpuhandler.health.taints import TAINT_KEY
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def _card_devices(kube: KubeClient, node: str, card: str) -> list[Any]:
+    """The published devices (every offer) of the card at PCI address ``card``."""
+    base = "gpu-" + card.replace(":", "-").replace(".", "-")
+    slices, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
+    newest = max((s.spec.pool.generation for s in slices), default=0)
+    return [
+        d
+        for s in slices
+        if s.spec.pool.generation == newest
+        for d in s.spec.devices or []
+        if d.name == base or d.name.startswith(base + "-")
+    ]
+
+
+def _taints(kube: KubeClient, node: str, card: str) -> set[tuple[str, str, str]] | None:
+    """The one set of taints every offer of the card carries; ``None`` while offers disagree."""
+    devices = _card_devices(kube, node, card)
+    seen = {frozenset((t.key, t.value or "", t.effect) for t in d.taints or []) for d in devices}
+    return set(next(iter(seen))) if devices and len(seen) == 1 else None
+
+
+def _health_of_pod(plane: ControlPlane, namespace: str, pod: str) -> list[str]:
+    raw = json.loads(plane.kubectl("get", "pod", "-n", namespace, pod, "-o", "json"))
+    statuses = raw.get("status", {}).get("containerStatuses") or []
+    return [
+        r.get("health", "")
+        for c in statuses
+        for s in c.get("allocatedResourcesStatus") or []
+        for r in s.get("resources") or []
+    ]
+
+
+def _hardware_healthy(kube: KubeClient, card: str) -> tuple[str, str]:
+    gpus, _ = kube.list(PHYSICAL_GPU)
+    for gpu in gpus:
+        if gpu.status and gpu.status.pci_info and gpu.status.pci_info.address == card:
+            for c in gpu.status.conditions or []:
+                if c.type == "HardwareHealthy":
+                    return c.status, c.reason
+    return "", ""
+
+
+def _pinned_pod(kube: KubeClient, namespace: str, name: str, *, card: str, node: str) -> None:
+    """A Pod whose claim wants a 1g MIG device of ``card`` and nothing else."""
+    selector = f'device.attributes["{DRIVER}"].pciAddress == "{card}"'
+    claim = ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name=name),
+        spec=V1ResourceClaimSpec(
+            devices=V1DeviceClaim(
+                requests=[
+                    V1DeviceRequest(
+                        name="gpu",
+                        exactly=V1ExactDeviceRequest(
+                            device_class_name="gpu-mig-1g",
+                            selectors=[V1DeviceSelector(cel=V1CELDeviceSelector(expression=selector))],
+                        ),
+                    )
+                ]
+            )
+        ),
+    )
+    kube.create(RESOURCE_CLAIM, claim, namespace=namespace)
+    pod = shell_pod(
+        name,
+        "echo shown; exec sleep 3600",
+        node=node,
+        resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=name)],
+    )
+    pod.spec.containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
+    kube.create(POD, pod, namespace=namespace)
+
+
+def _phase_and_node(kube: KubeClient, namespace: str, name: str) -> tuple[str, str]:
+    pod = kube.get(POD, name, namespace)
+    return str(pod.status.phase if pod.status else ""), str(pod.spec.node_name or "")
+
+
+def _evicted(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        pod = kube.get(POD, name, namespace)
+    except NotFoundError:
+        return True
+    return pod.metadata.deletion_timestamp is not None
+
+
+def _pids(components: GpuComponents) -> tuple[int | None, ...]:
+    """The handler's, the node agent's and the kubelet's process IDs: equal means not restarted."""
+    procs = (components.handler, components.agent, components.node.kubelet.process)
+    return tuple(p.process.pid if p.process is not None else None for p in procs)
+
+
+def _since(start: float) -> float:
+    return round(time.monotonic() - start, 2)
+
+
+def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_without_restarts(
+    kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_node: GpuComponents
+) -> None:
+    node = gpu_node.node
+    pids = _pids(gpu_node)
+    run_and_show(kube, control_plane, namespace, gpu_pod("victim", "mig-1g", node=node.name))
+    [record] = [r for r in checkpoint(node).values() if r["name"] != "newcomer"]
+    card = record["devices"][0]["card"]
+    assert _taints(kube, node.name, card) == set()
+    assert _hardware_healthy(kube, card) == ("True", "Healthy")
+    driver = SimulatedDriverState(node.host.nvml_state / "driver")
+    timings: dict[str, float] = {}
+
+    # A degraded event (XID 94, contained ECC error): NoSchedule, the running Pod stays.
+    start = time.monotonic()
+    inject_event(driver, card, xid=94)
+    degraded = {(TAINT_KEY, "Xid94ContainedEccError", "NoSchedule")}
+    wait_until(lambda: _taints(kube, node.name, card) == degraded, timeout=30, what="the NoSchedule taint")
+    timings["event_to_taint_s"] = _since(start)
+    wait_until(
+        lambda: "Unhealthy" in _health_of_pod(control_plane, namespace, "victim"),
+        timeout=60,
+        what="allocatedResourcesStatus Unhealthy",
+    )
+    timings["event_to_pod_status_unhealthy_s"] = _since(start)
+    wait_until(
+        lambda: _hardware_healthy(kube, card) == ("False", "Xid94ContainedEccError"),
+        timeout=30,
+        what="HardwareHealthy=False",
+    )
+    timings["event_to_condition_false_s"] = _since(start)
+
+    # A new Pod that can only use this card is not placed while the taint stands.
+    _pinned_pod(kube, namespace, "newcomer", card=card, node=node.name)
+    time.sleep(10)  # longer than a scheduling attempt and a quiet period: the card stays tainted
+    assert _phase_and_node(kube, namespace, "newcomer") == ("Pending", "")
+    assert _taints(kube, node.name, card) == degraded  # the probe still fails: no recovery yet
+    assert not _evicted(kube, namespace, "victim")
+
+    # A fatal event (XID 48, double-bit ECC): NoExecute, the running Pod is evicted.
+    start = time.monotonic()
+    inject_event(driver, card, xid=48)
+    fatal = {(TAINT_KEY, "Xid48DoubleBitEccError", "NoExecute")}
+    wait_until(lambda: _taints(kube, node.name, card) == fatal, timeout=30, what="the NoExecute taint")
+    timings["fatal_event_to_taint_s"] = _since(start)
+    wait_until(lambda: _evicted(kube, namespace, "victim"), timeout=60, what="the eviction of the Pod")
+    timings["fatal_event_to_eviction_s"] = _since(start)
+    wait_until(
+        lambda: _hardware_healthy(kube, card) == ("False", "Xid48DoubleBitEccError"),
+        timeout=30,
+        what="HardwareHealthy=False with the fatal event as reason",
+    )
+
+    # Recovery: the card is reset; after the quiet period the taint goes and the waiting Pod lands.
+    start = time.monotonic()
+    recover(driver, card)
+    wait_until(lambda: _taints(kube, node.name, card) == set(), timeout=60, what="the taint to go")
+    timings["recovery_to_taint_removed_s"] = _since(start)
+    wait_until(
+        lambda: _phase_and_node(kube, namespace, "newcomer") == ("Running", node.name),
+        timeout=90,
+        what="the waiting Pod to land on the recovered card",
+    )
+    timings["recovery_to_new_pod_running_s"] = _since(start)
+    wait_until(lambda: _hardware_healthy(kube, card)[0] == "True", timeout=30, what="HardwareHealthy=True")
+    newcomer = checkpoint(node)
+    assert [r["devices"][0]["card"] for r in newcomer.values() if r["name"] == "newcomer"] == [card]
+    wait_until(
+        lambda: _health_of_pod(control_plane, namespace, "newcomer") == ["Healthy"],
+        timeout=60,
+        what="the new Pod's device reported Healthy",
+    )
+
+    assert _pids(gpu_node) == pids  # nothing restarted
+    assert gpu_node.handler.running()
+    print(f"health latencies: {timings}")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "health-latencies.json").write_text(json.dumps(timings, indent=1))
