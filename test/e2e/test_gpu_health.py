@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_nodes import DRIVER, checkpoint, gpu_pod, run_and_show
+from gpu_nodes import DRIVER, checkpoint
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -86,9 +86,13 @@ def _hardware_healthy(kube: KubeClient, card: str) -> tuple[str, str]:
     return "", ""
 
 
-def _pinned_pod(kube: KubeClient, namespace: str, name: str, *, card: str, node: str) -> None:
-    """A Pod whose claim wants a 1g MIG device of ``card`` and nothing else."""
-    selector = f'device.attributes["{DRIVER}"].pciAddress == "{card}"'
+def _claim_pod(kube: KubeClient, namespace: str, name: str, *, node: str, card: str | None = None) -> None:
+    """A Pod with a ResourceClaim of its own for a 1g MIG device (of ``card`` only, if given).
+
+    Through ``resources.claims``, not the extended resource: the kubelet (1.37) reports
+    ``allocatedResourcesStatus`` only for the claims a container lists there, so a Pod that asks
+    for ``gpu.deckhouse.io/mig-1g`` gets its device but no health in its status."""
+    selector = f'device.attributes["{DRIVER}"].pciAddress == "{card}"' if card else "true"
     claim = ResourceV1ResourceClaim(
         metadata=V1ObjectMeta(name=name),
         spec=V1ResourceClaimSpec(
@@ -144,8 +148,13 @@ def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_wi
 ) -> None:
     node = gpu_node.node
     pids = _pids(gpu_node)
-    run_and_show(kube, control_plane, namespace, gpu_pod("victim", "mig-1g", node=node.name))
-    [record] = [r for r in checkpoint(node).values() if r["name"] != "newcomer"]
+    _claim_pod(kube, namespace, "victim", node=node.name)
+    wait_until(
+        lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "victim", check=False),
+        timeout=90,
+        what="the Pod to run",
+    )
+    [record] = [r for r in checkpoint(node).values() if r["name"] == "victim"]
     card = record["devices"][0]["card"]
     assert _taints(kube, node.name, card) == set()
     assert _hardware_healthy(kube, card) == ("True", "Healthy")
@@ -172,7 +181,7 @@ def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_wi
     timings["event_to_condition_false_s"] = _since(start)
 
     # A new Pod that can only use this card is not placed while the taint stands.
-    _pinned_pod(kube, namespace, "newcomer", card=card, node=node.name)
+    _claim_pod(kube, namespace, "newcomer", node=node.name, card=card)
     time.sleep(10)  # longer than a scheduling attempt and a quiet period: the card stays tainted
     assert _phase_and_node(kube, namespace, "newcomer") == ("Pending", "")
     assert _taints(kube, node.name, card) == degraded  # the probe still fails: no recovery yet
@@ -214,6 +223,7 @@ def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_wi
 
     assert _pids(gpu_node) == pids  # nothing restarted
     assert gpu_node.handler.running()
+    kube.delete(POD, "newcomer", namespace)
     print(f"health latencies: {timings}")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "health-latencies.json").write_text(json.dumps(timings, indent=1))
