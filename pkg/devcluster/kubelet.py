@@ -84,6 +84,7 @@ class KubeletPaths:
 # explicitly so a change of the pinned release cannot turn health reporting off unnoticed.
 KUBELET_FEATURE_GATES = {"ResourceHealthStatus": True, "ResourceHealthStatusMessage": True}
 
+
 class Kubelet:
     """A kubelet process for node ``name`` that talks to ``runtime_endpoint``."""
 
