@@ -85,4 +85,7 @@ class HealthFeed:
                     verdict,
                     f"{condition.reason}: {condition.message or ''}".strip(),
                 )
+        for address, health in self._verdicts().items():  # the verdict itself, ahead of the condition
+            status_of = HealthStatus.HEALTHY if health.healthy else HealthStatus.UNHEALTHY
+            found[address] = (status_of, f"{health.reason}: {health.message}".strip())
         return found

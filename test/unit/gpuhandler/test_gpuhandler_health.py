@@ -200,3 +200,40 @@ def test_reporting_records_one_event_per_transition_and_counts_it() -> None:
     ]
     assert calls[0].args[0] is card
     assert transitions.labels(reason="Xid48DoubleBitEccError", state="Fatal")._value.get() == before + 1
+
+
+def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_path: Path) -> None:
+    from pkg.framework.kubeletplugin.types import HealthBoard, HealthStatus
+    from pkg.gpuhandler.preparation.checkpoint import (
+        CheckpointData,
+        ClaimRecord,
+        ClaimState,
+        DeviceRecord,
+    )
+    from pkg.gpuhandler.preparation.health_feed import HealthFeed
+    from pkg.gpuhandler.preparation.services import CheckpointStore
+
+    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "boot")
+    device = DeviceRecord.model_validate(
+        {"pool": "gpus/node-1", "device": "gpu-0000-3b-00-0-mig-14-3", "card": A30_FIRST, "deviceType": "MIG"}
+    )
+    claim = ClaimRecord(
+        uid="u1", namespace="ns", name="c", state=ClaimState.PREPARE_COMPLETED, devices=[device]
+    )
+    store.save(
+        CheckpointData.model_validate({"bootID": "boot", "claims": {"u1": claim.model_dump(by_alias=True)}})
+    )
+    board = HealthBoard()
+    t = HealthTracker(quiet_period=0.0, now=lambda: T0)
+    feed = HealthFeed(board=board, store=store, gpus=lambda: [gpu(A30_FIRST)], verdicts=t.verdicts)
+    t.subscribe(lambda _a, _o, _n: feed.refresh())  # as the plugin wires it
+    feed.refresh()
+    [reported] = board.current()
+    assert reported.status is HealthStatus.UNKNOWN  # neither a verdict nor a condition yet
+    t.record(event(Severity.FATAL, "Xid48DoubleBitEccError"))
+    [reported] = board.current()
+    assert (reported.pool, reported.device) == ("gpus/node-1", "gpu-0000-3b-00-0-mig-14-3")
+    assert reported.status is HealthStatus.UNHEALTHY
+    assert reported.message.startswith("Xid48DoubleBitEccError: ")
+    t.probe(A30_FIRST, CardVerdict.true("Healthy"))
+    assert board.current()[0].status is HealthStatus.HEALTHY
