@@ -139,11 +139,6 @@ class HealthTracker:
         with self._lock:
             return {a: c.verdict for a, c in self._cards.items() if c.verdict is not None}
 
-    def forget(self, address: str) -> None:
-        """The card left the node."""
-        with self._lock:
-            self._cards.pop(address, None)
-
     def _update(self, address: str, card: _Card) -> tuple[str, CardHealth, CardHealth] | None:
         new = self._judge(card)
         old = card.verdict
