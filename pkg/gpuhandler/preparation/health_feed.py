@@ -14,6 +14,7 @@ new prepare.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -44,8 +45,15 @@ class HealthFeed:
         self._gpus = gpus
         self._verdicts = verdicts
         self._clock = clock
+        # Refreshes come from the plugin's period, Prepare/Unprepare and the health monitor; one at
+        # a time, so an older list can never be published after a newer one.
+        self._lock = threading.Lock()
 
     def refresh(self) -> None:
+        with self._lock:
+            self._refresh()
+
+    def _refresh(self) -> None:
         try:
             checkpoint = self._store.load()
         except CheckpointError as exc:
