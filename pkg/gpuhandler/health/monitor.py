@@ -1,8 +1,9 @@
 """The thread that turns the backend's health events into verdicts, and re-probes cards to recover.
 
-One loop, for the life of the process: open the backend's event source for the node's cards
-(reopened when the set of cards changes), wait at most ``poll`` seconds for events and record
-them in the :class:`~.tracker.HealthTracker`, then probe every card whose quiet period is over
+One loop, for the life of the process: open the backend's event source for the node's readable
+cards (bound to the backend's driver, ``DriverReady``; reopened when that set changes), wait at
+most ``poll`` seconds for events and record them in the :class:`~.tracker.HealthTracker`, then
+probe every card whose quiet period is over
 (:meth:`~.tracker.HealthTracker.recovering`). Recovery thus needs no enrichment pass and no
 restart: it happens within ``quiet_period + poll`` of the last event once the card probes well.
 
@@ -21,6 +22,7 @@ from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends.backend import BackendError, VendorBackend
 from pkg.backends.health_events import HealthEventSource
 from pkg.gpuhandler.health.tracker import HealthTracker
+from pkg.gpuhandler.internal.state import Readiness, readiness
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,13 @@ BACKOFF_MAX = 60.0
 def _address(gpu: PhysicalGPU) -> str | None:
     info = gpu.status.pci_info if gpu.status else None
     return info.address if info is not None else None
+
+
+def _readable(gpu: PhysicalGPU, backend: VendorBackend) -> bool:
+    """Only cards the backend's library can see have events: bound to its driver, DriverReady
+    (a card handed to vfio-pci, or whose driver is still loading, would fail the whole event set)."""
+    state = readiness(gpu, pci_vendor_id=backend.identity.pci_vendor_id, driver_type=backend.driver_type)
+    return state is Readiness.READY
 
 
 class HealthMonitor:
@@ -66,7 +75,7 @@ class HealthMonitor:
 
     def step(self, stop: threading.Event) -> None:
         """One round: wait for events (at most ``poll``), then probe the cards ready to recover."""
-        gpus = {a: g for g in self._gpus() if (a := _address(g)) is not None}
+        gpus = {a: g for g in self._gpus() if (a := _address(g)) is not None and _readable(g, self._backend)}
         source = self._open(tuple(sorted(gpus)), stop)
         if source is not None:
             try:
