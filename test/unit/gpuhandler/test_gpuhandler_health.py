@@ -237,3 +237,23 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
     assert reported.message.startswith("Xid48DoubleBitEccError: ")
     t.probe(A30_FIRST, CardVerdict.true("Healthy"))
     assert board.current()[0].status is HealthStatus.HEALTHY
+
+
+def test_the_monitor_leaves_out_cards_its_library_cannot_see(tmp_path: Path) -> None:
+    from api.gpu.v1alpha1 import DriverType
+
+    second = "0000:d8:00.0"
+    backend = simulated(state_dir=tmp_path)
+    driver = SimulatedDriverState(tmp_path / "driver")
+    t = HealthTracker(quiet_period=60.0)
+    cards = [gpu(A30_FIRST, driver_type=DriverType.VFIO), gpu(second, name="node-1-1-10de-20b7")]
+    monitor = HealthMonitor(backend=backend, tracker=t, gpus=lambda: cards, poll=0.05)
+    stop = threading.Event()
+    monitor.step(stop)
+    inject_event(driver, A30_FIRST, xid=79)
+    inject_event(driver, second, xid=79)
+    for _ in range(20):
+        monitor.step(stop)
+    assert t.verdict(A30_FIRST) is None  # bound to vfio-pci: not in the event set
+    assert t.verdict(second) is not None
+    assert t.verdict(second).state is HealthState.FATAL  # type: ignore[union-attr]
