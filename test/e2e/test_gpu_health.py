@@ -10,6 +10,7 @@ The measured latencies are printed and written to ``test-artifacts/health-latenc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -43,6 +44,8 @@ from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLI
 from pkg.gpuhandler.health.taints import TAINT_KEY
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CARDS = ("0000:3b:00.0", "0000:d8:00.0")  # the a30-x2 host's
+POD_NAMES = ("victim", "newcomer")  # each with a ResourceClaim of the same name
 
 
 def _card_devices(kube: KubeClient, node: str, card: str) -> list[Any]:
@@ -160,6 +163,44 @@ def _since(start: float) -> float:
 def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_without_restarts(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_node: GpuComponents
 ) -> None:
+    try:
+        _story(kube, control_plane, namespace, gpu_node)
+    finally:
+        _clean_up(kube, namespace, gpu_node)
+
+
+def _clean_up(kube: KubeClient, namespace: str, components: GpuComponents) -> None:
+    """Leaves the node as the next test expects it: cards healthy, claims unprepared, no instances."""
+    driver = SimulatedDriverState(components.node.host.nvml_state / "driver")
+    for card in CARDS:
+        recover(driver, card)
+    for name in POD_NAMES:
+        with contextlib.suppress(NotFoundError):
+            kube.delete(POD, name, namespace)
+    for name in POD_NAMES:
+        wait_until(
+            lambda name=name: _gone(kube, POD, namespace, name),  # type: ignore[misc]
+            timeout=60,
+            what=f"Pod {name} to go",
+        )
+        with contextlib.suppress(NotFoundError):
+            kube.delete(RESOURCE_CLAIM, name, namespace)
+    wait_until(
+        lambda: not any(r["name"] in POD_NAMES for r in checkpoint(components.node).values()),
+        timeout=60,
+        what="the kubelet to unprepare the test's claims",
+    )
+
+
+def _gone(kube: KubeClient, kind: Any, namespace: str, name: str) -> bool:
+    try:
+        kube.get(kind, name, namespace)
+    except NotFoundError:
+        return True
+    return False
+
+
+def _story(kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_node: GpuComponents) -> None:
     node = gpu_node.node
     pids = _pids(gpu_node)
     _claim_pod(kube, namespace, "victim", node=node.name)
@@ -246,7 +287,6 @@ def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_wi
 
     assert _pids(gpu_node) == pids  # nothing restarted
     assert gpu_node.handler.running()
-    kube.delete(POD, "newcomer", namespace)
     print(f"health latencies: {timings}")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "health-latencies.json").write_text(json.dumps(timings, indent=1))
