@@ -123,6 +123,13 @@ def parser() -> argparse.ArgumentParser:
         help="re-read every ready card this often, jittered by ±10%% (e.g. 60, 30s, 5m)",
     )
     p.add_argument(
+        "--health-quiet-period",
+        type=parse_duration,
+        default=parse_duration(env("HEALTH_QUIET_PERIOD", "60s")),
+        help="an unhealthy card recovers (its device taints go) once no health event came for this "
+        "long and its health probe passes (default 60s)",
+    )
+    p.add_argument(
         "--publish",
         type=parse_bool,
         default=parse_bool(env("PUBLISH", "true")),
@@ -206,6 +213,7 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
         proc_root=args.proc_root,
         state_dir=args.sim_state_dir,
         enrich_period=args.enrich_period,
+        health_quiet_period=args.health_quiet_period,
         publish=args.publish,
         publish_resync_period=args.publish_resync_period,
         plugin=plugin,

@@ -12,7 +12,9 @@ The port is split by who asks:
   ``PhysicalGPU.status`` (the gpu-handler, spec §2.2.1). The backend reads; the caller decides
   *whether* to write, by the filling rules of spec §4.2.1-4.2.2 (only while ``DriverReady=True``
   and the card is bound to the backend's ``driver_type``).
-* ``health`` and ``validate``: the facts behind ``HardwareHealthy`` and ``DriverReady``.
+* ``health`` and ``validate``: the facts behind ``HardwareHealthy`` and ``DriverReady``;
+  ``health_events``: what the vendor library reports the moment a card fails
+  (:mod:`pkg.backends.health_events`), behind the device taints.
 * ``offer_inputs``: what the DRA offer builder needs about one card (:class:`~pkg.dra.domain.card.Card`),
   including per-profile engine counts, which the PhysicalGPU schema does not carry.
 
@@ -36,6 +38,7 @@ from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.hardware.pci import PciDevice
 
 if TYPE_CHECKING:
+    from pkg.backends.health_events import HealthEventSource
     from pkg.backends.preparation import CardPreparer
     from pkg.backends.registry import VendorIdentity
     from pkg.dra.domain.card import Card
@@ -139,6 +142,12 @@ class VendorBackend(Protocol):
 
     def validate(self, gpu: PhysicalGPU) -> CardVerdict:
         """``DriverReady`` of the card: whether its driver answers through the library."""
+        ...
+
+    def health_events(self, addresses: Sequence[str]) -> HealthEventSource:
+        """A source of the health events of the cards at ``addresses`` (PCI addresses), opened
+        lazily on the first wait; the caller closes it and opens a new one when the set of cards
+        changes."""
         ...
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:

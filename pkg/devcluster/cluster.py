@@ -26,11 +26,18 @@ from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
 
 log = logging.getLogger(__name__)
 
+# DRADeviceTaints (GA in 1.37): the API server keeps the taints of our slices' devices, the
+# scheduler honours them and the device-taint eviction controller evicts for NoExecute ones.
+# DRADeviceTaintRules (GA in 1.37): DeviceTaintRule objects, an admin's way to taint devices by hand.
+# ResourceHealthStatus (beta, on in 1.37): without it the API server drops a Pod's
+# allocatedResourcesStatus, where the kubelet reports our devices' health.
 DRA_FEATURE_GATES = {
     "DRAPartitionableDevices": True,
     "DRAConsumableCapacity": True,
     "DRAExtendedResource": True,
     "DRADeviceTaints": True,
+    "DRADeviceTaintRules": True,
+    "ResourceHealthStatus": True,
 }
 
 # The controllers kube-controller-manager runs: DRA's claim controller, garbage collection of owned

@@ -133,6 +133,7 @@ class GpuComponents:
             f"--mps-root={self.mps_root}",
             f"--plugin-instance={self._instance}",
             "--enrich-period=5",
+            "--health-quiet-period=5",  # a recovery within seconds, for the health tests
             *self._handler_args,
         ]
 

@@ -77,6 +77,14 @@ class KubeletPaths:
         return self.root / "plugins" / driver
 
 
+# The kubelet's side of device health (KEP-4680): it opens our plugin's NodeWatchResources stream
+# and writes each prepared device's health into the Pod's containerStatuses[].allocatedResourcesStatus
+# only with ResourceHealthStatus on, and carries the plugin's message with ResourceHealthStatusMessage.
+# Both are beta and on by default in 1.37 (pkg/features/kube_features.go of v1.37.1); they are set
+# explicitly so a change of the pinned release cannot turn health reporting off unnoticed.
+KUBELET_FEATURE_GATES = {"ResourceHealthStatus": True, "ResourceHealthStatusMessage": True}
+
+
 class Kubelet:
     """A kubelet process for node ``name`` that talks to ``runtime_endpoint``."""
 
@@ -206,4 +214,5 @@ class Kubelet:
             "resolvConf": "/etc/resolv.conf",
             "shutdownGracePeriod": "0s",
             "maxPods": 50,
+            "featureGates": dict(KUBELET_FEATURE_GATES),
         }

@@ -37,10 +37,13 @@ from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.dra.domain.offers import with_taints
 from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
 from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
     CardSpecHandler,
@@ -110,8 +113,9 @@ def compute_offers(
         node_name=request.node_name, sysfs_root=request.sysfs_root, state_dir=request.state_dir
     )
     backend = plugin.create(options)
+    health = HealthTracker(quiet_period=0)  # no events offline: the probe alone decides
     try:
-        gpus, cards, read_failures = _enrich(agent_gpus, backend, now())
+        gpus, cards, read_failures = _enrich(agent_gpus, backend, health, now())
     finally:
         backend.close()
     by_name = {str(g.metadata.name): g for g in gpus}
@@ -128,9 +132,11 @@ def compute_offers(
         for name, gpu in by_name.items()
         if name not in offered
     }
-    slices = build_slices(
-        node=request.node_name, cards=build_card_offers(selection.cards), generation=1, layout=layout
-    )
+    tainted = [
+        with_taints(o, device_taints(health.verdict(o.card.pci_address)))
+        for o in build_card_offers(selection.cards)
+    ]
+    slices = build_slices(node=request.node_name, cards=tainted, generation=1, layout=layout)
     return OfflineResult(
         gpus=tuple(gpus),
         slices=tuple(slices),
@@ -189,14 +195,14 @@ def _node_agent_objects(
 
 
 def _enrich(
-    gpus: Sequence[PhysicalGPU], backend: VendorBackend, at: datetime
+    gpus: Sequence[PhysicalGPU], backend: VendorBackend, health: HealthTracker, at: datetime
 ) -> tuple[list[PhysicalGPU], CardSpecs, dict[str, str]]:
     """Runs the handler's enrichment chain over each card with ``DriverReady`` assumed."""
     writer, cards = _MergingWriter(), CardSpecs()
     chain: HandlerChain[EnrichmentState] = HandlerChain(
         [
             ReadinessHandler(backend=backend),
-            HealthHandler(backend=backend, now=lambda: at),
+            HealthHandler(backend=backend, tracker=health, now=lambda: at),
             EnrichHandler(backend=backend),
             ApplyHandler(writer=writer),
             CardSpecHandler(backend=backend, cards=cards),

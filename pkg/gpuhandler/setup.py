@@ -38,6 +38,9 @@ from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.framework.reconcile.contract import Request
 from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.monitor import HealthMonitor
+from pkg.gpuhandler.health.reporting import HealthReporter
 from pkg.gpuhandler.internal.handler import (
     ApplyHandler,
     CardSpecHandler,
@@ -79,6 +82,9 @@ class HandlerSettings:
     publish: bool = True  # publish ResourceSlices (pkg.gpuhandler.publishing)
     publish_resync_period: float = 300.0
     plugin: PluginSettings | None = None
+    # A card recovers once no health event came for this long and its probe passes.
+    health_quiet_period: float = 60.0
+    health_poll: float = 1.0
 
     @property
     def node_label(self) -> str:
@@ -161,12 +167,13 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     card_nudges = providers.Singleton(
         CardNudges, gpus=gpu_informer, channel=providers.Singleton(ChannelSource, name="prepared-cards")
     )
+    health_tracker = providers.Singleton(HealthTracker, quiet_period=settings.provided.health_quiet_period)
     status_writer = providers.Singleton(KubeStatusWriter, client)
     now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
     rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
     handlers = providers.List(
         providers.Singleton(ReadinessHandler, backend=backend, holds=vfio_holds),
-        providers.Singleton(HealthHandler, backend=backend, now=now),
+        providers.Singleton(HealthHandler, backend=backend, tracker=health_tracker, now=now),
         providers.Singleton(EnrichHandler, backend=backend),
         providers.Singleton(ApplyHandler, writer=status_writer),
         providers.Singleton(CardSpecHandler, backend=backend, cards=card_specs),
@@ -200,8 +207,27 @@ def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
     """Everything the gpu-handler runs: the enrichment, the ResourceSlice publisher and the kubelet
     plugin."""
     setup_enrichment(manager, container)
+    setup_health(manager, container)
     setup_publishing(manager, container)
     setup_preparation(manager, container)
+
+
+def setup_health(manager: Manager, container: GpuHandlerContainer) -> HealthMonitor:
+    """The health monitor, and the enrichment and reporting following the tracker's verdicts
+    (the publisher and the kubelet plugin subscribe in their own setup)."""
+    settings: HandlerSettings = container.settings()
+    tracker: HealthTracker = container.health_tracker()
+    gpus = container.gpu_informer().store.list
+    reporter = HealthReporter(recorder=container.recorder(), gpus=gpus)
+    nudges: CardNudges = container.card_nudges()
+    tracker.subscribe(lambda address, _old, _new: nudges.changed(address))  # HardwareHealthy now
+    tracker.subscribe(reporter.changed)
+    tracker.subscribe_events(reporter.seen)
+    monitor = HealthMonitor(
+        backend=container.backend(), tracker=tracker, gpus=gpus, poll=settings.health_poll
+    )
+    manager.add(monitor)
+    return monitor
 
 
 def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> PreparationContainer | None:
@@ -218,6 +244,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         gpu_informer=container.gpu_informer(),
         card_changes=container.card_nudges(),
         holds=container.vfio_holds(),
+        health_tracker=container.health_tracker(),
     )
     preparation.slice_informer()  # registered before the manager starts the informers
     manager.add(PluginRunnable(preparation))

@@ -8,8 +8,10 @@ The real node agent and the real gpu-handler (backend ``simulated-nvidia``) run 
 * the pool ``gpus/<node>`` appears: a counter slice and a device slice (the 1.35+ layout), owned by
   the Node, holding both cards' offers, and the API server kept every field;
 * the real kube-scheduler allocates a MIG 1g claim of a Pod from them;
-* a card turned sick (the simulation's ``<pci-address>.health`` file) stops being offered: its
-  devices and counter set vanish and the generation moves, while the other card stays;
+* a card turned sick (the simulation's ``<pci-address>.health`` file) stays offered, but every
+  one of its devices carries the ``NoSchedule`` device taint ``gpu.deckhouse.io/unhealthy`` with
+  the fault as value (the API server keeps it, ``timeAdded`` included) and the generation moves,
+  while the other card's devices carry none; healed, its taints go without a restart;
 * the Node label ``gpu.deckhouse.io/allow-mig=false`` removes every MIG offer;
 * over a quiet spell (with re-enrichment and the publisher's resync every second) nothing is written;
 * the Node's deletion takes the slices with it (garbage collection of owned objects).
@@ -30,6 +32,7 @@ from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1CELDeviceSelector,
     V1Container,
+    V1Device,
     V1DeviceClaim,
     V1DeviceRequest,
     V1DeviceSelector,
@@ -79,6 +82,16 @@ def _slices(kube: KubeClient, node: str) -> list[V1ResourceSlice]:
 
 def _devices(slices: list[V1ResourceSlice]) -> list[str]:
     return [d.name for rs in slices for d in rs.spec.devices or []]
+
+
+def _card_devices(slices: list[V1ResourceSlice], card: str) -> list[V1Device]:
+    return [
+        d for rs in slices for d in rs.spec.devices or [] if d.name == card or d.name.startswith(f"{card}-")
+    ]
+
+
+def _taints(device: V1Device) -> list[tuple[str, str, str]]:
+    return [(t.key, t.value or "", t.effect) for t in device.taints or []]
 
 
 def _counter_sets(slices: list[V1ResourceSlice]) -> list[str]:
@@ -144,6 +157,39 @@ def _allocate_mig_1g(kube: KubeClient, namespace: str, node: str, mig_class: str
     return str(result.device)
 
 
+def _sick_card_is_tainted_then_healed(kube: KubeClient, node: str, state: Path, generation: int) -> int:
+    """The second card turns sick and heals; returns the pool's generation afterwards."""
+    # The second card turns sick: its offers stay, tainted; the first card's are untouched.
+    (state / f"{SECOND}.health").write_text("False RowRemappingFailed row remapping failed\n")
+    sick = [("gpu.deckhouse.io/unhealthy", "RowRemappingFailed", "NoSchedule")]
+    pool = _pool_where(
+        kube,
+        node,
+        lambda s: (
+            bool(_card_devices(s, SECOND_CARD))
+            and all(_taints(d) == sick for d in _card_devices(s, SECOND_CARD))
+        ),
+        "the sick card's offers tainted",
+    )
+    assert len(_card_devices(pool, SECOND_CARD)) == OFFERS_PER_A30
+    assert all(_taints(d) == [] for d in _card_devices(pool, FIRST_CARD))
+    assert all(t.time_added is not None for d in _card_devices(pool, SECOND_CARD) for t in d.taints)
+    assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
+    assert _generation(pool) > generation
+    generation = _generation(pool)
+
+    # Healed (the probe passes, no event episode): the taints go, nothing restarts.
+    (state / f"{SECOND}.health").unlink()
+    pool = _pool_where(
+        kube,
+        node,
+        lambda s: not any(d.taints for rs in s for d in rs.spec.devices or []),
+        "the healed card's taints gone",
+    )
+    assert _generation(pool) > generation
+    return _generation(pool)
+
+
 def _metric_lines(port: int, node: str) -> list[str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
@@ -203,22 +249,7 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             device = _allocate_mig_1g(kube, namespace, node, mig_class)
             assert device.startswith(f"{FIRST_CARD}-mig-14-")
 
-            # The second card turns sick: its offers and counters go, the first card's stay.
-            (state / f"{SECOND}.health").write_text("False RowRemappingFailed row remapping failed\n")
-            pool = _pool_where(
-                kube,
-                node,
-                lambda s: not any(SECOND_CARD in d for d in _devices(s)),
-                "the sick card withdrawn",
-            )
-            assert _counter_sets(pool) == [FIRST_CARD]
-            assert len(_devices(pool)) == OFFERS_PER_A30
-            assert _generation(pool) > generation
-            generation = _generation(pool)
-            eventually(
-                lambda: not any(second in line for line in _metric_lines(port, node)),
-                what="the sick card's offers gone from the metric",
-            )
+            generation = _sick_card_is_tainted_then_healed(kube, node, state, generation)
 
             # MIG forbidden on the node: only the whole-card offers remain.
             kube.patch(
@@ -230,7 +261,14 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             pool = _pool_where(
                 kube, node, lambda s: not any("-mig-" in d for d in _devices(s)), "MIG offers withdrawn"
             )
-            assert sorted(_devices(pool)) == [FIRST_CARD, f"{FIRST_CARD}-mps", f"{FIRST_CARD}-ts"]
+            assert sorted(_devices(pool)) == [
+                FIRST_CARD,
+                f"{FIRST_CARD}-mps",
+                f"{FIRST_CARD}-ts",
+                SECOND_CARD,
+                f"{SECOND_CARD}-mps",
+                f"{SECOND_CARD}-ts",
+            ]
             assert _generation(pool) > generation
 
             # A quiet spell: re-enrichment and the publisher's resync run every second, nothing changes.

@@ -6,7 +6,8 @@ reports without interpretation (XID streams and ECC counters need history and be
 * retired pages pending (``nvmlDeviceGetRetiredPagesPendingStatus``; pre-Ampere memory): a reset
   is needed before the retirement takes effect;
 * row remapping failed (``nvmlDeviceGetRemappedRows``; Ampere and newer): the memory ran out of
-  spare rows;
+  spare rows; or a remap is pending, which takes effect only after a GPU reset (an uncorrectable
+  memory error was seen, so the card stays suspect until then);
 * thermal slowdown (software or hardware bit of ``nvmlDeviceGetCurrentClocksEventReasons``);
 * the GPU fell off the bus (any query answers ``GPU_IS_LOST``) or needs a reset (``RESET_REQUIRED``).
 
@@ -47,6 +48,8 @@ def _remapped_rows(nvml: Nvml, address: str) -> tuple[str, str] | None:
             "RowRemappingFailed",
             f"row remapping failed ({rows.uncorrectable} uncorrectable rows remapped)",
         )
+    if rows.pending:
+        return "RowRemappingPending", "a row remap is pending; the GPU needs a reset"
     return None
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
@@ -29,10 +29,12 @@ import pynvml
 
 from pkg.backends.nvidia.nvml_port import (
     GPU_INSTANCE_PROFILE_COUNT,
+    NO_INSTANCE,
     ComputeInstanceInfo,
     GpuInstanceInfo,
     GpuInstanceProfileInfo,
     NvmlError,
+    NvmlEvent,
     NvmlReturn,
     RemappedRows,
 )
@@ -306,6 +308,26 @@ class PynvmlAdapter:
 
         return self._device("nvmlDeviceGetMigDeviceHandleByIndex", address, query)
 
+    # -- health events ---------------------------------------------------------------------------
+
+    def open_events(self, addresses: Sequence[str], event_types: int) -> PynvmlEventSet:
+        event_set = self._system("nvmlEventSetCreate", self._nvml.nvmlEventSetCreate)
+        handles: dict[int, str] = {}
+        try:
+            for address in addresses:
+
+                def register(handle: Any, address: str = address) -> None:
+                    supported = int(self._nvml.nvmlDeviceGetSupportedEventTypes(handle))
+                    if event_types & supported:
+                        self._nvml.nvmlDeviceRegisterEvents(handle, event_types & supported, event_set)
+                    handles[_handle_key(handle)] = address
+
+                self._device("nvmlDeviceRegisterEvents", address, register)
+        except NvmlError:
+            self._nvml.nvmlEventSetFree(event_set)
+            raise
+        return PynvmlEventSet(library=self._nvml, event_set=event_set, addresses=handles)
+
     def _compute_profiles(self, gi: Any) -> list[Any]:
         """The compute-instance profiles the GPU instance supports (shared engines)."""
         profiles = []
@@ -338,6 +360,45 @@ def _gpu_instance(info: Any) -> GpuInstanceInfo:
 
 def _compute_instance(info: Any) -> ComputeInstanceInfo:
     return ComputeInstanceInfo(id=int(info.id), profile_id=int(info.profileId))
+
+
+class PynvmlEventSet:
+    """An ``nvmlEventSet_t``; events name their card by handle, mapped back to its PCI address."""
+
+    def __init__(self, *, library: ModuleType, event_set: Any, addresses: dict[int, str]) -> None:
+        self._nvml = library
+        self._set = event_set
+        self._addresses = addresses
+
+    def wait(self, timeout_ms: int) -> NvmlEvent | None:
+        try:
+            data = self._nvml.nvmlEventSetWait_v2(self._set, timeout_ms)
+        except self._nvml.NVMLError as exc:
+            if int(getattr(exc, "value", 0)) == NvmlReturn.TIMEOUT:
+                return None
+            raise _error("nvmlEventSetWait_v2", None, exc) from exc
+        return NvmlEvent(
+            address=self._addresses.get(_handle_key(data.device), "unknown"),
+            event_type=int(data.eventType),
+            data=int(data.eventData),
+            gpu_instance=int(getattr(data, "gpuInstanceId", NO_INSTANCE)),
+            compute_instance=int(getattr(data, "computeInstanceId", NO_INSTANCE)),
+        )
+
+    def free(self) -> None:
+        try:
+            self._nvml.nvmlEventSetFree(self._set)
+        except self._nvml.NVMLError as exc:
+            logger.warning("nvmlEventSetFree failed: %s", exc)
+
+
+def _handle_key(handle: Any) -> int:
+    """A device handle's identity: the pointer NVML gave out (the same card, the same pointer)."""
+    try:
+        value = ctypes.cast(handle, ctypes.c_void_p).value
+    except (ctypes.ArgumentError, TypeError):
+        return id(handle)
+    return int(value) if value is not None else id(handle)
 
 
 def _error(call: str, address: str | None, exc: Any) -> NvmlError:

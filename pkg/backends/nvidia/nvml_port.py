@@ -15,6 +15,7 @@ error never reaches another card's answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Protocol
@@ -26,6 +27,17 @@ COMPUTE_MODE_DEFAULT: Final = 0  # NVML_COMPUTEMODE_DEFAULT
 COMPUTE_MODE_EXCLUSIVE_PROCESS: Final = 3  # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
 CLOCKS_EVENT_SW_THERMAL: Final = 0x20  # nvmlClocksEventReasonSwThermalSlowdown
 CLOCKS_EVENT_HW_THERMAL: Final = 0x40  # nvmlClocksEventReasonHwThermalSlowdown
+# nvmlEventType* bits of the events that say something about the card's health (nvml.h).
+EVENT_SINGLE_BIT_ECC: Final = 0x1
+EVENT_DOUBLE_BIT_ECC: Final = 0x2
+EVENT_XID_CRITICAL: Final = 0x8
+EVENT_SINGLE_BIT_ECC_STORM: Final = 0x200
+EVENT_DRAM_RETIREMENT: Final = 0x400
+EVENT_DRAM_RETIREMENT_FAILURE: Final = 0x800
+EVENT_NON_FATAL_POISON: Final = 0x1000
+EVENT_FATAL_POISON: Final = 0x2000
+EVENT_GPU_UNAVAILABLE: Final = 0x4000
+NO_INSTANCE: Final = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of an event not tied to MIG
 
 
 class NvmlReturn(IntEnum):
@@ -38,6 +50,7 @@ class NvmlReturn(IntEnum):
     NOT_FOUND = 6
     INSUFFICIENT_SIZE = 7
     DRIVER_NOT_LOADED = 9
+    TIMEOUT = 10
     LIBRARY_NOT_FOUND = 12
     FUNCTION_NOT_FOUND = 13
     GPU_IS_LOST = 15
@@ -117,6 +130,30 @@ class RemappedRows:
     uncorrectable: int
     pending: bool
     failure: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvmlEvent:
+    """``nvmlEventData_t``: the card (by PCI address), the event type bit, its data (the XID for
+    an XID event) and the MIG instance the driver attributed it to (:data:`NO_INSTANCE`: none)."""
+
+    address: str
+    event_type: int
+    data: int
+    gpu_instance: int = NO_INSTANCE
+    compute_instance: int = NO_INSTANCE
+
+
+class NvmlEventSet(Protocol):
+    """An ``nvmlEventSet_t`` with cards registered; read by one thread."""
+
+    def wait(self, timeout_ms: int) -> NvmlEvent | None:
+        """The next event, or ``None`` after ``timeout_ms`` without one (``NVML_ERROR_TIMEOUT``).
+
+        Raises :class:`NvmlError`; ``GPU_IS_LOST`` names the card that fell off the bus."""
+        ...
+
+    def free(self) -> None: ...
 
 
 class Nvml(Protocol):
@@ -204,6 +241,11 @@ class Nvml(Protocol):
 
     def mig_device_uuid(self, address: str, gpu_instance: int, compute_instance: int) -> str:
         """The ``MIG-…`` UUID of the MIG device a GPU/compute instance pair makes."""
+        ...
+
+    def open_events(self, addresses: Sequence[str], event_types: int) -> NvmlEventSet:
+        """An event set with each card registered for ``event_types`` it supports
+        (``nvmlEventSetCreate``, ``nvmlDeviceGetSupportedEventTypes``, ``nvmlDeviceRegisterEvents``)."""
         ...
 
     def close(self) -> None: ...

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 T = TypeVar("T")
 STATE_FILE: Final = "driver.json"
 LOCK_FILE: Final = "driver.lock"
+EVENTS_FILE: Final = "events.jsonl"
 
 
 class ComputeInstanceState(BaseModel):
@@ -49,6 +50,7 @@ class CardState(BaseModel):
     processes: list[int] = Field(default_factory=list)
     compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
     time_slice: int = 0  # nvidia-smi compute-policy --set-timeslice: 0 default .. 3 long
+    reset_pending: bool = False  # an injected fault awaits a GPU reset (:mod:`.events`)
 
     def gpu_instance(self, gpu_instance: int) -> GpuInstanceState | None:
         return next((gi for gi in self.gpu_instances if gi.id == gpu_instance), None)
@@ -65,6 +67,7 @@ class SimulatedDriverState:
         self._dir = state_dir
         self._mig_enabled = frozenset(mig_enabled)
         self._memory = DriverState()
+        self._events: list[str] = []  # the event log without a state folder
         self._thread_lock = threading.Lock()
 
     def card(self, address: str) -> CardState:
@@ -90,6 +93,42 @@ class SimulatedDriverState:
             card.processes = sorted(set(pids))
 
         self.change(address, put)
+
+    def append_event(self, record: dict[str, Any]) -> None:
+        """Adds one event to the node's event log (one JSON line), under the state's lock."""
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with self._locked():
+            if self._dir is None:
+                self._events.append(line)
+                return
+            with (self._dir / EVENTS_FILE).open("a") as log:
+                log.write(line)
+
+    def events_after(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The events logged after ``offset`` (a position :meth:`events_end` or this returned)."""
+        if self._dir is None:
+            with self._thread_lock:
+                lines = self._events[offset:]
+                return [json.loads(line) for line in lines], offset + len(lines)
+        try:
+            with (self._dir / EVENTS_FILE).open("rb") as log:
+                log.seek(offset)
+                data = log.read()
+        except FileNotFoundError:
+            return [], offset
+        complete = data[: data.rfind(b"\n") + 1]  # a line being written waits for the next read
+        records = [json.loads(line) for line in complete.decode().splitlines() if line.strip()]
+        return records, offset + len(complete)
+
+    def events_end(self) -> int:
+        """Where the event log ends now: a new event set sees only what comes after."""
+        if self._dir is None:
+            with self._thread_lock:
+                return len(self._events)
+        try:
+            return (self._dir / EVENTS_FILE).stat().st_size
+        except FileNotFoundError:
+            return 0
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[DriverState]:

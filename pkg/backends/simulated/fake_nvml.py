@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -53,6 +53,7 @@ from pkg.backends.simulated.driver_state import (
     GpuInstanceState,
     SimulatedDriverState,
 )
+from pkg.backends.simulated.events import SimulatedEventSet
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
 _CLOCKS_EVENT_GPU_IDLE: Final = 0x1
@@ -140,13 +141,14 @@ class SimulatedNvml:
         call = "nvmlDeviceGetRetiredPagesPendingStatus"
         if self._model(call, address).architecture >= _FIRST_ROW_REMAPPING_ARCH:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
-        return False
+        return self.state.card(address).reset_pending
 
     def remapped_rows(self, address: str) -> RemappedRows:
         call = "nvmlDeviceGetRemappedRows"
         if self._model(call, address).architecture < _FIRST_ROW_REMAPPING_ARCH:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
-        return RemappedRows(correctable=0, uncorrectable=0, pending=False, failure=False)
+        pending = self.state.card(address).reset_pending
+        return RemappedRows(correctable=0, uncorrectable=int(pending), pending=pending, failure=False)
 
     def clocks_event_reasons(self, address: str) -> int:
         self._model("nvmlDeviceGetCurrentClocksEventReasons", address)
@@ -287,6 +289,13 @@ class SimulatedNvml:
         return (
             f"MIG-{uuid.uuid5(_UUID_NAMESPACE, f'{self._node}/{address}/{gpu_instance}/{compute_instance}')}"
         )
+
+    # -- health events ---------------------------------------------------------------------------
+
+    def open_events(self, addresses: Sequence[str], event_types: int) -> SimulatedEventSet:
+        for address in addresses:
+            self._model("nvmlDeviceRegisterEvents", address)
+        return SimulatedEventSet(self.state, addresses, event_types)
 
     def close(self) -> None:
         """Nothing to release."""

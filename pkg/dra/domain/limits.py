@@ -26,6 +26,9 @@ MAX_IDENTIFIER_LENGTH = 32
 MAX_DOMAIN_LENGTH = 63
 MAX_LABEL_LENGTH = 63
 MAX_SUBDOMAIN_LENGTH = 253
+MAX_TAINTS = 16
+TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute", "None"})
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 INLINE_MAX_SHARED_COUNTERS = 32
 INLINE_MAX_CONSUMED_COUNTERS = 1024
 
@@ -101,6 +104,7 @@ def validate_device(device: V1Device) -> None:
         check_qualified_name(obj, key)
         if cap.request_policy is not None and not device.allow_multiple_allocations:
             raise SliceLimitError(obj, f"capacity {key}: requestPolicy needs allowMultipleAllocations")
+    _validate_taints(obj, device)
     consumes = device.consumes_counters or []
     if len(consumes) > MAX_CONSUMPTIONS_PER_DEVICE:
         raise SliceLimitError(obj, f"{len(consumes)} consumesCounters entries, at most 2")
@@ -110,6 +114,23 @@ def validate_device(device: V1Device) -> None:
         check_counters(
             f"{obj} consumption of {use.counter_set}", dict(use.counters), MAX_COUNTERS_PER_CONSUMPTION
         )
+
+
+def _validate_taints(obj: str, device: V1Device) -> None:
+    """``ValidateLabelName`` for the key, a label value, a known effect, at most 16 taints."""
+    taints = device.taints or []
+    if len(taints) > MAX_TAINTS:
+        raise SliceLimitError(obj, f"{len(taints)} taints, at most {MAX_TAINTS}")
+    for taint in taints:
+        prefix, slash, name = taint.key.rpartition("/")
+        if (slash and not (len(prefix) <= MAX_SUBDOMAIN_LENGTH and is_dns_subdomain(prefix))) or not (
+            0 < len(name) <= MAX_LABEL_LENGTH and _LABEL_VALUE.fullmatch(name)
+        ):
+            raise SliceLimitError(obj, f"taint key {taint.key!r} is not a qualified name")
+        if len(taint.value or "") > MAX_LABEL_LENGTH or not _LABEL_VALUE.fullmatch(taint.value or ""):
+            raise SliceLimitError(obj, f"taint value {taint.value!r} is not a label value")
+        if taint.effect not in TAINT_EFFECTS:
+            raise SliceLimitError(obj, f"taint effect {taint.effect!r} is not one of {sorted(TAINT_EFFECTS)}")
 
 
 def validate_slice(rs: V1ResourceSlice, *, inline: bool) -> None:

@@ -30,6 +30,8 @@ leaving 0-1 for a 2g.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kubernetes.client import (
@@ -40,6 +42,7 @@ from kubernetes.client import (
     V1Device,
     V1DeviceCapacity,
     V1DeviceCounterConsumption,
+    V1DeviceTaint,
 )
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
@@ -125,6 +128,24 @@ def build_offers(card: Card) -> CardOffers:
                     f"device {offer.name}", f"consumes {missing}, absent from its counter set"
                 )
     return CardOffers(card, counter_set, offers)
+
+
+def with_taints(offers: CardOffers, taints: Sequence[V1DeviceTaint]) -> CardOffers:
+    """``offers`` with ``taints`` on every device of the card (the same offers when none).
+
+    A taint belongs to the card, not to one offer: whichever offer a claim got, the hardware under
+    it is the card's. Taints count toward the 64-device limit of a slice (:mod:`.limits`), which
+    the packing already keeps since every offer consumes counters.
+    """
+    if not taints:
+        return offers
+    tainted = tuple(
+        dataclasses.replace(o, device=o.device.model_copy(update={"taints": list(taints)}))
+        for o in offers.offers
+    )
+    for offer in tainted:
+        validate_device(offer.device)
+    return dataclasses.replace(offers, offers=tainted)
 
 
 def _card_counters(card: Card) -> dict[str, str]:

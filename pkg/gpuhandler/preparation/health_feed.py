@@ -1,22 +1,26 @@
 """The kubelet's health stream fed from what is prepared: each prepared device with its card's health.
 
 The stream carries the complete list of the driver's devices (KEP-4680): here every device of a
-``PrepareCompleted`` claim, with the health of its card as the enrichment last wrote it in the
-PhysicalGPU's ``HardwareHealthy`` condition (True → Healthy, False → Unhealthy, otherwise
-Unknown) and that condition's reason and message. The list is rebuilt after every
-Prepare/Unprepare and on a short period, so a card turning unhealthy reaches running Pods' status
-(``allocatedResourcesStatus``) without a new prepare. Device health from NVML events, and device
-taints, are the device-health issue's; this is the stream they will feed.
+``PrepareCompleted`` claim, with the health of its card. The source is the node's health verdict
+(:class:`~pkg.gpuhandler.health.HealthTracker`: degraded or fatal → Unhealthy with the event as
+message, healthy → Healthy), the same verdict the device taints and ``HardwareHealthy`` show; a
+card the tracker has no verdict for yet falls back to the PhysicalGPU's ``HardwareHealthy``
+condition (True → Healthy, False → Unhealthy, otherwise Unknown). The list is rebuilt after every
+Prepare/Unprepare, at once on every verdict change, and on a short period, so a card turning
+unhealthy reaches running Pods' status (``allocatedResourcesStatus``) within seconds and without a
+new prepare.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.kubeletplugin.types import DeviceHealth, HealthBoard, HealthStatus
+from pkg.gpuhandler.health import CardHealth
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, ClaimState
 from pkg.gpuhandler.preparation.services import CheckpointStore
 
@@ -33,14 +37,23 @@ class HealthFeed:
         board: HealthBoard,
         store: CheckpointStore,
         gpus: Callable[[], Iterable[PhysicalGPU]],
+        verdicts: Callable[[], Mapping[str, CardHealth]] = dict,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._board = board
         self._store = store
         self._gpus = gpus
+        self._verdicts = verdicts
         self._clock = clock
+        # Refreshes come from the plugin's period, Prepare/Unprepare and the health monitor; one at
+        # a time, so an older list can never be published after a newer one.
+        self._lock = threading.Lock()
 
     def refresh(self) -> None:
+        with self._lock:
+            self._refresh()
+
+    def _refresh(self) -> None:
         try:
             checkpoint = self._store.load()
         except CheckpointError as exc:
@@ -80,4 +93,7 @@ class HealthFeed:
                     verdict,
                     f"{condition.reason}: {condition.message or ''}".strip(),
                 )
+        for address, health in self._verdicts().items():  # the verdict itself, ahead of the condition
+            status_of = HealthStatus.HEALTHY if health.healthy else HealthStatus.UNHEALTHY
+            found[address] = (status_of, f"{health.reason}: {health.message}".strip())
         return found

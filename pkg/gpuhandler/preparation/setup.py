@@ -33,6 +33,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.framework.steptaker import Step, StepTaker
+from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
@@ -211,6 +212,10 @@ class PreparationContainer(containers.DeclarativeContainer):
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     card_changes: providers.Dependency[CardChanges] = providers.Dependency()
     holds = providers.Dependency(instance_of=VfioHolds, default=VfioHolds())
+    # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
+    health_tracker = providers.Dependency(
+        instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
+    )
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
@@ -243,7 +248,11 @@ class PreparationContainer(containers.DeclarativeContainer):
     )
     board = providers.Singleton(HealthBoard)
     health = providers.Singleton(
-        HealthFeed, board=board, store=store, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
+        HealthFeed,
+        board=board,
+        store=store,
+        gpus=providers.Factory(_gpus_of, gpus=gpu_informer),
+        verdicts=health_tracker.provided.verdicts,
     )
     vfio = providers.Singleton(
         VfioParts,
@@ -303,6 +312,8 @@ class PluginRunnable:
         self._reconcile(settings)
         plugin: KubeletPlugin = self._container.plugin()
         health: HealthFeed = self._container.health()
+        tracker: HealthTracker = self._container.health_tracker()
+        tracker.subscribe(lambda _address, _old, _new: health.refresh())  # at once, not next period
         health.refresh()
         plugin.start()
         try:

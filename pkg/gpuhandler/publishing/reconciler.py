@@ -15,7 +15,8 @@ into a scratch :class:`~.state.PublishState`; then its steps (:mod:`.handler`) r
 2. right after start-up, the cards the cache says are readable but the enrichment has not
    described yet are waited for (at most ``startup_grace`` seconds), so a restart does not withdraw
    the node's offers only to publish them again a moment later;
-3. the selection (:mod:`~pkg.gpuhandler.publishing.selection`) and the offers, published by
+3. the selection (:mod:`~pkg.gpuhandler.publishing.selection`) and the offers, with an unhealthy
+   card's device taints on each of its offers (``taints``, by PCI address), published by
    server-side apply with the Node as owner. The publisher writes nothing when nothing changed.
 
 Every pass comes back after the resync period (jittered), which bounds how long a missed event or
@@ -28,7 +29,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from kubernetes.client import V1Node
+from kubernetes.client import V1DeviceTaint, V1Node
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.framework.jitter import Jitter
@@ -58,6 +59,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         resync_period: float,
         startup_grace: float,
         holds: Holds | None = None,
+        taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: [],
         jitter: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[float, float], float] = random.uniform,
@@ -76,6 +78,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                 gpus={str(g.metadata.name): g for g in list_gpus()},
                 entries=cards.snapshot(),
                 memory=memory,
+                taints=taints,
             )
 
         self._publish = PublishHandler(

@@ -5,16 +5,19 @@ A card is offered only when every one of these holds:
 * the enrichment has described it (a :class:`~pkg.gpuhandler.card_specs.CardEntry`) and found it
   readable (``ready``);
 * its PhysicalGPU is this backend's card, bound to the backend's driver, with ``DriverReady=True``
-  (:func:`~pkg.gpuhandler.internal.state.readiness`), and not being deleted;
-* its PhysicalGPU has ``HardwareHealthy=True``.
+  (:func:`~pkg.gpuhandler.internal.state.readiness`), and not being deleted.
+
+Health does not withhold a card: an unhealthy card stays on offer with device taints
+(:mod:`pkg.gpuhandler.health.taints`), so a blip does not withdraw every offer of the card, the
+claims already on it keep their devices, and an admin can tolerate a degraded card.
 
 A card passed through to a VM for a claim (``holds``, :mod:`pkg.gpuhandler.vfio_holds`) stays
 offered as last described although NVML cannot read it: it is allocated, not gone.
 
 Why both the entry and the object: the entry holds what the offers are made of (engine counts and
 placements, which the PhysicalGPU schema lacks), while the cached object carries the freshest
-verdicts. A validator withdrawing ``DriverReady``, or the handler's own ``HardwareHealthy=False``,
-reaches the cache at once; the entry follows only at the card's next enrichment pass.
+verdicts. A validator withdrawing ``DriverReady`` reaches the cache at once; the entry follows only
+at the card's next enrichment pass.
 
 MIG offers additionally need a card that supports MIG (the backend reported profiles with
 placements) and a Node whose label ``gpu.deckhouse.io/allow-mig`` is not ``false``: an absent label
@@ -35,11 +38,10 @@ from typing import Final
 
 from kubernetes.client import V1Node
 
-from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
+from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.dra.domain.card import Card
 from pkg.dra.domain.limits import SliceLimitError
 from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.framework.reconcile.conditions import ConditionStatus, condition_status
 from pkg.gpuhandler.card_specs import CardEntry
 from pkg.gpuhandler.internal.state import Readiness, readiness
 from pkg.gpuhandler.internal.state.readiness import Holds
@@ -106,10 +108,6 @@ def _withheld_because(
         return f"not readable: DriverReady is not True or the card is not bound to the {driver_type} driver"
     if not entry.ready:
         return "the enrichment has not read it since it became ready"
-    conditions = gpu.status.conditions if gpu.status else None
-    health = condition_status(conditions, PhysicalGPUConditionType.HARDWARE_HEALTHY)
-    if health is not ConditionStatus.TRUE:
-        return f"HardwareHealthy is {health.value}"
     return None
 
 

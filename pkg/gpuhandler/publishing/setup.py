@@ -8,8 +8,9 @@ informer of this node's PhysicalGPUs, the backend, the client) and adds:
   ``spec.nodeName`` and ``spec.driver``), to notice slices deleted or edited by others;
   DESIGN §7: nothing else is listed or watched;
 * a single-worker controller running :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler`
-  for its one request, woken by the card store's subscription, the three watches, the start-up and
-  a jittered periodic resync (the reconciler's ``requeue_after``).
+  for its one request, woken by the card store's subscription, the health tracker's verdict
+  changes (device taints), the three watches, the start-up and a jittered periodic resync (the
+  reconciler's ``requeue_after``).
 
 The existing slices are read with a LIST per publish (:class:`KubeSliceReader`) rather than from
 the slice informer: a publish right after another must see the previous one's writes, or it would
@@ -42,6 +43,8 @@ from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.internal.state.readiness import Holds
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
@@ -102,6 +105,7 @@ def new_reconciler(
     cards: CardSpecProvider,
     publisher: Publisher,
     backend: VendorBackend,
+    health: HealthTracker,
     holds: Holds | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
@@ -121,6 +125,7 @@ def new_reconciler(
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
         holds=holds,
+        taints=lambda address: device_taints(health.verdict(address)),
     )
 
 
@@ -134,6 +139,10 @@ class PublishingContainer(containers.DeclarativeContainer):
     holds: providers.Object[Holds | None] = providers.Object(
         None
     )  # cards passed through for claims (VfioHolds), when the plugin runs
+    # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
+    health = providers.Dependency(
+        instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
+    )
 
     node_informer = providers.Singleton(
         node_named, informers=informers, node_name=settings.provided.node_name
@@ -151,6 +160,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         publisher=publisher,
         backend=backend,
         holds=holds,
+        health=health,
     )
 
 
@@ -173,17 +183,21 @@ def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controll
         cards=handler.card_specs(),
         gpu_informer=handler.gpu_informer(),
         backend=handler.backend(),
+        health=handler.health_tracker(),
     )
     container.holds.override(providers.Object(handler.vfio_holds()))
     publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
     cards_changed = ChannelSource(name="card-specs")
     handler.card_specs().subscribe(cards_changed.send)
+    health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
+    handler.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
     return (
         ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
         .watches(handler.gpu_informer(), publish, predicates=[gpu_events()])
         .watches(container.node_informer(), publish, predicates=[node_events()])
         .watches(container.slice_informer(), publish, predicates=[slice_events()])
         .watches(cards_changed, publish)
+        .watches(health_changed, publish)
         .watches(StartSource(), publish)  # the start-up publish, taken once the caches have synced
         .without_leader_election()
         .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)

@@ -12,10 +12,10 @@ template guarantees by allowing one worker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kubernetes.client import V1Node
+from kubernetes.client import V1DeviceTaint, V1Node
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.reconcile import Scratch
@@ -37,4 +37,5 @@ class PublishState(Scratch):
     gpus: Mapping[str, PhysicalGPU]
     entries: Mapping[str, CardEntry]
     memory: PassMemory
+    taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: []  # by PCI address
     selection: Selection | None = None

@@ -49,6 +49,7 @@ BEFORE = {
 SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_claim_allocations_total"}
 # Added since the refactor, each on purpose: the kubelet plugin's prepare metrics (spec §13.2).
 ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds", "gpu_dra_mps_daemon_restarts"}
+HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health (issue 15)
 
 
 def _client(field_manager: str) -> MagicMock:
@@ -95,4 +96,4 @@ def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
     )
     setup_handler(manager, handler)
     exposed = {family.name for family in METRICS.registry.collect()}
-    assert exposed == BEFORE | SCRAPE_TIME | ADDED
+    assert exposed == BEFORE | SCRAPE_TIME | ADDED | HEALTH

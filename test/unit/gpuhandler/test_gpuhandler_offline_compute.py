@@ -105,14 +105,24 @@ def test_allow_mig_false_keeps_only_the_whole_card_offers() -> None:
     assert not [name for name in devices(result) if "-mig-" in name]
 
 
-def test_a_sick_card_is_described_but_not_offered(tmp_path: Path) -> None:
+def test_a_sick_card_is_offered_with_a_noschedule_taint_on_every_offer(tmp_path: Path) -> None:
     (tmp_path / "0000:d8:00.0.health").write_text("False RowRemappingFailed row remapping failed\n")
     result = offers(request(state_dir=tmp_path))
     sick = result.gpus[1]
     assert conditions(sick)["HardwareHealthy"] == ("False", "RowRemappingFailed")
-    assert result.not_offered == {"worker-1-1-10de-20b7": "HardwareHealthy is False"}
-    assert devices(result)
-    assert all(name.startswith("gpu-0000-3b-00-0") for name in devices(result))
+    assert result.not_offered == {}
+    all_devices = [d for s in result.slices for d in s.spec.devices or []]
+    tainted = {d.name for d in all_devices if d.taints}
+    assert tainted == {d.name for d in all_devices if d.name.startswith("gpu-0000-d8-00-0")}
+    assert tainted
+    for device in all_devices:
+        if device.name in tainted:
+            [taint] = device.taints
+            assert (taint.key, taint.value, taint.effect) == (
+                "gpu.deckhouse.io/unhealthy",
+                "RowRemappingFailed",
+                "NoSchedule",
+            )
 
 
 def test_a_card_on_no_driver_is_listed_but_neither_validated_nor_read() -> None:

@@ -17,12 +17,16 @@ from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
+from pkg.backends import CardVerdict
+from pkg.backends.health_events import HealthEvent, Severity
 from pkg.dra.domain.offers import CardOffers
 from pkg.dra.domain.slices import Layout
 from pkg.dra.publisher import PublishResult, SlicePublisher
 from pkg.framework.client import KubeClient
 from pkg.framework.reconcile.contract import Result
 from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG, PUBLISH, PublishReconciler
 
 NODE = "node-1"
@@ -94,6 +98,7 @@ class World:
     gpus: dict[str, PhysicalGPU] = field(default_factory=dict)
     cards: CardSpecs = field(default_factory=CardSpecs)
     clock: Clock = field(default_factory=Clock)
+    health: HealthTracker = field(default_factory=lambda: HealthTracker(quiet_period=0.0))
     reconciler: PublishReconciler = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +112,7 @@ class World:
             driver_type=DriverType.NVIDIA,
             resync_period=60.0,
             startup_grace=30.0,
+            taints=lambda address: device_taints(self.health.verdict(address)),
             clock=self.clock,
             rand=lambda low, high: 1.1,
         )
@@ -123,7 +129,7 @@ class World:
 def test_a_pass_publishes_the_offered_cards_with_the_node_as_owner() -> None:
     world = World()
     world.add(card(A30_FIRST, "a"))
-    world.add(card(A30_SECOND, "b", health="False"))
+    world.add(card(A30_SECOND, "b", driver_ready="False"))
     result = world.run()
     assert result == Result(requeue_after=timedelta(seconds=66.0))  # 60 s resync, jittered
     (name, cards, owner) = world.publisher.calls[0]
@@ -188,18 +194,18 @@ def test_cards_that_are_not_ready_are_not_waited_for() -> None:
 
 def test_a_card_not_offered_is_logged_once_per_reason(caplog: pytest.LogCaptureFixture) -> None:
     world = World()
-    world.add(card(A30_FIRST, "a", health="False"))
+    world.add(card(A30_FIRST, "a", driver_ready="False"))
     with caplog.at_level(logging.INFO, logger="pkg.gpuhandler.publishing.reconciler"):
         world.run()
         world.run()
         world.gpus["a"] = card(A30_FIRST, "a")
         world.run()
     messages = [r.getMessage() for r in caplog.records]
-    assert messages.count("card not offered: HardwareHealthy is False") == 1
+    assert len([m for m in messages if m.startswith("card not offered: not readable")]) == 1
     assert messages.count("card offered again") == 1
 
 
-def test_with_the_real_publisher_an_unchanged_node_writes_nothing_and_a_sick_card_goes() -> None:
+def test_with_the_real_publisher_a_sick_card_is_tainted_and_untainted_and_nothing_else_writes() -> None:
     server = _fake_slice_server().FakeSliceServer()
     publisher = SlicePublisher(kube=cast(KubeClient, server), reader=server, layout=Layout.SEPARATE)
     world = World(publisher=publisher)
@@ -210,10 +216,27 @@ def test_with_the_real_publisher_an_unchanged_node_writes_nothing_and_a_sick_car
     writes = len(server.writes)
     world.run()
     assert len(server.writes) == writes  # nothing changed: not even a no-op apply
-    world.gpus["b"] = card(A30_SECOND, "b", health="False")
+    world.health.record(
+        HealthEvent(
+            address=A30_SECOND, reason="Xid79GpuFallenOffBus", severity=Severity.FATAL, message="XID 79"
+        )
+    )
     world.run()
     assert set(server.generations().values()) == {2}
     devices = server.slices[f"gpu-{NODE}-devices-00"].spec.devices
-    assert devices
-    assert all(d.name.startswith("gpu-0000-3b-00-0") for d in devices)
+    assert {d.name.startswith("gpu-0000-d8-00-0") for d in devices} == {True, False}
+    for device in devices:
+        expected = (
+            [("gpu.deckhouse.io/unhealthy", "Xid79GpuFallenOffBus", "NoExecute")]
+            if device.name.startswith("gpu-0000-d8-00-0")
+            else []
+        )
+        assert [(t.key, t.value, t.effect) for t in device.taints or []] == expected
+    writes = len(server.writes)
+    world.run()
+    assert len(server.writes) == writes  # the taint's timeAdded is stable: no rewrite
+    world.health.probe(A30_SECOND, CardVerdict.true("Healthy"))  # quiet period 0: recovered
+    world.run()
+    assert set(server.generations().values()) == {3}
+    assert not any(d.taints for d in server.slices[f"gpu-{NODE}-devices-00"].spec.devices)
     assert all(rs.metadata.owner_references[0].uid == "node-uid" for rs in server.slices.values())

@@ -76,14 +76,11 @@ def test_a_card_without_mig_gets_no_mig_offers_even_where_allowed() -> None:
 @pytest.mark.parametrize(
     ("obj", "ready", "reason"),
     [
-        (healthy(name="a", health="False"), True, "HardwareHealthy is False"),
-        (healthy(name="a", health="Unknown"), True, "HardwareHealthy is Unknown"),
-        (healthy(name="a", health=None), True, "HardwareHealthy is Unknown"),
         (healthy(name="a", driver_ready="False"), True, "not readable: DriverReady is not True"),
         (healthy(name="a", driver_type=DriverType.VFIO), True, "not bound to the Nvidia driver"),
         (healthy(name="a"), False, "the enrichment has not read it since it became ready"),
     ],
-    ids=["sick", "health-unknown", "health-missing", "driver-not-ready", "vfio", "entry-not-ready"],
+    ids=["driver-not-ready", "vfio", "entry-not-ready"],
 )
 def test_cards_that_may_not_be_offered_are_withheld_with_the_reason(
     obj: PhysicalGPU, ready: bool, reason: str
@@ -92,6 +89,14 @@ def test_cards_that_may_not_be_offered_are_withheld_with_the_reason(
     selection = select_cards(entries={"a": described}, gpus={"a": obj}, allow_mig=True, **NVIDIA)
     assert selection.cards == ()
     assert reason in selection.withheld["a"]
+
+
+@pytest.mark.parametrize("health", ["False", "Unknown", None], ids=["sick", "unknown", "missing"])
+def test_health_never_withholds_a_card_its_taints_say_it(health: str | None) -> None:
+    obj = healthy(name="a", health=health)
+    selection = select_cards(entries={"a": entry(obj)}, gpus={"a": obj}, allow_mig=True, **NVIDIA)
+    assert [c.physical_gpu for c in selection.cards] == ["a"]
+    assert selection.withheld == {}
 
 
 def test_a_card_whose_object_is_gone_or_going_is_withheld() -> None:

@@ -14,6 +14,7 @@ from pkg.dra.domain.slices import Layout, UnsupportedServerError
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
+from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.publishing import PUBLISH, PUBLISH_CONTROLLER
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
@@ -27,7 +28,9 @@ def wired(mocker: Any, *, publish: bool) -> tuple[Manager, InformerFactory, GpuH
     settings = HandlerSettings(
         node_name="node-1", backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2", publish=publish
     )
-    container = GpuHandlerContainer(settings=settings, client=client, informers=informers)
+    container = GpuHandlerContainer(
+        settings=settings, client=client, informers=informers, recorder=mocker.Mock(spec=EventRecorderLogger)
+    )
     manager = Manager()
     setup_handler(manager, container)
     return manager, informers, container

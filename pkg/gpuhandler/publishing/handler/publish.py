@@ -1,5 +1,8 @@
 """Step 4: publish the selected cards' offers by server-side apply, with the Node as owner.
 
+An unhealthy card's offers carry its device taints (:mod:`pkg.gpuhandler.health.taints`): the card
+stays published, so a blip does not withdraw its offers and running claims keep their devices.
+
 The publisher writes nothing when nothing changed. Every pass comes back after the resync period
 (jittered), which bounds how long a missed event or a hand-edited slice stays wrong; an unchanged
 node costs one LIST of its slices.
@@ -14,7 +17,7 @@ from typing import Protocol
 
 from kubernetes.client import V1Node, V1OwnerReference
 
-from pkg.dra.domain.offers import CardOffers
+from pkg.dra.domain.offers import CardOffers, with_taints
 from pkg.dra.publisher import PublishResult
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Result
@@ -48,9 +51,10 @@ class PublishHandler:
     def handle(self, state: PublishState) -> Result | None:
         if state.node is None or state.selection is None:
             raise LookupError("the node and select steps run before publish")
-        result = self._publisher.publish(
-            state.node_name, build_card_offers(state.selection.cards), owner=node_owner(state.node)
-        )
+        offers = [
+            with_taints(o, state.taints(o.card.pci_address)) for o in build_card_offers(state.selection.cards)
+        ]
+        result = self._publisher.publish(state.node_name, offers, owner=node_owner(state.node))
         state.memory.published = True
         logger.debug(
             "publish pass done",

@@ -13,6 +13,7 @@ from kubernetes.client import (
     V1DeviceAttribute,
     V1DeviceCapacity,
     V1DeviceCounterConsumption,
+    V1DeviceTaint,
     V1ObjectMeta,
     V1ResourcePool,
     V1ResourceSlice,
@@ -29,7 +30,7 @@ from pkg.dra.domain.card import (
     card_from_physical_gpu,
 )
 from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice
-from pkg.dra.domain.offers import build_offers
+from pkg.dra.domain.offers import build_offers, with_taints
 
 POLICY = V1CapacityRequestPolicy(default="0")
 
@@ -104,6 +105,22 @@ def test_slice_device_limits_depend_on_counters() -> None:
     with pytest.raises(SliceLimitError, match="65 devices, at most 64") as err:
         validate_slice(rs("s", devices=consuming), inline=False)
     assert err.value.obj == "ResourceSlice s"
+    taint = V1DeviceTaint(key="gpu.deckhouse.io/unhealthy", value="Xid79", effect="NoExecute")
+    tainted = [*[device(f"d{i}") for i in range(64)], device("d64", taints=[taint])]
+    with pytest.raises(SliceLimitError, match="65 devices, at most 64"):  # taints count like counters
+        validate_slice(rs("s", devices=tainted), inline=False)
+
+
+def test_tainting_a_card_taints_every_offer_and_keeps_them_valid() -> None:
+    offers = build_offers(card("A30"))
+    taint = V1DeviceTaint(
+        key="gpu.deckhouse.io/unhealthy", value="Xid48DoubleBitEccError", effect="NoExecute"
+    )
+    tainted = with_taints(offers, [taint])
+    assert [o.name for o in tainted.offers] == [o.name for o in offers.offers]
+    assert all(o.device.taints == [taint] for o in tainted.offers)
+    assert all(not o.device.taints for o in offers.offers)  # the untainted offers are not changed
+    assert with_taints(offers, []) is offers
 
 
 def test_slice_counter_set_and_layout_limits() -> None:
