@@ -65,6 +65,7 @@ from api.gpu.v1alpha1.operatorconfig import (
     LoggingSettings,
     NodeAgentSettings,
     PullPolicy,
+    SimulatedHostsSettings,
     ValidatorSettings,
 )
 from api.gpu.v1alpha1.physicalgpu import (
@@ -147,6 +148,7 @@ __all__ = [
     "Selector",
     "Sharing",
     "SharingStrategy",
+    "SimulatedHostsSettings",
     "TimeSlicing",
     "TimeSlicingInterval",
     "ValidatorSettings",

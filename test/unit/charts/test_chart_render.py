@@ -1180,6 +1180,8 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
+        "simulatedHosts.dir": "/srv/nodes",
+        "simulatedHosts.pciIds": "/srv/nodes/pci.ids",
     }
     if path in special:
         return special[path]
@@ -1201,6 +1203,8 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     base: dict[str, Any] = {}
     if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
         base["controller.metrics.serviceMonitor.enabled"] = True
+    if path == "simulatedHosts.pciIds":  # used only with simulated hosts
+        base["simulatedHosts.dir"] = "/srv/nodes"
     api = (SERVICE_MONITOR_API,)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)
