@@ -70,6 +70,7 @@ UPDATE_ENV = "GPU_CP_UPDATE_GENERATED"
 RELEASE = "rel"
 NAMESPACE = "gpu-system"
 SERVICE_MONITOR_API = "monitoring.coreos.com/v1/ServiceMonitor"
+PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
 KEEP_ANNOTATION = "helm.sh/resource-policy"
 HELM_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
@@ -205,7 +206,12 @@ def template_text(
     release: str = RELEASE,
     namespace: str = NAMESPACE,
 ) -> str:
-    args = ["template", release, str(CHART), "--namespace", namespace, *set_flags(values or {})]
+    values = dict(values or {})
+    if not any(path.startswith("metricsProxy") for path in values):
+        # These tests pin each component's own endpoint; the default, kube-rbac-proxy in front of
+        # it, is what test_chart_metrics_proxy.py pins.
+        values["metricsProxy.enabled"] = False
+    args = ["template", release, str(CHART), "--namespace", namespace, *set_flags(values)]
     for api in api_versions:
         args += ["--api-versions", api]
     for template in show_only:
@@ -256,7 +262,8 @@ def leader_election(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def container(docs: list[dict[str, Any]], component: str = "gpu-controller") -> dict[str, Any]:
-    (main,) = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
+    containers = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
+    (main,) = [c for c in containers if c["name"] == component]  # beside it: kube-rbac-proxy
     return dict(main)
 
 
@@ -1181,6 +1188,16 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
         "simulatedHosts.dir": "/srv/nodes",
+        "alerts.labels": {"release": "prometheus"},
+        "metricsProxy.pullPolicy": "Always",
+        "metricsProxy.resources.requests.cpu": "10m",
+        "metricsProxy.resources.requests.memory": "48Mi",
+        "metricsProxy.resources.limits.memory": "96Mi",
+        "alerts.window": "5m",
+        "alerts.driverNotReadyFor": "1h",
+        "alerts.allocationFailuresFor": "1h",
+        "alerts.publisherErrorsFor": "1h",
+        "alerts.componentDownFor": "1h",
         "simulatedHosts.pciIds": "/srv/nodes/pci.ids",
     }
     if path in special:
@@ -1205,7 +1222,11 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
         base["controller.metrics.serviceMonitor.enabled"] = True
     if path == "simulatedHosts.pciIds":  # used only with simulated hosts
         base["simulatedHosts.dir"] = "/srv/nodes"
-    api = (SERVICE_MONITOR_API,)
+    if path.startswith("metricsProxy."):  # the default (on), which the helper turns off
+        base["metricsProxy.enabled"] = True
+    if path.startswith("alerts.") and path != "alerts.enabled":
+        base["alerts.enabled"] = True
+    api = (SERVICE_MONITOR_API, PROMETHEUS_RULE_API)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)
     assert before != after, f"{path} is not used by any template"

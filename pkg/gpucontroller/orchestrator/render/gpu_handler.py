@@ -39,7 +39,7 @@ from kubernetes.client import (
 from api.gpu.v1alpha1 import SimulatedHostsSettings
 from api.gpu.v1alpha1.operatorconfig import KubeletPluginSettings
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
-from pkg.gpucontroller.orchestrator.render import simulation
+from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
     NVIDIA_RUNTIME_ENV,
     RenderContext,
@@ -97,6 +97,8 @@ def render(context: RenderContext) -> V1DaemonSet:
         _simulate(pod, hosts, plugin)
     if plugin.enabled:
         _serve_the_kubelet(pod, plugin, simulated=hosts is not None)
+    if context.spec.metrics_proxy is not None:
+        metrics_proxy.put_in_front(pod, context.spec.metrics_proxy)
     return daemon_set(context, Component.GPU_HANDLER, settings, pod=pod, rolling_update=SURGE)
 
 
@@ -116,7 +118,7 @@ def _simulate(pod: V1PodSpec, hosts: SimulatedHostsSettings, plugin: KubeletPlug
     node = simulation.node_folder(hosts)
     paths = {
         "--sysfs-root": f"{node}/host/root",
-        "--kubelet-root": f"{node}/kubelet",
+        "--kubelet-root": f"{node}/kubelet/root",
         "--cdi-dir": f"{node}/cdi",
         "--mps-root": f"{node}/mps",
         "--dev-root": f"{node}/host/dev",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from kubernetes.client import V1DaemonSet, V1PodSpec, V1VolumeMount
 
 from pkg.gpucontroller.names import Component
-from pkg.gpucontroller.orchestrator.render import simulation
+from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
     RenderContext,
     daemon_set,
@@ -64,6 +64,8 @@ def render(context: RenderContext) -> V1DaemonSet:
     )
     if context.spec.simulated_hosts is not None:
         _simulate(pod, context)
+    if context.spec.metrics_proxy is not None:
+        metrics_proxy.put_in_front(pod, context.spec.metrics_proxy)
     if settings.udev:
         pod.host_network = True
         pod.dns_policy = "ClusterFirstWithHostNet"

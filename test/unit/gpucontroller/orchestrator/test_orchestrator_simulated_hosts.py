@@ -25,7 +25,7 @@ def test_the_handler_reads_and_serves_its_nodes_simulated_host() -> None:
     [handler] = pod.containers
     flags = dict(a.split("=", 1) for a in handler.args)
     assert flags["--sysfs-root"] == f"{NODE}/host/root"
-    assert flags["--kubelet-root"] == f"{NODE}/kubelet"
+    assert flags["--kubelet-root"] == f"{NODE}/kubelet/root"
     assert flags["--cdi-dir"] == f"{NODE}/cdi"
     assert flags["--mps-root"] == f"{NODE}/mps"
     assert flags["--dev-root"] == f"{NODE}/host/dev"
