@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rbac_audit
 import yaml
 from gpu_nodes import Seen, cdi_specs, gpu_instances, gpu_pod
 
@@ -85,6 +86,7 @@ def plane(work_dir: Path, node_pool: Any) -> Iterator[ControlPlane]:
             bin_dir=default_bin_dir(),
             work_dir=work_dir / "chart-cluster",
             controllers=CONTROLLERS + NODE_CONTROLLERS,
+            audit=True,  # what each component calls, for the RBAC audit
         )
     )
     control_plane.start()
@@ -375,6 +377,32 @@ def test_upgrade_rolls_the_handler_without_a_failed_prepare(
     # The old Pod's plugin sockets went with it: one registration socket of our driver remains.
     registry = node.kubelet.paths.root / "plugins_registry"
     assert len([p for p in registry.iterdir() if "gpu.deckhouse.io" in p.name]) == 1, list(registry.iterdir())
+
+
+# Granted, and called only on paths this run does not take; each with the path that calls it.
+CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {}
+
+
+def test_rbac_grants_exactly_what_the_components_call(plane: ControlPlane) -> None:
+    """Every call the components made in this run (the API server's audit log: install, GPU Pods,
+    metrics, upgrade) is granted, and every permission the chart grants was called, or is in
+    CALLED_ELSEWHERE with the path that calls it."""
+    manifest = [d for d in yaml.safe_load_all(helm(plane, "get", "manifest", RELEASE, "-n", NAMESPACE)) if d]
+    granted = rbac_audit.grants(manifest, NAMESPACE)
+    used = rbac_audit.calls(plane.audit_log, NAMESPACE)
+    report = {}
+    for account in sorted(set(granted) | set(used)):
+        have, need = granted.get(account, set()), used.get(account, set())
+        report[account] = {
+            "called": rbac_audit.describe(need),
+            "missing": rbac_audit.describe(need - have),
+            "unused": rbac_audit.describe(have - need - set(CALLED_ELSEWHERE.get(account, {}))),
+        }
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "rbac-audit.json").write_text(json.dumps(report, indent=2))
+    assert {a: r["missing"] for a, r in report.items() if r["missing"]} == {}, "called but not granted"
+    assert {a: r["unused"] for a, r in report.items() if r["unused"]} == {}, "granted but never called"
 
 
 def test_uninstall_leaves_nothing_behind(plane: ControlPlane, node: RealNode, kube: KubeClient) -> None:
