@@ -53,16 +53,9 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
     manifest = []
     members: dict[str, bytes] = {f"{layer_digest}/layer.tar": layer}
     for reference, run in images.items():
-        config = json.dumps(
-            {
-                "architecture": "amd64",
-                "os": "linux",
-                "config": {"Env": [_PATH_ENV], "WorkingDir": "/", **run},
-                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-                "history": [{"created_by": f"gpu-control-plane devcluster from {busybox}"}],
-            },
-            sort_keys=True,
-        ).encode()
+        config = image_config(
+            layer_digest, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=str(busybox)
+        )
         config_name = f"{hashlib.sha256(config).hexdigest()}.json"
         members[config_name] = config
         manifest.append(
@@ -74,6 +67,20 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
         for name, data in members.items():
             _add_file(archive, name, data)
     return ImageArchive(path=target, references=tuple(images))
+
+
+def image_config(layer_digest: str, run: dict[str, object], *, source: str) -> bytes:
+    """The configuration of a one-layer amd64 image (what ``config`` of an image manifest names)."""
+    return json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": run,
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+            "history": [{"created_by": f"gpu-control-plane devcluster from {source}"}],
+        },
+        sort_keys=True,
+    ).encode()
 
 
 def _busybox_layer(busybox: Path) -> bytes:
@@ -146,16 +153,7 @@ def _single_layer_archive(
     target: Path, *, reference: str, layer: bytes, run: dict[str, object], source: str
 ) -> ImageArchive:
     layer_digest = hashlib.sha256(layer).hexdigest()
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Env": [_PATH_ENV], "WorkingDir": "/", **run},
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-            "history": [{"created_by": f"gpu-control-plane devcluster from {source}"}],
-        },
-        sort_keys=True,
-    ).encode()
+    config = image_config(layer_digest, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=source)
     config_name = f"{hashlib.sha256(config).hexdigest()}.json"
     manifest = [{"Config": config_name, "RepoTags": [reference], "Layers": [f"{layer_digest}/layer.tar"]}]
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pkg.devcluster.images import REGISTRY, ImageArchive
+from pkg.devcluster.images import REGISTRY, ImageArchive, image_config
 
 log = logging.getLogger(__name__)
 
@@ -195,16 +195,11 @@ def _write_archive(target: Path, layer: Path, tags: Sequence[str]) -> ImageArchi
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     layer_digest = digest.hexdigest()
-    config = json.dumps(
-        {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Env": list(IMAGE_ENV), "User": IMAGE_USER, "WorkingDir": "/"},
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-            "history": [{"created_by": "gpu-control-plane hack/image/assemble.sh (debootstrap + PyPI)"}],
-        },
-        sort_keys=True,
-    ).encode()
+    config = image_config(
+        layer_digest,
+        {"Env": list(IMAGE_ENV), "User": IMAGE_USER, "WorkingDir": "/"},
+        source="hack/image/assemble.sh (debootstrap + PyPI)",
+    )
     config_name = f"{hashlib.sha256(config).hexdigest()}.json"
     layer_name = f"{layer_digest}/layer.tar"
     manifest = json.dumps([{"Config": config_name, "RepoTags": list(tags), "Layers": [layer_name]}]).encode()
