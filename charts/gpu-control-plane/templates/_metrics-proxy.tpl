@@ -3,7 +3,9 @@ kube-rbac-proxy in front of every component's /metrics (spec §11.4; values metr
 component listens on loopback only; the proxy serves HTTPS on metricsProxy.port (a self-signed
 certificate it makes at start) and lets /metrics through for a bearer token allowed to get the
 /metrics non-resource URL (ClusterRole <fullname>-metrics-reader, templates/metrics-proxy-rbac.yaml).
-/healthz and /readyz pass without a token, for the kubelet's probes. The node components get the same
+Any other path is checked as the non-resource URL it names (which that role does not grant);
+/healthz and /readyz pass without a token, for the kubelet's probes (--ignore-paths, which
+kube-rbac-proxy does not combine with --allow-paths). The node components get the same
 sidecar from gpu-controller (metricsProxy of the configuration document).
 */}}
 
@@ -30,7 +32,6 @@ sidecar from gpu-controller (metricsProxy of the configuration document).
   args:
     - --secure-listen-address=0.0.0.0:{{ $p.port }}
     - --upstream=http://127.0.0.1:{{ .port }}/
-    - --allow-paths=/metrics
     - --ignore-paths=/healthz,/readyz
   ports:
     - name: https-metrics

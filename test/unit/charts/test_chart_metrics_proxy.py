@@ -51,7 +51,6 @@ def test_every_component_serves_metrics_only_through_the_proxy(helm: Path) -> No
         assert proxy["args"] == [
             "--secure-listen-address=0.0.0.0:8443",
             f"--upstream=http://127.0.0.1:{port}/",
-            "--allow-paths=/metrics",
             "--ignore-paths=/healthz,/readyz",
         ], component
         assert proxy["ports"] == [{"name": "https-metrics", "containerPort": 8443, "protocol": "TCP"}]

@@ -5,7 +5,8 @@ The component's endpoint moves to loopback (``--metrics-bind-address=127.0.0.1:<
 containers of its own Pod reach it; the proxy, a second container, serves HTTPS on the proxy port
 (a self-signed certificate it makes at start) and lets ``/metrics`` through only for a bearer token
 allowed to ``get`` the ``/metrics`` non-resource URL (the chart's ``<release>-metrics-reader``
-ClusterRole). It checks tokens with TokenReviews and SubjectAccessReviews, which the component's
+ClusterRole; any other path is checked as the non-resource URL it names, which that role does not
+grant). It checks tokens with TokenReviews and SubjectAccessReviews, which the component's
 ServiceAccount is granted. ``/healthz`` and ``/readyz`` pass without a token, so the kubelet's
 probes (now HTTPS, through the proxy) keep working.
 """
@@ -44,7 +45,6 @@ def put_in_front(pod: V1PodSpec, proxy: MetricsProxySettings) -> None:
         args=[
             f"--secure-listen-address=0.0.0.0:{proxy.port}",
             f"--upstream=http://127.0.0.1:{port}/",
-            "--allow-paths=/metrics",
             f"--ignore-paths={PROBE_PATHS}",
         ],
         ports=[V1ContainerPort(name=PORT_NAME, container_port=proxy.port, protocol="TCP")],
