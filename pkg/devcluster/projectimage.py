@@ -53,6 +53,8 @@ IMAGE_ENV = (
 IMAGE_USER = "65532:65532"
 # Bump when the way roots or layers are made changes, so cached archives are not reused.
 RECIPE_REVISION = "1"
+# Layers kept in the cache (each ~360 MiB): every source change makes a new one.
+KEEP_LAYERS = 3
 # Never part of an image layer: the runtime supplies them.
 _RUNTIME_DIRS = ("dev", "proc", "sys", "run")
 
@@ -112,7 +114,18 @@ def _build_layer(source: Path, wheels: Path, work: Path, cache: Path, layer: Pat
     partial = layer.with_suffix(".partial")
     _write_layer(final_root, partial)
     partial.replace(layer)  # only a complete layer ever carries the final name
+    _prune(cache, keep=layer)
     log.info("built the image layer %s (%d MB)", layer.name, layer.stat().st_size >> 20)
+
+
+def _prune(cache: Path, *, keep: Path) -> None:
+    """Deletes all but the newest :data:`KEEP_LAYERS` layers (``keep`` always stays)."""
+    layers = sorted(
+        cache.glob("gpu-control-plane-*.layer.tar"), key=lambda p: p.stat().st_mtime, reverse=True
+    )
+    for old in layers[KEEP_LAYERS:]:
+        if old != keep:
+            old.unlink(missing_ok=True)
 
 
 def _debian_root(packages: list[str], cache: Path) -> Path:
