@@ -105,7 +105,8 @@ def node(
         plane=plane,
         index=NODE_INDEX,
         images=images,
-        work_dir=work_dir / "chart-nodes",
+        # Short: socket paths under the kubelet's root are limited to 105 bytes.
+        work_dir=work_dir / "cn",
     )
     network = real.containerd.network
     route = ApiServerRoute(bridge=network.bridge, subnet=network.subnet, apiserver_port=plane.apiserver_port)

@@ -14,9 +14,12 @@ sidecar from gpu-controller (metricsProxy of the configuration document).
 {{- if .root.Values.metricsProxy.enabled }}127.0.0.1:{{ .port }}{{ else }}:{{ .port }}{{ end }}
 {{- end }}
 
-{{/* The port the probes and the Service use: the proxy's, or the component's own. */}}
-{{- define "gpu-control-plane.metricsProxy.portName" -}}
-{{- if .Values.metricsProxy.enabled }}https-metrics{{ else }}metrics{{ end }}
+{{/*
+The port the probes use: the proxy's by number (a probe may name only its own container's ports, and
+the proxy's is the sidecar's), or the component's own by name.
+*/}}
+{{- define "gpu-control-plane.metricsProxy.probePort" -}}
+{{- if .Values.metricsProxy.enabled }}{{ .Values.metricsProxy.port }}{{ else }}metrics{{ end }}
 {{- end }}
 
 {{- define "gpu-control-plane.metricsProxy.image" -}}

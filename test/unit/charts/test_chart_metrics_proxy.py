@@ -60,7 +60,7 @@ def test_every_component_serves_metrics_only_through_the_proxy(helm: Path) -> No
         assert security["readOnlyRootFilesystem"]
         assert not security["allowPrivilegeEscalation"]
         for probe in ("livenessProbe", "readinessProbe"):
-            assert main[probe]["httpGet"]["port"] == "https-metrics", (component, probe)
+            assert main[probe]["httpGet"]["port"] == 8443, (component, probe)  # the sidecar's
             assert main[probe]["httpGet"]["scheme"] == "HTTPS", (component, probe)
 
 

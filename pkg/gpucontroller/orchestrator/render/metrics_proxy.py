@@ -34,7 +34,8 @@ def put_in_front(pod: V1PodSpec, proxy: MetricsProxySettings) -> None:
     main.ports = None
     for probe in (main.liveness_probe, main.readiness_probe):
         if probe is not None and probe.http_get is not None:
-            probe.http_get = V1HTTPGetAction(path=probe.http_get.path, port=PORT_NAME, scheme="HTTPS")
+            # By number: a probe may name only its own container's ports, and this is the sidecar's.
+            probe.http_get = V1HTTPGetAction(path=probe.http_get.path, port=proxy.port, scheme="HTTPS")
     # Non-root even where the Pod runs as root (gpu-handler's kubelet plugin).
     security = restricted_container()
     security.run_as_user = security.run_as_group = NON_ROOT_USER
