@@ -2,8 +2,9 @@
 against what the chart grants it (the release's Roles, ClusterRoles and their bindings).
 
 A permission is (API group, resource[/subresource], verb). ``watch`` is its own verb in the audit
-log, as in RBAC. Resource names in rules are not compared: the chart narrows some rules to names
-(leases) and the calls always name those.
+log, as in RBAC; a server-side apply that creates its object is logged as ``patch`` (201) but the
+API server authorizes it for ``create`` too, so it counts as both. Resource names in rules are not
+compared: the chart narrows some rules to names (leases) and the calls always name those.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def calls(audit_log: Path, namespace: str) -> dict[str, set[Permission]]:
         resource = ref.get("resource", "")
         if ref.get("subresource"):
             resource += "/" + ref["subresource"]
-        used[user.removeprefix(prefix)].add((ref.get("apiGroup", ""), resource, event["verb"]))
+        account, group = user.removeprefix(prefix), ref.get("apiGroup", "")
+        used[account].add((group, resource, event["verb"]))
+        # A server-side apply that created the object (201) was authorized for create as well.
+        if event["verb"] == "patch" and event.get("responseStatus", {}).get("code") == 201:
+            used[account].add((group, resource, "create"))
     return dict(used)
 
 
