@@ -13,10 +13,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from pkg.app.options import add_manager_flags, manager_options
+from pkg.app.options import add_manager_flags, manager_options, parse_duration
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.dra.explain import cli as explain_cli
-from pkg.dracontroller.setup import ResourceClaimContainer, setup_controller
+from pkg.dracontroller.setup import (
+    DEFAULT_ACCOUNTING_PERIOD,
+    DEFAULT_LEDGER,
+    ResourceClaimContainer,
+    setup_controller,
+)
 from pkg.framework.manager.manager import Manager
 
 COMPONENT = "gpu-dra-controller"
@@ -31,6 +36,17 @@ def parser() -> argparse.ArgumentParser:
         epilog=f"subcommand: {COMPONENT} {EXPLAIN} <namespace>/<claim> [--bundle FILE] (see {EXPLAIN} -h)",
     )
     add_manager_flags(p, default_lease="gpu-dra-controller-leader")
+    p.add_argument(
+        "--allocation-ledger",
+        default=DEFAULT_LEDGER,
+        help="ConfigMap (in the Lease's namespace) that keeps device-seconds across restarts",
+    )
+    p.add_argument(
+        "--accounting-period",
+        type=parse_duration,
+        default=DEFAULT_ACCOUNTING_PERIOD,
+        help="how often held allocations are charged and the ledger written (seconds or 10s/1m)",
+    )
     return p
 
 
@@ -38,13 +54,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == [EXPLAIN]:
         return explain_cli.run(args[1:])
-    options = manager_options(parser().parse_args(args))
+    parsed = parser().parse_args(args)
+    options = manager_options(parsed)
 
     def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
         container = ResourceClaimContainer(
             client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
         )
         container.config.workers.from_value(options.workers)
+        container.config.accounting.from_dict(
+            {
+                "namespace": options.leader_election_namespace,
+                "ledger": parsed.allocation_ledger,
+                "period": parsed.accounting_period,
+            }
+        )
         setup_controller(manager, container)
         return runtime.recorder().stop
 

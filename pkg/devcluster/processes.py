@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,3 +105,11 @@ def wait_until(
         pause = min(pause * 2, 1.0)
     detail = f"\n{process.tail()}" if process is not None else ""
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+
+
+def ready(port: int) -> bool:
+    """Whether a component on this machine answers ``/readyz`` on ``port`` with 200."""
+    try:
+        return bool(urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200)
+    except OSError:
+        return False

@@ -29,6 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import METRICS, NAMESPACE
+from pkg.dracontroller.accounting.devices import device_index, request_classes
 
 FAILURE_REASONS = ("unschedulable", "pool-not-ready", "search-limit", "invalid", "conflict")
 
@@ -92,7 +93,7 @@ class AllocationCollector(Collector):
             allocation = claim.status.allocation if claim.status is not None else None
             if allocation is None or allocation.devices is None:
                 continue
-            classes = _request_classes(claim)
+            classes = request_classes(claim)
             for result in allocation.devices.results or ():
                 if result.driver != self._driver:
                     continue
@@ -108,31 +109,8 @@ class AllocationCollector(Collector):
 
     def _device_info(self) -> dict[tuple[str, str], tuple[str, str]]:
         """(pool, device) -> (deviceType, node) for every device of our driver."""
-        info: dict[tuple[str, str], tuple[str, str]] = {}
-        qualified = f"{self._driver}/deviceType"
-        for rs in self._slices():
-            spec = rs.spec
-            if spec is None or spec.driver != self._driver:
-                continue
-            for device in spec.devices or ():
-                attributes = device.attributes or {}
-                attr = attributes.get(qualified) or attributes.get("deviceType")
-                device_type = (attr.string if attr is not None else None) or ""
-                node = device.node_name or spec.node_name or ""
-                info[(spec.pool.name, device.name)] = (device_type, node)
-        return info
-
-
-def _request_classes(claim: Any) -> dict[str, str]:
-    """Result request name (``req`` or ``req/sub``) -> device class name."""
-    devices = claim.spec.devices if claim.spec is not None else None
-    classes: dict[str, str] = {}
-    for request in (devices.requests if devices is not None else None) or ():
-        if request.exactly is not None:
-            classes[request.name] = request.exactly.device_class_name or ""
-        for sub in request.first_available or ():
-            classes[f"{request.name}/{sub.name}"] = sub.device_class_name or ""
-    return classes
+        index = device_index(slices=self._slices(), physical_gpus=(), driver=self._driver)
+        return {key: (facts.device_type, facts.node) for key, facts in index.items()}
 
 
 __all__ = [

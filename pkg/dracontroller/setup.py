@@ -15,17 +15,24 @@ claims and Pods wake it sooner), with a process-wide bucket of 10 retries per se
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from dependency_injector import containers, providers
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Namespace, V1Pod, V1ResourceSlice
 
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator import Allocator
 from pkg.dra.allocator.pools import PoolCache
+from pkg.dracontroller.accounting.accountant import Accountant
+from pkg.dracontroller.accounting.collector import AccountingCollector
+from pkg.dracontroller.accounting.devices import HeldDevice, device_index, held_devices
+from pkg.dracontroller.accounting.events import AllocationEvents
+from pkg.dracontroller.accounting.store import LedgerStore
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
-from pkg.dracontroller.internal.names import CONTROLLER_NAME
+from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
 from pkg.dracontroller.internal.service import (
     ClaimWriter,
     Decisions,
@@ -61,6 +68,8 @@ from pkg.framework.workqueue.ratelimiter import (
 )
 
 DEFAULT_WORKERS = 2
+DEFAULT_LEDGER = "gpu-dra-allocation-ledger"
+DEFAULT_ACCOUNTING_PERIOD = 10.0
 
 
 def informer(
@@ -105,6 +114,59 @@ def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimState]])
     )
 
 
+class HeldDevices:
+    """The devices our claims hold, with the facts of the slice and PhysicalGPU caches."""
+
+    def __init__(
+        self,
+        *,
+        claims: SharedInformer[ResourceV1ResourceClaim],
+        slices: SharedInformer[V1ResourceSlice],
+        physical_gpus: SharedInformer[Any],
+    ) -> None:
+        self._claims, self._slices, self._gpus = claims, slices, physical_gpus
+
+    def of(self, claims: Iterable[ResourceV1ResourceClaim]) -> list[HeldDevice]:
+        index = device_index(
+            slices=self._slices.store.list(), physical_gpus=self._gpus.store.list(), driver=DRIVER
+        )
+        return [
+            device
+            for claim in claims
+            for device in held_devices(claim, index, driver=DRIVER, allocated_by_annotation=ALLOCATED_BY)
+        ]
+
+    def now(self) -> list[HeldDevice]:
+        return self.of(self._claims.store.list())
+
+    def synced(self) -> bool:
+        return all(i.has_synced() for i in (self._claims, self._slices, self._gpus))
+
+
+def new_accountant(
+    *,
+    held: HeldDevices,
+    client: KubeClient,
+    recorder: EventRecorderLogger,
+    claims: SharedInformer[ResourceV1ResourceClaim],
+    collector: AccountingCollector,
+    namespace: str | None,
+    ledger: str | None,
+    period: float | None,
+) -> Accountant:
+    accountant = Accountant(
+        claims=claims.store.list,
+        held=held.of,
+        synced=held.synced,
+        store=LedgerStore(client=client, namespace=namespace or "default", name=ledger or DEFAULT_LEDGER),
+        events=AllocationEvents(recorder=recorder),
+        collector=collector,
+        period=period or DEFAULT_ACCOUNTING_PERIOD,
+    )
+    claims.add_listener(accountant)
+    return accountant
+
+
 class ResourceClaimContainer(containers.DeclarativeContainer):
     config = providers.Configuration()
     client = providers.Dependency(instance_of=KubeClient)
@@ -118,6 +180,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     slice_informer = providers.Singleton(informer, informers=informers, kind=RESOURCE_SLICE)
     class_informer = providers.Singleton(informer, informers=informers, kind=DEVICE_CLASS)
     namespace_informer = providers.Singleton(informer, informers=informers, kind=NAMESPACE)
+    physical_gpu_informer = providers.Singleton(informer, informers=informers, kind=PHYSICAL_GPU)
 
     in_flight = providers.Singleton(InFlight)
     pool_cache = providers.Singleton(PoolCache)  # shared: the allocator and the collision check
@@ -147,9 +210,26 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
 
+    held_devices = providers.Singleton(
+        HeldDevices, claims=claim_informer, slices=slice_informer, physical_gpus=physical_gpu_informer
+    )
+    accounting_collector = providers.Singleton(AccountingCollector, held=held_devices.provided.now)
+    accountant = providers.Singleton(
+        new_accountant,
+        held=held_devices,
+        client=client,
+        recorder=recorder,
+        claims=claim_informer,
+        collector=accounting_collector,
+        namespace=config.accounting.namespace,
+        ledger=config.accounting.ledger,
+        period=config.accounting.period,
+    )
+
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
-    """Registers the controller, its watches and the allocations collector with ``manager``."""
+    """Registers the controller, its watches, the allocations collector and the accountant
+    (leader only; :mod:`pkg.dracontroller.accounting`) with ``manager``."""
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller = (
@@ -167,4 +247,6 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     manager.metrics.register(
         AllocationCollector(claims=claims.store.list, slices=slices.store.list, driver=DRIVER)
     )
+    manager.metrics.register(container.accounting_collector())
+    manager.add(container.accountant())
     return controller

@@ -48,6 +48,7 @@ from pkg.gpuhandler.internal.handler import (
 from pkg.gpuhandler.internal.service import KubeStatusWriter
 from pkg.gpuhandler.internal.state import EnrichmentState
 from pkg.gpuhandler.internal.watch import gpu_events
+from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
 from pkg.gpuhandler.publishing import setup_publishing
 from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
@@ -208,4 +209,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
     )
     preparation.slice_informer()  # registered before the manager starts the informers
     manager.add(PluginRunnable(preparation))
+    manager.metrics.register(
+        PreparedDevicesCollector(load=preparation.store().load, node=settings.plugin.node_name)
+    )
     return preparation

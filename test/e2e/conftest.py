@@ -12,7 +12,9 @@ Needs root (mknod, mounts, network namespaces, cgroups), overlayfs and the Debia
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +37,34 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
 PCI_IDS = ROOT / "test" / "fixtures" / "pci.ids"
 SAMPLE_CLASSES = ROOT / "config" / "samples" / "deviceclasses.yaml"
+_HOST_LOCK = pytest.StashKey[contextlib.ExitStack]()
+
+
+def _hold_host_lock(config: pytest.Config) -> None:
+    if _HOST_LOCK in config.stash:
+        return
+    hold = contextlib.ExitStack()
+    hold.enter_context(
+        exclusive_host(on_wait=lambda: print("waiting for another run's real nodes to stop", file=sys.stderr))
+    )
+    config.stash[_HOST_LOCK] = hold
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Takes the machine's real-node lock for the whole session, before any test's timeout runs.
+
+    Taken here rather than in a fixture, so the wait for another run's nodes (another checkout's
+    e2e tier, a demo) does not count against the first test's pytest-timeout. (pytest calls this
+    hook only when this folder is named on the command line; :func:`node_pool` takes the lock
+    otherwise.)
+    """
+    _hold_host_lock(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    hold = session.config.stash.get(_HOST_LOCK, None)
+    if hold is not None:
+        hold.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -105,11 +135,13 @@ class NodePool:
 
 
 @pytest.fixture(scope="session")
-def node_pool(control_plane: ControlPlane, images: ImageArchive, work_dir: Path) -> Iterator[NodePool]:
-    with exclusive_host(on_wait=lambda: print("waiting for another run's real nodes to stop")):
-        pool = NodePool(control_plane, images, work_dir)
-        yield pool
-        leftovers = pool.stop_all()
+def node_pool(
+    request: pytest.FixtureRequest, control_plane: ControlPlane, images: ImageArchive, work_dir: Path
+) -> Iterator[NodePool]:
+    _hold_host_lock(request.config)
+    pool = NodePool(control_plane, images, work_dir)
+    yield pool
+    leftovers = pool.stop_all()
     assert not leftovers, f"real nodes left things behind: {leftovers}"
 
 

@@ -10,7 +10,6 @@ every test publishes its own node with one A30 built by the real offer builder
 from __future__ import annotations
 
 import contextlib
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -31,7 +30,7 @@ from kubernetes.client import (
 )
 from process_helpers import eventually, running
 
-from pkg.devcluster.processes import free_port
+from pkg.devcluster.processes import free_port, ready
 from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.domain.offers import build_offers
 from pkg.dra.domain.slices import Layout, build_slices
@@ -113,15 +112,8 @@ def controller(kube: KubeClient, kubeconfig: str, tmp_path_factory: pytest.TempP
         "--leader-election-id=gpu-dra-controller-test",
     ]
     with running("pkg.app.gpu_dra_controller", args, log_path=log):
-        eventually(lambda: _ready(port), timeout=60, what="gpu-dra-controller ready")
+        eventually(lambda: ready(port), timeout=60, what="gpu-dra-controller ready")
         yield port
-
-
-def _ready(port: int) -> bool:
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture

@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"
 LEASE_NAME = "gpu-controller-leader"
 DRA_LEASE_NAME = "gpu-dra-controller-leader"
+LEDGER_NAME = "gpu-dra-allocation-ledger"
 # No node has this label, so the Deployment's Pods are never bound to a node without a kubelet.
 UNSCHEDULABLE = {
     "controller.nodeSelector": {"gpu-control-plane.test/never": "true"},
@@ -155,6 +156,7 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
             f"deployment.apps/{prefix}",
             f"deployment.apps/{dra}",
             f"configmap/{release.name}-gpu-control-plane",
+            f"configmap/{release.name}-gpu-control-plane-dashboard",
             f"serviceaccount/{prefix}",
             f"serviceaccount/{dra}",
             f"serviceaccount/{agent}",
@@ -166,9 +168,11 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
             f"role.rbac.authorization.k8s.io/{prefix}-leader-election",
             f"role.rbac.authorization.k8s.io/{prefix}-node-components",
             f"role.rbac.authorization.k8s.io/{dra}-leader-election",
+            f"role.rbac.authorization.k8s.io/{dra}-allocation-ledger",
             f"rolebinding.rbac.authorization.k8s.io/{prefix}-leader-election",
             f"rolebinding.rbac.authorization.k8s.io/{prefix}-node-components",
             f"rolebinding.rbac.authorization.k8s.io/{dra}-leader-election",
+            f"rolebinding.rbac.authorization.k8s.io/{dra}-allocation-ledger",
         ]
     )
     cluster = control_plane.kubectl(
@@ -388,6 +392,11 @@ DRA_NEEDED = [
     ("create", "leases.coordination.k8s.io", ("-n", "{ns}")),
     ("get", f"leases.coordination.k8s.io/{DRA_LEASE_NAME}", ("-n", "{ns}")),
     ("update", f"leases.coordination.k8s.io/{DRA_LEASE_NAME}", ("-n", "{ns}")),
+    # The allocation accountant: PhysicalGPU names, its ledger ConfigMap.
+    *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
+    ("create", "configmaps", ("-n", "{ns}")),
+    ("get", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
+    ("update", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
 ]
 
 DRA_FORBIDDEN = [
@@ -411,6 +420,10 @@ DRA_FORBIDDEN = [
     ("update", "secrets", ("-n", "{ns}")),
     ("list", "secrets", ("--all-namespaces",)),
     ("list", "events.events.k8s.io", ("-n", "{ns}")),
+    # ConfigMaps: only its ledger, never deleted, never another one.
+    ("update", "configmaps/gpu-control-plane", ("-n", "{ns}")),
+    ("delete", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
+    ("list", "configmaps", ("-n", "{ns}")),
     # Leases: only its own, only in its own namespace; not gpu-controller's.
     ("create", "leases.coordination.k8s.io", ("-n", "default")),
     ("get", f"leases.coordination.k8s.io/{LEASE_NAME}", ("-n", "{ns}")),
@@ -459,6 +472,11 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
         ("coordination.k8s.io", "leases", "create", "<any>"),
         ("coordination.k8s.io", "leases", "get", DRA_LEASE_NAME),
         ("coordination.k8s.io", "leases", "update", DRA_LEASE_NAME),
+        ("gpu.deckhouse.io", "physicalgpus", "list", "<any>"),
+        ("gpu.deckhouse.io", "physicalgpus", "watch", "<any>"),
+        ("", "configmaps", "create", "<any>"),
+        ("", "configmaps", "get", LEDGER_NAME),
+        ("", "configmaps", "update", LEDGER_NAME),
     }
 
 

@@ -98,6 +98,11 @@ binary's default (--leader-election-id), so config/rbac works for a Deployment t
 gpu-dra-controller-leader
 {{- end }}
 
+{{/* The ConfigMap of the allocation ledger (device-seconds across restarts), in the release namespace. */}}
+{{- define "gpu-control-plane.draController.ledgerName" -}}
+gpu-dra-allocation-ledger
+{{- end }}
+
 {{/* Leader election is on when more than one replica runs (see draController.replicas). */}}
 {{- define "gpu-control-plane.draController.leaderElect" -}}
 {{- if gt (int .Values.draController.replicas) 1 }}true{{ else }}false{{ end }}

@@ -2,7 +2,8 @@
 
 For each claim of a call: take the node lock (bounded wait), run the claim's pipeline, release the
 lock; then count, time and report. A failure becomes that claim's error for the kubelet (which
-retries with backoff), a ``Warning`` event on the claim, and a ``gpu_dra_prepare_failures_total``
+retries with backoff), a ``Warning`` event on the claim and on the PhysicalGPU of each card it was
+for, and a ``gpu_dra_prepare_failures_total``
 sample; the other claims of the call are unaffected. Cards whose mode changed are announced
 (:class:`~pkg.gpuhandler.preparation.services.CardChanges`) after the lock is released, and the
 health board is refreshed from the checkpoint, so the kubelet's health stream lists exactly the
@@ -66,6 +67,8 @@ class GpuDriver(Driver):
             )
             metrics.prepare_failures.labels(reason=reason, deviceType=device_type, vendor=self._vendor).inc()
             self._events.warning(claim, reason="PrepareFailed", message=message)
+            for card in sorted({d.card for d in ctx.plan.devices} if ctx.plan else ()):
+                self._events.card_warning(card, reason="PrepareFailed", message=message)
             outcomes[claim.uid] = PrepareOutcome.failed(message)
         return outcomes
 

@@ -6,7 +6,8 @@
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
 * :class:`CheckpointStore` — the node's checkpoint, bound to this boot;
-* :class:`ClaimEvents` — Kubernetes Events on the claim;
+* :class:`ClaimEvents` — Kubernetes Events on the claim (and, for a failed prepare, on the
+  PhysicalGPU of each card it was for, so ``kubectl describe physicalgpu`` shows it too);
 * :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
   the offers published from it) follow without waiting for the next periodic pass.
 """
@@ -19,6 +20,8 @@ from typing import Protocol
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1ResourceSlice
 
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
@@ -94,10 +97,21 @@ class ClaimEvents(Protocol):
 
     def normal(self, claim: ClaimRef, *, reason: str, message: str) -> None: ...
 
+    def card_warning(self, card: str, *, reason: str, message: str) -> None:
+        """A Warning on the PhysicalGPU of this node at PCI address ``card`` (none if unknown)."""
+        ...
+
 
 class RecorderClaimEvents:
-    def __init__(self, recorder: EventRecorderLogger) -> None:
+    def __init__(self, recorder: EventRecorderLogger, gpus: Callable[[], list[PhysicalGPU]] = list) -> None:
         self._recorder = recorder
+        self._gpus = gpus  # this node's PhysicalGPUs (the informer's store)
+
+    def card_warning(self, card: str, *, reason: str, message: str) -> None:
+        for gpu in self._gpus():
+            status = gpu.status
+            if status is not None and status.pci_info is not None and status.pci_info.address == card:
+                self._recorder.event(gpu, type_="Warning", reason=reason, message=message, kind=PHYSICAL_GPU)
 
     def warning(self, claim: ClaimRef, *, reason: str, message: str) -> None:
         self._record(claim, "Warning", reason, message)

@@ -180,7 +180,9 @@ class PreparationContainer(containers.DeclarativeContainer):
     cdi = providers.Singleton(CdiSpecs, folder=settings.provided.cdi_dir)
     sharing = providers.Singleton(CardSharing, preparer=preparer, mps_root=settings.provided.mps_root)
     watchdog = providers.Singleton(MpsWatchdog, sharing=sharing, preparer=preparer)
-    events = providers.Singleton(RecorderClaimEvents, recorder=recorder)
+    events = providers.Singleton(
+        RecorderClaimEvents, recorder=recorder, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
+    )
     board = providers.Singleton(HealthBoard)
     health = providers.Singleton(
         HealthFeed, board=board, store=store, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,13 +40,19 @@ def rule_groups(helm: Path) -> dict[str, object]:
     """The rule's spec for release "gpucp" (the name the promtool test's series carry)."""
     text = template_text(helm, {"alerts.enabled": True}, api_versions=(PROMETHEUS_RULE_API,), release="gpucp")
     docs = [doc for doc in yaml.safe_load_all(text) if doc]
-    [rule] = find(docs, "PrometheusRule")
+    # Beside it, with monitoring.recordingRules (on by default): the recording rules' own.
+    [rule] = alert_rules(docs)
     return dict(rule["spec"])
 
 
+def alert_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The alerts' PrometheusRule (the recording rules have one of their own: monitoring.*)."""
+    return [d for d in find(docs, "PrometheusRule") if d["metadata"]["name"].endswith("-alerts")]
+
+
 def test_the_rule_is_rendered_only_where_prometheus_rules_are_served(helm: Path) -> None:
-    assert not find(render(helm, {"alerts.enabled": True}), "PrometheusRule")
-    assert not find(render(helm, {}, api_versions=(PROMETHEUS_RULE_API,)), "PrometheusRule")
+    assert not alert_rules(render(helm, {"alerts.enabled": True}))
+    assert not alert_rules(render(helm, {}, api_versions=(PROMETHEUS_RULE_API,)))
     names = {r["alert"] for g in rule_groups(helm)["groups"] for r in g["rules"]}  # type: ignore[attr-defined]
     assert names == ALERTS
 

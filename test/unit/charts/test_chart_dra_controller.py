@@ -63,6 +63,8 @@ DRA_CONTROLLER_PERMISSIONS = frozenset(
             for verb in ("list", "watch")
         ),
         *(("", resource, verb) for resource in ("pods", "namespaces") for verb in ("list", "watch")),
+        ("gpu.deckhouse.io", "physicalgpus", "list"),
+        ("gpu.deckhouse.io", "physicalgpus", "watch"),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
     }
@@ -101,8 +103,26 @@ def test_no_wildcards(docs: list[dict[str, Any]]) -> None:
         assert "aggregationRule" not in role
 
 
+def lease_roles(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in find(docs, kind) if d["metadata"]["name"].endswith("-leader-election")]
+
+
+def test_ledger_role_is_its_own_configmap_in_the_release_namespace(helm: Path) -> None:
+    for replicas in (1, 2):  # the ledger is written with or without leader election
+        docs = of(render(helm, {"draController.replicas": replicas}), COMPONENT)
+        [role] = [d for d in find(docs, "Role") if d["metadata"]["name"].endswith("-allocation-ledger")]
+        assert role["metadata"]["namespace"] == NAMESPACE
+        assert sorted(
+            (r["resources"], sorted(r["verbs"]), r.get("resourceNames")) for r in role["rules"]
+        ) == [
+            (["configmaps"], ["create"], None),
+            (["configmaps"], ["get", "update"], ["gpu-dra-allocation-ledger"]),
+        ]
+        assert flag(docs, "allocation-ledger", COMPONENT) == "gpu-dra-allocation-ledger"
+
+
 def test_lease_role_is_its_own_lease_in_the_release_namespace(docs: list[dict[str, Any]]) -> None:
-    role = one(docs, "Role")
+    [role] = lease_roles(docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert flag(docs, "leader-election-id", COMPONENT) == LEASE
     rules = sorted(
@@ -122,13 +142,22 @@ def test_bindings_bind_the_roles_to_the_deployment_service_account(docs: list[di
     assert account == f"rel-gpu-control-plane-{COMPONENT}"
     assert pod(docs)["serviceAccountName"] == account
     subject = {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
-    for kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = one(docs, kind)
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [subject]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": one(docs, "ClusterRole")["metadata"]["name"],
+    }
+    roles = sorted(role["metadata"]["name"] for role in find(docs, "Role"))
+    bindings = sorted(find(docs, "RoleBinding"), key=lambda b: b["metadata"]["name"])
+    assert [b["metadata"]["name"] for b in bindings] == roles  # each Role bound by its namesake
+    for binding in bindings:
         assert binding["subjects"] == [subject]
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
-            "kind": role_kind,
-            "name": one(docs, role_kind)["metadata"]["name"],
+            "kind": "Role",
+            "name": binding["metadata"]["name"],
         }
 
 
@@ -145,6 +174,8 @@ def test_plain_rbac_is_the_chart_rbac(helm: Path) -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "Role",
+        "Role",
+        "RoleBinding",
         "RoleBinding",
     ]
     for doc in plain:
@@ -169,7 +200,7 @@ def test_leader_election_follows_replicas(helm: Path, replicas: int, elect: bool
     docs = of(render(helm, {"draController.replicas": replicas}), COMPONENT)
     assert deployment(docs)["spec"]["replicas"] == replicas
     assert flag(docs, "leader-elect", COMPONENT) == str(elect).lower()
-    assert len(find(docs, "Role")) == len(find(docs, "RoleBinding")) == int(elect)
+    assert len(lease_roles(docs, "Role")) == len(lease_roles(docs, "RoleBinding")) == int(elect)
     assert len(find(docs, "PodDisruptionBudget")) == int(elect)
     strategy = deployment(docs)["spec"]["strategy"]
     if elect:
@@ -201,6 +232,8 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
         "--leader-elect=true",
         f"--leader-election-id={LEASE}",
         "--workers=2",
+        "--allocation-ledger=gpu-dra-allocation-ledger",
+        "--accounting-period=10s",
     ]
     assert env_of(docs, COMPONENT) == {
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},

@@ -337,6 +337,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRoleBinding", handler),
         ("ClusterRoleBinding", agent),
         ("ConfigMap", f"{RELEASE}-gpu-control-plane"),
+        ("ConfigMap", f"{RELEASE}-gpu-control-plane-dashboard"),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "physicalgpus.gpu.deckhouse.io"),
         ("Deployment", prefix),
@@ -345,9 +346,11 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("PodDisruptionBudget", dra),
         ("Role", f"{prefix}-leader-election"),
         ("Role", f"{prefix}-node-components"),
+        ("Role", f"{dra}-allocation-ledger"),
         ("Role", f"{dra}-leader-election"),
         ("RoleBinding", f"{prefix}-leader-election"),
         ("RoleBinding", f"{prefix}-node-components"),
+        ("RoleBinding", f"{dra}-allocation-ledger"),
         ("RoleBinding", f"{dra}-leader-election"),
         ("Service", f"{prefix}-metrics"),
         ("Service", f"{dra}-metrics"),
@@ -371,6 +374,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
                 "gpu-handler",
                 "node-admission-policy",
                 "node-components",
+                "monitoring",
             )
             name = doc["metadata"]["name"]
             assert name == f"{RELEASE}-gpu-control-plane" or name.startswith(f"{RELEASE}-gpu-control-plane-")
@@ -1199,6 +1203,7 @@ def mutate(path: str, value: Any) -> Any:
         "alerts.publisherErrorsFor": "1h",
         "alerts.componentDownFor": "1h",
         "simulatedHosts.pciIds": "/srv/nodes/pci.ids",
+        "monitoring.accountingPeriod": "30s",
     }
     if path in special:
         return special[path]

@@ -96,6 +96,9 @@ def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path) -> None:
     assert prepare_failures("DoubleAllocation") == before + 1
     n.events.warning.assert_called_once()
     assert n.events.warning.call_args.kwargs["reason"] == "PrepareFailed"
+    n.events.card_warning.assert_called_once()  # and on the card's PhysicalGPU
+    assert n.events.card_warning.call_args.args == (A30,)
+    assert n.events.card_warning.call_args.kwargs["reason"] == "PrepareFailed"
     assert _gpu_instances(n) == [(14, 1)]
     assert second.uid not in n.container.store().load().claims
 
