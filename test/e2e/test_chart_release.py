@@ -424,6 +424,7 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
             "configmaps/finalizers",
             "update",
         ): "blockOwnerDeletion where OwnerReferencesPermissionEnforcement runs",
+        ("events.k8s.io", "events", "patch"): "a repeated Event, patched into a series (not every run)",
     },
     "gpu-dra-controller": {
         ("resource.k8s.io", "resourceclaims", "patch"): "allocating a claim no Pod references (none here)",
