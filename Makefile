@@ -15,7 +15,7 @@ TOOLS := bash hack/tools/build.sh
 TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
-	lint typecheck test test-unit test-integration test-e2e demo bench clean
+	lint typecheck test test-unit test-integration test-e2e demo bench clean image image-archive
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,17 @@ tools-update: ## Move one tool to another version: make tools-update TOOL=kubern
 
 host-packages: ## Install the Debian packages real nodes need (runc, CNI plugins, busybox-static); root or sudo
 	bash hack/host-packages.sh
+
+IMAGE ?= gpu-control-plane:dev
+CONTAINER_TOOL ?= $(shell command -v podman || command -v docker || command -v buildah)
+CACHE_DIR = $${GPU_CP_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/gpu-control-plane}
+
+image: ## Build the image from the Containerfile where a registry is reachable (IMAGE=..., CONTAINER_TOOL=...)
+	@test -n "$(CONTAINER_TOOL)" || { echo "no podman, docker or buildah: use make image-archive" >&2; exit 1; }
+	$(CONTAINER_TOOL) build -f Containerfile -t $(IMAGE) .
+
+image-archive: $(STAMP) host-packages ## The same image without a registry (debootstrap + PyPI) as dist/gpu-control-plane-image.tar; root
+	$(BIN)/python hack/image_archive.py --cache-dir "$(CACHE_DIR)"
 
 deps-update: $(STAMP) ## Re-pin the Python dependencies (requirements/constraints.txt) to what pyproject allows now
 	bash hack/update-constraints.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages listed in hack/host-packages.txt when any is missing: runc and the
-# CNI plugins for the real test nodes, busybox-static for the images they run. Needs root (or
+# CNI plugins for the real test nodes, busybox-static for the images they run, debootstrap for the
+# project image (make image-archive, the e2e chart tests). Needs root (or
 # sudo); does nothing, quickly, when everything is installed at an accepted version.
 set -Eeuo pipefail
 cd "$(dirname "$0")"

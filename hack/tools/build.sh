@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd,
-# the CDI spec validator, promtool) from the modules committed beside this script, into a cache keyed by
-# what was built.
+# the CDI spec validator, promtool, kube-rbac-proxy) from the modules committed beside this script,
+# into a cache keyed by what was built.
 #
 # Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
 # `tool` lines name the commands to build. Builds run with -mod=readonly, so what builds is exactly
@@ -28,7 +28,7 @@
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus)
+ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy)
 CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
 # Changing how a tool is built (flags, tags) must change its cache key: bump this.
 RECIPE_REVISION=1
@@ -58,6 +58,7 @@ binaries() {
         echo "$c=github.com/containerd/containerd/v2/cmd/$c"
       done ;;
     cdi) echo "cdi-validate=gpu-control-plane/hack/tools/cdi" ;;
+    kube-rbac-proxy) echo "kube-rbac-proxy=github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy" ;;
     prometheus) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
@@ -70,6 +71,7 @@ tool_version() {
     helm) module_version helm helm.sh/helm/v4 ;;
     containerd) module_version containerd github.com/containerd/containerd/v2 ;;
     cdi) module_version cdi tags.cncf.io/container-device-interface ;;
+    kube-rbac-proxy) module_version kube-rbac-proxy github.com/brancz/kube-rbac-proxy ;;
     prometheus) module_version prometheus github.com/prometheus/prometheus ;;
   esac
 }
@@ -97,6 +99,9 @@ build_args() { # go build arguments (one per line) for tool $1 at version $2
         ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
       done ;;
     helm) ldflags+=" -X helm.sh/helm/v4/internal/version.version=$version" ;;
+    kube-rbac-proxy)
+      # Its --version prints the component-base version, as the upstream Makefile stamps it.
+      ldflags+=" -X k8s.io/component-base/version.gitVersion=$version" ;;
     containerd)
       ldflags+=" -X github.com/containerd/containerd/v2/version.Version=$version"
       echo "-tags=no_btrfs,no_devmapper,no_zfs,no_aufs" ;;
@@ -115,6 +120,7 @@ version_probe() { # the command line that prints binary $1's version, or nothing
     kubectl) echo "version --client" ;;
     etcd|containerd) echo "--version" ;;
     helm) echo "version --short" ;;
+    kube-rbac-proxy) echo "--version" ;;
     promtool) echo "--version" ;;
   esac
 }

@@ -17,6 +17,7 @@ case "$tool" in
   helm) module=helm.sh/helm/v4 ;;
   containerd) module=github.com/containerd/containerd/v2 ;;
   cdi) module=tags.cncf.io/container-device-interface ;;
+  kube-rbac-proxy) module=github.com/brancz/kube-rbac-proxy ;;
   prometheus) module=github.com/prometheus/prometheus ;;
   *) echo "unknown tool '$tool'" >&2; exit 1 ;;
 esac

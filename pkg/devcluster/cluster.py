@@ -75,6 +75,9 @@ class ControlPlaneConfig:
     # Resources served straight from etcd (watch cache off), so that etcd compaction reaches their
     # watchers as 410 Gone; tests use configmaps for that and nothing else relies on them.
     uncached_resources: tuple[str, ...] = ("configmaps",)
+    # Log every request's metadata (who, verb, resource, response code) to <work_dir>/audit.log,
+    # JSON lines: the RBAC audit of the e2e tier reads what each component really called.
+    audit: bool = False
     start_timeout: float = 120.0
     with_scheduler: bool = True
     with_controller_manager: bool = True
@@ -89,6 +92,7 @@ class ControlPlane:
         self.work_dir = config.work_dir
         self.logs_dir = self.work_dir / "logs"
         self.kubeconfig = self.work_dir / "kubeconfig"
+        self.audit_log = self.work_dir / "audit.log"
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
         self.apiserver_port = free_port()
@@ -240,6 +244,22 @@ class ControlPlane:
             f"--feature-gates={self._gates()}",
             f"--watch-cache-sizes={','.join(f'{r}#0' for r in self.config.uncached_resources)}",
             "--v=1",
+            *self._audit_args(),
+        ]
+
+    def _audit_args(self) -> list[str]:
+        if not self.config.audit:
+            return []
+        policy = self.work_dir / "audit-policy.yaml"
+        policy.write_text(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+            "rules:\n  - level: Metadata\n"
+        )
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
         ]
 
     def _component_kubeconfig_args(self) -> list[str]:

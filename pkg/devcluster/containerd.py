@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pkg.devcluster.apiroute import SERVICE_RANGE
 from pkg.devcluster.images import PAUSE_IMAGE
 from pkg.devcluster.processes import ManagedProcess, wait_until
 
@@ -204,6 +205,9 @@ class Containerd:
                         "type": "host-local",
                         "ranges": [[{"subnet": self.network.subnet}]],
                         "dataDir": str(self.paths.cni_ipam_dir),
+                        # The Service range through the bridge: the kubernetes Service's address
+                        # is reachable where pkg.devcluster.apiroute routes it to the API server.
+                        "routes": [{"dst": SERVICE_RANGE}],
                     },
                 },
             ],

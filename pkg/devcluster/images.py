@@ -53,16 +53,9 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
     manifest = []
     members: dict[str, bytes] = {f"{layer_digest}/layer.tar": layer}
     for reference, run in images.items():
-        config = json.dumps(
-            {
-                "architecture": "amd64",
-                "os": "linux",
-                "config": {"Env": [_PATH_ENV], "WorkingDir": "/", **run},
-                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-                "history": [{"created_by": f"gpu-control-plane devcluster from {busybox}"}],
-            },
-            sort_keys=True,
-        ).encode()
+        config = image_config(
+            layer_digest, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=str(busybox)
+        )
         config_name = f"{hashlib.sha256(config).hexdigest()}.json"
         members[config_name] = config
         manifest.append(
@@ -74,6 +67,20 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
         for name, data in members.items():
             _add_file(archive, name, data)
     return ImageArchive(path=target, references=tuple(images))
+
+
+def image_config(layer_digest: str, run: dict[str, object], *, source: str) -> bytes:
+    """The configuration of a one-layer amd64 image (what ``config`` of an image manifest names)."""
+    return json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": run,
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+            "history": [{"created_by": f"gpu-control-plane devcluster from {source}"}],
+        },
+        sort_keys=True,
+    ).encode()
 
 
 def _busybox_layer(busybox: Path) -> bytes:
@@ -113,3 +120,45 @@ def _add_symlink(archive: tarfile.TarFile, name: str, target: str) -> None:
     info = _info(name, tarfile.SYMTYPE, 0o777)
     info.linkname = target
     archive.addfile(info)
+
+
+def static_binary_archive(target: Path, *, reference: str, binary: Path) -> ImageArchive:
+    """An image of one static executable (a Go tool built with CGO off, e.g. kube-rbac-proxy, as
+    ``hack/tools/build.sh`` builds it) as its entry point, run as a non-root user: what the tool's
+    upstream image holds, made from the binary we build instead of pulled."""
+    if not binary.is_file():
+        raise FileNotFoundError(f"{binary} is missing: run `make tools`")
+    name = binary.resolve().name
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as layer:
+        for folder in ("etc", "tmp", "usr", "usr/local", "usr/local/bin"):
+            _add_dir(layer, folder, mode=0o1777 if folder == "tmp" else 0o755)
+        _add_file(
+            layer,
+            "etc/passwd",
+            b"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532::/:/sbin/nologin\n",
+        )
+        _add_file(layer, "etc/group", b"root:x:0:\nnonroot:x:65532:\n")
+        _add_file(layer, f"usr/local/bin/{name}", binary.read_bytes(), mode=0o755)
+    return _single_layer_archive(
+        target,
+        reference=reference,
+        layer=buffer.getvalue(),
+        run={"Entrypoint": [f"/usr/local/bin/{name}"], "User": "65532:65532"},
+        source=str(binary),
+    )
+
+
+def _single_layer_archive(
+    target: Path, *, reference: str, layer: bytes, run: dict[str, object], source: str
+) -> ImageArchive:
+    layer_digest = hashlib.sha256(layer).hexdigest()
+    config = image_config(layer_digest, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=source)
+    config_name = f"{hashlib.sha256(config).hexdigest()}.json"
+    manifest = [{"Config": config_name, "RepoTags": [reference], "Layers": [f"{layer_digest}/layer.tar"]}]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as archive:
+        _add_file(archive, f"{layer_digest}/layer.tar", layer)
+        _add_file(archive, config_name, config)
+        _add_file(archive, "manifest.json", json.dumps(manifest).encode())
+    return ImageArchive(path=target, references=(reference,))

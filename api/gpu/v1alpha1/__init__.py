@@ -63,8 +63,10 @@ from api.gpu.v1alpha1.operatorconfig import (
     GPUOperatorConfig,
     GPUOperatorConfigSpec,
     LoggingSettings,
+    MetricsProxySettings,
     NodeAgentSettings,
     PullPolicy,
+    SimulatedHostsSettings,
     ValidatorSettings,
 )
 from api.gpu.v1alpha1.physicalgpu import (
@@ -122,6 +124,7 @@ __all__ = [
     "Int32",
     "Int64",
     "LoggingSettings",
+    "MetricsProxySettings",
     "MigClass",
     "MigMode",
     "MigPlacement",
@@ -147,6 +150,7 @@ __all__ = [
     "Selector",
     "Sharing",
     "SharingStrategy",
+    "SimulatedHostsSettings",
     "TimeSlicing",
     "TimeSlicingInterval",
     "ValidatorSettings",

@@ -196,6 +196,37 @@ class LoggingSettings(ConfigModel):
     debug_controllers: list[str] | None = Field(default=None, description="LOG_DEBUG_CONTROLLER_LIST.")
 
 
+class MetricsProxySettings(ConfigModel):
+    """kube-rbac-proxy in front of gpu-node-agent's and gpu-handler's ``/metrics`` (spec §11.4):
+    the component listens on loopback only, and the proxy serves HTTPS on ``port``, letting a
+    request through when its bearer token may ``get`` the ``/metrics`` non-resource URL
+    (TokenReview, then SubjectAccessReview). ``/healthz`` and ``/readyz`` pass unauthenticated, for
+    the kubelet's probes."""
+
+    image: str = Field(min_length=1, description="The kube-rbac-proxy image.")
+    image_pull_policy: PullPolicy = Field(default=PullPolicy.IF_NOT_PRESENT, description="Image pull policy.")
+    port: Port = Field(default=8443, description="The HTTPS port of /metrics.")
+    resources: V1ResourceRequirements | None = Field(default=None, description="CPU and memory of the proxy.")
+
+
+class SimulatedHostsSettings(ConfigModel):
+    """Tests and demos only: point gpu-node-agent and gpu-handler at simulated GPU hosts instead
+    of the node's own ``/sys``, ``/dev``, ``/proc``, kubelet and CDI folders.
+
+    ``dir`` is a host folder with one folder per node, named after the node, laid out as
+    ``pkg.devcluster`` makes them: ``<node>/host/root`` (the fixture sysfs tree, with the host's
+    ``etc/os-release`` and ``proc/``), ``<node>/host/dev`` (device nodes), ``<node>/host/nvml`` (the
+    simulated NVML's state), ``<node>/kubelet/root`` (the kubelet's root), ``<node>/cdi`` and
+    ``<node>/mps``. It is mounted at the same path in the Pods (CDI specs and the kubelet name host
+    paths), and each Pod finds its node's folder through ``$(NODE_NAME)``.
+    """
+
+    dir: str = Field(pattern=HOST_PATH_PATTERN, description="The folder of the simulated hosts.")
+    pci_ids: str | None = Field(
+        default=None, pattern=HOST_PATH_PATTERN, description="A pci.ids file inside dir (--pci-ids)."
+    )
+
+
 class GPUOperatorConfigSpec(ConfigModel):
     image_pull_secrets: list[str] | None = Field(
         default=None, description="Names of Secrets for pulling the components' images."
@@ -208,6 +239,12 @@ class GPUOperatorConfigSpec(ConfigModel):
     gpu_handler: GpuHandlerSettings = Field(default_factory=lambda: GpuHandlerSettings(enabled=False))
     dcgm: DcgmSettings = Field(default_factory=lambda: DcgmSettings(enabled=False))
     dcgm_exporter: DcgmExporterSettings = Field(default_factory=lambda: DcgmExporterSettings(enabled=False))
+    metrics_proxy: MetricsProxySettings | None = Field(
+        default=None, description="kube-rbac-proxy in front of our components' /metrics; none: plain HTTP."
+    )
+    simulated_hosts: SimulatedHostsSettings | None = Field(
+        default=None, description="Tests and demos only: simulated GPU hosts instead of the nodes' own."
+    )
 
 
 class GPUOperatorConfig(ConfigModel):

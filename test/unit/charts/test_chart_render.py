@@ -207,7 +207,12 @@ def template_text(
     release: str = RELEASE,
     namespace: str = NAMESPACE,
 ) -> str:
-    args = ["template", release, str(CHART), "--namespace", namespace, *set_flags(values or {})]
+    values = dict(values or {})
+    if not any(path.startswith("metricsProxy") for path in values):
+        # These tests pin each component's own endpoint; the default, kube-rbac-proxy in front of
+        # it, is what test_chart_metrics_proxy.py pins.
+        values["metricsProxy.enabled"] = False
+    args = ["template", release, str(CHART), "--namespace", namespace, *set_flags(values)]
     for api in api_versions:
         args += ["--api-versions", api]
     for template in show_only:
@@ -258,7 +263,8 @@ def leader_election(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def container(docs: list[dict[str, Any]], component: str = "gpu-controller") -> dict[str, Any]:
-    (main,) = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
+    containers = one(of(docs, component), "Deployment")["spec"]["template"]["spec"]["containers"]
+    (main,) = [c for c in containers if c["name"] == component]  # beside it: kube-rbac-proxy
     return dict(main)
 
 
@@ -1186,6 +1192,18 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
+        "simulatedHosts.dir": "/srv/nodes",
+        "alerts.labels": {"release": "prometheus"},
+        "metricsProxy.pullPolicy": "Always",
+        "metricsProxy.resources.requests.cpu": "10m",
+        "metricsProxy.resources.requests.memory": "48Mi",
+        "metricsProxy.resources.limits.memory": "96Mi",
+        "alerts.window": "5m",
+        "alerts.driverNotReadyFor": "1h",
+        "alerts.allocationFailuresFor": "1h",
+        "alerts.publisherErrorsFor": "1h",
+        "alerts.componentDownFor": "1h",
+        "simulatedHosts.pciIds": "/srv/nodes/pci.ids",
         "monitoring.accountingPeriod": "30s",
     }
     if path in special:
@@ -1208,6 +1226,12 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     base: dict[str, Any] = {}
     if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
         base["controller.metrics.serviceMonitor.enabled"] = True
+    if path == "simulatedHosts.pciIds":  # used only with simulated hosts
+        base["simulatedHosts.dir"] = "/srv/nodes"
+    if path.startswith("metricsProxy."):  # the default (on), which the helper turns off
+        base["metricsProxy.enabled"] = True
+    if path.startswith("alerts.") and path != "alerts.enabled":
+        base["alerts.enabled"] = True
     api = (SERVICE_MONITOR_API, PROMETHEUS_RULE_API)
     before = template_text(helm, base, api_versions=api)
     after = template_text(helm, {**base, path: mutate(path, LEAF_VALUES[path])}, api_versions=api)

@@ -18,6 +18,10 @@ Without the plugin: no privileges, root or host namespaces. A node that loses th
 fails or disappears) loses this Pod; its offers are withdrawn by gpu-handler as soon as DriverReady
 leaves True, and the kubelet removes a driver's ResourceSlices of a node 30 s after its plugin went
 away.
+
+With ``simulatedHosts`` (tests and demos) every host path above is the node's folder of simulated
+hosts instead, one mount for all of them (:mod:`.simulation`), and the simulated backend is given
+its state folder.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ from kubernetes.client import (
     V1VolumeMount,
 )
 
+from api.gpu.v1alpha1 import SimulatedHostsSettings
 from api.gpu.v1alpha1.operatorconfig import KubeletPluginSettings
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
+from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
     NVIDIA_RUNTIME_ENV,
     RenderContext,
@@ -86,8 +92,13 @@ def render(context: RenderContext) -> V1DaemonSet:
         node_selector=gate_selector(LABEL_DRIVER_READY, settings),
         volumes=[host_path("host-sys", "/sys", "Directory"), tmp_volume()],
     )
+    hosts = context.spec.simulated_hosts
+    if hosts is not None:
+        _simulate(pod, hosts, plugin)
     if plugin.enabled:
-        _serve_the_kubelet(pod, plugin)
+        _serve_the_kubelet(pod, plugin, simulated=hosts is not None)
+    if context.spec.metrics_proxy is not None:
+        metrics_proxy.put_in_front(pod, context.spec.metrics_proxy)
     return daemon_set(context, Component.GPU_HANDLER, settings, pod=pod, rolling_update=SURGE)
 
 
@@ -102,8 +113,33 @@ def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
     ]
 
 
-def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings) -> None:
-    """The plugin's host folders at their host paths, root, privileged (see the module docs)."""
+def _simulate(pod: V1PodSpec, hosts: SimulatedHostsSettings, plugin: KubeletPluginSettings) -> None:
+    """Every host path of the handler inside its node's simulated host (:mod:`.simulation`)."""
+    node = simulation.node_folder(hosts)
+    paths = {
+        "--sysfs-root": f"{node}/host/root",
+        "--kubelet-root": f"{node}/kubelet/root",
+        "--cdi-dir": f"{node}/cdi",
+        "--mps-root": f"{node}/mps",
+        "--dev-root": f"{node}/host/dev",
+        "--proc-root": f"{node}/host/root/proc",
+    }
+    [handler] = pod.containers
+    args = []
+    for arg in handler.args or []:
+        flag = arg.split("=", 1)[0]
+        args.append(f"{flag}={paths[flag]}" if flag in paths else arg)
+    handler.args = [*args, f"--sim-state-dir={node}/host/nvml"]
+    handler.volume_mounts = [
+        simulation.mount(hosts, read_only=not plugin.enabled),
+        V1VolumeMount(name="tmp", mount_path="/tmp"),
+    ]
+    pod.volumes = [simulation.volume(hosts), tmp_volume()]
+
+
+def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulated: bool) -> None:
+    """The plugin's host folders at their host paths, root, privileged (see the module docs); on
+    simulated hosts the folders are inside the one simulated-hosts mount already."""
     folders = {
         # The plugin's DRA socket and its node-wide files (checkpoint, node lock).
         "kubelet-plugins": (f"{plugin.kubelet_root}/plugins", "DirectoryOrCreate"),
@@ -114,6 +150,8 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings) -> None:
         "mps": (plugin.mps_root, "DirectoryOrCreate"),
         "host-dev": ("/dev", "Directory"),
     }
+    if simulated:
+        folders = {}
     [handler] = pod.containers
     # VFIO passthrough binds drivers through sysfs (driver_override, unbind, bind): writable here.
     for mount in handler.volume_mounts or []:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kubernetes.client import V1DaemonSet, V1PodSpec, V1VolumeMount
 
 from pkg.gpucontroller.names import Component
+from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
     RenderContext,
     daemon_set,
@@ -61,7 +62,28 @@ def render(context: RenderContext) -> V1DaemonSet:
             tmp_volume(),
         ],
     )
+    if context.spec.simulated_hosts is not None:
+        _simulate(pod, context)
+    if context.spec.metrics_proxy is not None:
+        metrics_proxy.put_in_front(pod, context.spec.metrics_proxy)
     if settings.udev:
         pod.host_network = True
         pod.dns_policy = "ClusterFirstWithHostNet"
     return daemon_set(context, Component.NODE_AGENT, settings, pod=pod)
+
+
+def _simulate(pod: V1PodSpec, context: RenderContext) -> None:
+    """The node's simulated host in place of the host's files (:mod:`.simulation`)."""
+    hosts = context.spec.simulated_hosts
+    assert hosts is not None
+    [agent] = pod.containers
+    root = simulation.sysfs_root(hosts)
+    args = [a for a in agent.args or [] if not a.startswith(("--sysfs-root=", "--host-root="))]
+    agent.args = [f"--sysfs-root={root}", f"--host-root={root}", *args]
+    if hosts.pci_ids:
+        agent.args.append(f"--pci-ids={hosts.pci_ids}")
+    agent.volume_mounts = [
+        simulation.mount(hosts, read_only=True),
+        V1VolumeMount(name="tmp", mount_path="/tmp"),
+    ]
+    pod.volumes = [simulation.volume(hosts), tmp_volume()]
