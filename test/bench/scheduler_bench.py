@@ -61,6 +61,15 @@ MIX = (("mig-1g", 40), ("mig-3g", 20), ("physical", 20), ("ts", 20))
 SCHEDULER_CI = "40-70"  # kube-scheduler's own CI (scheduler_perf), Pods/s at 500 nodes
 
 
+def claim_for(name: str, namespace: str, cls: str, share: str | None = None) -> ResourceV1ResourceClaim:
+    capacity = V1CapacityRequirements(requests={"sharePercent": share}) if share else None
+    request = V1DeviceRequest(name="gpu", exactly=V1ExactDeviceRequest(device_class_name=cls, capacity=capacity))
+    return ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name=name, namespace=namespace),
+        spec=V1ResourceClaimSpec(devices=V1DeviceClaim(requests=[request])),
+    )
+
+
 def workload(count: int, namespace: str, seed: int = 7) -> list[ResourceV1ResourceClaim]:
     rng = random.Random(seed)
     names, weights = zip(*MIX, strict=True)
@@ -68,14 +77,7 @@ def workload(count: int, namespace: str, seed: int = 7) -> list[ResourceV1Resour
     for i in range(count):
         cls = rng.choices(names, weights)[0]
         share = str(rng.choice((10, 25, 50))) if cls == "ts" else None
-        capacity = V1CapacityRequirements(requests={"sharePercent": share}) if share else None
-        request = V1DeviceRequest(name="gpu", exactly=V1ExactDeviceRequest(device_class_name=cls, capacity=capacity))
-        claims.append(
-            ResourceV1ResourceClaim(
-                metadata=V1ObjectMeta(name=f"c{i:05d}", namespace=namespace),
-                spec=V1ResourceClaimSpec(devices=V1DeviceClaim(requests=[request])),
-            )
-        )
+        claims.append(claim_for(f"c{i:05d}", namespace, cls, share))
     return claims
 
 
