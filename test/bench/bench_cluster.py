@@ -67,7 +67,9 @@ def fetch(url: str, timeout: float = 10.0) -> str:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, timeout=timeout, context=context if url.startswith("https") else None) as r:
+    with urllib.request.urlopen(
+        url, timeout=timeout, context=context if url.startswith("https") else None
+    ) as r:
         return str(r.read().decode())
 
 

@@ -61,8 +61,14 @@ DRIVER = "gpu.deckhouse.io"
 A = f'device.attributes["{DRIVER}"]'
 SIZES, WEIGHTS = ("1g", "2g", "3g", "4g", "7g"), (40, 25, 15, 10, 10)
 RELEASE_RATE = 0.3
-MODELS = (("H100", "0000:18:00.0"), ("A100-40GB", "0000:2a:00.0"), ("A30", "0000:3a:00.0"),
-          ("H100", "0000:5d:00.0"), ("A100-40GB", "0000:9a:00.0"), ("A30", "0000:ab:00.0"))  # fmt: skip
+MODELS = (
+    ("H100", "0000:18:00.0"),
+    ("A100-40GB", "0000:2a:00.0"),
+    ("A30", "0000:3a:00.0"),
+    ("H100", "0000:5d:00.0"),
+    ("A100-40GB", "0000:9a:00.0"),
+    ("A30", "0000:ab:00.0"),
+)
 NAMESPACE_NAME = "packing"
 
 
@@ -102,10 +108,11 @@ def nvml_order(slices: Sequence[V1ResourceSlice]) -> list[V1ResourceSlice]:
     """The same slices with each MIG profile's placements listed as NVML lists them (ascending
     start) instead of ours (descending: small instances at the top of the card)."""
     out = []
-    for rs in slices:
-        rs = rs.model_copy(deep=True) if hasattr(rs, "model_copy") else rs
+    for published in slices:
+        rs = published.model_copy(deep=True)
         devices: list[V1Device] = list(rs.spec.devices or ())
         if devices:
+
             def start(d: V1Device) -> int:
                 attr = (d.attributes or {}).get(f"{DRIVER}/placementStart")
                 return int(attr.int) if attr is not None else -1
@@ -191,7 +198,11 @@ class Slot:
                 return True
             for cond in (pod.status.conditions if pod.status else None) or ():
                 message = cond.message or ""
-                if cond.type == "PodScheduled" and cond.reason == "Unschedulable" and "not found" not in message:
+                if (
+                    cond.type == "PodScheduled"
+                    and cond.reason == "Unschedulable"
+                    and "not found" not in message
+                ):
                     refused_at = refused_at or time.monotonic()
             if refused_at is not None and time.monotonic() - refused_at > grace:
                 return False
@@ -215,10 +226,15 @@ class Slot:
 
 def scheduler_runs(bp: BenchPlane, seeds: Sequence[int]) -> dict[tuple[int, bool], int]:
     bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=NAMESPACE_NAME)))
-    wait_for(lambda: "default" in bp.plane.kubectl("get", "sa", "-n", NAMESPACE_NAME, "-o", "name"),
-             what="the namespace's service account", timeout=60)  # fmt: skip
+    wait_for(
+        lambda: "default" in bp.plane.kubectl("get", "sa", "-n", NAMESPACE_NAME, "-o", "name"),
+        what="the namespace's service account",
+        timeout=60,
+    )
     jobs = [(seed, naive) for seed in seeds for naive in (False, True)]
-    slots = {job: Slot(bp.kube, f"pack-{job[0]}-{'nvml' if job[1] else 'ours'}", naive=job[1]) for job in jobs}
+    slots = {
+        job: Slot(bp.kube, f"pack-{job[0]}-{'nvml' if job[1] else 'ours'}", naive=job[1]) for job in jobs
+    }
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = {job: pool.submit(slots[job].run, sequence(job[0])) for job in jobs}
         return {job: f.result() for job, f in futures.items()}
@@ -237,15 +253,22 @@ def solve(events: Sequence[Event], *, at_least: int) -> Optimum:
 
 def main(*, quick: bool = False) -> None:
     seeds = (1, 2) if quick else (1, 2, 3, 4, 5)
-    print("2. packing: one node with 2 x (H100 80GB, A100 40GB, A30), seeded 1g/2g/3g/4g/7g arrivals "
-          f"({'/'.join(map(str, WEIGHTS))}%), {RELEASE_RATE:.0%} releases;")  # fmt: skip
+    print(
+        "2. packing: one node with 2 x (H100 80GB, A100 40GB, A30), seeded 1g/2g/3g/4g/7g arrivals "
+        f"({'/'.join(map(str, WEIGHTS))}%), {RELEASE_RATE:.0%} releases;"
+    )
     print("  requests satisfied before the first failure (fraction of the optimum)")
     started = time.monotonic()
     with bench_plane() as bp:
         real = scheduler_runs(bp, seeds)
     scheduler_seconds = time.monotonic() - started
-    rows: dict[str, list[int]] = {"kube-scheduler, ours": [], "kube-scheduler, NVML": [], "best fit": [],
-                                  "first fit (model)": [], "optimum": []}  # fmt: skip
+    rows: dict[str, list[int]] = {
+        "kube-scheduler, ours": [],
+        "kube-scheduler, NVML": [],
+        "best fit": [],
+        "first fit (model)": [],
+        "optimum": [],
+    }
     exact = True
     for seed in seeds:
         events = sequence(seed)
@@ -263,8 +286,10 @@ def main(*, quick: bool = False) -> None:
         print(f"  {label:>22} {cells} {f'{sum(values)} ({sum(values) / sum(opt):.2f})':>11}")
     if rows["first fit (model)"] != rows["kube-scheduler, ours"]:
         print("  note: our first-fit model and the real scheduler differ on published slices")
-    print(f"  optimum {'exact' if exact else 'a LOWER BOUND (search budget ran out)'}; "
-          f"scheduler runs took {scheduler_seconds:.0f}s; mean optimum {statistics.mean(opt):.1f}")  # fmt: skip
+    print(
+        f"  optimum {'exact' if exact else 'a LOWER BOUND (search budget ran out)'}; "
+        f"scheduler runs took {scheduler_seconds:.0f}s; mean optimum {statistics.mean(opt):.1f}"
+    )
 
 
 if __name__ == "__main__":

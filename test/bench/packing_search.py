@@ -62,7 +62,9 @@ def _units(cards: Sequence[CardOffers]) -> list[dict[str, tuple[int, int]]]:
     (memory is counted in nano-units; the greatest common divisor keeps the program well scaled)."""
     out = []
     for c in cards:
-        values: dict[str, list[int]] = {n: [parse_quantity(v.value).nanos] for n, v in c.counter_set.counters.items()}
+        values: dict[str, list[int]] = {
+            n: [parse_quantity(v.value).nanos] for n, v in c.counter_set.counters.items()
+        }
         for offer in c.offers:
             for usage in offer.device.consumes_counters or ():
                 for n, v in usage.counters.items():
@@ -80,19 +82,27 @@ def devices_by_size(cards: Sequence[CardOffers], sizes: Sequence[str]) -> dict[s
             size = offer.profile.name.split(".")[0] if offer.profile else ""
             if size in found:
                 [usage] = offer.device.consumes_counters
-                use = {n: parse_quantity(v.value).nanos // units[index][n][1] for n, v in usage.counters.items()}
+                use = {
+                    n: parse_quantity(v.value).nanos // units[index][n][1] for n, v in usage.counters.items()
+                }
                 found[size].append(Device(index, offer.name, use))
     return {size: [d for d in ds if not _dominated(d, ds)] for size, ds in found.items()}
 
 
 def _dominated(d: Device, others: Sequence[Device]) -> bool:
     def at_most(a: Device, b: Device) -> bool:
-        return a.card == b.card and all(a.use.get(n, 0) <= v for n, v in b.use.items()) and set(a.use) <= set(b.use)
+        return (
+            a.card == b.card
+            and all(a.use.get(n, 0) <= v for n, v in b.use.items())
+            and set(a.use) <= set(b.use)
+        )
 
     return any(o is not d and at_most(o, d) and (not at_most(d, o) or o.name < d.name) for o in others)
 
 
-def optimum(cards: Sequence[CardOffers], events: Sequence[Event], *, horizon: int, time_limit: float = 120.0) -> Optimum:
+def optimum(
+    cards: Sequence[CardOffers], events: Sequence[Event], *, horizon: int, time_limit: float = 120.0
+) -> Optimum:
     """The longest satisfiable prefix among the first ``horizon`` arrivals."""
     arrivals = [e for e in events if e.release is None][:horizon]
     sizes = sorted({e.size for e in arrivals})

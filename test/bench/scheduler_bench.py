@@ -63,7 +63,9 @@ SCHEDULER_CI = "40-70"  # kube-scheduler's own CI (scheduler_perf), Pods/s at 50
 
 def claim_for(name: str, namespace: str, cls: str, share: str | None = None) -> ResourceV1ResourceClaim:
     capacity = V1CapacityRequirements(requests={"sharePercent": share}) if share else None
-    request = V1DeviceRequest(name="gpu", exactly=V1ExactDeviceRequest(device_class_name=cls, capacity=capacity))
+    request = V1DeviceRequest(
+        name="gpu", exactly=V1ExactDeviceRequest(device_class_name=cls, capacity=capacity)
+    )
     return ResourceV1ResourceClaim(
         metadata=V1ObjectMeta(name=name, namespace=namespace),
         spec=V1ResourceClaimSpec(devices=V1DeviceClaim(requests=[request])),
@@ -87,10 +89,15 @@ def pod_for(claim: ResourceV1ResourceClaim) -> V1Pod:
         metadata=V1ObjectMeta(name=name, namespace=claim.metadata.namespace),
         spec=V1PodSpec(
             resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=name)],
-            containers=[V1Container(name="main", image="registry.k8s.io/pause:3.10",
-                                    resources=V1ResourceRequirements(claims=[{"name": "gpu"}]))],
+            containers=[
+                V1Container(
+                    name="main",
+                    image="registry.k8s.io/pause:3.10",
+                    resources=V1ResourceRequirements(claims=[{"name": "gpu"}]),
+                )
+            ],
         ),
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -137,21 +144,32 @@ def run_scheduler(bp: BenchPlane, count: int) -> Row:
     scheduler = bp.plane.processes["kube-scheduler"]
     scheduler.stop()
     bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name="sched")))
-    wait_for(lambda: "default" in bp.plane.kubectl("get", "sa", "-n", "sched", "-o", "name"),
-             what="the namespace's service account", timeout=60)  # fmt: skip
+    wait_for(
+        lambda: "default" in bp.plane.kubectl("get", "sa", "-n", "sched", "-o", "name"),
+        what="the namespace's service account",
+        timeout=60,
+    )
     claims = workload(count, "sched")
     parallel(claims, lambda c: bp.kube.create(RESOURCE_CLAIM, c))
     parallel(claims, lambda c: bp.kube.create(POD, pod_for(c)))
     scheduler.start()
     scheduled = {"result": "scheduled"}
-    rate = _slope(lambda: total(fetch(bp.scheduler_metrics), "scheduler_schedule_attempts_total", scheduled),
-                  count, what=f"kube-scheduler to schedule {count} Pods", timeout=900)  # fmt: skip
+    rate = _slope(
+        lambda: total(fetch(bp.scheduler_metrics), "scheduler_schedule_attempts_total", scheduled),
+        count,
+        what=f"kube-scheduler to schedule {count} Pods",
+        timeout=900,
+    )
     text = fetch(bp.scheduler_metrics)
     name = "scheduler_scheduling_attempt_duration_seconds"
     unschedulable = total(text, "scheduler_schedule_attempts_total", {"result": "unschedulable"})
-    return Row("kube-scheduler", rate, histogram_quantile(text, name, 0.5, scheduled) * 1000,
-               histogram_quantile(text, name, 0.99, scheduled) * 1000,
-               f"{unschedulable:.0f} unschedulable attempts" if unschedulable else "")  # fmt: skip
+    return Row(
+        "kube-scheduler",
+        rate,
+        histogram_quantile(text, name, 0.5, scheduled) * 1000,
+        histogram_quantile(text, name, 0.99, scheduled) * 1000,
+        f"{unschedulable:.0f} unschedulable attempts" if unschedulable else "",
+    )
 
 
 def run_controller(bp: BenchPlane, count: int, work: Path) -> Row:
@@ -160,23 +178,37 @@ def run_controller(bp: BenchPlane, count: int, work: Path) -> Row:
     port = free_port()
     controller = ManagedProcess(
         name="gpu-dra-controller",
-        argv=[sys.executable, "-m", "pkg.app.gpu_dra_controller", f"--kubeconfig={bp.plane.kubeconfig}",
-              f"--metrics-bind-address=127.0.0.1:{port}", "--leader-election-namespace=ctrl"],
+        argv=[
+            sys.executable,
+            "-m",
+            "pkg.app.gpu_dra_controller",
+            f"--kubeconfig={bp.plane.kubeconfig}",
+            f"--metrics-bind-address=127.0.0.1:{port}",
+            "--leader-election-namespace=ctrl",
+        ],
         log_path=work / "gpu-dra-controller.log",
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}/metrics"
     name = "gpu_dra_allocation_latency_seconds"
     controller.start()
     try:
-        rate = _slope(lambda: total(fetch(url), f"{name}_count"), count,
-                      what=f"gpu-dra-controller to allocate {count} claims", timeout=900)  # fmt: skip
+        rate = _slope(
+            lambda: total(fetch(url), f"{name}_count"),
+            count,
+            what=f"gpu-dra-controller to allocate {count} claims",
+            timeout=900,
+        )
         text = fetch(url)
     finally:
         controller.stop()
     failures = total(text, "gpu_dra_allocation_failures_total")
-    return Row("gpu-dra-controller", rate, histogram_quantile(text, name, 0.5) * 1000,
-               histogram_quantile(text, name, 0.99) * 1000,
-               f"{failures:.0f} failed attempts" if failures else "")  # fmt: skip
+    return Row(
+        "gpu-dra-controller",
+        rate,
+        histogram_quantile(text, name, 0.5) * 1000,
+        histogram_quantile(text, name, 0.99) * 1000,
+        f"{failures:.0f} failed attempts" if failures else "",
+    )
 
 
 def run_allocator(nodes: int, count: int) -> Row:
@@ -195,8 +227,13 @@ def run_allocator(nodes: int, count: int) -> Row:
             c.status = V1ResourceClaimStatus(allocation=outcome)
             allocated.append(c)
     ordered = sorted(latencies)
-    return Row("allocator alone", count / sum(latencies), statistics.median(ordered) * 1000,
-               ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, "in-process, no API writes")  # fmt: skip
+    return Row(
+        "allocator alone",
+        count / sum(latencies),
+        statistics.median(ordered) * 1000,
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "in-process, no API writes",
+    )
 
 
 def measure(nodes: int, count: int) -> list[Row]:
@@ -206,8 +243,10 @@ def measure(nodes: int, count: int) -> list[Row]:
         loaded = time.monotonic() - started
         rows = [run_scheduler(bp, count), run_controller(bp, count, Path(work))]
     rows.append(run_allocator(nodes, count))
-    print(f"  {nodes} nodes x 8 H100 ({nodes * 8 * 28} devices; loaded in {loaded:.0f}s), {count} claims "
-          f"({', '.join(f'{k} {w}%' for k, w in MIX)})")  # fmt: skip
+    print(
+        f"  {nodes} nodes x 8 H100 ({nodes * 8 * 28} devices; loaded in {loaded:.0f}s), {count} claims "
+        f"({', '.join(f'{k} {w}%' for k, w in MIX)})"
+    )
     for r in rows:
         print(f"  {r.who:>20} {r.per_second:>10.1f} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f}  {r.note}")
     return rows
@@ -219,7 +258,8 @@ def main(*, quick: bool = False) -> None:
     sizes = ((20, 60),) if quick else ((100, 300), (1000, 150))
     for nodes, count in sizes:
         measure(nodes, count)
-    print(f"  {'kube-scheduler CI':>20} {SCHEDULER_CI:>10} {'':>8} {'':>8}  scheduler_perf, 500 nodes (reference)")
+    reference = "scheduler_perf, 500 nodes (reference)"
+    print(f"  {'kube-scheduler CI':>20} {SCHEDULER_CI:>10} {'':>8} {'':>8}  {reference}")
 
 
 if __name__ == "__main__":
