@@ -92,7 +92,8 @@ def total(text: str, name: str, match: Labels | None = None) -> float:
 
 def histogram_quantile(text: str, name: str, q: float, match: Labels | None = None) -> float:
     """``histogram_quantile`` as Prometheus computes it: linear within the bucket, summed over
-    every series that matches (so across profiles or label values)."""
+    every series that matches (so across profiles or label values); ``inf`` when the quantile lies
+    beyond the largest finite bucket (Prometheus answers that bucket's bound instead)."""
     buckets: dict[float, float] = {}
     for labels, value in samples(text, f"{name}_bucket", match):
         le = float(labels["le"])
@@ -105,7 +106,7 @@ def histogram_quantile(text: str, name: str, q: float, match: Labels | None = No
     for le in bounds:
         if buckets[le] >= rank:
             if math.isinf(le):
-                return lower
+                return math.inf
             return lower + (le - lower) * (rank - below) / max(buckets[le] - below, 1e-12)
         lower, below = le, buckets[le]
     return lower

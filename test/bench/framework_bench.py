@@ -116,7 +116,7 @@ def measure(bp: BenchPlane, controller: str, names: list[str], value: int, secon
             lambda: all_observed(bp.kube, controller),
             what=f"{controller} to reconcile {len(names)} objects",
             timeout=900,
-            every=1.0,
+            every=2.0,
         )
         began = [s["reconciledAt"] for _, s in done]
         rate = (len(began) - 1) / (max(began) - min(began))
@@ -125,7 +125,7 @@ def measure(bp: BenchPlane, controller: str, names: list[str], value: int, secon
             lambda: all_observed(bp.kube, controller),
             what=f"{controller} to catch up with the events",
             timeout=300,
-            every=0.5,
+            every=1.0,
         )
         latencies = [
             (s["reconciledAt"] - i.spec["sentAt"]) * 1000 for i, s in done if i.spec.get("value") == value
