@@ -17,6 +17,7 @@ machine's real-node lock (``exclusive_host``): it waits for another engineer's e
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import io
 import json
@@ -35,6 +36,7 @@ from bench_cluster import wait_for
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
+from api.gpu.v1alpha1.physicalgpu import LABEL_NODE
 from pkg.devcluster.cluster import (
     CONTROLLERS,
     NODE_CONTROLLERS,
@@ -43,10 +45,11 @@ from pkg.devcluster.cluster import (
     default_bin_dir,
 )
 from pkg.devcluster.footprint import exclusive_host
-from pkg.devcluster.gpucomponents import GpuComponents, node_gpus
+from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NAMESPACE, RESOURCE_SLICE
 
@@ -94,17 +97,13 @@ def audit_writes(log: Path, since: float, until: float) -> Counter[str]:
     counts: Counter[str] = Counter()
     for line in log.read_text().splitlines():
         event = json.loads(line)
-        stamp = (
-            time.mktime(time.strptime(event["requestReceivedTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
-            - time.timezone
-        )
+        stamp = calendar.timegm(time.strptime(event["requestReceivedTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
         if event.get("verb") in WRITE_VERBS and since <= stamp < until:
             counts[str(event.get("userAgent", "?")).split("/")[0].split(" ")[0]] += 1
     return counts
 
 
 def _start_components(
-    plane: ControlPlane,
     kube: KubeClient,
     stack: GpuStack,
     nodes: list[RealNode],
@@ -134,7 +133,10 @@ def _start_components(
             if s.ready_at is None and _ready(s.process):
                 s.ready_at = now
             if s.working_at is None and (
-                (s.process is gpu.agent and node_gpus(plane, s.node))
+                (
+                    s.process is gpu.agent
+                    and kube.list(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={s.node}")[0]
+                )
                 or (
                     s.process is gpu.handler
                     and "registered with the kubelet" in s.process.log_path.read_text()
@@ -182,7 +184,7 @@ def measure(quick: bool) -> None:
             with contextlib.redirect_stdout(chatter):
                 kube = demo.start_cluster(plane)
                 demo.start_nodes(plane, work, nodes)
-            started = _start_components(plane, kube, stack, nodes, components)
+            started = _start_components(kube, stack, nodes, components)
             wait_for(
                 lambda: len({s.spec.node_name for s in kube.list(RESOURCE_SLICE)[0]}) == len(nodes),
                 what="both nodes' offers",
