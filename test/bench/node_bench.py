@@ -129,6 +129,8 @@ def _start_components(
                 )
             )
         for s, gpu in zip(started, [g for g in components for _ in (0, 1)], strict=True):
+            if not s.process.running():
+                raise RuntimeError(f"{s.process.name} exited before it was ready:\n{s.process.tail(20)}")
             now = time.monotonic()
             if s.ready_at is None and _ready(s.process):
                 s.ready_at = now
@@ -149,7 +151,8 @@ def _start_components(
 
 def measure(quick: bool) -> None:
     settle, window = (5.0, 20.0) if quick else (15.0, 60.0)
-    with tempfile.TemporaryDirectory(prefix="gpu-bench-node-") as tmp:
+    # A short folder name: the kubelet plugin's socket paths under it must fit a unix socket's 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="gpu-fp-") as tmp:
         work = Path(tmp)
         policy, audit = work / "audit-policy.json", work / "audit.log"
         policy.write_text(json.dumps(AUDIT_POLICY))
