@@ -6,9 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "test" / "bench"))
-sys.path.insert(0, str(ROOT / "test" / "unit" / "dra" / "offers"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra" / "offers"))
 
 from offer_models import card
 from packing_search import Event, optimum
