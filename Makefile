@@ -87,8 +87,8 @@ test: lint typecheck verify-generated tools-check test-unit test-integration tes
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
-bench: $(STAMP) ## Benchmarks (print figures)
-	$(BIN)/python test/bench/run.py
+bench: $(STAMP) tools host-packages ## Benchmarks beside the alternatives (print four tables; BENCH_ARGS=--quick for a small size); real nodes: root
+	$(TOOLS_ENV) $(BIN)/python test/bench/run.py $(BENCH_ARGS)
 
 clean: ## Remove the virtualenv and local caches (not the built tools)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts

@@ -82,6 +82,10 @@ class ControlPlaneConfig:
     with_scheduler: bool = True
     with_controller_manager: bool = True
     controllers: tuple[str, ...] = CONTROLLERS
+    # Flags appended to a component's command line, by component (``kube-apiserver``,
+    # ``kube-scheduler``, ...); a flag given twice takes the last value. Benchmarks use it to open
+    # the scheduler's metrics port and to turn on the API server's audit log.
+    extra_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class ControlPlane:
@@ -186,9 +190,8 @@ class ControlPlane:
     # -- internals -------------------------------------------------------------------------------
 
     def _process(self, name: str, args: list[str]) -> ManagedProcess:
-        return ManagedProcess(
-            name=name, argv=[str(self.config.bin_dir / name), *args], log_path=self.logs_dir / f"{name}.log"
-        )
+        argv = [str(self.config.bin_dir / name), *args, *self.config.extra_args.get(name, ())]
+        return ManagedProcess(name=name, argv=argv, log_path=self.logs_dir / f"{name}.log")
 
     def _start(self, name: str, ready: Callable[[], bool]) -> None:
         proc = self.processes[name]
