@@ -8,10 +8,15 @@ three answers apart, because readers act on them differently:
   and its readiness probe, if any, passes.
 * **False** — the validator says the driver is *not* usable: the Pod failed, or one of its
   containers is stuck in a failure (``CrashLoopBackOff``, ``ErrImagePull``, an init container that
-  exited with an error...). The condition carries the Pod's own reason and message, so ``kubectl
-  get pgpu`` tells an operator what broke without reading the Pod.
+  exited with an error or runs again after one...). The condition carries the Pod's own reason and
+  message, so ``kubectl get pgpu`` tells an operator what broke without reading the Pod.
 * **Unknown** — nothing is known yet: no validator Pod on the node, the Pod is being deleted, or
   it is still starting. A node whose validator disappears goes back here.
+
+A failed validation stays False while the kubelet retries it: an init container running again
+after exiting with an error is not "in progress" but the same failure retried, and reporting
+Unknown between the retries would flap the condition (and write the card's status) on every
+restart of the crash loop.
 
 During a rolling update a node may hold two validator Pods (the old one terminating): a Ready Pod
 that is not being deleted wins; otherwise the newest live Pod speaks.
@@ -110,6 +115,12 @@ def _container_failure(container: V1ContainerStatus, role: str) -> tuple[str, st
             if last.message:
                 message += f": {last.message.strip()}"
         return state.waiting.reason, message
+    retried = state is not None and state.running is not None and role == "init container"
+    if retried and last is not None and last.exit_code != 0:
+        message = f"{role} {container.name} is running again; last run exited with code {last.exit_code}"
+        if last.message:
+            message += f": {last.message.strip()}"
+        return last.reason or REASON_FAILED, message
     terminated = state.terminated if state is not None else None
     if terminated is not None and terminated.exit_code != 0:
         message = f"{role} {container.name} exited with code {terminated.exit_code}"

@@ -144,6 +144,21 @@ RUNNING = V1ContainerState(running=V1ContainerStateRunning(started_at=NOW))
             "containers with unready status: [validator]",
         ),
         ([pod(init=waiting("PodInitializing"))], UNKNOWN, "ValidationInProgress", "phase Pending"),
+        (
+            # the kubelet retrying a failed validation: still the same failure, not "in progress"
+            [pod(init=RUNNING, last=exited(1, message="missing /dev/nvidiactl\n"))],
+            FALSE,
+            "Error",
+            "init container driver-validation is running again; last run exited with code 1: "
+            "missing /dev/nvidiactl",
+        ),
+        (
+            # a first run of the validation is in progress
+            [pod(init=RUNNING)],
+            UNKNOWN,
+            "ValidationInProgress",
+            "phase Pending",
+        ),
     ],
 )
 def test_each_pod_state_has_its_verdict(
