@@ -35,6 +35,7 @@ from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.gpucomponents import mark_driver_ready
 from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
@@ -76,6 +77,16 @@ def stack(
         pci_ids=FIXTURES.parent / "pci.ids",
     )
     gpu_stack.create_config(kube, gpu_host.base.parent)
+    # gpu-controller judges every NVIDIA card of the cluster, the session's other nodes' too (their
+    # DriverReady is the stand-in's, mark_driver_ready); what it wrote there is put back afterwards.
+    stood_in = [
+        str(g.metadata.name)
+        for g in kube.list(PHYSICAL_GPU)[0]
+        if any(
+            c.type == "DriverReady" and c.status == "True"
+            for c in (g.status.conditions if g.status else None) or []
+        )
+    ]
     try:
         gpu_stack.start_controller()
         gpu_stack.start_node(gpu_host)
@@ -86,8 +97,10 @@ def stack(
             kube.delete(CONFIG_MAP, CONFIG, namespace)
         wait_until(lambda: not pods(kube, namespace), timeout=120, what="the node components' Pods to go")
         gpu_stack.stop()
-        for gpu in cards(kube, gpu_host.name):
-            kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
+        own = {str(gpu.metadata.name) for gpu in cards(kube, gpu_host.name)}
+        for name in own:
+            kube.delete(PHYSICAL_GPU, name)
+        mark_driver_ready(control_plane, [name for name in stood_in if name not in own])
         # The gate labels the controller set on any node (others' cards included) go with it.
         gates = {LABEL_NVIDIA_PRESENT: None, LABEL_DRIVER_READY: None}
         for node in kube.list(NODE)[0]:
