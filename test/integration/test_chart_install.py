@@ -193,6 +193,10 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
             f"clusterrolebinding.rbac.authorization.k8s.io/{dra}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{agent}",
             f"clusterrolebinding.rbac.authorization.k8s.io/{handler}",
+            # kube-rbac-proxy: the role a scraper is bound to, and the proxies' token and access reviews
+            f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-reader",
+            f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-auth",
+            f"clusterrolebinding.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-auth",
             f"validatingadmissionpolicy.admissionregistration.k8s.io/{policy}",
             f"validatingadmissionpolicybinding.admissionregistration.k8s.io/{policy}",
         ]
@@ -325,6 +329,14 @@ def resource_rules(control_plane: ControlPlane, namespace: str, as_flags: list[s
     }
 
 
+# The metrics sidecar (kube-rbac-proxy) runs as the component's account: it reviews each scraper's
+# token and asks whether the scraper may read /metrics.
+METRICS_PROXY_REVIEWS = {
+    ("authentication.k8s.io", "tokenreviews", "create", "<any>"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create", "<any>"),
+}
+
+
 def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, release: Release) -> None:
     """What the account can do beyond any account of its namespace (the namespace's default one)."""
     granted = resource_rules(control_plane, release.namespace, impersonate(release))
@@ -364,6 +376,7 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
         ("coordination.k8s.io", "leases", "create", "<any>"),
         ("coordination.k8s.io", "leases", "get", LEASE_NAME),
         ("coordination.k8s.io", "leases", "update", LEASE_NAME),
+        *METRICS_PROXY_REVIEWS,
     }
 
 
@@ -477,6 +490,7 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
         ("", "configmaps", "create", "<any>"),
         ("", "configmaps", "get", LEDGER_NAME),
         ("", "configmaps", "update", LEDGER_NAME),
+        *METRICS_PROXY_REVIEWS,
     }
 
 
@@ -511,7 +525,10 @@ def rendered_container(release: Release) -> dict[str, Any]:
         and doc["kind"] == "Deployment"
         and doc["metadata"]["labels"]["app.kubernetes.io/component"] == "gpu-controller"
     ]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    # beside it, the kube-rbac-proxy sidecar that serves its metrics
+    (container,) = [
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "gpu-controller"
+    ]
     return dict(container)
 
 
