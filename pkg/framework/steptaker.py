@@ -143,6 +143,11 @@ class StepTaker(Generic[C]):
         """The pipeline's name, as it appears in logs and results."""
         return self._name
 
+    @property
+    def steps(self) -> tuple[Step[C], ...]:
+        """The steps in the order :meth:`run` takes them (fault-injection tests replay a prefix)."""
+        return self._steps
+
     def run(self, ctx: C) -> PipelineResult:
         """Run the pipeline once over ``ctx``; never raises for a step's ``Exception``."""
         completed: list[Step[C]] = []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,9 +162,11 @@ def main(*, quick: bool = False) -> None:
         )
         bp.kube.create(NAMESPACE_KIND, V1Namespace(metadata=V1ObjectMeta(name=NAMESPACE)))
         names = [f"item-{i:05d}" for i in range(objects)]
-        create: Callable[[str], object] = lambda name: bp.kube.create(  # noqa: E731
-            BENCH_ITEM, BenchItem(metadata=V1ObjectMeta(name=name), spec={"value": 0}), namespace=NAMESPACE
-        )
+
+        def create(name: str) -> object:
+            item = BenchItem(metadata=V1ObjectMeta(name=name), spec={"value": 0})
+            return bp.kube.create(BENCH_ITEM, item, namespace=NAMESPACE)
+
         parallel(names, create)
         rows = [
             measure(bp, c, names, v, seconds, Path(logs))

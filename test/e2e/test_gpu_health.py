@@ -11,13 +11,14 @@ The measured latencies are printed and written to ``test-artifacts/health-latenc
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu_nodes import DRIVER, checkpoint
+from gpu_nodes import DRIVER, checkpoint, pod_gone
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -179,7 +180,7 @@ def _clean_up(kube: KubeClient, namespace: str, components: GpuComponents) -> No
             kube.delete(POD, name, namespace)
     for name in POD_NAMES:
         wait_until(
-            lambda name=name: _gone(kube, POD, namespace, name),  # type: ignore[misc]
+            functools.partial(pod_gone, kube, namespace, name),
             timeout=60,
             what=f"Pod {name} to go",
         )
@@ -190,14 +191,6 @@ def _clean_up(kube: KubeClient, namespace: str, components: GpuComponents) -> No
         timeout=60,
         what="the kubelet to unprepare the test's claims",
     )
-
-
-def _gone(kube: KubeClient, kind: Any, namespace: str, name: str) -> bool:
-    try:
-        kube.get(kind, name, namespace)
-    except NotFoundError:
-        return True
-    return False
 
 
 def _story(kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_node: GpuComponents) -> None:

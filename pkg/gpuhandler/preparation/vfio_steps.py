@@ -191,10 +191,7 @@ class WriteVmMetadata:
             self.rollback(ctx)
             raise
         for name, found in mounts.items():
-            edits = ctx.edits[name]
-            ctx.edits[name] = ContainerEdits(
-                device_nodes=edits.device_nodes, env=edits.env, mounts=edits.mounts + found
-            )
+            ctx.edits[name] = dataclasses.replace(ctx.edits[name], mounts=ctx.edits[name].mounts + found)
         return Continue()
 
     def rollback(self, ctx: StepContext) -> None:

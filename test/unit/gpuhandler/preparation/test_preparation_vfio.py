@@ -228,7 +228,7 @@ def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path) -> None:
 
 def _steps(n: Node, pipeline: str) -> Sequence[Any]:
     taker = n.container.prepare_pipeline() if pipeline == "prepare" else n.container.unprepare_pipeline()
-    return taker._steps  # type: ignore[no-any-return]
+    return taker.steps
 
 
 PREPARE_STEPS = [
