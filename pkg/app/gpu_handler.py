@@ -111,6 +111,13 @@ def parser() -> argparse.ArgumentParser:
         "its shm folder as /dev/shm (default /run/gpu.deckhouse.io/mps)",
     )
     p.add_argument(
+        "--daemons-on-host",
+        type=parse_bool,
+        default=parse_bool(env("DAEMONS_ON_HOST", "false")),
+        help="start the daemons of shares (MPS control daemons) on the host, outside this container's "
+        "cgroups, so they outlive it; needs the host's PID namespace (hostPID) and root (default false)",
+    )
+    p.add_argument(
         "--prepare-lock-timeout",
         type=parse_duration,
         default=parse_duration(env("PREPARE_LOCK_TIMEOUT", "30s")),
@@ -212,6 +219,7 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
         dev_root=args.dev_root,
         proc_root=args.proc_root,
         state_dir=args.sim_state_dir,
+        daemons_on_host=args.daemons_on_host,
         enrich_period=args.enrich_period,
         health_quiet_period=args.health_quiet_period,
         publish=args.publish,

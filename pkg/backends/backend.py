@@ -108,6 +108,9 @@ class BackendOptions:
     ``sysfs_root`` is where the host's sysfs is mounted; ``dev_root`` and ``proc_root`` the host's
     ``/dev`` and ``/proc`` (device nodes, the driver's proc files); ``state_dir`` holds a simulated
     backend's state (health overrides, the simulated driver); real backends ignore it.
+    ``daemons_on_host``: daemons a share needs (NVIDIA's MPS control daemon) are started on the
+    host, outside this container's cgroups, so they outlive it (:mod:`pkg.backends.host_daemons`;
+    the process must be in the host's PID namespace).
     """
 
     node_name: str
@@ -115,6 +118,7 @@ class BackendOptions:
     dev_root: Path = Path("/dev")
     proc_root: Path = Path("/proc")
     state_dir: Path | None = None
+    daemons_on_host: bool = False
 
 
 class VendorBackend(Protocol):

@@ -15,7 +15,9 @@ node components read (DESIGN §8):
   ``vfio-pci``. They are real character devices made with mknod, with /dev/null's numbers (1:3),
   so a container given one through CDI can open and write it and the device cgroup is exercised
   for real;
-* ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records).
+* ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records),
+  with the driver's host tool ``bin/nvidia-cuda-mps-control``, the stand-in MPS control daemon
+  that gpu-handler in a Pod starts on the host (:func:`install_mps_tool`).
 
 Minor numbers follow the driver's probe order, which is PCI address order; this module is the
 one place that decides them, and the simulated NVML reads them back from the proc file as the
@@ -25,11 +27,17 @@ real NVML gets them from the driver.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+# The driver's MPS tool on a simulated host, where the simulated backend runs it from
+# (pkg.backends.simulated.sharing.host_tool), and the stand-in daemon it runs.
+MPS_TOOL = Path("bin", "nvidia-cuda-mps-control")
+MPS_STAND_IN = "pkg.backends.simulated.mps_daemon"
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 _NULL_DEVICE = os.makedev(1, 3)
@@ -82,6 +90,7 @@ class SimulatedGpuHost:
         host = cls(base)
         shutil.copytree(fixture, host.root, symlinks=True)
         host.nvml_state.mkdir(parents=True, exist_ok=True)
+        install_mps_tool(host.nvml_state)
         host.dev.mkdir(parents=True, exist_ok=True)
         cards = nvidia_cards(host.root)
         if cards:
@@ -154,3 +163,14 @@ def vfio_groups(sysfs_root: Path) -> list[str]:
         if _driver(device) == "vfio-pci" and group.is_symlink():
             groups.add(os.path.basename(os.readlink(group)))
     return sorted(groups, key=int)
+
+
+def install_mps_tool(nvml_state: Path, *, python: str = sys.executable) -> Path:
+    """Installs a simulated host's ``nvidia-cuda-mps-control``: a script running the stand-in daemon
+    with ``python``, an interpreter of this machine that has the project (the driver's tools live on
+    the host, not in gpu-handler's image)."""
+    tool = nvml_state / MPS_TOOL
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} -m {MPS_STAND_IN} "$@"\n')
+    tool.chmod(0o755)
+    return tool

@@ -77,6 +77,8 @@ class HandlerSettings:
     dev_root: Path = Path("/dev")
     proc_root: Path = Path("/proc")
     state_dir: Path | None = None
+    # Daemons of shares (MPS) started on the host, so they outlive this Pod (pkg.backends.host_daemons).
+    daemons_on_host: bool = False
     enrich_period: float = 60.0
     workers: int = 2
     publish: bool = True  # publish ResourceSlices (pkg.gpuhandler.publishing)
@@ -100,6 +102,7 @@ def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorB
         dev_root=settings.dev_root,
         proc_root=settings.proc_root,
         state_dir=settings.state_dir,
+        daemons_on_host=settings.daemons_on_host,
     )
     return vendors.plugin(settings.backend).create(options)
 

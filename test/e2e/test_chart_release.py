@@ -1,6 +1,7 @@
 """The Helm chart on a real node, from the project's image: install, upgrade, uninstall.
 
-This module has a control plane and a real node of its own (two A30s), so the release's
+This module has a control plane and a real node of its own (three A30s: a whole card, an
+MPS-shared card and a MIG card at once), so the release's
 gpu-controller, node agent and gpu-handler are the only ones there: the session's node runs our
 components as host processes, which a second gpu-handler on the same node would contest. The image
 is the one ``make image`` builds, assembled from the Debian archive and PyPI
@@ -32,8 +33,10 @@ from typing import Any
 import pytest
 import rbac_audit
 import yaml
-from gpu_nodes import Seen, cdi_specs, gpu_instances, gpu_pod
+from gpu_nodes import Seen, card_state, cdi_specs, claim_pod, gpu_instances, gpu_pod, shared_claim
 
+from pkg.backends.nvidia.sharing import daemon_pid
+from pkg.backends.simulated.mps_daemon import MARKER
 from pkg.devcluster.apiroute import ApiServerRoute
 from pkg.devcluster.cluster import (
     CONTROLLERS,
@@ -49,7 +52,7 @@ from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.devcluster.projectimage import PROJECT_REPOSITORY, build_project_image
 from pkg.framework.client import KubeClient
-from pkg.framework.client.builtin_kinds import POD
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.framework.client.config import new_api_client
 
 # The first test builds the image (debootstrap, a venv: minutes on a cold cache) and starts a
@@ -101,7 +104,7 @@ def node(
     plane: ControlPlane, images: ImageArchive, project_image: ImageArchive, work_dir: Path
 ) -> Iterator[RealNode]:
     real = RealNode(
-        config=NodeConfig(name=NODE, gpu_fixture=FIXTURES / "sysfs" / "a30-x2"),
+        config=NodeConfig(name=NODE, gpu_fixture=FIXTURES / "sysfs" / "a30-x3"),
         plane=plane,
         index=NODE_INDEX,
         images=images,
@@ -242,6 +245,31 @@ class Release:
     """What the tests of this module learnt, in order: install, upgrade, uninstall."""
 
     figures: dict[str, float] = {}
+    mps_card = ""
+    mps_daemon = 0
+
+
+def card_of_each_uuid(plane: ControlPlane) -> dict[str, str]:
+    """The node's cards: PCI address by GPU UUID, from the PhysicalGPUs."""
+    out = plane.kubectl(
+        "get",
+        "physicalgpus",
+        "-l",
+        f"gpu.deckhouse.io/node={NODE}",
+        "-o",
+        "jsonpath={range .items[*]}{.status.currentState.nvidia.gpuUUID}={.status.pciInfo.address} {end}",
+    )
+    return dict(line.split("=", 1) for line in out.split())
+
+
+def mps_daemon_of(node: RealNode, card: str) -> int | None:
+    """The PID of the card's MPS control daemon if it runs (gpu-handler's --mps-root on the node)."""
+    return daemon_pid(node.base / "mps" / card / "pipe", MARKER.encode())
+
+
+def cgroups_of(pid: int) -> set[str]:
+    """The process's path in every cgroup hierarchy."""
+    return {line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()}
 
 
 def test_install_from_chart_defaults_runs_a_gpu_pod(
@@ -258,7 +286,7 @@ def test_install_from_chart_defaults_runs_a_gpu_pod(
         "--create-namespace",
         values=release_values(node, TAGS[0]),
     )
-    wait_until(lambda: len(node_gpus(plane, NODE)) == 2, timeout=180, what="the node's 2 PhysicalGPUs")
+    wait_until(lambda: len(node_gpus(plane, NODE)) == 3, timeout=180, what="the node's 3 PhysicalGPUs")
     plane.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "deviceclasses.yaml"))
     plane.kubectl("create", "namespace", "workloads")
     kube.create(POD, gpu_pod("first-gpu", "gpu", node=NODE), namespace="workloads")
@@ -280,6 +308,21 @@ def test_install_from_chart_defaults_runs_a_gpu_pod(
         f"DaemonSet/{RELEASE}-gpu-control-plane-gpu-handler",
     }
     print(f"install to first GPU Pod: {Release.figures['install_to_first_gpu_pod_s']:.1f}s")
+
+    # An MPS share of another card: its control daemon runs on the host, outside gpu-handler's Pod.
+    cards = card_of_each_uuid(plane)
+    Release.mps_card = min(card for uuid, card in cards.items() if uuid != seen.visible)
+    claim = shared_claim("mps-share", "gpu-mps", share_percent=50, card=Release.mps_card)
+    kube.create(RESOURCE_CLAIM, claim, namespace="workloads")
+    kube.create(POD, claim_pod("mps-share", "mps-share", node=NODE), namespace="workloads")
+    wait_until(lambda: shown(plane, "mps-share"), timeout=180, what="the MPS share's Pod to run")
+    daemon = mps_daemon_of(node, Release.mps_card)
+    assert daemon is not None
+    Release.mps_daemon = daemon
+    assert cgroups_of(daemon) == {"/"}, "the MPS daemon is in a cgroup of gpu-handler's Pod"
+    lines = plane.kubectl("logs", "-n", "workloads", "mps-share").splitlines()
+    share = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert (share["THREADS"], share["DAEMON"]) == ("50", str(daemon))
 
 
 def scrape(address: str, token: str | None) -> tuple[int, str]:
@@ -392,6 +435,12 @@ def test_upgrade_rolls_the_handler_without_a_failed_prepare(
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     wait_until(lambda: not not_ready(plane), timeout=180, what="every workload Ready on the new image")
     assert shown(plane, "first-gpu"), "the GPU Pod of the install stopped during the upgrade"
+    # The MPS share's daemon outlived the old handler: the same process serves the share.
+    assert mps_daemon_of(node, Release.mps_card) == Release.mps_daemon, "the MPS daemon was restarted"
+    in_share = plane.kubectl(
+        "exec", "-n", "workloads", "mps-share", "--", "cat", "/tmp/nvidia-mps/nvidia-cuda-mps-control.pid"
+    )
+    assert in_share.strip() == str(Release.mps_daemon)
     failures = new_failures(before, prepare_failures(plane))
     Release.figures["upgrade_prepare_failures"] = len(failures)
     Release.figures["pods_during_upgrade"] = len(created) - 1
@@ -496,6 +545,11 @@ def test_rbac_grants_exactly_what_the_components_call(plane: ControlPlane) -> No
 def test_uninstall_leaves_nothing_behind(plane: ControlPlane, node: RealNode, kube: KubeClient) -> None:
     plane.kubectl("delete", "pods", "--all", "-n", "workloads", "--wait=true", "--timeout=120s")
     wait_until(lambda: not cdi_specs(node), timeout=60, what="the claims' CDI specs removed")
+    # The last MPS share went: its daemon was asked to quit and the card got its compute mode back.
+    assert mps_daemon_of(node, Release.mps_card) is None
+    assert not (node.base / "mps" / Release.mps_card).exists()
+    assert card_state(node, Release.mps_card)["compute_mode"] == 0
+    plane.kubectl("delete", "resourceclaims", "--all", "-n", "workloads", "--wait=true", "--timeout=60s")
     manifest = [d for d in yaml.safe_load_all(helm(plane, "get", "manifest", RELEASE, "-n", NAMESPACE)) if d]
     helm(plane, "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=180s")
 

@@ -36,8 +36,14 @@ class NvidiaPlugin:
         # because the backend module itself imports IDENTITY from this one.
         from pkg.backends.nvidia.backend import NvidiaBackend  # noqa: PLC0415
         from pkg.backends.nvidia.nvml import PynvmlAdapter  # noqa: PLC0415
+        from pkg.backends.nvidia.sharing import NvidiaMpsControl  # noqa: PLC0415
 
-        return NvidiaBackend(nvml=PynvmlAdapter(), dev_root=options.dev_root, proc_root=options.proc_root)
+        return NvidiaBackend(
+            nvml=PynvmlAdapter(),
+            dev_root=options.dev_root,
+            proc_root=options.proc_root,
+            mps=NvidiaMpsControl(on_host=options.daemons_on_host),
+        )
 
 
 NVIDIA: Final = NvidiaPlugin()

@@ -12,6 +12,8 @@ Two narrow ports, each with the real tool behind it here and a simulated one in
   ``nvidia-cuda-mps-control`` run against the same pipe folder. The server it starts and its
   clients share memory through ``/dev/shm``, so the daemon runs in a mount namespace of its own
   whose ``/dev/shm`` is the card's ``shm`` folder, the folder every client gets at ``/dev/shm``.
+  In a Pod the daemon is started on the host, outside the Pod's cgroups, because its clients
+  outlive any one gpu-handler container (:mod:`pkg.backends.host_daemons`).
 
 What MPS isolates and what it does not: each client's share of the card's threads
 (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``) and its pinned memory (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``)
@@ -36,6 +38,13 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from api.gpu.v1alpha1 import TimeSlicingInterval
+from pkg.backends.host_daemons import (
+    HostUnreachableError,
+    host_anchor,
+    host_environment,
+    in_host_namespaces,
+    outside_the_pod,
+)
 from pkg.backends.preparation import MpsFolders
 
 PID_FILE: Final = "nvidia-cuda-mps-control.pid"
@@ -89,19 +98,35 @@ class NvidiaMpsControl:
     """``nvidia-cuda-mps-control`` (or a stand-in ``command`` that keeps its contract), started
     with ``unshare`` so that its ``/dev/shm`` is the card's shared-memory folder.
 
-    ``marker`` identifies the daemon in ``/proc/<pid>/cmdline``: the last word of ``command``.
+    ``marker`` identifies the daemon in ``/proc/<pid>/cmdline`` (default: the last word of
+    ``command``). ``on_host``: the daemon is started on the host, outside this container's cgroups
+    (:mod:`pkg.backends.host_daemons`), so it outlives the container; ``command`` is then a command
+    of the host, and the caller must be in the host's PID namespace.
     """
 
-    def __init__(self, *, command: Sequence[str] = (CONTROL_BINARY,), timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        command: Sequence[str] = (CONTROL_BINARY,),
+        marker: str | None = None,
+        on_host: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
         self._command = list(command)
-        self._marker = Path(self._command[-1]).name.encode()
+        self._marker = (marker or Path(self._command[-1]).name).encode()
+        self._on_host = on_host
         self._timeout = timeout
 
     def start(self, *, uuid: str, folders: MpsFolders) -> None:
-        env = {**os.environ, **daemon_environment(uuid=uuid, folders=folders)}
         script = 'mount --bind "$1" /dev/shm && shift && exec "$@" -d'
         isolate = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"]
-        run_tool([*isolate, str(folders.shm), *self._command], env=env, timeout=self._timeout)
+        argv = [*isolate, str(folders.shm), *self._command]
+        daemon_env = daemon_environment(uuid=uuid, folders=folders)
+        if self._on_host:
+            launch = outside_the_pod(argv, host_anchor_or_error())
+            run_tool(launch, env=host_environment(daemon_env), timeout=self._timeout)
+        else:
+            run_tool(argv, env={**os.environ, **daemon_env}, timeout=self._timeout)
         what = f"the MPS control daemon in {folders.pipe} to write its PID file"
         try:
             wait_for(lambda: self.running(folders=folders), timeout=self._timeout, what=what)
@@ -112,13 +137,24 @@ class NvidiaMpsControl:
         pid = daemon_pid(folders.pipe, self._marker)
         if pid is None:
             return
-        env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(folders.pipe)}
+        pipe = {"CUDA_MPS_PIPE_DIRECTORY": str(folders.pipe)}
+        if self._on_host:
+            client, env = in_host_namespaces(self._command, host_anchor_or_error()), host_environment(pipe)
+        else:
+            client, env = self._command, {**os.environ, **pipe}
         with contextlib.suppress(SharingToolError):  # a daemon that cannot be asked is killed below
-            run_tool(self._command, env=env, timeout=self._timeout, input_text="quit\n")
+            run_tool(client, env=env, timeout=self._timeout, input_text="quit\n")
         stop_process(pid, marker=self._marker, timeout=self._timeout)
 
     def running(self, *, folders: MpsFolders) -> bool:
         return daemon_pid(folders.pipe, self._marker) is not None
+
+
+def host_anchor_or_error() -> int | None:
+    try:
+        return host_anchor()
+    except HostUnreachableError as exc:
+        raise SharingToolError(str(exc)) from exc
 
 
 def daemon_environment(*, uuid: str, folders: MpsFolders) -> dict[str, str]:

@@ -44,7 +44,8 @@ _REASON = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 
 
 class SimulatedBackend(NvidiaBackend):
-    """:class:`NvidiaBackend` over :class:`SimulatedNvml`; ``state_dir`` holds health overrides."""
+    """:class:`NvidiaBackend` over :class:`SimulatedNvml`; ``state_dir`` holds health overrides and
+    the simulated driver's host tools."""
 
     def __init__(
         self,
@@ -54,13 +55,14 @@ class SimulatedBackend(NvidiaBackend):
         dev_root: Path = Path("/dev"),
         proc_root: Path = Path("/proc"),
         sysfs_root: Path | None = None,
+        daemons_on_host: bool = False,
     ) -> None:
         super().__init__(
             nvml=nvml,
             dev_root=dev_root,
             proc_root=proc_root,
             time_slicer=SimulatedTimeSlicer(nvml.state),
-            mps=simulated_mps_control(),
+            mps=simulated_mps_control(state_dir=state_dir, on_host=daemons_on_host),
         )
         self._state_dir = state_dir
         self._pci_kernel = (
@@ -116,6 +118,7 @@ class SimulatedNvidiaPlugin:
             dev_root=options.dev_root,
             proc_root=options.proc_root,
             sysfs_root=options.sysfs_root,
+            daemons_on_host=options.daemons_on_host,
         )
 
 

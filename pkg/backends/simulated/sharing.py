@@ -6,6 +6,8 @@ memory: :func:`simulated_mps_control` is the production
 :class:`~pkg.backends.nvidia.sharing.NvidiaMpsControl` running
 :mod:`pkg.backends.simulated.mps_daemon`, a real detached process with the daemon's PID file,
 control pipe and ``quit`` command, so starting, stopping, dying and being restarted happen for real.
+gpu-handler in a Pod starts it on the host (``on_host``), through the script a simulated host
+keeps in its state folder (:func:`host_tool`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ import signal
 import sys
 from pathlib import Path
 
-from pkg.backends.nvidia.sharing import PID_FILE, NvidiaMpsControl, TimeSlice, daemon_pid, stop_process
+from pkg.backends.nvidia.sharing import (
+    CONTROL_BINARY,
+    PID_FILE,
+    NvidiaMpsControl,
+    TimeSlice,
+    daemon_pid,
+    stop_process,
+)
 from pkg.backends.simulated import mps_daemon
 from pkg.backends.simulated.driver_state import CardState, SimulatedDriverState
 
@@ -32,8 +41,25 @@ class SimulatedTimeSlicer:
         self._state.change(address, change)
 
 
-def simulated_mps_control(*, timeout: float = 10.0) -> NvidiaMpsControl:
-    return NvidiaMpsControl(command=(sys.executable, "-m", mps_daemon.MARKER), timeout=timeout)
+def simulated_mps_control(
+    *, state_dir: Path | None = None, on_host: bool = False, timeout: float = 10.0
+) -> NvidiaMpsControl:
+    """The stand-in daemon run by this interpreter, or on the host (``on_host``) the simulated
+    driver's tool in ``state_dir`` (:func:`host_tool`), as a real host has the driver's."""
+    if not on_host:
+        return NvidiaMpsControl(command=(sys.executable, "-m", mps_daemon.MARKER), timeout=timeout)
+    if state_dir is None:
+        raise ValueError("the simulated backend starts its MPS daemons on the host only with a state folder")
+    return NvidiaMpsControl(
+        command=(str(host_tool(state_dir)),), marker=mps_daemon.MARKER, on_host=True, timeout=timeout
+    )
+
+
+def host_tool(state_dir: Path) -> Path:
+    """Where a simulated host keeps the stand-in of ``nvidia-cuda-mps-control``: a script that
+    runs :mod:`~pkg.backends.simulated.mps_daemon` with an interpreter of the host that has this
+    project (``pkg.devcluster.gpuhost`` installs it), as a real host has the driver's tool."""
+    return state_dir / "bin" / CONTROL_BINARY
 
 
 def stop_simulated_daemons(root: Path, *, timeout: float = 5.0) -> list[int]:

@@ -81,6 +81,7 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--dev-root=/dev",
         "--proc-root=/proc",
         "--prepare-lock-timeout=30s",
+        "--daemons-on-host=true",
         "--metrics-bind-address=:8080",
     ]
     env = {item["name"]: item.get("value", item.get("valueFrom")) for item in main["env"]}
@@ -115,6 +116,7 @@ def test_the_handler_accepts_the_rendered_args(
         "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
     )
     assert settings.plugin.mps_root == Path("/run/gpu.deckhouse.io/mps")
+    assert settings.daemons_on_host is True  # MPS daemons outlive the Pod
     assert (settings.dev_root, settings.proc_root) == (Path("/dev"), Path("/proc"))
     assert args.command is None  # the run, not a subcommand
     assert (settings.node_name, settings.backend, settings.sysfs_root) == (
@@ -145,7 +147,9 @@ def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
     # The kubelet dials the path the plugin reports, and CDI specs name host paths: same paths inside.
     for name in ("kubelet-plugins", "kubelet-plugins-registry", "cdi", "mps", "host-dev"):
         assert mounts[name]["mountPath"] == host_paths[name]["path"]
-    for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
+    # The host's PID namespace only: MPS daemons are started through the host's init (--daemons-on-host).
+    assert spec["hostPID"] is True
+    for host_namespace in ("hostNetwork", "hostIPC"):
         assert not spec.get(host_namespace), host_namespace
     assert spec["securityContext"]["runAsUser"] == 0
     assert main["securityContext"]["privileged"] is True
@@ -165,6 +169,8 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
     assert "POD_UID" not in {e["name"] for e in main["env"]}
     assert "runtimeClassName" not in spec
+    assert "--daemons-on-host=true" not in main["args"]
+    assert not spec.get("hostPID")
     assert spec["securityContext"]["runAsNonRoot"] is True
     security = main["securityContext"]
     assert security["privileged"] is False

@@ -44,7 +44,7 @@ def test_both_paths_read_one_package_list() -> None:
     for stage in ("runtime", "build"):
         listed = subprocess.run([ASSEMBLE, "packages", stage], capture_output=True, text=True, check=True)
         assert listed.stdout.split() == stage_packages(ROOT, stage)
-    # What the node components exec: python3, and unshare, mount and sh for the MPS daemon.
+    # What the node components exec: python3, and nsenter, unshare, mount and sh for the MPS daemon.
     assert {"python3", "util-linux", "mount", "dash"} <= set(stage_packages(ROOT, "runtime"))
     assert "python3-venv" not in stage_packages(ROOT, "runtime")
 

@@ -12,7 +12,9 @@ What the Pod needs from the host, and nothing more:
   control daemon and server come with it), and the host's ``/dev`` (``--dev-root``), where MIG
   capability device nodes are made; root and privileged, as MIG changes through NVML and mknod
   need; ``POD_UID`` names this Pod's sockets, and the DaemonSet starts a node's new Pod before the
-  old one stops, so the kubelet always has a plugin to call.
+  old one stops, so the kubelet always has a plugin to call; the host's PID namespace, because the
+  MPS control daemons are started on the host, outside the Pod's cgroups, and so keep serving
+  their clients while the Pod is replaced (``--daemons-on-host``, :mod:`pkg.backends.host_daemons`).
 
 Without the plugin: no privileges, root or host namespaces. A node that loses the gate (its validator
 fails or disappears) loses this Pod; its offers are withdrawn by gpu-handler as soon as DriverReady
@@ -21,7 +23,7 @@ away.
 
 With ``simulatedHosts`` (tests and demos) every host path above is the node's folder of simulated
 hosts instead, one mount for all of them (:mod:`.simulation`), and the simulated backend is given
-its state folder.
+its state folder (where the simulated host keeps its stand-in ``nvidia-cuda-mps-control``).
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
         "--dev-root=/dev",
         "--proc-root=/proc",
         f"--prepare-lock-timeout={plugin.lock_timeout}",
+        # MPS control daemons outlive the Pod (a rolling update): they start on the host.
+        "--daemons-on-host=true",
     ]
 
 
@@ -165,6 +169,9 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulat
         *(pod.volumes or []),
         *(host_path(name, path, kind) for name, (path, kind) in folders.items()),
     ]
+    # The host's PID namespace: the daemons of shares are started through the host's init, outside
+    # the Pod's cgroups, and found again by PID after a restart (pkg.backends.host_daemons).
+    pod.host_pid = True
     pod.security_context = V1PodSecurityContext(
         run_as_non_root=False,
         run_as_user=0,
