@@ -658,7 +658,7 @@ def test_notes_warn_when_the_service_monitor_cannot_be_created(helm: Path) -> No
         *set_flags({"controller.metrics.serviceMonitor.enabled": True}),
     )
     notes = result.stdout.split("NOTES:", 1)[1]
-    assert "WARNING: controller.metrics.serviceMonitor.enabled is true" in notes
+    assert "WARNING: ServiceMonitors were asked for (controller.metrics.serviceMonitor.enabled)" in notes
     assert f"Lease {NAMESPACE}/gpu-controller-leader" in notes
 
 
@@ -1170,6 +1170,9 @@ def mutate(path: str, value: Any) -> Any:
         "imagePullSecrets": [{"name": "registry"}],
         "controller.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "controller.metrics.serviceMonitor.interval": "1m",
+        "draController.metrics.serviceMonitor.interval": "1m",
+        "nodeAgent.metrics.serviceMonitor.interval": "1m",
+        "gpuHandler.metrics.serviceMonitor.interval": "1m",
         "draController.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "nodeAgent.resyncPeriod": "1m",
         "nodeAgent.tolerations": [{"key": "dedicated", "operator": "Exists"}],
@@ -1224,8 +1227,8 @@ def mutate(path: str, value: Any) -> Any:
 def test_every_value_changes_the_output(helm: Path, path: str) -> None:
     # A ServiceMonitor's own settings only show once it is rendered.
     base: dict[str, Any] = {}
-    if path.startswith("controller.metrics.serviceMonitor.") and not path.endswith(".enabled"):
-        base["controller.metrics.serviceMonitor.enabled"] = True
+    if ".metrics.serviceMonitor." in path and not path.endswith(".enabled"):
+        base[path.rsplit(".", 1)[0] + ".enabled"] = True
     if path == "simulatedHosts.pciIds":  # used only with simulated hosts
         base["simulatedHosts.dir"] = "/srv/nodes"
     if path.startswith("metricsProxy."):  # the default (on), which the helper turns off
