@@ -212,24 +212,21 @@ def can_i(control_plane: ControlPlane, release: Release, verb: str, resource: st
 
 # (verb, resource, extra kubectl flags); "{ns}" is the release namespace.
 NEEDED = [
-    *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("get", "list", "watch", "patch", "delete")),
-    *(
-        (verb, "physicalgpus.gpu.deckhouse.io", ("--subresource=status",))
-        for verb in ("get", "update", "patch")
-    ),
-    *((verb, "nodes", ()) for verb in ("get", "list", "watch", "patch")),
-    *((verb, "gpuclasses.gpu.deckhouse.io", ()) for verb in ("get", "list", "watch")),
+    *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("list", "watch", "patch", "delete")),
+    *((verb, "physicalgpus.gpu.deckhouse.io", ("--subresource=status",)) for verb in ("update", "patch")),
+    *((verb, "nodes", ()) for verb in ("list", "watch", "patch")),
+    *((verb, "gpuclasses.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
     ("update", "gpuclasses.gpu.deckhouse.io", ("--subresource=status",)),
     ("update", "gpuclasses.gpu.deckhouse.io", ("--subresource=finalizers",)),
-    *((verb, "deviceclasses.resource.k8s.io", ()) for verb in ("get", "list", "watch", "create", "patch")),
+    *((verb, "deviceclasses.resource.k8s.io", ()) for verb in ("list", "watch", "create", "patch")),
     # The node components, in the release namespace: its ConfigMap only, the DaemonSets, validator Pods.
-    *((verb, "configmaps/{config}", ("-n", "{ns}")) for verb in ("get", "list", "watch")),
+    *((verb, "configmaps/{config}", ("-n", "{ns}")) for verb in ("list", "watch")),
     ("update", "configmaps/{config}", ("--subresource=finalizers", "-n", "{ns}")),
     *(
         (verb, "daemonsets.apps", ("-n", "{ns}"))
         for verb in ("get", "list", "watch", "create", "patch", "delete")
     ),
-    *((verb, "pods", ("-n", "{ns}")) for verb in ("get", "list", "watch")),
+    *((verb, "pods", ("-n", "{ns}")) for verb in ("list", "watch")),
     # Events of cluster-scoped PhysicalGPUs land in "default"; namespaced objects' in their own.
     ("create", "events.events.k8s.io", ("-n", "default")),
     ("patch", "events.events.k8s.io", ("-n", "default")),
@@ -240,6 +237,19 @@ NEEDED = [
 ]
 
 FORBIDDEN = [
+    # Everything is read from informers: nothing by name (the e2e tier's RBAC audit found no get).
+    *(
+        ("get", resource, extra)
+        for resource, extra in (
+            ("physicalgpus.gpu.deckhouse.io", ()),
+            ("physicalgpus.gpu.deckhouse.io", ("--subresource=status",)),
+            ("nodes", ()),
+            ("gpuclasses.gpu.deckhouse.io", ()),
+            ("deviceclasses.resource.k8s.io", ()),
+            ("configmaps/{config}", ("-n", "{ns}")),
+            ("pods", ("-n", "{ns}")),
+        )
+    ),
     # PhysicalGPUs are created and fully rewritten only by node agents.
     ("create", "physicalgpus.gpu.deckhouse.io", ()),
     ("update", "physicalgpus.gpu.deckhouse.io", ()),
@@ -353,24 +363,24 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
     assert granted - baseline == {
         *(
             ("gpu.deckhouse.io", "physicalgpus", verb, "<any>")
-            for verb in ("get", "list", "watch", "patch", "delete")
+            for verb in ("list", "watch", "patch", "delete")
         ),
-        *(("gpu.deckhouse.io", "physicalgpus/status", verb, "<any>") for verb in ("get", "update", "patch")),
-        *(("", "nodes", verb, "<any>") for verb in ("get", "list", "watch", "patch")),
-        *(("gpu.deckhouse.io", "gpuclasses", verb, "<any>") for verb in ("get", "list", "watch")),
+        *(("gpu.deckhouse.io", "physicalgpus/status", verb, "<any>") for verb in ("update", "patch")),
+        *(("", "nodes", verb, "<any>") for verb in ("list", "watch", "patch")),
+        *(("gpu.deckhouse.io", "gpuclasses", verb, "<any>") for verb in ("list", "watch")),
         ("gpu.deckhouse.io", "gpuclasses/status", "update", "<any>"),
         ("gpu.deckhouse.io", "gpuclasses/finalizers", "update", "<any>"),
         *(
             ("resource.k8s.io", "deviceclasses", verb, "<any>")
-            for verb in ("get", "list", "watch", "create", "patch")
+            for verb in ("list", "watch", "create", "patch")
         ),
-        *(("", "configmaps", verb, f"{release.name}-gpu-control-plane") for verb in ("get", "list", "watch")),
+        *(("", "configmaps", verb, f"{release.name}-gpu-control-plane") for verb in ("list", "watch")),
         ("", "configmaps/finalizers", "update", f"{release.name}-gpu-control-plane"),
         *(
             ("apps", "daemonsets", verb, "<any>")
             for verb in ("get", "list", "watch", "create", "patch", "delete")
         ),
-        *(("", "pods", verb, "<any>") for verb in ("get", "list", "watch")),
+        *(("", "pods", verb, "<any>") for verb in ("list", "watch")),
         ("events.k8s.io", "events", "create", "<any>"),
         ("events.k8s.io", "events", "patch", "<any>"),
         ("coordination.k8s.io", "leases", "create", "<any>"),
@@ -393,13 +403,16 @@ def dra_account(release: Release) -> Release:
 # Every call gpu-dra-controller makes: informers of claims, slices, classes, Pods and Namespaces, the
 # claim's metadata JSON patch and status PUT, events in the claims' namespaces, its own Lease.
 DRA_NEEDED = [
-    *((verb, "resourceclaims.resource.k8s.io", ()) for verb in ("get", "list", "watch", "patch")),
+    *((verb, "resourceclaims.resource.k8s.io", ()) for verb in ("list", "watch", "patch")),
     ("patch", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
     ("update", "resourceclaims.resource.k8s.io", ("--subresource=status", "-n", "{ns}")),
     *((verb, "resourceslices.resource.k8s.io", ()) for verb in ("list", "watch")),
     *((verb, "deviceclasses.resource.k8s.io", ()) for verb in ("list", "watch")),
     *((verb, "pods", ("--all-namespaces",)) for verb in ("list", "watch")),
     *((verb, "namespaces", ()) for verb in ("list", "watch")),
+    # `explain` run in its Pod: the claim's Namespace and the Node asked about, by name.
+    ("get", "namespaces", ()),
+    ("get", "nodes", ()),
     ("create", "events.events.k8s.io", ("-n", "{ns}")),
     ("patch", "events.events.k8s.io", ("-n", "{ns}")),
     ("create", "leases.coordination.k8s.io", ("-n", "{ns}")),
@@ -413,6 +426,8 @@ DRA_NEEDED = [
 ]
 
 DRA_FORBIDDEN = [
+    # Claims come from the informer: none is read by name (the e2e tier's RBAC audit found no get).
+    ("get", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
     # Claims are created and deleted by users and the kube-controller-manager; status is only PUT.
     ("create", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
     ("delete", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
@@ -472,7 +487,7 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
         impersonate(dataclasses.replace(release, service_account="default")),
     )
     assert granted - baseline == {
-        *(("resource.k8s.io", "resourceclaims", verb, "<any>") for verb in ("get", "list", "watch", "patch")),
+        *(("resource.k8s.io", "resourceclaims", verb, "<any>") for verb in ("list", "watch", "patch")),
         ("resource.k8s.io", "resourceclaims/status", "update", "<any>"),
         *(
             ("resource.k8s.io", resource, verb, "<any>")
@@ -480,6 +495,8 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
             for verb in ("list", "watch")
         ),
         *(("", resource, verb, "<any>") for resource in ("pods", "namespaces") for verb in ("list", "watch")),
+        ("", "namespaces", "get", "<any>"),
+        ("", "nodes", "get", "<any>"),
         ("events.k8s.io", "events", "create", "<any>"),
         ("events.k8s.io", "events", "patch", "<any>"),
         ("coordination.k8s.io", "leases", "create", "<any>"),

@@ -49,13 +49,13 @@ PLAIN_DRA_RBAC_HEADER = """\
 """
 
 # (apiGroup, resource, verb) of every call gpu-dra-controller makes outside its own namespace: the
-# informers of claims, slices, classes, Pods and Namespaces (list, watch; get on claims for parity
-# with kubectl get), the metadata JSON patch of a claim, the PUT of its status subresource (never a
-# status patch) and events.k8s.io events (create, patch for a series). Nothing else: it never writes
-# ResourceSlices, DeviceClasses, Pods or Nodes.
+# informers of claims, slices, classes, Pods and Namespaces (list, watch), the metadata JSON patch of
+# a claim, the PUT of its status subresource (never a status patch), events.k8s.io events (create,
+# patch for a series), and `explain` run in its Pod (get the claim's Namespace and the Node asked
+# about). Nothing else: it never writes ResourceSlices, DeviceClasses, Pods or Nodes.
 DRA_CONTROLLER_PERMISSIONS = frozenset(
     {
-        *(("resource.k8s.io", "resourceclaims", verb) for verb in ("get", "list", "watch", "patch")),
+        *(("resource.k8s.io", "resourceclaims", verb) for verb in ("list", "watch", "patch")),
         ("resource.k8s.io", "resourceclaims/status", "update"),
         *(
             ("resource.k8s.io", resource, verb)
@@ -63,6 +63,8 @@ DRA_CONTROLLER_PERMISSIONS = frozenset(
             for verb in ("list", "watch")
         ),
         *(("", resource, verb) for resource in ("pods", "namespaces") for verb in ("list", "watch")),
+        ("", "namespaces", "get"),
+        ("", "nodes", "get"),
         ("gpu.deckhouse.io", "physicalgpus", "list"),
         ("gpu.deckhouse.io", "physicalgpus", "watch"),
         ("events.k8s.io", "events", "create"),

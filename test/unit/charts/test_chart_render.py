@@ -107,19 +107,20 @@ CLUSTER_SCOPED = frozenset(
 )
 
 # (apiGroup, resource, verb) of every call gpu-controller makes outside its own namespace: the
-# informers (get/list/watch), orphan cleanup (delete), metadata JSON patch (patch), status writes,
-# the node gate labels (a Node merge patch), GPUClass status and the DeviceClasses generated from
-# them (server-side apply: patch, create), the finalizers update an owner reference with
-# blockOwnerDeletion needs, and events.k8s.io events (create, patch for a series). Nothing else.
+# informers (list/watch; nothing is read by name), orphan cleanup (delete), metadata JSON patch
+# (patch), status writes, the node gate labels (a Node merge patch), GPUClass status and the
+# DeviceClasses generated from them (server-side apply: patch, create), the finalizers update an
+# owner reference with blockOwnerDeletion needs, and events.k8s.io events (create, patch for a
+# series). Nothing else.
 CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
     {
-        *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("get", "list", "watch", "patch", "delete")),
-        *(("gpu.deckhouse.io", "physicalgpus/status", verb) for verb in ("get", "update", "patch")),
-        *(("", "nodes", verb) for verb in ("get", "list", "watch", "patch")),
-        *(("gpu.deckhouse.io", "gpuclasses", verb) for verb in ("get", "list", "watch")),
+        *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("list", "watch", "patch", "delete")),
+        *(("gpu.deckhouse.io", "physicalgpus/status", verb) for verb in ("update", "patch")),
+        *(("", "nodes", verb) for verb in ("list", "watch", "patch")),
+        *(("gpu.deckhouse.io", "gpuclasses", verb) for verb in ("list", "watch")),
         ("gpu.deckhouse.io", "gpuclasses/status", "update"),
         ("gpu.deckhouse.io", "gpuclasses/finalizers", "update"),
-        *(("resource.k8s.io", "deviceclasses", verb) for verb in ("get", "list", "watch", "create", "patch")),
+        *(("resource.k8s.io", "deviceclasses", verb) for verb in ("list", "watch", "create", "patch")),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
     }
@@ -129,10 +130,10 @@ CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
 # server-side apply, pruning), the GPU validator's Pods (informer).
 CONTROLLER_NODE_COMPONENT_RULES = sorted(
     [
-        (("",), ("configmaps",), ("get", "list", "watch"), (f"{RELEASE}-gpu-control-plane",)),
+        (("",), ("configmaps",), ("list", "watch"), (f"{RELEASE}-gpu-control-plane",)),
         (("",), ("configmaps/finalizers",), ("update",), (f"{RELEASE}-gpu-control-plane",)),
         (("apps",), ("daemonsets",), ("create", "delete", "get", "list", "patch", "watch"), None),
-        (("",), ("pods",), ("get", "list", "watch"), None),
+        (("",), ("pods",), ("list", "watch"), None),
     ]
 )
 
@@ -153,17 +154,17 @@ NODE_AGENT_PERMISSIONS = frozenset(
 )
 # (apiGroup, resource, verb) of every call gpu-handler makes: its informers (this node's PhysicalGPUs,
 # this Node, this node's ResourceSlices), server-side apply and JSON patch of PhysicalGPU status, and
-# the publisher's LIST, apply (PATCH, creating a missing slice) and delete of ResourceSlices. get is
-# granted on what it reads for parity with kubectl get; no Node writes and no events.
+# the publisher's LIST, apply (PATCH, creating a missing slice) and delete of ResourceSlices; get
+# only of what a prepare reads by name (the claim, the Pods reserving it); no Node writes.
 GPU_HANDLER_PERMISSIONS = frozenset(
     {
-        *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("get", "list", "watch")),
+        *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("list", "watch")),
         ("gpu.deckhouse.io", "physicalgpus/status", "patch"),
         *(
             ("resource.k8s.io", "resourceslices", verb)
-            for verb in ("get", "list", "watch", "create", "patch", "delete")
+            for verb in ("list", "watch", "create", "patch", "delete")
         ),
-        *(("", "nodes", verb) for verb in ("get", "list", "watch")),
+        *(("", "nodes", verb) for verb in ("list", "watch")),
         ("resource.k8s.io", "resourceclaims", "get"),
         ("", "pods", "get"),  # the Pods reserving a claim: their gpu.deckhouse.io/vfio annotation
         *(("events.k8s.io", "events", verb) for verb in ("create", "patch")),
