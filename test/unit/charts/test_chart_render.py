@@ -647,18 +647,16 @@ def test_service_monitor_needs_the_value_and_the_api(helm: Path, enabled: bool, 
         assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
 
 
-def test_notes_warn_when_the_service_monitor_cannot_be_created(helm: Path) -> None:
+def install_notes(helm: Path, values: Mapping[str, Any]) -> str:
+    """NOTES.txt as ``helm install --dry-run`` prints it (no cluster: no ServiceMonitor API)."""
     result = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--dry-run=client",
-        "--namespace",
-        NAMESPACE,
-        *set_flags({"controller.metrics.serviceMonitor.enabled": True}),
+        helm, "install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE, *set_flags(values)
     )
-    notes = result.stdout.split("NOTES:", 1)[1]
+    return result.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_warn_when_the_service_monitor_cannot_be_created(helm: Path) -> None:
+    notes = install_notes(helm, {"controller.metrics.serviceMonitor.enabled": True})
     assert "WARNING: ServiceMonitors were asked for (controller.metrics.serviceMonitor.enabled)" in notes
     assert f"Lease {NAMESPACE}/gpu-controller-leader" in notes
 

@@ -10,18 +10,16 @@ from typing import Any
 
 import pytest
 from test_chart_render import (
-    CHART,
     NAMESPACE,
     RELEASE,
     SERVICE_MONITOR_API,
     find,
     helm,
+    install_notes,
     node_daemon_sets,
     of,
     one,
     render,
-    run_helm,
-    set_flags,
 )
 
 __all__ = ["helm"]  # the fixture, shared with test_chart_render
@@ -104,21 +102,6 @@ def test_monitors_follow_their_switch_the_component_and_the_api(helm: Path) -> N
 
 
 def test_notes_name_every_monitor_that_could_not_be_created(helm: Path) -> None:
-    result = run_helm(
-        helm,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--dry-run=client",
-        "--namespace",
-        NAMESPACE,
-        *set_flags(
-            {
-                "draController.metrics.serviceMonitor.enabled": True,
-                "gpuHandler.metrics.serviceMonitor.enabled": True,
-            }
-        ),
-    )
-    notes = result.stdout.split("NOTES:", 1)[1]
-    asked = "draController.metrics.serviceMonitor.enabled, gpuHandler.metrics.serviceMonitor.enabled"
-    assert f"WARNING: ServiceMonitors were asked for ({asked})" in notes
+    asked = ("draController.metrics.serviceMonitor.enabled", "gpuHandler.metrics.serviceMonitor.enabled")
+    notes = install_notes(helm, dict.fromkeys(asked, True))
+    assert f"WARNING: ServiceMonitors were asked for ({', '.join(asked)})" in notes
