@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubernetes.client import (
@@ -131,7 +132,12 @@ def _driver_cards(node: RealNode) -> dict[str, Any]:
 
 def mps_daemon(components: GpuComponents, card: str) -> int | None:
     """The PID of the card's MPS control daemon if it runs."""
-    return daemon_pid(components.mps_root / card / "pipe", MARKER.encode())
+    return mps_daemon_in(components.mps_root, card)
+
+
+def mps_daemon_in(mps_root: Path, card: str) -> int | None:
+    """The PID of the card's MPS control daemon under gpu-handler's ``--mps-root`` if it runs."""
+    return daemon_pid(mps_root / card / "pipe", MARKER.encode())
 
 
 @dataclass(frozen=True)

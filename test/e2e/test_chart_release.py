@@ -33,10 +33,17 @@ from typing import Any
 import pytest
 import rbac_audit
 import yaml
-from gpu_nodes import Seen, card_state, cdi_specs, claim_pod, gpu_instances, gpu_pod, shared_claim
+from gpu_nodes import (
+    Seen,
+    card_state,
+    cdi_specs,
+    claim_pod,
+    gpu_instances,
+    gpu_pod,
+    mps_daemon_in,
+    shared_claim,
+)
 
-from pkg.backends.nvidia.sharing import daemon_pid
-from pkg.backends.simulated.mps_daemon import MARKER
 from pkg.devcluster.apiroute import ApiServerRoute
 from pkg.devcluster.cluster import (
     CONTROLLERS,
@@ -263,8 +270,8 @@ def card_of_each_uuid(plane: ControlPlane) -> dict[str, str]:
 
 
 def mps_daemon_of(node: RealNode, card: str) -> int | None:
-    """The PID of the card's MPS control daemon if it runs (gpu-handler's --mps-root on the node)."""
-    return daemon_pid(node.base / "mps" / card / "pipe", MARKER.encode())
+    """The PID of the card's MPS control daemon if it runs (the chart's --mps-root on simulated hosts)."""
+    return mps_daemon_in(node.base / "mps", card)
 
 
 def cgroups_of(pid: int) -> set[str]:

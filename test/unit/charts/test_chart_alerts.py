@@ -36,7 +36,7 @@ def promtool() -> Path:
     return path
 
 
-def rule_groups(helm: Path) -> dict[str, object]:
+def rule_groups(helm: Path) -> dict[str, Any]:
     """The rule's spec for release "gpucp" (the name the promtool test's series carry)."""
     text = template_text(helm, {"alerts.enabled": True}, api_versions=(PROMETHEUS_RULE_API,), release="gpucp")
     docs = [doc for doc in yaml.safe_load_all(text) if doc]
@@ -53,7 +53,7 @@ def alert_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_the_rule_is_rendered_only_where_prometheus_rules_are_served(helm: Path) -> None:
     assert not alert_rules(render(helm, {"alerts.enabled": True}))
     assert not alert_rules(render(helm, {}, api_versions=(PROMETHEUS_RULE_API,)))
-    names = {r["alert"] for g in rule_groups(helm)["groups"] for r in g["rules"]}  # type: ignore[attr-defined]
+    names = {r["alert"] for g in rule_groups(helm)["groups"] for r in g["rules"]}
     assert names == ALERTS
 
 
