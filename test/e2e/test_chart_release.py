@@ -204,13 +204,20 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
 
 
 def not_ready(plane: ControlPlane) -> list[str]:
-    """Workloads whose Pods are not all up to date and Ready (empty: all are)."""
+    """Workloads not yet rolled out, and Pods of the release still terminating (empty: none).
+
+    A Deployment counts as rolled as ``kubectl rollout status`` judges it: no old replica left
+    beside the updated ones. Terminating Pods are waited for as well: until its container stops, an
+    old Pod still serves, and ``kubectl exec deployment/…`` may pick it and be killed with it.
+    """
     waiting = []
     for name, obj in workloads(plane).items():
         status, spec = obj.get("status", {}), obj["spec"]
         if obj["kind"] == "Deployment":
             want = spec.get("replicas", 1)
-            ready = status.get("readyReplicas", 0) == want and status.get("updatedReplicas", 0) == want
+            ready = all(
+                status.get(field, 0) == want for field in ("replicas", "updatedReplicas", "readyReplicas")
+            )
         else:
             want = status.get("desiredNumberScheduled", 0)
             ready = (
@@ -220,7 +227,25 @@ def not_ready(plane: ControlPlane) -> list[str]:
             )
         if not ready or status.get("observedGeneration") != obj["metadata"]["generation"]:
             waiting.append(name)
+    pods = json.loads(plane.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
+    waiting += [f"Pod/{p['metadata']['name']} (terminating)" for p in pods if terminating(p)]
     return waiting
+
+
+def terminating(pod: dict[str, Any]) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def serving_pod(plane: ControlPlane, component: str) -> dict[str, Any]:
+    """A Ready, not terminating Pod of ``component``: the one a command or a scrape should reach."""
+    serving = [
+        p
+        for p in pods_of(plane, component)
+        if not terminating(p)
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    ]
+    assert serving, f"no Ready {component} Pod: {[p['metadata']['name'] for p in pods_of(plane, component)]}"
+    return serving[0]
 
 
 def pods_of(plane: ControlPlane, component: str) -> list[dict[str, Any]]:
@@ -372,7 +397,7 @@ def test_metrics_only_through_kube_rbac_proxy(plane: ControlPlane, node: RealNod
     promtool = default_bin_dir() / "promtool"
     problems: dict[str, list[str]] = {}
     for component in ("gpu-controller", "gpu-dra-controller", "gpu-node-agent", "gpu-handler"):
-        pod = pods_of(plane, component)[0]
+        pod = serving_pod(plane, component)
         ip, name = pod["status"]["podIP"], pod["metadata"]["name"]
         status, body = scrape(f"{ip}:8443", scraper)
         assert status == 200, (name, status)
@@ -397,7 +422,7 @@ def test_metrics_only_through_kube_rbac_proxy(plane: ControlPlane, node: RealNod
 
 
 def handler_pods(plane: ControlPlane) -> list[dict[str, Any]]:
-    return [p for p in pods_of(plane, "gpu-handler") if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in pods_of(plane, "gpu-handler") if not terminating(p)]
 
 
 def rolled(plane: ControlPlane, tag: str) -> bool:
@@ -506,9 +531,10 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
 
 def test_explain_runs_in_the_dra_controller_pod(plane: ControlPlane) -> None:
     """What NOTES.txt tells an operator to run, with the controller's own ServiceAccount."""
-    deployment = f"deployment/{RELEASE}-gpu-control-plane-gpu-dra-controller"
+    # A named Pod, not deployment/…: kubectl may pick an old Pod of the upgrade still stopping.
+    pod = serving_pod(plane, "gpu-dra-controller")["metadata"]["name"]
     argv = ["gpu-dra-controller", "explain", "workloads/mps-share", "--node", NODE]
-    shown = plane.kubectl("exec", "-n", NAMESPACE, deployment, "-c", "gpu-dra-controller", "--", *argv)
+    shown = plane.kubectl("exec", "-n", NAMESPACE, pod, "-c", "gpu-dra-controller", "--", *argv)
     assert "note: workloads/mps-share is already allocated" in shown, shown
     assert Release.mps_card in shown, shown
 
