@@ -33,6 +33,7 @@ from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource
 from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
@@ -251,6 +252,8 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
     )
     preparation.slice_informer()  # registered before the manager starts the informers
     manager.add(PluginRunnable(preparation))
+    plugin: KubeletPlugin = preparation.plugin()
+    manager.add_readyz_check("kubelet-plugin-registered", plugin.registration.check_registered)
     manager.metrics.register(
         PreparedDevicesCollector(load=preparation.store().load, node=settings.plugin.node_name)
     )

@@ -357,11 +357,11 @@ def test_install_from_chart_defaults_runs_a_gpu_pod(
     assert (share["THREADS"], share["DAEMON"]) == ("50", str(daemon))
 
 
-def scrape(address: str, token: str | None) -> tuple[int, str]:
-    """GET https://<address>/metrics as a scraper would (the proxy's certificate is self-signed)."""
+def scrape(address: str, token: str | None, path: str = "/metrics") -> tuple[int, str]:
+    """GET https://<address><path> as a scraper would (the proxy's certificate is self-signed)."""
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    request = urllib.request.Request(f"https://{address}/metrics")
+    request = urllib.request.Request(f"https://{address}{path}")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -413,6 +413,10 @@ def test_metrics_only_through_kube_rbac_proxy(plane: ControlPlane, node: RealNod
         findings = [f for f in (check.stdout + check.stderr).splitlines() if f.strip()]
         problems[component] = [f for f in findings if not spec_named(f)]
         assert scrape(f"{ip}:8443", None)[0] == 401, name
+        readiness = scrape(f"{ip}:8443", None, "/readyz?verbose")  # the kubelet's probe needs no token
+        assert readiness[0] == 200, (name, readiness)
+        if component == "gpu-handler":  # Ready only once the kubelet can call its plugin
+            assert "[+]kubelet-plugin-registered ok" in readiness[1], readiness
         assert scrape(f"{ip}:8443", stranger)[0] == 403, name
         # The component's own endpoint is on loopback only.
         port = 9478 if component == "gpu-node-agent" else 8080

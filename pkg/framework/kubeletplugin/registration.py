@@ -4,6 +4,10 @@ The kubelet's plugin watcher sees the registration socket appear, calls ``GetInf
 the answer (type ``DRAPlugin``, at least one DRA service it speaks) and reports the verdict with
 ``NotifyRegistrationStatus``. A refusal is logged as an error with the kubelet's reason: a plugin
 the kubelet refused can never be called, and nothing else would say so.
+
+:meth:`RegistrationService.check_registered` is a readiness check. A DaemonSet rollout stops the old
+Pod once the new one is Ready, so a new instance must not count as Ready before the kubelet can
+call it: in that gap the node would have no plugin, and every prepare would fail.
 """
 
 from __future__ import annotations
@@ -59,3 +63,12 @@ class RegistrationService:
             self.registered.clear()
             logger.error("the kubelet refused the plugin: %s", request.error, extra=extra)
         return pb.RegistrationStatusResponse()
+
+    def check_registered(self) -> None:
+        """Raises, with the kubelet's reason if it gave one, until the kubelet has registered us."""
+        if self.registered.is_set():
+            return
+        driver = self._identity.driver
+        if self.last_error:
+            raise RuntimeError(f"the kubelet refused the {driver} plugin: {self.last_error}")
+        raise RuntimeError(f"the kubelet has not registered the {driver} plugin yet")

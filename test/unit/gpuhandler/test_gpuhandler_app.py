@@ -16,9 +16,16 @@ from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.framework.kubeletplugin.wire import pluginregistration_v1_pb2 as registration
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.preparation.setup import PluginSettings
-from pkg.gpuhandler.setup import ENRICHMENT_CONTROLLER, GpuHandlerContainer, HandlerSettings, setup_handler
+from pkg.gpuhandler.setup import (
+    ENRICHMENT_CONTROLLER,
+    GpuHandlerContainer,
+    HandlerSettings,
+    setup_handler,
+    setup_preparation,
+)
 
 
 def test_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,3 +108,36 @@ def test_setup_wires_one_informer_of_this_node_and_the_chosen_backend(mocker: An
     assert controller.needs_leader_election is False
     assert isinstance(container.backend(), SimulatedBackend)
     assert container.card_specs() is container.card_specs()  # the publisher's hook is one store
+
+
+def test_the_handler_is_ready_only_once_the_kubelet_registered_its_plugin(
+    mocker: Any, tmp_path: Path
+) -> None:
+    """A DaemonSet rollout stops the old Pod when the new one is Ready: not before the kubelet can call it."""
+    client = mocker.Mock(spec=KubeClient)
+    client.field_manager = "gpu-handler"
+    plugin = PluginSettings(
+        node_name="n", kubelet_root=Path("/k"), instance="uid-1", cdi_dir=tmp_path / "cdi"
+    )
+    settings = HandlerSettings(
+        node_name="n", backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2", publish=False, plugin=plugin
+    )
+    container = GpuHandlerContainer(
+        settings=settings,
+        client=client,
+        informers=InformerFactory(client),
+        recorder=mocker.Mock(spec=EventRecorderLogger),
+    )
+    manager = Manager()
+    preparation = setup_preparation(manager, container)
+    assert preparation is not None
+
+    def readiness() -> str | None:
+        [result] = [r for r in manager._readyz.run() if r.name == "kubelet-plugin-registered"]
+        return result.error
+
+    assert readiness() == "the kubelet has not registered the gpu.deckhouse.io plugin yet"
+    preparation.plugin().registration.notify_registration_status(
+        registration.RegistrationStatus(plugin_registered=True), mocker.Mock()
+    )
+    assert readiness() is None

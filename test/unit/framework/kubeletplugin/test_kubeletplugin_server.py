@@ -135,6 +135,8 @@ def test_registration_status_is_remembered(plugin: KubeletPlugin) -> None:
     )
     assert not plugin.registration.registered.is_set()
     assert plugin.registration.last_error == "no"
+    with pytest.raises(RuntimeError, match=f"the kubelet refused the {plugin.identity.driver} plugin: no$"):
+        plugin.registration.check_registered()
 
     _call(
         path,
@@ -144,6 +146,18 @@ def test_registration_status_is_remembered(plugin: KubeletPlugin) -> None:
     )
     assert plugin.registration.registered.is_set()
     assert plugin.registration.last_error == ""
+    plugin.registration.check_registered()  # Ready
+
+
+def test_the_plugin_is_not_ready_until_the_kubelet_registers_it(plugin: KubeletPlugin) -> None:
+    _call(
+        plugin.paths.registration,
+        "/pluginregistration.Registration/GetInfo",
+        registration.InfoRequest(),
+        registration.PluginInfo,
+    )
+    with pytest.raises(RuntimeError, match=r"has not registered the .* plugin yet"):
+        plugin.registration.check_registered()
 
 
 def test_prepare_answers_every_claim_of_the_batch(plugin: KubeletPlugin) -> None:
