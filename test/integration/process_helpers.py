@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,6 +51,17 @@ def running(
                 raise AssertionError(
                     f"{module} did not stop on SIGTERM:\n{log_path.read_text()[-3000:]}"
                 ) from None
+
+
+# How a refused request shows in a component's log: the API server's reason (our ApiError reads
+# "403 Forbidden: …") or an admission policy's "denied request". Not a bare "403": ports, byte counts
+# and durations contain it.
+REFUSAL = re.compile(r"forbidden|denied request", re.IGNORECASE)
+
+
+def refused_requests(log_path: Path) -> list[str]:
+    """The lines of a component's log that record a request the API server refused."""
+    return [line for line in log_path.read_text().splitlines() if REFUSAL.search(line)]
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
