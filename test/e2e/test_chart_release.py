@@ -236,14 +236,13 @@ def terminating(pod: dict[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
 def serving_pod(plane: ControlPlane, component: str) -> dict[str, Any]:
     """A Ready, not terminating Pod of ``component``: the one a command or a scrape should reach."""
-    serving = [
-        p
-        for p in pods_of(plane, component)
-        if not terminating(p)
-        and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
-    ]
+    serving = [p for p in pods_of(plane, component) if not terminating(p) and pod_ready(p)]
     assert serving, f"no Ready {component} Pod: {[p['metadata']['name'] for p in pods_of(plane, component)]}"
     return serving[0]
 
@@ -435,10 +434,7 @@ def rolled(plane: ControlPlane, tag: str) -> bool:
     return (
         len(handlers) == 1
         and handlers[0]["spec"]["containers"][0]["image"].endswith(f":{tag}")
-        and any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in handlers[0]["status"].get("conditions", [])
-        )
+        and pod_ready(handlers[0])
     )
 
 

@@ -121,12 +121,8 @@ class NvidiaMpsControl:
         script = 'mount --bind "$1" /dev/shm && shift && exec "$@" -d'
         isolate = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"]
         argv = [*isolate, str(folders.shm), *self._command]
-        daemon_env = daemon_environment(uuid=uuid, folders=folders)
-        if self._on_host:
-            launch = outside_the_pod(argv, host_anchor_or_error())
-            run_tool(launch, env=host_environment(daemon_env), timeout=self._timeout)
-        else:
-            run_tool(argv, env={**os.environ, **daemon_env}, timeout=self._timeout)
+        launch, env = self._placed(argv, daemon_environment(uuid=uuid, folders=folders), daemon=True)
+        run_tool(launch, env=env, timeout=self._timeout)
         what = f"the MPS control daemon in {folders.pipe} to write its PID file"
         try:
             wait_for(lambda: self.running(folders=folders), timeout=self._timeout, what=what)
@@ -137,11 +133,9 @@ class NvidiaMpsControl:
         pid = daemon_pid(folders.pipe, self._marker)
         if pid is None:
             return
-        pipe = {"CUDA_MPS_PIPE_DIRECTORY": str(folders.pipe)}
-        if self._on_host:
-            client, env = in_host_namespaces(self._command, host_anchor_or_error()), host_environment(pipe)
-        else:
-            client, env = self._command, {**os.environ, **pipe}
+        client, env = self._placed(
+            self._command, {"CUDA_MPS_PIPE_DIRECTORY": str(folders.pipe)}, daemon=False
+        )
         with contextlib.suppress(SharingToolError):  # a daemon that cannot be asked is killed below
             run_tool(client, env=env, timeout=self._timeout, input_text="quit\n")
         stop_process(pid, marker=self._marker, timeout=self._timeout)
@@ -149,12 +143,19 @@ class NvidiaMpsControl:
     def running(self, *, folders: MpsFolders) -> bool:
         return daemon_pid(folders.pipe, self._marker) is not None
 
-
-def host_anchor_or_error() -> int | None:
-    try:
-        return host_anchor()
-    except HostUnreachableError as exc:
-        raise SharingToolError(str(exc)) from exc
+    def _placed(
+        self, argv: Sequence[str], env: dict[str, str], *, daemon: bool
+    ) -> tuple[list[str], dict[str, str]]:
+        """``argv`` and its environment to run here, or on the host (``on_host``), a ``daemon``
+        also outside the Pod's cgroups; the host's tools see none of this container's environment."""
+        if not self._on_host:
+            return list(argv), {**os.environ, **env}
+        try:
+            anchor = host_anchor()
+        except HostUnreachableError as exc:
+            raise SharingToolError(str(exc)) from exc
+        placed = outside_the_pod(argv, anchor) if daemon else in_host_namespaces(argv, anchor)
+        return placed, host_environment(env)
 
 
 def daemon_environment(*, uuid: str, folders: MpsFolders) -> dict[str, str]:
