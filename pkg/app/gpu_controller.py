@@ -1,4 +1,4 @@
-"""``gpu-controller`` (spec §2.1 A): PhysicalGPU conditions (DriverReady from the GPU validator),
+"""``gpu-controller``: PhysicalGPU conditions (DriverReady from the GPU validator),
 orphan cleanup and inventory metrics; the node gate labels; the node components' DaemonSets; and
 GPUClass → DeviceClass.
 

@@ -1,4 +1,4 @@
-"""``gpu-node-agent``: this node's PCI GPUs as PhysicalGPUs, its host facts as Node labels (spec §2.1 B).
+"""``gpu-node-agent``: this node's PCI GPUs as PhysicalGPUs, its host facts as Node labels.
 
 Flags win over the environment; the DaemonSet sets ``NODE_NAME`` from the downward API and mounts
 the host's sysfs and root somewhere other than ``/sys`` and ``/`` (``--sysfs-root``,

@@ -2,9 +2,9 @@
 
 A plugin, found through the Python entry point group ``gpu_control_plane.vendors``, has an
 *identity* (:class:`~pkg.backends.registry.VendorIdentity`) and builds a *backend*
-(:class:`~pkg.backends.backend.VendorBackend`, spec §10.1). The node agent asks the registry only
-"does any plugin claim PCI vendor ``10de``?" and, if one does, how to name it in labels and which
-of its drivers mean what; the gpu-handler builds one backend by entry point name (``nvidia``, or
+(:class:`~pkg.backends.backend.VendorBackend`, docs/architecture.md#vendor-backend-port). The node agent asks
+the registry only "does any plugin claim PCI vendor ``10de``?" and, if one does, how to name it in labels and
+which of its drivers mean what; the gpu-handler builds one backend by entry point name (``nvidia``, or
 ``simulated-nvidia`` in tests and the demo) and reads its node's cards through it. Adding AMD
 (``1002``) or Intel (``8086``) is a package that declares an entry point, not an edit here.
 """

@@ -1,17 +1,17 @@
-"""The vendor backend port (spec §10.1): everything the node components ask of a GPU vendor.
+"""The vendor backend port: everything the node components ask of a GPU vendor.
 
 A backend is the only code that talks to a vendor's management library (NVML for NVIDIA). The
 node components call it through this Protocol and never import a vendor module, so a new vendor
 is a package with an entry point (:mod:`pkg.backends.registry`), and tests run the real components
-against a simulated backend (DESIGN §8).
+against a simulated backend (docs/architecture.md#hardware-behind-narrow-adapters).
 
 The port is split by who asks:
 
 * ``identity`` and ``discover``: which PCI functions are this vendor's GPUs (the node agent).
 * ``enrich``: the capability snapshot and the vendor's live driver state for
-  ``PhysicalGPU.status`` (the gpu-handler, spec §2.2.1). The backend reads; the caller decides
-  *whether* to write, by the filling rules of spec §4.2.1-4.2.2 (only while ``DriverReady=True``
-  and the card is bound to the backend's ``driver_type``).
+  ``PhysicalGPU.status`` (gpu-handler's enrichment). The backend reads; the caller decides
+  *whether* to write: only while ``DriverReady=True`` and the card is bound to the backend's
+  ``driver_type`` (docs/architecture.md#a-field-without-a-source-is-left-out).
 * ``health`` and ``validate``: the facts behind ``HardwareHealthy`` and ``DriverReady``;
   ``health_events``: what the vendor library reports the moment a card fails
   (:mod:`pkg.backends.health_events`), behind the device taints.
@@ -60,7 +60,7 @@ class Enrichment:
 
     ``capabilities`` is ``None`` when the API has no ``Vendor`` value for the backend (the enum is
     closed); ``nvidia`` is the ``currentState.nvidia`` block, ``None`` for other vendors. Optional
-    fields inside are ``None`` where the library did not answer, so they are left out (§4.2.1).
+    fields inside are ``None`` where the library did not answer, so they are left out.
     """
 
     capabilities: Capabilities | None

@@ -1,4 +1,4 @@
-"""The preparation port (spec §10.1 ``Prepare``/``MigManager``): what NodePrepare asks of a vendor.
+"""The preparation port (MIG devices, shares, CDI edits): what NodePrepare asks of a vendor.
 
 The gpu-handler's Prepare pipeline decides *what* a claim needs (which card, whole or which MIG
 placement) and keeps the node's record; a :class:`CardPreparer` only does it to one card and says

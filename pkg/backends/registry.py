@@ -18,7 +18,7 @@ pays for an import.
 Driver meaning is two-level. A backend says what *its* drivers mean (``nvidia`` → Nvidia); the
 generic table :data:`KNOWN_DRIVERS` covers drivers whose meaning does not depend on who made the
 card (``vfio-pci`` → VFIO, ``amdgpu`` → ROCm); any other bound driver is Unknown, and no driver at
-all means the field is absent (spec §4.2.1).
+all means the field is absent.
 """
 
 from __future__ import annotations

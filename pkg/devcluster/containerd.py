@@ -5,7 +5,7 @@ its runtime that it does not know about. Everything containerd writes goes under
 folder; the few host-wide things it touches are named after the node so a clean stop can find and
 remove them (the CNI bridge) or are checked empty by the tests (network namespaces).
 
-Settings this machine needs (../shared/REAL-NODE.md explains each): ``restrict_oom_score_adj``
+Settings this machine needs, and why (docs/testing.md): ``restrict_oom_score_adj``
 because root lacks CAP_SYS_RESOURCE, so runc cannot lower a score; cgroupfs rather than systemd
 cgroups; the sandbox image pinned to the locally built one, as nothing can be pulled; NRI off (its
 socket path is host-wide). CDI is always on in containerd 2.x; ``cdi_spec_dirs`` names where the

@@ -1,7 +1,7 @@
 """A simulated GPU host: what the kernel and the NVIDIA driver would show of a node's cards.
 
 No GPU is available, so each local node gets a folder that stands in for the parts of its host the
-node components read (DESIGN §8):
+node components read (docs/architecture.md#hardware-behind-narrow-adapters):
 
 * ``root/`` — a fixture sysfs tree (``test/fixtures/sysfs/<scenario>``), which also holds the
   host's ``etc/os-release`` and ``proc/`` files; the NVIDIA driver's files are added here: per card

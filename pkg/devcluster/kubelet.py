@@ -10,7 +10,7 @@ checkpoints), pod-log folder, ports and container runtime. They share the host's
 node IP (the kubelet refuses a loopback one) and differ by port; the API server reaches each at
 ``status.daemonEndpoints``.
 
-Settings this machine needs (../shared/REAL-NODE.md explains each): cgroup v1 is allowed
+Settings this machine needs, and why (docs/testing.md): cgroup v1 is allowed
 (``failCgroupV1: false``) with the cgroupfs driver and no per-QoS cgroups or node-allocatable
 enforcement; eviction thresholds are relaxed so a small disk never evicts test Pods; image garbage
 collection is off because the images cannot be pulled again.

@@ -1,4 +1,4 @@
-"""Named store indexes shared by controllers (spec §10.4 item 7).
+"""Named store indexes shared by controllers (docs/architecture.md#controller-patterns).
 
 An index is declared once here, with the function that computes it, so that every controller that
 asks "which PhysicalGPUs are on node X" uses the same name and the same answer. Informers add the

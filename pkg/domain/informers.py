@@ -2,7 +2,8 @@
 
 Typed functions rather than lambdas in the containers, so a composition root names what it gets
 (``providers.Singleton(node_informer, informers=..., node_name=...)``). Node components watch only
-their own node's objects (DESIGN §7: a PhysicalGPU label selector, a Node field selector); the
+their own node's objects (a PhysicalGPU label selector, a Node field selector;
+docs/architecture.md#node-components-touch-only-their-node); the
 informer factory shares one informer per scope in a process.
 """
 

@@ -1,4 +1,4 @@
-"""The project's metrics provider: one registry per process, every name prefixed ``gpu_`` (spec §11.4).
+"""The project's metrics provider: one registry per process, every name prefixed ``gpu_``.
 
 One registry rather than prometheus_client's global default: tests build components many times in
 one interpreter, and the manager exposes exactly what the project registered. ``pkg.app`` hands

@@ -1,9 +1,10 @@
 """Names gpu-controller's controllers share: the node gate labels and the node components' labels.
 
-The node gate labels are how the DaemonSets of the node components find their nodes (DESIGN §10):
-gpu-controller keeps them on each Node from the node's PhysicalGPUs (``nodelabels``), and the
-DaemonSets it renders (``orchestrator``) select nodes by them. A node joining or leaving changes a
-label, never a Pod template, so no existing Pod of a DaemonSet is restarted by it.
+The node gate labels are how the DaemonSets of the node components find their nodes
+(docs/architecture.md#gate-labels-not-hostname-lists): gpu-controller keeps them on each Node from the node's
+PhysicalGPUs (``nodelabels``), and the DaemonSets it renders (``orchestrator``) select nodes by them. A node
+joining or leaving changes a label, never a Pod template, so no existing Pod of a DaemonSet is restarted by
+it.
 
 The component labels mark what the orchestrator owns; the validator's Pods are found by them
 (``physicalgpu`` computes DriverReady from those Pods).
@@ -22,7 +23,7 @@ LABEL_DRIVER_READY: Final = "gpu.deckhouse.io/driver-ready"
 run there."""
 
 LABEL_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
-"""Nodes with this label run no gpu-node-agent (spec §2.1 B)."""
+"""Nodes with this label run no gpu-node-agent: they hold no GPUs of ours."""
 
 GATE_VALUE: Final = "true"
 

@@ -1,20 +1,20 @@
-"""What the node agent reports about its host: OS, kernel release, bare metal or not (spec §4.2.2, §7.5).
+"""What the node agent reports about its host: OS, kernel release, bare metal or not.
 
 Four sources, each optional: ``/etc/os-release`` (freedesktop format), ``/proc/sys/kernel/osrelease``
 (what ``uname -r`` prints), the DMI strings under ``/sys/class/dmi/id`` and the CPU flags in
 ``/proc/cpuinfo``. Each is read as a :class:`Reading`: a value, *absent* (the file does not exist:
-the spec's "if the source is unavailable, the field is not written") or *failed* (it exists but
-could not be read, or holds something no such file holds — a NUL byte, a 100 KB ``ID``, a FIFO).
+the field is not written: docs/architecture.md#a-field-without-a-source-is-left-out) or *failed* (it exists
+but could not be read, or holds something no such file holds — a NUL byte, a 100 KB ``ID``, a FIFO).
 The difference matters to the caller: an absent source is a fact about the host, a failed read is
 not, and :mod:`pkg.inventory.host_info` keeps the last known value over a failed read instead of
 removing a label because one read failed. Every file is read within bounds
 (:mod:`pkg.hardware.files`) and every value is checked against what its source can hold, so
 nothing unchecked reaches a status or a label.
 
-Bare metal gates VFIO passthrough (DESIGN §6), and calling a VM bare metal would let a Pod take a
-device the VM cannot isolate. So it is decided from *positive evidence*, and anything short of it
-counts as a VM ("unknown counts as VM"): the host is bare metal only when DMI is readable, names a
-machine, and names no hypervisor we know, **and** the CPU's flags are readable and lack
+Bare metal gates VFIO passthrough (docs/architecture.md#bare-metal-on-positive-evidence), and calling a VM
+bare metal would let a Pod take a device the VM cannot isolate. So it is decided from *positive evidence*, and
+anything short of it counts as a VM ("unknown counts as VM"): the host is bare metal only when DMI is
+readable, names a machine, and names no hypervisor we know, **and** the CPU's flags are readable and lack
 ``hypervisor`` — the CPUID bit every mainstream hypervisor sets for its guests (KVM and everything
 built on it, such as Nutanix AHV or Alibaba Cloud ECS, Xen HVM, VMware, Hyper-V), whatever its DMI
 strings say. A hypervisor missing from the DMI list therefore still reads as a VM. The CPU flags

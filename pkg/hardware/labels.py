@@ -1,4 +1,4 @@
-"""Turning hardware names into Kubernetes label values (spec §4.2 labels, §7.5 node labels).
+"""Turning hardware names into Kubernetes label values (PhysicalGPU labels, the node agent's host labels).
 
 Names from pci.ids, NVML, os-release and the kernel land in labels such as
 ``gpu.deckhouse.io/device: a30-pcie`` and ``gpu.deckhouse.io/kernel.version``. A label value is at

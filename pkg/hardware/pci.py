@@ -1,4 +1,4 @@
-"""PCI functions as the kernel shows them in sysfs (spec §2.1 B, §4.2.2).
+"""PCI functions as the kernel shows them in sysfs: where the node agent finds GPUs and their ``pciInfo``.
 
 The node agent's inventory is level-based: each sync scans ``<sysfs>/bus/pci/devices`` afresh and
 compares with the PhysicalGPUs it owns, deleting those whose card is gone. Two rules follow from

@@ -1,4 +1,4 @@
-"""Which kernel driver a PCI function is bound to, changed through sysfs (VFIO passthrough, DESIGN §6).
+"""Which kernel driver a PCI function is bound to, changed through sysfs (VFIO passthrough).
 
 The kernel's own interface, nothing else: ``<device>/driver_override`` names the only driver that
 may take the function next; ``<device>/driver/unbind`` releases it from its driver;

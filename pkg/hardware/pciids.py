@@ -1,4 +1,4 @@
-"""Names for PCI IDs from a ``pci.ids`` database (spec §4.2.2: ``pciInfo.*.name``).
+"""Names for PCI IDs from a ``pci.ids`` database (``pciInfo.*.name``).
 
 The spec fills ``pciInfo.class.name``, ``vendor.name`` and ``device.name`` from ``pci.ids`` and
 leaves a name out when the database has none. Names are a convenience, never a reason to fail: a

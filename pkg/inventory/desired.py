@@ -7,10 +7,10 @@ and pci-address, and in its status ``pciInfo``, ``nodeInfo`` and ``currentState.
 object the same way on both sides, so a condition or capability written by another component
 never looks like a difference, and an unchanged card costs no API request.
 
-Filling rules (spec §4.2.2): a name pci.ids lacks (or one too long or unprintable to be a name),
-an os-release field or a kernel release whose source is absent is left out. Bare metal is always
-decided: :mod:`pkg.hardware.hostinfo` counts anything short of positive evidence as a VM, so
-``bareMetal`` is always written. A source that exists but could not be read, with no last known
+Filling rules (docs/architecture.md#a-field-without-a-source-is-left-out): a name pci.ids lacks (or one too
+long or unprintable to be a name), an os-release field or a kernel release whose source is absent is left out.
+Bare metal is always decided: :mod:`pkg.hardware.hostinfo` counts anything short of positive evidence as a VM,
+so ``bareMetal`` is always written. A source that exists but could not be read, with no last known
 value to stand in (:mod:`pkg.inventory.host_info`), leaves the Node's labels of that source alone
 rather than removing them: a failed read is not news about the host.
 """
@@ -137,7 +137,7 @@ def gpu_labels(*, node_label: str, vendor: str, device: str, address: str) -> di
 
 
 def node_labels(host: HostInfo) -> dict[str, str | None]:
-    """The Node's agent labels; ``None`` removes a label whose source is absent (spec §7.5). A
+    """The Node's agent labels; ``None`` removes a label whose source is absent. A
     source that failed to read, with nothing known to stand in, leaves its labels out: untouched."""
 
     def value(text: str | None) -> str | None:

@@ -1,7 +1,7 @@
 """Discovery: which GPUs the node has now, and what the host is.
 
 A PCI function is a GPU when its class is VGA (``0300``) or 3D controller (``0302``) and a vendor
-backend claims its vendor ID (spec §2.1 B). Everything else is ignored, including functions of a
+backend claims its vendor ID. Everything else is ignored, including functions of a
 GPU vendor that are not GPUs: the HDMI audio function (``0403``) of a card, an NVSwitch (``0680``),
 a bridge. A scan that cannot read the devices directory raises, so an unreadable sysfs never reads
 as "every card removed". A single card the API could not represent (an address outside the

@@ -1,7 +1,7 @@
 """PhysicalGPU names, and how an existing object is matched to its card.
 
-Names keep the spec's shape ``<node>-<index>-<vendorID>-<deviceID>`` (DESIGN §2), with ``index`` the
-card's position among this node's GPU addresses in sorted order. A name is chosen once, when the
+Names have the shape ``<node>-<index>-<vendorID>-<deviceID>`` (docs/architecture.md#physicalgpu-names), with
+``index`` the card's position among this node's GPU addresses in sorted order. A name is chosen once, when the
 object is created, and never recomputed: objects are matched to cards by PCI address, carried in
 the label :data:`ADDRESS_LABEL` (``0000:02:00.0`` as ``0000-02-00.0``, since ``:`` is not allowed
 in label values). The label, not ``status.pciInfo.address``, is the key because it is in the

@@ -1,8 +1,8 @@
-"""Composition root of gpu-node-agent (spec §10.4 item 1).
+"""Composition root of gpu-node-agent.
 
 The container declares how the parts are built from the agent's settings and the process runtime
 (client, informer factory); :func:`setup_agent` wires them into a manager: the two informers (this
-node's PhysicalGPUs by label selector, this Node by field selector; DESIGN §7: nothing else is
+node's PhysicalGPUs by label selector, this Node by field selector; nothing else is
 listed or watched), the write barriers on them, the single-worker controller running the sync, and
 the sources that wake it. There is no leader election: one agent runs per node and owns that node's objects.
 """

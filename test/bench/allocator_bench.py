@@ -59,7 +59,7 @@ PCI = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
        "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0")  # fmt: skip
 
 
-# H100 80GB HBM3 (SXM5), the best estimates of data/mig-profiles.yaml: profile ID, name, MiB,
+# H100 80GB HBM3 (SXM5), the best estimates of test/fixtures/facts/mig-profiles.yaml: profile ID, name, MiB,
 # compute slices, placement size (memory slices), placement starts, SMs, copy engines, decoders,
 # JPEG and OFA engines.
 _H100 = (

@@ -370,8 +370,9 @@ def scrape(address: str, token: str | None, path: str = "/metrics") -> tuple[int
         return error.code, ""
 
 
-# promtool's lint findings on names the spec prescribes (§13.2): gpu_dra_claim_allocations_total is a
-# gauge, and the DRA metrics' deviceType label is camelCase. Anything else it finds fails the test.
+# promtool's lint findings on names we keep on purpose (docs/architecture.md#metrics-behind-kube-rbac-proxy):
+# gpu_dra_claim_allocations_total is a gauge, and the DRA metrics' deviceType label is camelCase. Anything
+# else it finds fails the test.
 SPEC_GAUGE_TOTAL = 'gpu_dra_claim_allocations_total non-counter metrics should not have "_total" suffix'
 CAMEL_CASE = "label names should be written in 'snake_case' not 'camelCase'"
 

@@ -13,8 +13,8 @@ scheduler, kubelet and containerd run them:
   gate label goes and gpu-handler's Pod leaves the node; with the device node back, a new Pod brings
   all of it back;
 * the DaemonSets land only where their gate labels say, and a node joining the cluster starts the
-  node agent there and restarts no existing Pod (DESIGN §10); a node that becomes a control-plane
-  node loses its node agent.
+  node agent there and restarts no existing Pod (docs/architecture.md#gate-labels-not-hostname-lists); a node
+  that becomes a control-plane node loses its node agent.
 
 gpu-node-agent and gpu-handler do their work as host processes (``pkg.devcluster.gpustack``); their
 DaemonSets' Pods are stand-ins whose placement is what is checked.

@@ -60,7 +60,7 @@ SLOTS, SCENARIOS_PER_SLOT, SEED = 8, 40, 20261121
 A = f'device.attributes["{DRIVER}"]'
 
 # model: (MiB, MIG profiles as (id, name, MiB, compute slices, placement size, starts, SMs,
-# copy engines, decoders)); the best estimates of data/mig-profiles.yaml
+# copy engines, decoders)); the best estimates of test/fixtures/facts/mig-profiles.yaml
 MODELS = {
     "a30": (24576, [
         (14, "1g.6gb", 5952, 1, 1, (0, 1, 2, 3), 14, 1, 1),

@@ -4,10 +4,10 @@ The real node agent and gpu-handler publish the offers of the ``h100-and-l4`` fi
 with MIG, an L4 without) once gpu-controller has made the cards DriverReady from a Ready validator
 Pod. Every generated DeviceClass must be accepted by the API server, and a Pod asking for its
 extended resource must be scheduled by the real kube-scheduler onto exactly the kind of device the
-class describes: CEL in the Kubernetes form (DESIGN §3), including ``names`` (matched by the cards'
-UUIDs) and ``minMemory``/``minComputeCapability``. Classes the controller must refuse (a foreign
-DeviceClass of the same name, a DeviceClass the server rejects) report why, and deleting a class
-deletes its DeviceClass.
+class describes: CEL in the Kubernetes form (docs/architecture.md#cel-selectors-in-the-kubernetes-form),
+including ``names`` (matched by the cards' UUIDs) and ``minMemory``/``minComputeCapability``. Classes the
+controller must refuse (a foreign DeviceClass of the same name, a DeviceClass the server rejects) report why,
+and deleting a class deletes its DeviceClass.
 """
 
 from __future__ import annotations

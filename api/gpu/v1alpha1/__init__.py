@@ -1,5 +1,5 @@
-"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (spec §4) and GPUClass (spec §5) as pydantic models,
-and GPUOperatorConfig, the node components' configuration document (a ConfigMap's ``config.yaml``).
+"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (one card's inventory) and GPUClass (a kind of GPU) as pydantic
+models, and GPUOperatorConfig, the node components' configuration document (a ConfigMap's ``config.yaml``).
 
 Import from here rather than from the modules: the split into modules may change, these names do not.
 ``obj.to_api_dict()`` gives the JSON to send to the API server, ``Model.from_api_dict(d)`` parses what

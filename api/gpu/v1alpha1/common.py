@@ -5,10 +5,10 @@ Why one base model (``ApiModel``):
 - Python attributes are snake_case while the wire form is camelCase. The alias generator covers
   most names; fields whose camelCase is not mechanical (``profileID``, ``memoryMiB``, ``gpuUUID``)
   declare their alias explicitly. Both spellings are accepted on input (``populate_by_name``).
-- ``None`` means "not written". The spec's filling rules (§4.2.1-4.2.2) say a field whose source is
-  unavailable is left out, so every optional field defaults to ``None`` and ``to_api_dict`` drops
-  ``None`` values. Lists follow the same rule, so a writer never sends ``conditions: []`` by
-  accident and wipes conditions written by someone else.
+- ``None`` means "not written". A field whose source is unavailable is left out
+  (docs/architecture.md#a-field-without-a-source-is-left-out), so every optional field defaults to
+  ``None`` and ``to_api_dict`` drops ``None`` values. Lists follow the same rule, so a writer never
+  sends ``conditions: []`` by accident and wipes conditions written by someone else.
 - Unknown fields are ignored on input (``extra="ignore"``): an older controller that reads an object
   written by a newer one (a field added in a later release) keeps working instead of failing to
   parse the object. The CRD schema, not the model, is what rejects unknown fields on write (the API

@@ -1,4 +1,5 @@
-"""GpuConfig: the opaque configuration of ``gpu.deckhouse.io`` devices (spec §5.3, §9.2).
+"""GpuConfig: the opaque configuration of ``gpu.deckhouse.io`` devices: the sharing settings a DeviceClass
+(made from a GPUClass) hands to gpu-handler's Prepare.
 
 It travels in a DeviceClass's ``spec.config`` or a ResourceClaim's ``spec.devices.config`` as
 ``opaque: {driver: gpu.deckhouse.io, parameters: <GpuConfig>}``; the scheduler copies it into the

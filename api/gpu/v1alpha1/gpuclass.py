@@ -1,4 +1,5 @@
-"""GPUClass: the administrator's long-lived description of a kind of GPU (spec §5).
+"""GPUClass: the administrator's long-lived description of a kind of GPU, which gpu-controller turns into a
+DeviceClass (docs/architecture.md#gpuclass-to-deviceclass).
 
 A GPUClass says which device type is wanted (a whole card or a MIG partition), the minimum
 requirements, the sharing policy and where devices may come from. gpu-controller turns each
@@ -11,8 +12,8 @@ skips what it cannot parse):
 - ``nvidia.mig.profile`` is required exactly when ``deviceType`` is MIG, and ``nvidia`` only with
   vendor Nvidia;
 - ``sharing.timeSlicing`` only with strategy TimeSlicing, ``sharing.mps`` only with strategy MPS;
-- TimeSlicing and MPS share a whole card: they need ``deviceType: Physical`` (DESIGN §4: the shared
-  offers are offers of a card, never of a MIG partition);
+- TimeSlicing and MPS share a whole card: they need ``deviceType: Physical`` (the shared
+  offers are offers of a card, never of a MIG partition: docs/architecture.md#offers-and-the-mode-invariant);
 - ``selector.matchLabels`` may name only the PhysicalGPU labels that have a device attribute
   (``gpu.deckhouse.io/vendor``, ``gpu.deckhouse.io/device``): the DeviceClass selects devices, and a
   CEL expression sees a device's attributes, never its PhysicalGPU's labels or its node.

@@ -1,17 +1,16 @@
-"""What a PhysicalGPU reports about the hardware it stands for (spec §4.2): the node it sits in
+"""What a PhysicalGPU reports about the hardware it stands for: the node it sits in
 (``nodeInfo``), its PCI identity (``pciInfo``) and the capability snapshot (``capabilities``).
 
 These parts describe the card, not what the driver is doing with it right now; that lives in
 ``physicalgpu.CurrentState``. They are kept here so ``physicalgpu.py`` stays the object and its
 cross-part rules.
 
-MIG placements. The spec's §7.6 note says placements are not stored in the CRD. DESIGN §2 and §5
-need them: offer names carry the placement start (``gpu-0000-02-00-0-mig-5-0``), each MIG offer
-consumes the memory-slice counters of its placement, and best-fit placement chooses among
-placements. A placement counts *memory* slices, which differ from ``sliceCount`` (A100: the 7g
-profile occupies 8 memory slices), so it cannot be derived from the profile. Storing the list that
-NVML reports keeps whoever builds offers from a PhysicalGPU independent of NVML. It is optional, so
-objects written without it stay valid.
+MIG placements. Storing them in the CRD is our choice; the offers need them: offer names carry the placement
+start (``gpu-0000-02-00-0-mig-5-0``), each MIG offer consumes the memory-slice counters of its placement, and
+best-fit placement chooses among placements. A placement counts *memory* slices, which differ from
+``sliceCount`` (A100: the 7g profile occupies 8 memory slices), so it cannot be derived from the profile.
+Storing the list that NVML reports keeps whoever builds offers from a PhysicalGPU independent of NVML. It is
+optional, so objects written without it stay valid.
 """
 
 from __future__ import annotations
@@ -156,9 +155,7 @@ class NvidiaCapabilities(ApiModel):
     @model_validator(mode="after")
     def _mig_only_when_supported(self) -> NvidiaCapabilities:
         if not self.mig_supported and self.mig is not None:
-            raise ValueError(
-                "capabilities.nvidia.mig must be absent when migSupported is false (spec §4.2.1)"
-            )
+            raise ValueError("capabilities.nvidia.mig must be absent when migSupported is false")
         return self
 
 
@@ -183,6 +180,6 @@ class Capabilities(ApiModel):
         if self.nvidia is not None and self.vendor is not Vendor.NVIDIA:
             raise ValueError(
                 f"capabilities.nvidia is allowed only when capabilities.vendor is Nvidia, "
-                f"not {self.vendor.value} (spec §4.2.2)"
+                f"not {self.vendor.value}"
             )
         return self

@@ -1,5 +1,5 @@
 """GPUOperatorConfig: which node components gpu-controller runs, with which images and settings
-(spec §2.1 A, AgentOrchestratorController).
+(gpu-controller's orchestrator renders a DaemonSet per component from it).
 
 The object is a versioned document stored under the key ``config.yaml`` of a ConfigMap in the
 namespace the node components run in, not a custom resource. Helm cannot install a custom resource
@@ -114,8 +114,8 @@ class NodeAgentSettings(ComponentSettings):
 
 
 class ValidatorSettings(ComponentSettings):
-    """The GPU validator: NVIDIA's, unchanged (spec §13.3). Its validation runs in an init
-    container (``command``/``args``/``env``; NVIDIA's image checks the driver with
+    """The GPU validator: NVIDIA's, unchanged (docs/architecture.md#vendor-components-run-unchanged). Its
+    validation runs in an init container (``command``/``args``/``env``; NVIDIA's image checks the driver with
     ``nvidia-validator`` and ``COMPONENT=driver``); the Pod becomes Ready once it succeeded and, if
     ``readinessCommand`` is set, while that command succeeds."""
 
@@ -188,7 +188,7 @@ class DcgmExporterSettings(ComponentSettings):
 
 
 class LoggingSettings(ConfigModel):
-    """LOG_* of gpu-node-agent and gpu-handler (spec §11.4)."""
+    """LOG_* of gpu-node-agent and gpu-handler (docs/architecture.md#logging)."""
 
     level: LogLevel = Field(default=LogLevel.INFO, description="LOG_LEVEL.")
     output: Literal["stdout", "stderr"] = Field(default="stderr", description="LOG_OUTPUT.")
@@ -197,7 +197,7 @@ class LoggingSettings(ConfigModel):
 
 
 class MetricsProxySettings(ConfigModel):
-    """kube-rbac-proxy in front of gpu-node-agent's and gpu-handler's ``/metrics`` (spec §11.4):
+    """kube-rbac-proxy in front of gpu-node-agent's and gpu-handler's ``/metrics``:
     the component listens on loopback only, and the proxy serves HTTPS on ``port``, letting a
     request through when its bearer token may ``get`` the ``/metrics`` non-resource URL
     (TokenReview, then SubjectAccessReview). ``/healthz`` and ``/readyz`` pass unauthenticated, for

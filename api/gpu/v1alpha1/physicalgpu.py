@@ -1,11 +1,13 @@
-"""PhysicalGPU: the inventory object of one physical card (spec §4).
+"""PhysicalGPU: the inventory object of one physical card.
 
 A PhysicalGPU appears and disappears with its PCI device. It is cluster-scoped and has no desired
-state (``spec: {}``, spec §4.3): the mode of a card follows from what is allocated on it and is
-switched on the node during NodePrepareResources. Everything lives in ``status``, written by the
-node components; ``observedGeneration`` is the generation our reconciler last processed.
+state (``spec: {}``, docs/architecture.md#physicalgpu-has-no-desired-state): the mode of a card follows from
+what is allocated on it and is switched on the node during NodePrepareResources. Everything lives in
+``status``, written by the node components; ``observedGeneration`` is the generation our reconciler last
+processed.
 
-The structural filling rules of §4.2.1-4.2.2 are validators (and CEL rules in the CRD):
+The structural filling rules (docs/architecture.md#a-field-without-a-source-is-left-out) are validators (and
+CEL rules in the CRD):
 - ``capabilities.nvidia`` only when ``capabilities.vendor`` is Nvidia;
 - ``capabilities.nvidia.mig`` absent when ``migSupported`` is false;
 - ``currentState.nvidia`` only when ``currentState.driverType`` is Nvidia;
@@ -41,7 +43,7 @@ class PhysicalGPUConditionType(StrEnum):
 
 
 class DriverType(StrEnum):
-    """Kernel driver bound to the PCI function, as sysfs shows it (spec §4.2.1).
+    """Kernel driver bound to the PCI function, as sysfs shows it (it may appear before DriverReady).
 
     ``nvidia`` is Nvidia, ``vfio-pci`` is VFIO, ``amdgpu`` is ROCm; any other bound driver (nouveau,
     i915, xe, ...) is Unknown, and with no driver bound the field is absent. The spec leaves the list
@@ -109,14 +111,13 @@ class CurrentState(ApiModel):
         if self.nvidia is not None and self.driver_type is not DriverType.NVIDIA:
             found = self.driver_type.value if self.driver_type else "absent"
             raise ValueError(
-                f"currentState.nvidia is allowed only when currentState.driverType is Nvidia, "
-                f"not {found} (spec §4.2.1)"
+                f"currentState.nvidia is allowed only when currentState.driverType is Nvidia, not {found}"
             )
         return self
 
 
 class PhysicalGPUSpec(ApiModel):
-    """Empty on purpose: a PhysicalGPU has no desired state in v0 (spec §4.3)."""
+    """Empty on purpose: a PhysicalGPU has no desired state: the card's mode follows from its allocations."""
 
 
 class PhysicalGPUStatus(ApiModel):
@@ -155,8 +156,7 @@ class PhysicalGPUStatus(ApiModel):
         nvidia = self.capabilities.nvidia
         if nvidia is None or not nvidia.mig_supported:
             raise ValueError(
-                "currentState.nvidia.mig is allowed only when capabilities.nvidia.migSupported is true "
-                "(spec §4.2.1)"
+                "currentState.nvidia.mig is allowed only when capabilities.nvidia.migSupported is true"
             )
         return self
 

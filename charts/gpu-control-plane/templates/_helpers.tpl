@@ -114,8 +114,8 @@ gpu-dra-allocation-ledger
 {{- end }}
 
 {{/*
-LOG_DEBUG_VERBOSITY: the configured value, or 10 when it is 0 and the level is Debug (spec §11.4:
-"при logLevel=debug ... выставляем LOG_DEBUG_VERBOSITY=10").
+LOG_DEBUG_VERBOSITY: the configured value, or 10 when it is 0 and the level is Debug (Debug means
+deep debugging unless a depth is set; docs/architecture.md#logging).
 */}}
 {{- define "gpu-control-plane.logDebugVerbosity" -}}
 {{- $verbosity := int .Values.logging.debugVerbosity }}

@@ -1,5 +1,5 @@
 {{/*
-kube-rbac-proxy in front of every component's /metrics (spec §11.4; values metricsProxy). The
+kube-rbac-proxy in front of every component's /metrics (values metricsProxy). The
 component listens on loopback only; the proxy serves HTTPS on metricsProxy.port (a self-signed
 certificate it makes at start) and lets /metrics through for a bearer token allowed to get the
 /metrics non-resource URL (ClusterRole <fullname>-metrics-reader, templates/metrics-proxy-rbac.yaml).

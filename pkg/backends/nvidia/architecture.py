@@ -2,8 +2,8 @@
 
 ``nvmlDeviceGetArchitecture`` answers an ``NVML_DEVICE_ARCH_*`` number; ``capabilities.nvidia``
 carries the name as ``nvidia-smi -q`` prints it ("Product Architecture : Ada Lovelace") and the
-compute data types of that generation (spec §4.2). NVML has no query for the data types, so they
-come from this table, one row per architecture: each generation adds to the previous one
+compute data types of that generation (``capabilities.nvidia.computeTypes``). NVML has no query for the data
+types, so they come from this table, one row per architecture: each generation adds to the previous one
 (TF32/BF16 with Ampere, FP8 with Ada and Hopper, FP6/FP4 with Blackwell); INT4 tensor-core support
 ended with Ampere and Ada. An architecture missing here (Rubin, a future one) gets no name and no
 types rather than a guess, so both fields are left out.

@@ -5,10 +5,10 @@ The backend is the same code whether the adapter is the real library
 (:class:`~pkg.backends.simulated.fake_nvml.SimulatedNvml`): it reads a card once per call
 (:func:`~pkg.backends.nvidia.reading.read_card`) and turns the reading into the API's models.
 
-Filling rules it owns (spec §4.2.1-4.2.2): ``capabilities.nvidia.mig`` only when MIG is supported
-and profiles are known (no ``totalSlices`` without profiles); ``currentState.nvidia.mig`` only
-when MIG is supported and its mode was read; every optional value only when NVML returned it.
-*When* to call it (DriverReady=True, driverType Nvidia) is the caller's rule.
+Filling rules it owns (docs/architecture.md#a-field-without-a-source-is-left-out): ``capabilities.nvidia.mig``
+only when MIG is supported and profiles are known (no ``totalSlices`` without profiles);
+``currentState.nvidia.mig`` only when MIG is supported and its mode was read; every optional value only when
+NVML returned it. *When* to call it (DriverReady=True, driverType Nvidia) is the caller's rule.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The rules, in order:
 
 1. ``nvmlDeviceGetMigMode`` answering ``NOT_SUPPORTED`` means the card has no MIG: the caller
-   writes ``migSupported: false`` and no ``mig`` block at all (spec §4.2.1). Any other error
+   writes ``migSupported: false`` and no ``mig`` block at all. Any other error
    leaves the mode unread (no ``currentState.nvidia.mig``); whether MIG is supported is then taken
    from the built-in tables, and a card missing from them raises (nothing is known).
 2. Profiles come from NVML when the driver can answer: drivers from R550 on report profiles and

@@ -3,7 +3,8 @@
 Two adapters implement :class:`Nvml`: :class:`~pkg.backends.nvidia.nvml.PynvmlAdapter` over the
 real library (nvidia-ml-py), and :class:`~pkg.backends.simulated.fake_nvml.SimulatedNvml`, which
 answers from the model tables of real cards. The backend above it is the same code in both
-cases, so the simulation exercises the real enrichment logic (DESIGN §8).
+cases, so the simulation exercises the real enrichment logic
+(docs/architecture.md#hardware-behind-narrow-adapters).
 
 The port keeps NVML's semantics and units, because that is what the adapters must agree on:
 memory in bytes, power in milliwatts, the CUDA version as NVML's integer (13000 = 13.0), MIG mode

@@ -3,9 +3,9 @@
 Two users, one source. The NVIDIA backend falls back to these tables when the driver cannot
 report MIG profiles: drivers before R550 answer profile and placement queries only while MIG is
 enabled, and a card must be offered for MIG before anyone has enabled it. The simulated NVML
-answers from the same tables, so what it reports is what real cards report (DESIGN §8).
+answers from the same tables, so what it reports is what real cards report.
 
-The rows are generated from the shared fact file (``data/mig-profiles.yaml``) into
+The rows are generated from the fact file (``test/fixtures/facts/mig-profiles.yaml``) into
 :mod:`pkg.backends.nvidia.mig_tables` by ``hack/generate_mig_tables.py``; this module gives them
 types. A model is found by PCI device ID (sysfs and ``status.pciInfo`` carry it, whatever driver is
 bound) or by NVML product name.

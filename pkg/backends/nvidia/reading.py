@@ -7,7 +7,7 @@ rules about which query may fail how are written once:
   raises :class:`~pkg.backends.backend.BackendError` for this card, and nothing is written for it
   until a retry succeeds (a partial snapshot would look like a different card);
 * every other value is optional: ``NOT_SUPPORTED`` (or ``NO_PERMISSION``) means the card or driver
-  does not offer it and the field is left out (spec §4.2.1: power limits only when NVML returns
+  does not offer it and the field is left out (power limits, for one, only when NVML returns
   them); any other error raises, so a transient failure never flaps a field out and back in.
 
 Units are converted here: bytes to MiB, milliwatts to whole watts, NVML's CUDA integer 13000 to

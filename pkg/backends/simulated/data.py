@@ -1,8 +1,8 @@
 """The cards the simulated NVML knows: real models with the values real NVML reports for them.
 
 MIG-capable models (A30, A100 40/80 GB, H100 80 GB, H200, B200) come from the generated tables of
-``data/mig-profiles.yaml`` (:mod:`pkg.backends.nvidia.profiles`): product name, memory, architecture,
-compute capability and every GPU-instance profile with its placements. Cards without MIG, which
+``test/fixtures/facts/mig-profiles.yaml`` (:mod:`pkg.backends.nvidia.profiles`): product name, memory,
+architecture, compute capability and every GPU-instance profile with its placements. Cards without MIG, which
 that file does not cover, are declared here: the L4 and the RTX A6000 of the fixture hosts.
 
 Power limits are the ``Min/Max Power Limit`` of public ``nvidia-smi -q`` captures of each model

@@ -1,5 +1,6 @@
 """A simulated NVML: the :class:`~pkg.backends.nvidia.nvml_port.Nvml` port answered from the data of
-real cards, so the real NVIDIA backend runs unchanged in tests and the demo (DESIGN §8).
+real cards, so the real NVIDIA backend runs unchanged in tests and the demo
+(docs/architecture.md#hardware-behind-narrow-adapters).
 
 Which card sits at an address is read from sysfs, as the node agent reads it: the function's
 ``vendor`` and ``device`` files under ``<sysfs-root>/bus/pci/devices/<address>``. Like the real

@@ -1,6 +1,6 @@
 """RFC 6902 JSON patches for object metadata.
 
-Why JSON patch for metadata (spec §10.4 item 3): a controller owns a few finalizers, labels and
+Why JSON patch for metadata: a controller owns a few finalizers, labels and
 annotations, never the whole ``metadata``. A PUT of the object would overwrite whatever other
 writers put there since our read; a JSON patch names exactly the paths we touch. Paired with a
 ``test`` op on ``/metadata/resourceVersion`` it is also an atomic compare-and-swap: the server

@@ -1,4 +1,4 @@
-"""ObjectRefWatch: reconcile the objects that reference a changed dependency (spec §10.4, item 6).
+"""ObjectRefWatch: reconcile the objects that reference a changed dependency.
 
 A controller often depends on objects of another kind that its own objects *reference* by name
 (a claim naming a device class, a GPU naming its node). When such a dependency changes, the

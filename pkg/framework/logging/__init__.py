@@ -1,4 +1,4 @@
-"""Structured JSON logging configured from the environment (spec §11.4).
+"""Structured JSON logging configured from the environment (``LOG_*``).
 
 Call :func:`setup_logging` once at process start; give each controller its own logger with
 :func:`new_controller_logger`; other modules use ``logging.getLogger(__name__)`` as usual and pass

@@ -1,4 +1,4 @@
-"""Process-wide logging, configured from the environment (spec §11.4).
+"""Process-wide logging, configured from the environment (``LOG_*``).
 
 ``LOG_LEVEL`` (Debug/Info/Warn/Error, any case; default Info), ``LOG_OUTPUT`` (stdout/stderr;
 default stderr), ``LOG_DEBUG_VERBOSITY`` (an integer ≥ 0 for deep debug; default 0) and

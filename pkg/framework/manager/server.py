@@ -1,6 +1,6 @@
 """One small HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
 
-One port per process keeps the Pod spec and the kube-rbac-proxy sidecar simple (spec §11.4: the
+One port per process keeps the Pod spec and the kube-rbac-proxy sidecar simple (the
 sidecar terminates TLS and authorizes; this server listens on plain HTTP, normally on localhost).
 
 Health checks follow the API server's convention: a check is a callable that returns when healthy

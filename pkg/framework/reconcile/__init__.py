@@ -1,4 +1,4 @@
-"""Reconciling: the contract, the handler chain and the two templates (spec §10.4).
+"""Reconciling: the contract, the handler chain and the two templates.
 
 * :mod:`.contract`: ``Request``, ``Result``, ``TerminalError``, the ``Reconciler`` protocol;
 * :mod:`.handler`: a step of a reconcile (``Handler``), ``StopHandlerChain``, the ``AfterWrite``

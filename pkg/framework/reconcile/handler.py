@@ -1,4 +1,4 @@
-"""Handlers: the steps of a reconcile, one concern each (spec §10.4 item 4).
+"""Handlers: the steps of a reconcile, one concern each.
 
 A handler reads the state snapshot, edits the resource's working copy (status, conditions,
 finalizers, labels) and calls services for any I/O; it never touches the API client itself, so a
@@ -69,7 +69,7 @@ class Scratch:
     __slots__ = ()
 
 
-class StopHandlerChain(Exception):  # noqa: N818 - the spec's ErrStopHandlerChain; a signal, not an error
+class StopHandlerChain(Exception):  # noqa: N818 - a signal that ends the chain, not an error
     """Ends the chain early without failing the reconcile; the update is still written."""
 
     def __init__(self, result: Result | None = None, *, reason: str = "") -> None:

@@ -1,4 +1,4 @@
-"""The object reconciler: fetch -> state -> handlers -> write -> conclude (spec §10.4 item 2).
+"""The object reconciler: fetch -> state -> handlers -> write -> conclude.
 
 Every controller of the project reconciles this way; what differs is *how* it writes, so the
 write is a plug (:class:`StateWriter`) rather than a second template:

@@ -1,6 +1,6 @@
 """Resource: fetch one object, let handlers edit a copy, write back only what changed.
 
-Spec §10.4 item 3: one place owns fetch, status update and metadata patch, so every controller
+One place owns fetch, status update and metadata patch, so every controller
 writes the same way. The wrapper keeps two deep copies of the fetched object: ``original`` (the
 baseline, never edited) and ``changed()`` (what handlers edit). :meth:`Resource.update` compares
 them and makes at most two requests:
@@ -10,7 +10,7 @@ them and makes at most two requests:
    changed, so labels or finalizers other writers own are never overwritten.
 2. **status**: a PUT of the status subresource when the status differs (compared in JSON form) or
    ``status.observedGeneration`` lags ``metadata.generation``. ``observedGeneration`` is always set
-   here (spec §10.4 item 2), never by handlers. The body is the last object the server returned to
+   here, never by handlers. The body is the last object the server returned to
    us with the new status, so its resourceVersion is one we actually observed.
 
 Order: metadata first, then status (as in the Go reference's wrapper). A finalizer must be stored

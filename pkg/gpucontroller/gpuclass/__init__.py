@@ -1,5 +1,5 @@
-"""The GPUClass controller of ``gpu-controller`` (spec §5, §10.3.1): each GPUClass becomes a DRA
-DeviceClass of the same name.
+"""The GPUClass controller of ``gpu-controller`` (docs/architecture.md#gpuclass-to-deviceclass): each GPUClass
+becomes a DRA DeviceClass of the same name.
 
 A pass validates what only the controller can judge (the schema and the CRD's CEL rules have judged
 the rest), renders the DeviceClass (:mod:`.render`), server-side applies it with the GPUClass as

@@ -1,12 +1,12 @@
-"""A GPUClass as a DRA DeviceClass of the same name (spec §5.3).
+"""A GPUClass as a DRA DeviceClass of the same name.
 
-The selector is one CEL expression in the Kubernetes form (DESIGN §3): attributes are read by
-domain, then name (``device.attributes["gpu.deckhouse.io"].deviceType``), capacities likewise.
-Its clauses, joined by ``&&``:
+The selector is one CEL expression in the Kubernetes form
+(docs/architecture.md#cel-selectors-in-the-kubernetes-form): attributes are read by domain, then name
+(``device.attributes["gpu.deckhouse.io"].deviceType``), capacities likewise. Its clauses, joined by ``&&``:
 
 * ``device.driver == "gpu.deckhouse.io"``: our devices only;
 * ``deviceType``; for Physical also ``sharingStrategy`` (each Physical card is offered once per
-  strategy, DESIGN §4), for MIG the ``migProfile``;
+  strategy), for MIG the ``migProfile``;
 * the vendor (``Nvidia`` → ``nvidia``, as the attribute spells it) and the selector's
   ``gpu.deckhouse.io/vendor`` and ``gpu.deckhouse.io/device`` labels, which every offer carries as
   the attributes ``vendor`` and ``device``;

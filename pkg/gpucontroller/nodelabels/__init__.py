@@ -1,4 +1,5 @@
-"""The node-labels controller of ``gpu-controller``: the node gate labels (DESIGN §10).
+"""The node-labels controller of ``gpu-controller``: the node gate labels
+(docs/architecture.md#gate-labels-not-hostname-lists).
 
 Per Node, from the node's PhysicalGPUs (cache, index by node):
 

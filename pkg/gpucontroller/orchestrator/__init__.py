@@ -1,4 +1,4 @@
-"""The orchestrator of ``gpu-controller`` (spec §2.1 A, AgentOrchestratorController): the node
+"""The orchestrator of ``gpu-controller``: the node
 components' DaemonSets, rendered from one configuration document.
 
 The document (``api.gpu.v1alpha1.GPUOperatorConfig``) lives under ``config.yaml`` of a ConfigMap

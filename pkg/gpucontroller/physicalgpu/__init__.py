@@ -1,11 +1,11 @@
-"""The PhysicalGPU controller of ``gpu-controller`` (spec §2.1 A, §4.2.2, §10.4, §11.4).
+"""The PhysicalGPU controller of ``gpu-controller``.
 
 It keeps the inventory honest from the control plane's side, where no node agent can:
 
 - ``DriverReady`` of every NVIDIA PhysicalGPU is the readiness of the GPU validator's Pod on its
-  node (spec §11.3): True while it is Ready, False with the Pod's own reason when it fails, Unknown
-  while there is none (``internal/validator``); an Event marks each transition;
-- every PhysicalGPU carries both conditions of spec §4.2.2: ``HardwareHealthy`` (gpu-handler's,
+  node (docs/architecture.md#driverready-from-the-validator): True while it is Ready, False with the Pod's own
+  reason when it fails, Unknown while there is none (``internal/validator``); an Event marks each transition;
+- every PhysicalGPU carries both conditions: ``HardwareHealthy`` (gpu-handler's,
   merged by key, never overwritten) and a ``DriverReady`` no validator judges start ``Unknown``
   with reason ``ValidationPending``;
 - a PhysicalGPU whose Node no longer exists is deleted: its node agent is gone with the node, so

@@ -1,4 +1,4 @@
-"""Composition root of the PhysicalGPU controller (spec §10.4 item 1).
+"""Composition root of the PhysicalGPU controller.
 
 The container declares how the parts are built, each provider naming what it passes
 (``providers.Singleton(Cls, kw=provider)``), so a unit test overrides one part of the real

@@ -1,1 +1,1 @@
-"""Internals of gpu-node-agent: state, services, handlers, watches and the udev source (spec §10.4 layout)."""
+"""Internals of gpu-node-agent: state, services, handlers, watches and the udev source."""

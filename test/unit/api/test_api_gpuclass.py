@@ -1,4 +1,4 @@
-"""GPUClass model: spec §5.2 wire form, defaults and the rules tying deviceType and sharing together."""
+"""GPUClass model: the wire form, defaults and the rules tying deviceType and sharing together."""
 
 from __future__ import annotations
 

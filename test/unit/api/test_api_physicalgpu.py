@@ -1,4 +1,5 @@
-"""PhysicalGPU model: the wire form (camelCase, omitted optionals) and the filling rules of spec §4.2."""
+"""PhysicalGPU model: the wire form (camelCase, omitted optionals) and the filling rules
+(docs/architecture.md#a-field-without-a-source-is-left-out)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from api.gpu.v1alpha1 import (
 
 
 def a30_object() -> dict[str, Any]:
-    """An A30 PhysicalGPU as the API server returns it (spec §4.2 example)."""
+    """An A30 PhysicalGPU as the API server returns it."""
     return {
         "apiVersion": "gpu.deckhouse.io/v1alpha1",
         "kind": "PhysicalGPU",

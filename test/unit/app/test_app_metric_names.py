@@ -47,7 +47,8 @@ BEFORE = {
     "gpu_workqueue_work_duration_seconds",
 }
 SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_claim_allocations_total"}
-# Added since the refactor, each on purpose: the kubelet plugin's prepare metrics (spec §13.2).
+# Added since the refactor, each on purpose: the kubelet plugin's prepare metrics
+# (docs/architecture.md#metrics-behind-kube-rbac-proxy).
 ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds", "gpu_dra_mps_daemon_restarts"}
 HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health (issue 15)
 

@@ -1,4 +1,5 @@
-"""The NVIDIA backend over the real adapter and a mocked pynvml: the filling rules of spec §4.2.1."""
+"""The NVIDIA backend over the real adapter and a mocked pynvml: the filling rules
+(docs/architecture.md#a-field-without-a-source-is-left-out)."""
 
 from __future__ import annotations
 

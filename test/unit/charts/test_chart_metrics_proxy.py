@@ -1,7 +1,8 @@
-"""Metrics only through kube-rbac-proxy, the chart's default (spec §11.4): every component of ours —
-both Deployments here and the node DaemonSets gpu-controller renders from the chart's configuration —
-serves /metrics on loopback only, behind an HTTPS kube-rbac-proxy sidecar that lets through a token
-allowed get /metrics; the probes pass through the proxy; Services and the ServiceMonitor use HTTPS."""
+"""Metrics only through kube-rbac-proxy, the chart's default
+(docs/architecture.md#metrics-behind-kube-rbac-proxy): every component of ours — both Deployments here and the
+node DaemonSets gpu-controller renders from the chart's configuration — serves /metrics on loopback only,
+behind an HTTPS kube-rbac-proxy sidecar that lets through a token allowed get /metrics; the probes pass
+through the proxy; Services and the ServiceMonitor use HTTPS."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ What is pinned here, and why:
 
 * ``helm lint --strict`` passes, and the chart renders with its defaults and with the other settings
   that change which objects exist (one replica, no CRDs, a ServiceMonitor).
-* RBAC is exactly the calls gpu-controller makes and has no wildcard (DESIGN.md §7). The integration
-  test ``test/integration/test_chart_install.py`` proves the same rules against a real API server.
+* RBAC is exactly the calls gpu-controller makes and has no wildcard
+  (docs/architecture.md#rbac-without-wildcards). The integration test
+  ``test/integration/test_chart_install.py`` proves the same rules against a real API server.
 * Leader election follows ``controller.replicas``: on above one replica (with its Lease Role and a
   PodDisruptionBudget), off with one (and then the Recreate strategy, so two Pods never overlap).
 * The Pod runs hardened: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp.
@@ -602,7 +603,7 @@ def test_values_reach_the_container(helm: Path) -> None:
     ("level", "verbosity", "expected"), [("Debug", 0, "10"), ("debug", 4, "4"), ("Info", 0, "0")]
 )
 def test_debug_level_turns_on_deep_debug(helm: Path, level: str, verbosity: int, expected: str) -> None:
-    """Spec §11.4: with logLevel=debug the components get LOG_DEBUG_VERBOSITY=10 unless set."""
+    """With logLevel=debug the components get LOG_DEBUG_VERBOSITY=10 unless set."""
     docs = render(helm, {"logging.level": level, "logging.debugVerbosity": verbosity})
     assert env_of(docs)["LOG_DEBUG_VERBOSITY"] == expected
 

@@ -3,8 +3,8 @@
 A DaemonSet is a pure function of the configuration document, the ConfigMap that holds it and the
 namespace: nothing about the cluster's nodes goes into it. Nodes are chosen by the gate labels
 gpu-controller keeps on them (``pkg.gpucontroller.names``), so a node joining or leaving never
-changes a template, and never restarts a Pod of the DaemonSet (DESIGN §10; a hostname list in the
-template, as spec §11.3 suggests, would).
+changes a template, and never restarts a Pod of the DaemonSet (a hostname list in the template would:
+docs/architecture.md#gate-labels-not-hostname-lists).
 
 The selector (component + config name) is fixed forever: the API server refuses to change a
 DaemonSet's selector, so nothing configurable may go into it.
@@ -245,7 +245,8 @@ def field_env(name: str, path: str) -> V1EnvVar:
 
 
 def logging_env(spec: GPUOperatorConfigSpec) -> list[V1EnvVar]:
-    """LOG_* of our own binaries (spec §11.4): verbosity 10 when Debug asks for it and none is set."""
+    """LOG_* of our own binaries (docs/architecture.md#logging): verbosity 10 when Debug asks for it and none
+    is set."""
     log = spec.logging
     verbosity = log.debug_verbosity or (10 if log.level.value == "Debug" else 0)
     return [

@@ -1,4 +1,5 @@
-"""nv-hostengine (NVIDIA DCGM) on the nodes whose cards are DriverReady (spec §2.1 D, §13.1).
+"""nv-hostengine (NVIDIA DCGM) on the nodes whose cards are DriverReady
+(docs/architecture.md#vendor-components-run-unchanged).
 
 NVIDIA's image, unchanged: ``nv-hostengine -n -b ALL -p <port>`` in the foreground, bound on the
 node's address through ``hostPort`` so that the node's dcgm-exporter reaches it at ``$(NODE_IP)``.

@@ -1,4 +1,5 @@
-"""dcgm-exporter on the nodes whose cards are DriverReady (spec §2.1 D, §13.1).
+"""dcgm-exporter on the nodes whose cards are DriverReady
+(docs/architecture.md#vendor-components-run-unchanged).
 
 NVIDIA's image, unchanged; its own entry point, configured by environment: the listen address,
 the node's nv-hostengine (``DCGM_REMOTE_HOSTENGINE_INFO=$(NODE_IP):<port>`` while the dcgm

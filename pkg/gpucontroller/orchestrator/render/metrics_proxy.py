@@ -1,4 +1,4 @@
-"""kube-rbac-proxy in front of our node components' ``/metrics`` (spec §11.4; ``metricsProxy`` of the
+"""kube-rbac-proxy in front of our node components' ``/metrics`` (``metricsProxy`` of the
 configuration document, :class:`~api.gpu.v1alpha1.MetricsProxySettings`).
 
 The component's endpoint moves to loopback (``--metrics-bind-address=127.0.0.1:<port>``), where only

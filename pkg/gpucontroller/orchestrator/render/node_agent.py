@@ -1,4 +1,5 @@
-"""gpu-node-agent on every node but the control plane (spec §2.1 B).
+"""gpu-node-agent on every node but the control plane
+(docs/architecture.md#node-agent-owns-its-nodes-inventory).
 
 What the Pod needs from the host, and nothing more: the host's sysfs read-only at ``/host/sys``
 (PCI devices, IOMMU groups, DMI names), its ``/etc/os-release``, ``/proc/sys/kernel`` and

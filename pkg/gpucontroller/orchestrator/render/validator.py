@@ -1,7 +1,7 @@
 """The GPU validator on nodes with NVIDIA PhysicalGPUs (gate ``gpu.deckhouse.io/nvidia.present``).
 
-NVIDIA's validator, unchanged (spec §13.3): the validation runs in the init container
-``driver-validation`` (by default ``sh -c nvidia-validator`` with ``COMPONENT=driver`` and
+NVIDIA's validator, unchanged (docs/architecture.md#vendor-components-run-unchanged): the validation runs in
+the init container ``driver-validation`` (by default ``sh -c nvidia-validator`` with ``COMPONENT=driver`` and
 ``WITH_WAIT=false``, so a driver that is not there fails the container instead of waiting
 silently), privileged and with the host's root read-only at ``/host`` and a containerised driver's
 root at ``/run/nvidia/driver``, as the image expects. The main container only waits, and with

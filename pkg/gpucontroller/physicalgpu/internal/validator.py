@@ -1,6 +1,6 @@
 """What the GPU validator's Pods on a node say about its driver: the ``DriverReady`` verdict.
 
-``DriverReady`` is the readiness of the validator Pod on the card's node (spec §11.3, §13.3); the
+``DriverReady`` is the readiness of the validator Pod on the card's node; the
 files the validator writes under ``/run/nvidia/validations`` are never read. The mapping keeps the
 three answers apart, because readers act on them differently:
 

@@ -1,6 +1,6 @@
 """Step 4, node labels: ``gpu.deckhouse.io/{baremetal,os.id,os.version,kernel.version}`` on the Node.
 
-The driver installer and VFIO gating select nodes by these labels (spec §7.5). Only these keys are
+The driver installer and VFIO gating select nodes by these labels. Only these keys are
 patched, only on the agent's own Node, and only when the cached Node differs; a label whose source
 is gone is removed, while one whose source merely failed to read keeps its value
 (:mod:`pkg.inventory.host_info` keeps the last known facts; :func:`~pkg.inventory.desired.node_labels`

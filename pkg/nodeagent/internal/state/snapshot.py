@@ -1,10 +1,10 @@
 """The state one sync works on: what the caches hold, what the scan found, what went wrong.
 
 A sync is level-based and node-wide: it starts from the informer caches (this node's PhysicalGPUs
-and its Node, nothing else; DESIGN §7), the discover step adds what the hardware shows, and the
-later steps compare the two. The inputs are fixed when the sync starts; the steps only append to
-the outputs (``gpus``, ``unreadable``, ``failures``, counters), so each step can be tested with a
-hand-built state.
+and its Node, nothing else: docs/architecture.md#node-components-touch-only-their-node), the discover step
+adds what the hardware shows, and the later steps compare the two. The inputs are fixed when the sync starts;
+the steps only append to the outputs (``gpus``, ``unreadable``, ``failures``, counters), so each step can be
+tested with a hand-built state.
 
 Failures of one card or one object are collected rather than raised, so one odd device does not
 stop the others from being written or gone cards from being deleted; the reconciler raises once at

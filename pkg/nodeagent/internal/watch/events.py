@@ -1,7 +1,7 @@
 """Informer events that should wake a sync, as predicates for the framework's Controller.
 
 * A PhysicalGPU of this node **deleted** (by hand, or by the gpu-controller): the sync recreates it
-  if its card is still there (spec §2.1 B). An update that changed the agent's own fields (someone
+  if its card is still there. An update that changed the agent's own fields (someone
   edited a label or ``pciInfo``) also wakes it, so the edit is reverted at once instead of at the
   next resync; the agent's own writes wake it too, and that pass finds nothing to do. Creates are
   ignored: the initial list is covered by the start-up sync.

@@ -1,4 +1,4 @@
-"""Gives every PhysicalGPU both conditions of spec §4.2.2, Unknown until their owners report.
+"""Gives every PhysicalGPU both conditions, Unknown until their owners report.
 
 Readers (the gpu-handler's publisher, kubectl's printer columns, alerts) can then tell "not
 validated yet" from "validation failed" without special-casing a missing condition. The handler

@@ -1,4 +1,5 @@
-"""``DriverReady`` from the GPU validator's Pod on the card's node (spec §11.3, §13.3).
+"""``DriverReady`` from the GPU validator's Pod on the card's node
+(docs/architecture.md#driverready-from-the-validator).
 
 The verdict (:mod:`..validator`) is computed from the Pod cache on every pass and written into the
 working copy; the template's status write is a PUT guarded by the fetched resourceVersion, so it
