@@ -75,9 +75,6 @@ class GpuComponents:
         self.handler.env = dict(env or {})
         self.handler.start()
 
-    def kill_handler(self) -> None:
-        self.handler.kill()
-
     def wait_registered(self, *, since: int = 0, timeout: float = 60.0) -> None:
         """Until the kubelet has registered the handler's plugin (after byte ``since`` of its log)."""
         wait_until(

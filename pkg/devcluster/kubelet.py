@@ -67,11 +67,6 @@ class KubeletPaths:
     def pki(self) -> Path:
         return self.base / "pki"
 
-    @property
-    def plugins_registry(self) -> Path:
-        """Where DRA plugins put their registration socket for the kubelet to find."""
-        return self.root / "plugins_registry"
-
     def plugin_dir(self, driver: str) -> Path:
         """Where a DRA plugin serves its kubelet-facing socket."""
         return self.root / "plugins" / driver

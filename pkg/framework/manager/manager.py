@@ -130,9 +130,6 @@ class Manager:
             raise RuntimeError(f"cannot add {runnable.name!r}: the manager is already running")
         self._runnables.append(runnable)
 
-    def add_healthz_check(self, name: str, check: HealthCheck) -> None:
-        self._healthz.add(name, check)
-
     def add_readyz_check(self, name: str, check: HealthCheck) -> None:
         self._readyz.add(name, check)
 
