@@ -30,6 +30,7 @@ from pkg.dracontroller.accounting.collector import AccountingCollector
 from pkg.dracontroller.accounting.devices import HeldDevice, device_index, held_devices
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.store import LedgerStore
+from pkg.dracontroller.heap import HeapSettler
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
@@ -209,6 +210,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         ),
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
+    heap_settler = providers.Singleton(HeapSettler, allocator=allocator)
 
     held_devices = providers.Singleton(
         HeldDevices, claims=claim_informer, slices=slice_informer, physical_gpus=physical_gpu_informer
@@ -228,8 +230,9 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
 
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
-    """Registers the controller, its watches, the allocations collector and the accountant
-    (leader only; :mod:`pkg.dracontroller.accounting`) with ``manager``."""
+    """Registers the controller, its watches, the allocations collector, the accountant
+    (leader only; :mod:`pkg.dracontroller.accounting`) and the heap settler
+    (:mod:`pkg.dracontroller.heap`) with ``manager``."""
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller = (
@@ -249,4 +252,5 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     )
     manager.metrics.register(container.accounting_collector())
     manager.add(container.accountant())
+    manager.add(container.heap_settler())
     return controller

@@ -3,9 +3,11 @@
 Public surface:
 
 * :class:`Allocator` — ``allocate(claim, *, slices, classes, allocated_claims, namespace_labels=None,
-  node=None) -> V1AllocationResult | Unschedulable``;
+  node=None) -> V1AllocationResult | Unschedulable``, or ``attempt(claim, inputs)`` →
+  :class:`AllocationAttempt` (the typed :class:`AllocationInputs` and the outcome, kept together);
 * strategies :class:`BestFit` (default) and :class:`FirstFit` (the kube-scheduler's order);
-* :func:`explain` → :class:`Explanation` — per request, every device and why it was rejected;
+* :func:`explain` → :class:`Explanation` — for an attempt taken, per request, every device and why
+  it was rejected;
 * :class:`CelEnvironment` — the DRA CEL environment (compile/evaluate selectors);
 * :func:`parse_quantity` / :class:`Quantity` — exact Kubernetes quantities.
 
@@ -18,6 +20,7 @@ allocation's devices consume.
 """
 
 from pkg.dra.allocator.allocator import Allocator
+from pkg.dra.allocator.attempt import AllocationAttempt, AllocationInputs
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError
 from pkg.dra.allocator.explain import DeviceVerdict, Explanation, RequestTrace, explain
 from pkg.dra.allocator.quantity import Quantity, QuantityError, parse_quantity
@@ -27,6 +30,8 @@ from pkg.dra.domain import DeviceID, PoolID, Unschedulable
 
 __all__ = [
     "AllocatedState",
+    "AllocationAttempt",
+    "AllocationInputs",
     "Allocator",
     "BestFit",
     "CelEnvironment",

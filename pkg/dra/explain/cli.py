@@ -22,7 +22,7 @@ from typing import TextIO
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
-from pkg.dra.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
+from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Unschedulable, explain
 from pkg.dra.explain.bundle import BundleError, Snapshot, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
@@ -96,15 +96,14 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     ]
     allocator = Allocator(strategy=FirstFit() if args.strategy == "first-fit" else BestFit())
     try:
-        explanation = explain(
-            claim,
+        inputs = AllocationInputs.of(
             slices=snapshot.slices,
             classes=snapshot.classes,
             allocated_claims=others,
             namespace_labels=snapshot.namespace_labels(namespace),
             node=node,
-            allocator=allocator,
         )
+        explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
         current = claim.status.allocation if claim.status is not None else None
         text = render(explanation, show_all=args.all, max_devices=args.max_devices)
     except Exception as error:  # every input error is handled above; this is a bug, said plainly

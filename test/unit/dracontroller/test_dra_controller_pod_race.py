@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from alloc_builders import a30_pool, claim, exact
-from claimctl_fakes import Env, our_mig_class
+from dra_controller_fakes import Env, our_mig_class
 from kubernetes.client import (
     V1ObjectMeta,
     V1Pod,
