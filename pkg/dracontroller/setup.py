@@ -1,4 +1,4 @@
-"""Composition root of the allocation controller (spec §10.4 item 1).
+"""Composition root of the allocation controller: every part is built here and nowhere else.
 
 The container declares how the parts are built, each provider naming what it passes, so a test
 overrides one part of the real container; :func:`setup_controller` registers the controller with
@@ -42,7 +42,7 @@ from pkg.dracontroller.internal.service import (
     Inventory,
     PodReferenceReader,
 )
-from pkg.dracontroller.internal.state import ClaimState, state_factory
+from pkg.dracontroller.internal.snapshot import ClaimSnapshot, snapshot_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
     class_watch,
@@ -109,9 +109,9 @@ def new_inventory(
     )
 
 
-def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimState]]) -> ClaimReconciler:
+def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot]]) -> ClaimReconciler:
     return ClaimReconciler(
-        get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
+        get_claim=inventory.claim, snapshot_factory=snapshot_factory(inventory), handlers=handlers
     )
 
 

@@ -5,7 +5,8 @@ The search takes the first complete solution it finds, so the order *is* the pol
 :class:`FirstFit` reproduces the kube-scheduler: pools by driver and name, slices by name, devices
 as listed. It is the baseline of the fragmentation benchmark and of the differential test.
 
-:class:`BestFit` (DESIGN §5, spec §9.1) packs partitions tightly:
+:class:`BestFit` (what gpu-dra-controller allocates with) packs partitions tightly, so that large
+MIG profiles stay placeable as the cluster fills up:
 
 1. cards where the device does not fit at all go last;
 2. among cards, the one with the **fewest free memory slices** first — partly used cards fill up

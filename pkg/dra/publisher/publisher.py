@@ -1,4 +1,7 @@
-"""Publishes one node's offers as the ResourceSlices of its pool (spec §7.5, §10.3.3).
+"""Publishes one node's offers as the ResourceSlices of its pool.
+
+ResourceSlices and pools are described in
+https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/#resourceslice.
 
 Contract of :meth:`SlicePublisher.publish` — level-based, like a reconcile: it reads the slices that
 exist, builds the desired ones and writes only the difference.

@@ -1,4 +1,4 @@
-"""Collision detection: two claims holding what only one of them may hold (DESIGN §5).
+"""Collision detection: two claims holding what only one of them may hold.
 
 The API server does not stop two allocators — the kube-scheduler and this controller, or two
 replicas across a lease hand-over — from giving one device to two claims. A collision is any of:

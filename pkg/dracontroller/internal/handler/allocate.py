@@ -34,7 +34,7 @@ from pkg.dra.explain.render import describe_allocation, summary
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
 from pkg.dracontroller.internal.service import Decisions, FoundBy, Handover
-from pkg.dracontroller.internal.state import ClaimState
+from pkg.dracontroller.internal.snapshot import ClaimSnapshot
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import ConflictRequeue, StopHandlerChain
@@ -57,22 +57,22 @@ class AllocateHandler:
         self._allocator = allocator  # the one that took the attempt: it explains a failure
         self._handover = handover
 
-    def handle(self, state: ClaimState) -> Result | None:
-        if state.allocated:
+    def handle(self, snapshot: ClaimSnapshot) -> Result | None:
+        if snapshot.allocated:
             return None
         started = time.monotonic()
         try:
-            decision = self._decisions.allocate(state.claim, namespace=state.namespace)
+            decision = self._decisions.allocate(snapshot.claim, namespace=snapshot.namespace)
         except ConflictRequeue:
             metrics.allocation_failures.labels(reason="conflict").inc()
             raise
         outcome = decision.outcome
         if isinstance(outcome, Unschedulable):
-            return self._failed(state, outcome, decision.attempt)
+            return self._failed(snapshot, outcome, decision.attempt)
         if decision.referenced_by:
             found = FoundBy.READ_AFTER_WRITE if decision.given_back else FoundBy.READ_BEFORE_WRITE
             metrics.pod_reference_races.labels(when=found.value).inc()
-            self._handover.left_to_scheduler(state.claim, decision.referenced_by, found=found)
+            self._handover.left_to_scheduler(snapshot.claim, decision.referenced_by, found=found)
             raise StopHandlerChain(
                 reason=f"referenced by pod {decision.referenced_by[0]} ({found.value} read)"
             )
@@ -88,12 +88,14 @@ class AllocateHandler:
         )
         return None
 
-    def _failed(self, state: ClaimState, outcome: Unschedulable, attempt: AllocationAttempt) -> Result | None:
+    def _failed(
+        self, snapshot: ClaimSnapshot, outcome: Unschedulable, attempt: AllocationAttempt
+    ) -> Result | None:
         metrics.allocation_failures.labels(reason=failure_reason(outcome)).inc()
         trace = explain(attempt, allocator=self._allocator)  # the attempt taken, not a second one
         detail = summary(trace)
         self._recorder.event(
-            state.claim,
+            snapshot.claim,
             type_="Warning",
             reason=REASON_ALLOCATION_FAILED,
             message=f"{outcome}" + (f"; {detail}" if detail else ""),

@@ -9,7 +9,7 @@ locked operations, never by a handler: a handler asks for a decision and acts on
 
 Before an allocation is written, the Pods that reference the claim are read afresh
 (:class:`~.pod_references.PodReferences`): the decision was taken from caches, and the Pod cache
-may not show a Pod created just before the claim (DESIGN §5). A Pod found there means no write at
+may not show a Pod created just before the claim. A Pod found there means no write at
 all. The read cannot be atomic with the write, so it is repeated once the write has landed: a Pod
 created in between (during the write's round trip) makes the service give the allocation back at
 once, compare-and-swap on the version it just wrote — so if the scheduler reserved the claim for

@@ -23,7 +23,7 @@ from pkg.framework.reconcile.handler import Snapshot
 
 
 @dataclass(frozen=True)
-class ClaimState(Snapshot):
+class ClaimSnapshot(Snapshot):
     claim: ResourceV1ResourceClaim
     verdict: Verdict
     referencing_pods: tuple[str, ...]
@@ -54,10 +54,10 @@ class ClaimState(Snapshot):
         return self.claim.metadata is not None and self.claim.metadata.deletion_timestamp is not None
 
 
-def state_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimState]:
-    def build(claim: ResourceV1ResourceClaim) -> ClaimState:
+def snapshot_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
+    def build(claim: ResourceV1ResourceClaim) -> ClaimSnapshot:
         pods = tuple(inventory.referencing_pods(claim))
         verdict = judge(claim, classes=inventory.classes(), referencing_pods=pods)
-        return ClaimState(claim=claim, verdict=verdict, referencing_pods=pods)
+        return ClaimSnapshot(claim=claim, verdict=verdict, referencing_pods=pods)
 
     return build
