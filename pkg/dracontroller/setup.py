@@ -5,7 +5,7 @@ overrides one part of the real container; :func:`setup_controller` registers the
 the builder: the informers with their indexes, the watches and the allocations collector. Shared
 across worker threads: the informer stores (thread-safe), the client, the recorder, the allocator
 (thread-safe, caches compiled CEL and built pools), the pool cache (the allocator's, also read by
-the collision check, so a cluster's pools are built once) and the in-flight ledger, whose lock
+the collision check, so a cluster's pools are built once) and the in-flight record, whose lock
 serialises decisions.
 
 Retries: the controller's rate limiter starts at 250 ms and doubles per failure of a claim up to

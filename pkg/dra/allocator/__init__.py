@@ -12,11 +12,12 @@ Public surface:
 * :func:`parse_quantity` / :class:`Quantity` — exact Kubernetes quantities.
 
 Module map: ``pools`` (gather complete pools) → ``state`` (what other claims hold) → ``counters``
-and ``capacity`` (ledgers) → ``requests`` + ``selection`` + ``cel_env`` (what each request may
-take; ``cel_ast`` and ``cel_cost`` bound what a selector may cost, ``cel_library`` adds the
-quantity and semver functions) → ``strategy`` (order) → ``allocator`` (search) → ``result`` (API
-shape); ``explain`` reuses the same pieces without searching, and ``consumption`` says what an
-allocation's devices consume.
+and ``capacity`` (running tallies of what is free) → ``requests`` + ``selection`` + ``cel_env``
+(what each request may take; ``cel_ast`` and ``cel_cost`` bound what a selector may cost,
+``cel_library`` adds the quantity and semver functions) → ``strategy`` (order) → ``allocator``
+(search) → ``result`` (API shape); ``attempt`` holds an attempt's typed inputs and outcome,
+``explain`` diagnoses an attempt with the same pieces without searching, and ``consumption`` says
+what an allocation's devices consume.
 """
 
 from pkg.dra.allocator.allocator import Allocator

@@ -1,8 +1,8 @@
 """Everything one allocation attempt works on, built once from the cluster's objects.
 
 :class:`AllocationContext` gathers the pools reachable from the node, what other claims hold, the
-counter and capacity ledgers, the claim's request plans and constraint trackers, and which devices
-each request alternative may select. The search (:mod:`.allocator`) mutates the ledgers while it
+counter and capacity tallies, the claim's request plans and constraint trackers, and which devices
+each request alternative may select. The search (:mod:`.allocator`) mutates the tallies while it
 tries devices and undoes every change on backtracking; :mod:`.explain` reads the same context
 without searching. Nothing here does I/O.
 """
@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from kubernetes.client import ResourceV1ResourceClaim
 
 from pkg.dra.allocator.attempt import AllocationInputs
-from pkg.dra.allocator.capacity import CapacityLedger, consumption
+from pkg.dra.allocator.capacity import CapacityTally, consumption
 from pkg.dra.allocator.constraints import Constraint, build_constraints
-from pkg.dra.allocator.counters import CounterLedger
+from pkg.dra.allocator.counters import CounterTally
 from pkg.dra.allocator.pools import Candidate, Pool, PoolCache, gather_pools
 from pkg.dra.allocator.requests import (
     MAX_DEVICES_PER_CLAIM,
@@ -70,8 +70,8 @@ class AllocationContext:
         self.pools: list[Pool] = gather_pools(inputs.slices, node=inputs.node, cache=pool_cache)
         uid = claim.metadata.uid if claim.metadata is not None else None
         self.state = AllocatedState.from_claims(inputs.allocated_claims, exclude_uid=uid)
-        self.counters = CounterLedger(self.pools, self.state)
-        self.capacity = CapacityLedger(self.state, share_id=share_id)
+        self.counters = CounterTally(self.pools, self.state)
+        self.capacity = CapacityTally(self.state, share_id=share_id)
         # Selector errors are recorded per device and raised when the search reaches that device,
         # so an error on a device the scheduler would never look at does not fail the claim.
         self.selector_errors: dict[Candidate, SelectorEvaluationError] = {}

@@ -335,7 +335,7 @@ _checked: dict[tuple[int, int], tuple[dict[str, int], tuple[tuple[str, int], ...
 
 
 def _totals(counters: dict[str, Any]) -> dict[str, int]:
-    """A counter set's totals in nanos, interned by content (never mutated: ledgers copy them)."""
+    """A counter set's totals in nanos, interned by content (never mutated: counter tallies copy them)."""
     amounts = _consumption(counters)
     totals = _counter_sets.get(amounts)
     if totals is None:

@@ -1,6 +1,6 @@
 """The read-only snapshot one claim's reconcile works on.
 
-Built once per reconcile from the cache (through the in-flight ledger), so the handlers judge one
+Built once per reconcile from the cache (through the in-flight record), so the handlers judge one
 consistent view of the claim: its eligibility verdict, whether we allocated it, whether a Pod
 reserves it. The allocation inputs (slices, classes, other claims) are *not* in the snapshot:
 the allocate and collision handlers read them under the decision lock, because a decision must

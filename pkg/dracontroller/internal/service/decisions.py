@@ -2,7 +2,7 @@
 
 A decision (allocate a claim; give back a colliding allocation) must see every allocation this
 process made before it, including ones the watch has not delivered yet, and two workers deciding
-at once from the same view is the race the in-flight ledger exists to prevent. So the lock is
+at once from the same view is the race the in-flight record exists to prevent. So the lock is
 held from the reads through the write, and it is held *here*, by the service that offers the
 locked operations, never by a handler: a handler asks for a decision and acts on its answer
 (events, metrics, results) after the lock is released.
