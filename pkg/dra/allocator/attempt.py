@@ -23,7 +23,7 @@ from kubernetes.client import (
 from pkg.dra.domain import Unschedulable
 
 
-def class_index(
+def _class_index(
     classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
 ) -> Mapping[str, V1DeviceClass]:
     """DeviceClasses by name (a mapping is taken as it is)."""
@@ -61,7 +61,7 @@ class AllocationInputs:
         """Inputs from any iterables (copied, so later changes to them do not reach the attempt)."""
         return cls(
             slices=tuple(slices),
-            classes=dict(class_index(classes)),
+            classes=dict(_class_index(classes)),
             allocated_claims=tuple(allocated_claims),
             namespace_labels=None if namespace_labels is None else dict(namespace_labels),
             node=node,
@@ -78,4 +78,4 @@ class AllocationAttempt:
     outcome: V1AllocationResult | Unschedulable
 
 
-__all__ = ["AllocationAttempt", "AllocationInputs", "class_index"]
+__all__ = ["AllocationAttempt", "AllocationInputs"]
