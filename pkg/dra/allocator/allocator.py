@@ -79,7 +79,8 @@ class Allocator:
 
     def settle_heap(self) -> bool:
         """Takes the long-lived heap out of the garbage collector's sight after a large pool build;
-        True when it did. A process calls it after a decision, never inside ``allocate``.
+        True when it did. A process calls it on its own schedule (gpu-dra-controller: the
+        ``HeapSettler`` runnable of ``pkg.dracontroller.heap``), never inside ``allocate``.
 
         Why: a cluster's pools are hundreds of thousands of objects (and the informer caches they
         come from millions), and every full collection of CPython's cyclic GC walks all of them —
