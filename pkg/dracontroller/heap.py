@@ -22,7 +22,7 @@ DEFAULT_SETTLE_PERIOD = 1.0
 
 class HeapSettler:
     name = "heap-settler"
-    needs_leader_election = False  # pools are built wherever the caches are, leader or not
+    needs_leader_election = False  # a replica that is not leading builds no pools: a no-op there
 
     def __init__(self, *, allocator: Allocator, period: float = DEFAULT_SETTLE_PERIOD) -> None:
         self._allocator = allocator
