@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 from alloc_builders import Cluster, a30_pool, mig_class
 
@@ -36,11 +37,9 @@ def test_the_settler_settles_a_large_build_on_its_own_schedule() -> None:
     runner = threading.Thread(target=settler.run, args=(stop,))
     try:
         runner.start()
-        deadline = threading.Event()
-        for _ in range(500):
-            if gc.get_freeze_count() > 0:
-                break
-            deadline.wait(0.01)
+        deadline = time.monotonic() + 5
+        while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert gc.get_freeze_count() > 0
         assert not allocator.settle_heap()  # the settler already did
     finally:
