@@ -23,8 +23,9 @@ deleted and no Pod reserves it, that controller clears ``status.allocation`` and
 finalizer (and it deallocates a claim whose last consumer went away). So deletion releases the
 devices with nothing of ours in the path; see ``internal/names.py``.
 
-Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/snapshot`` (what one
-reconcile judges), ``internal/handler/*`` (one step each), ``internal/service/*`` (cache readers,
-the writer, the in-flight record of our writes, the fresh Pod read, the LeftToScheduler event),
-``internal/watch/*`` (which events wake which claims); ``heap`` runs the process's GC policy.
+Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/state`` (the claim
+snapshot one reconcile judges), ``internal/handler/*`` (one step each), ``internal/service/*``
+(cache readers, the writer, the in-flight record of our writes, the fresh Pod read, the
+LeftToScheduler event), ``internal/watch/*`` (which events wake which claims); ``heap`` runs the
+process's GC policy.
 """

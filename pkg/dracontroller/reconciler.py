@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from kubernetes.client import ResourceV1ResourceClaim
 
-from pkg.dracontroller.internal.snapshot import ClaimSnapshot
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.reconcile import Handler, ObjectReconciler, Request
 
 
@@ -26,7 +26,7 @@ class ClaimReconciler(ObjectReconciler[ResourceV1ResourceClaim, ClaimSnapshot]):
         self,
         *,
         get_claim: Callable[[Request], ResourceV1ResourceClaim | None],
-        snapshot_factory: Callable[[ResourceV1ResourceClaim], ClaimSnapshot],
+        state_factory: Callable[[ResourceV1ResourceClaim], ClaimSnapshot],
         handlers: Sequence[Handler[ClaimSnapshot]],
     ) -> None:
-        super().__init__(get=get_claim, state=snapshot_factory, handlers=handlers)
+        super().__init__(get=get_claim, state=state_factory, handlers=handlers)

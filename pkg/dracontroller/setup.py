@@ -42,7 +42,7 @@ from pkg.dracontroller.internal.service import (
     Inventory,
     PodReferenceReader,
 )
-from pkg.dracontroller.internal.snapshot import ClaimSnapshot, snapshot_factory
+from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
     class_watch,
@@ -111,7 +111,7 @@ def new_inventory(
 
 def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot]]) -> ClaimReconciler:
     return ClaimReconciler(
-        get_claim=inventory.claim, snapshot_factory=snapshot_factory(inventory), handlers=handlers
+        get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
     )
 
 

@@ -34,7 +34,7 @@ from pkg.dra.explain.render import describe_allocation, summary
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
 from pkg.dracontroller.internal.service import Decisions, FoundBy, Handover
-from pkg.dracontroller.internal.snapshot import ClaimSnapshot
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import ConflictRequeue, StopHandlerChain

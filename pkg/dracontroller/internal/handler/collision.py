@@ -17,7 +17,7 @@ from pkg.dracontroller.internal.collisions import must_yield
 from pkg.dracontroller.internal.indexes import is_ours
 from pkg.dracontroller.internal.names import REASON_REALLOCATING
 from pkg.dracontroller.internal.service import Decisions, Inventory, YieldCheck
-from pkg.dracontroller.internal.snapshot import ClaimSnapshot
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.dracontroller.metrics import allocation_collisions
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger

@@ -16,7 +16,7 @@ to allocate, so that an allocation the scheduler makes later is never mistaken f
 from __future__ import annotations
 
 from pkg.dracontroller.internal.service import ClaimWrites, FoundBy, Handover
-from pkg.dracontroller.internal.snapshot import ClaimSnapshot
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 

@@ -54,7 +54,7 @@ class ClaimSnapshot(Snapshot):
         return self.claim.metadata is not None and self.claim.metadata.deletion_timestamp is not None
 
 
-def snapshot_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
+def state_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
     def build(claim: ResourceV1ResourceClaim) -> ClaimSnapshot:
         pods = tuple(inventory.referencing_pods(claim))
         verdict = judge(claim, classes=inventory.classes(), referencing_pods=pods)
