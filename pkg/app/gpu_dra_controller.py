@@ -1,4 +1,4 @@
-"""``gpu-dra-controller``: allocates the claims no scheduler will (spec §2.1 C.1, §9.1; DESIGN §5).
+"""``gpu-dra-controller``: allocates the claims no scheduler will (see :mod:`pkg.dracontroller`).
 
 Run without a subcommand it is the controller: it competes for a Lease and, while leading,
 allocates unallocated ResourceClaims of our device classes that no Pod references (see

@@ -1,4 +1,4 @@
-"""The allocation controller of ``gpu-dra-controller`` (spec §2.1 C.1, §9.1, §10.3.2; DESIGN §5).
+"""The allocation controller of ``gpu-dra-controller``.
 
 The kube-scheduler allocates the claims of the Pods it schedules. This controller allocates the
 claims no scheduler ever will: unallocated ResourceClaims of *our* device classes that no Pod
@@ -23,8 +23,9 @@ deleted and no Pod reserves it, that controller clears ``status.allocation`` and
 finalizer (and it deallocates a claim whose last consumer went away). So deletion releases the
 devices with nothing of ours in the path; see ``internal/names.py``.
 
-Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/state`` (the snapshot),
-``internal/handler/*`` (one step each), ``internal/service/*`` (cache readers, the writer, the
-in-flight ledger, the fresh Pod read, the LeftToScheduler event), ``internal/watch/*`` (which
-events wake which claims).
+Layout: ``setup`` (composition root), ``reconciler`` (thin), ``internal/state`` (the claim
+snapshot one reconcile judges), ``internal/handler/*`` (one step each), ``internal/service/*``
+(cache readers, the writer, the in-flight record of our writes, the fresh Pod read, the
+LeftToScheduler event), ``internal/watch/*`` (which events wake which claims); ``heap`` runs the
+process's GC policy.
 """

@@ -1,7 +1,7 @@
-"""Metrics of device allocation (spec §13.2), exported by gpu-dra-controller.
+"""Metrics of device allocation, exported by gpu-dra-controller.
 
-* ``gpu_dra_claim_allocations_total{class,deviceType,node}`` — a **gauge**, as spec §13.2 defines
-  it: devices of our driver allocated right now, whoever allocated them (the scheduler or us),
+* ``gpu_dra_claim_allocations_total{class,deviceType,node}`` — a **gauge**, not a counter despite
+  its name: devices of our driver allocated right now, whoever allocated them (the scheduler or us),
   by the device class of the request, the device's ``deviceType`` attribute and its node.
   Computed at scrape time from the informer caches by :class:`AllocationCollector`, so a
   released or deleted claim never leaves a stale series behind.
@@ -11,7 +11,7 @@
   (no capacity now; retried), ``pool-not-ready``, ``search-limit``, ``invalid`` (the claim or a
   class is broken; not retried until it changes) and ``conflict`` (someone wrote first; retried).
 * ``gpu_dra_allocation_collisions_total`` — allocations we gave back because another claim holds
-  the same device, shares or counters (DESIGN §5).
+  the same device, shares or counters (``internal/collisions.py``).
 * ``gpu_dra_pod_check_seconds`` — one consistent read of the Pods that reference a claim, made
   right before (and right after) writing an allocation (``internal/service/pod_references.py``).
 * ``gpu_dra_pod_reference_races_total{when}`` — how often that read found a Pod the Pod cache did

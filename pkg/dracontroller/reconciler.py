@@ -1,4 +1,4 @@
-"""The claim reconciler: the framework's object reconciler over a claim from the cache (spec §10.4).
+"""The claim reconciler: the framework's object reconciler over a claim from the cache.
 
 It has no writer: a ResourceClaim's status has no ``observedGeneration``, and its writes
 (finalizer, mark, allocation) must happen in a fixed order under the decision lock, so the
@@ -17,16 +17,16 @@ from collections.abc import Callable, Sequence
 
 from kubernetes.client import ResourceV1ResourceClaim
 
-from pkg.dracontroller.internal.state import ClaimState
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.reconcile import Handler, ObjectReconciler, Request
 
 
-class ClaimReconciler(ObjectReconciler[ResourceV1ResourceClaim, ClaimState]):
+class ClaimReconciler(ObjectReconciler[ResourceV1ResourceClaim, ClaimSnapshot]):
     def __init__(
         self,
         *,
         get_claim: Callable[[Request], ResourceV1ResourceClaim | None],
-        state_factory: Callable[[ResourceV1ResourceClaim], ClaimState],
-        handlers: Sequence[Handler[ClaimState]],
+        state_factory: Callable[[ResourceV1ResourceClaim], ClaimSnapshot],
+        handlers: Sequence[Handler[ClaimSnapshot]],
     ) -> None:
         super().__init__(get=get_claim, state=state_factory, handlers=handlers)

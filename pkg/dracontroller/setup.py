@@ -1,11 +1,11 @@
-"""Composition root of the allocation controller (spec §10.4 item 1).
+"""Composition root of the allocation controller: every part is built here and nowhere else.
 
 The container declares how the parts are built, each provider naming what it passes, so a test
 overrides one part of the real container; :func:`setup_controller` registers the controller with
 the builder: the informers with their indexes, the watches and the allocations collector. Shared
 across worker threads: the informer stores (thread-safe), the client, the recorder, the allocator
 (thread-safe, caches compiled CEL and built pools), the pool cache (the allocator's, also read by
-the collision check, so a cluster's pools are built once) and the in-flight ledger, whose lock
+the collision check, so a cluster's pools are built once) and the in-flight record, whose lock
 serialises decisions.
 
 Retries: the controller's rate limiter starts at 250 ms and doubles per failure of a claim up to
@@ -30,6 +30,7 @@ from pkg.dracontroller.accounting.collector import AccountingCollector
 from pkg.dracontroller.accounting.devices import HeldDevice, device_index, held_devices
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.store import LedgerStore
+from pkg.dracontroller.heap import HeapSettler
 from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
@@ -41,7 +42,7 @@ from pkg.dracontroller.internal.service import (
     Inventory,
     PodReferenceReader,
 )
-from pkg.dracontroller.internal.state import ClaimState, state_factory
+from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
     class_watch,
@@ -108,7 +109,7 @@ def new_inventory(
     )
 
 
-def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimState]]) -> ClaimReconciler:
+def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot]]) -> ClaimReconciler:
     return ClaimReconciler(
         get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
     )
@@ -209,6 +210,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         ),
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
+    heap_settler = providers.Singleton(HeapSettler, allocator=allocator)
 
     held_devices = providers.Singleton(
         HeldDevices, claims=claim_informer, slices=slice_informer, physical_gpus=physical_gpu_informer
@@ -228,8 +230,9 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
 
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
-    """Registers the controller, its watches, the allocations collector and the accountant
-    (leader only; :mod:`pkg.dracontroller.accounting`) with ``manager``."""
+    """Registers the controller, its watches, the allocations collector, the accountant
+    (leader only; :mod:`pkg.dracontroller.accounting`) and the heap settler
+    (:mod:`pkg.dracontroller.heap`) with ``manager``."""
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller = (
@@ -249,4 +252,5 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     )
     manager.metrics.register(container.accounting_collector())
     manager.add(container.accountant())
+    manager.add(container.heap_settler())
     return controller

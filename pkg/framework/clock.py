@@ -45,9 +45,4 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 
-def now_utc() -> datetime:
-    """The current wall time in UTC (the system clock's :meth:`~SystemClock.now`)."""
-    return SYSTEM_CLOCK.now()
-
-
-__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "now_utc"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]

@@ -163,8 +163,8 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
     stream = _mixed(random.Random(seed))
     # Cold start, as after a restart or a leader change: the first decision of each class builds
     # the pools and evaluates the class's selectors where the search looks; the allocator caches
-    # both. After every decision the allocator may settle the heap, as gpu-dra-controller does
-    # (``Allocator.settle_heap``): that time counts too.
+    # both. After every decision the allocator may settle the heap, as gpu-dra-controller's heap
+    # settler does within a second (``Allocator.settle_heap``): that time counts too.
     started = time.perf_counter()
     for cls in classes:
         allocator.allocate(claim(cls, share="1" if cls == "ts" else None), slices=slices, classes=classes,

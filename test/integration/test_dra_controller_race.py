@@ -1,4 +1,4 @@
-"""Stress: Pods created right before their claims never get those claims allocated by us (DESIGN §5).
+"""Stress: Pods created right before their claims never get those claims allocated by us.
 
 gpu-dra-controller judges "no Pod references the claim" from its Pod cache, which can lag its claim
 cache; the decisions service therefore re-reads the Pods (a consistent LIST) right before it writes.

@@ -30,6 +30,7 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
+from pkg.dra.allocator.attempt import AllocationAttempt, AllocationInputs
 from pkg.dra.allocator.capacity import consumption
 from pkg.dra.allocator.cel_env import CelEnvironment
 from pkg.dra.allocator.context import AllocationContext, PoolUnavailableError
@@ -78,7 +79,8 @@ class Allocator:
 
     def settle_heap(self) -> bool:
         """Takes the long-lived heap out of the garbage collector's sight after a large pool build;
-        True when it did. A process calls it after a decision, never inside ``allocate``.
+        True when it did. A process calls it on its own schedule (gpu-dra-controller: the
+        ``HeapSettler`` runnable of ``pkg.dracontroller.heap``), never inside ``allocate``.
 
         Why: a cluster's pools are hundreds of thousands of objects (and the informer caches they
         come from millions), and every full collection of CPython's cyclic GC walks all of them —
@@ -100,27 +102,11 @@ class Allocator:
             gc.freeze()
             return True
 
-    def context(
-        self,
-        claim: ResourceV1ResourceClaim,
-        *,
-        slices: Iterable[V1ResourceSlice],
-        classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
-        allocated_claims: Iterable[ResourceV1ResourceClaim],
-        namespace_labels: Mapping[str, str] | None = None,
-        node: V1Node | None = None,
-    ) -> AllocationContext:
-        """The prepared inputs of one attempt (raises ``ClaimError``); used by :mod:`.explain`."""
+    def context(self, claim: ResourceV1ResourceClaim, inputs: AllocationInputs) -> AllocationContext:
+        """The prepared inputs of one attempt, before the claim takes anything (raises
+        ``ClaimError``); :mod:`.explain` diagnoses devices against it."""
         return AllocationContext(
-            claim,
-            slices=slices,
-            classes=classes,
-            allocated_claims=allocated_claims,
-            namespace_labels=namespace_labels,
-            node=node,
-            matcher=self.matcher,
-            share_id=self._share_id,
-            pool_cache=self._pool_cache,
+            claim, inputs, matcher=self.matcher, share_id=self._share_id, pool_cache=self._pool_cache
         )
 
     def allocate(
@@ -134,15 +120,25 @@ class Allocator:
         node: V1Node | None = None,
     ) -> V1AllocationResult | Unschedulable:
         """Allocate ``claim`` on ``node`` (None: on any one node). See the module docstring."""
+        inputs = AllocationInputs.of(
+            slices=slices,
+            classes=classes,
+            allocated_claims=allocated_claims,
+            namespace_labels=namespace_labels,
+            node=node,
+        )
+        return self.attempt(claim, inputs).outcome
+
+    def attempt(self, claim: ResourceV1ResourceClaim, inputs: AllocationInputs) -> AllocationAttempt:
+        """Allocate ``claim`` from ``inputs``; the attempt keeps both with the outcome, so it can be
+        explained later without allocating again (:func:`~.explain.explain`)."""
+        return AllocationAttempt(claim=claim, inputs=inputs, outcome=self._decide(claim, inputs))
+
+    def _decide(
+        self, claim: ResourceV1ResourceClaim, inputs: AllocationInputs
+    ) -> V1AllocationResult | Unschedulable:
         try:
-            ctx = self.context(
-                claim,
-                slices=slices,
-                classes=classes,
-                allocated_claims=allocated_claims,
-                namespace_labels=namespace_labels,
-                node=node,
-            )
+            ctx = self.context(claim, inputs)
             search = _Search(ctx, self.strategy, self._max_steps)
             found = search.request(0)
         except ClaimError as err:
@@ -164,7 +160,7 @@ class Allocator:
                     "cannot allocate all claims; invalid resource pools were encountered", errors=invalid
                 )
             return Unschedulable("cannot allocate all claims")
-        return build_result(ctx, search.chosen, node=node, bound_node=search.bound_node)
+        return build_result(ctx, search.chosen, node=inputs.node, bound_node=search.bound_node)
 
 
 class _Search:

@@ -110,7 +110,7 @@ def consumption(
     return result
 
 
-class CapacityLedger:
+class CapacityTally:
     """Consumed capacity per device: other claims' plus this attempt's shares."""
 
     def __init__(self, state: AllocatedState, *, share_id: Callable[[], str] | None = None) -> None:

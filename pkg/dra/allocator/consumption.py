@@ -66,7 +66,7 @@ def device_uses(ctx: AllocationContext, outcome: V1AllocationResult) -> tuple[De
     results = (outcome.devices.results if outcome.devices is not None else None) or []
     held: dict[DeviceID, dict[str, int]] = {d: dict(c) for d, c in ctx.state.consumed.items()}
     in_use = {*ctx.state.shares, *ctx.state.consumed}
-    ledger = ctx.counters  # the state before this claim; charged below as the claim would
+    tally = ctx.counters  # the state before this claim; charged below as the claim would
     picked: list[tuple[Candidate, str, bool, tuple[CapacityUse, ...]]] = []
     for result in results:
         pool = pools.get(PoolID(result.driver, result.pool))
@@ -80,7 +80,7 @@ def device_uses(ctx: AllocationContext, outcome: V1AllocationResult) -> tuple[De
             capacity = _capacity_uses(cand, alt, recorded, held.setdefault(cand.id, {}))
         charged = bool(cand.consumes) and not (cand.shared and cand.id in in_use)
         if charged:
-            ledger.charge(cand)
+            tally.charge(cand)
         if cand.shared:
             in_use.add(cand.id)
         picked.append((cand, result.request, charged, capacity))
@@ -91,14 +91,14 @@ def device_uses(ctx: AllocationContext, outcome: V1AllocationResult) -> tuple[De
                 counter_set=counter_set,
                 taken=tuple((name, _amount(nanos)) for name, nanos in amounts) if charged else (),
                 charged=charged,
-                left=_left(ledger.available(cand.pool.id, counter_set), cand.pool.counter_sets[counter_set]),
+                left=_left(tally.available(cand.pool.id, counter_set), cand.pool.counter_sets[counter_set]),
             )
             for counter_set, amounts in cand.consumes
         )
         uses.append(DeviceUse(str(cand.id), request, cand.shared, capacity, counters))
-    for cand, _, charged, _ in picked:  # leave the context's ledger as it was
+    for cand, _, charged, _ in picked:  # leave the context's counter tally as it was
         if charged:
-            ledger.refund(cand)
+            tally.refund(cand)
     return tuple(uses)
 
 

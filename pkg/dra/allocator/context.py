@@ -1,21 +1,22 @@
 """Everything one allocation attempt works on, built once from the cluster's objects.
 
 :class:`AllocationContext` gathers the pools reachable from the node, what other claims hold, the
-counter and capacity ledgers, the claim's request plans and constraint trackers, and which devices
-each request alternative may select. The search (:mod:`.allocator`) mutates the ledgers while it
+counter and capacity tallies, the claim's request plans and constraint trackers, and which devices
+each request alternative may select. The search (:mod:`.allocator`) mutates the tallies while it
 tries devices and undoes every change on backtracking; :mod:`.explain` reads the same context
 without searching. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
-from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Node, V1ResourceSlice
+from kubernetes.client import ResourceV1ResourceClaim
 
-from pkg.dra.allocator.capacity import CapacityLedger, consumption
+from pkg.dra.allocator.attempt import AllocationInputs
+from pkg.dra.allocator.capacity import CapacityTally, consumption
 from pkg.dra.allocator.constraints import Constraint, build_constraints
-from pkg.dra.allocator.counters import CounterLedger
+from pkg.dra.allocator.counters import CounterTally
 from pkg.dra.allocator.pools import Candidate, Pool, PoolCache, gather_pools
 from pkg.dra.allocator.requests import (
     MAX_DEVICES_PER_CLAIM,
@@ -35,14 +36,6 @@ class PoolUnavailableError(Exception):
     """An ``All`` request met an incomplete or invalid pool: retry once the driver republishes."""
 
 
-def class_index(
-    classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
-) -> Mapping[str, V1DeviceClass]:
-    if isinstance(classes, Mapping):
-        return classes
-    return {c.metadata.name: c for c in classes if c.metadata is not None and c.metadata.name}
-
-
 SelectorKey = tuple[tuple[str, int, str], ...]
 
 
@@ -56,33 +49,29 @@ class AllocationContext:
     def __init__(
         self,
         claim: ResourceV1ResourceClaim,
+        inputs: AllocationInputs,
         *,
-        slices: Iterable[V1ResourceSlice],
-        classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
-        allocated_claims: Iterable[ResourceV1ResourceClaim],
-        namespace_labels: Mapping[str, str] | None,
-        node: V1Node | None,
         matcher: SelectorMatcher,
         share_id: Callable[[], str] | None = None,
         pool_cache: PoolCache | None = None,
     ) -> None:
         """Raises :class:`ClaimError` when the claim cannot be allocated as written."""
         self.claim = claim
-        self.node = node
+        self.node = inputs.node
         self.matcher = matcher
         self.plans: list[RequestPlan] = plan_requests(
-            claim, classes=class_index(classes), env=matcher.env, namespace_labels=namespace_labels
+            claim, classes=inputs.classes, env=matcher.env, namespace_labels=inputs.namespace_labels
         )
         devices = claim.spec.devices if claim.spec is not None else None
         try:
             self.constraints: list[Constraint] = build_constraints(devices.constraints if devices else None)
         except ValueError as err:
             raise ClaimError(str(err)) from None
-        self.pools: list[Pool] = gather_pools(slices, node=node, cache=pool_cache)
+        self.pools: list[Pool] = gather_pools(inputs.slices, node=inputs.node, cache=pool_cache)
         uid = claim.metadata.uid if claim.metadata is not None else None
-        self.state = AllocatedState.from_claims(allocated_claims, exclude_uid=uid)
-        self.counters = CounterLedger(self.pools, self.state)
-        self.capacity = CapacityLedger(self.state, share_id=share_id)
+        self.state = AllocatedState.from_claims(inputs.allocated_claims, exclude_uid=uid)
+        self.counters = CounterTally(self.pools, self.state)
+        self.capacity = CapacityTally(self.state, share_id=share_id)
         # Selector errors are recorded per device and raised when the search reaches that device,
         # so an error on a device the scheduler would never look at does not fail the claim.
         self.selector_errors: dict[Candidate, SelectorEvaluationError] = {}

@@ -8,7 +8,7 @@ therefore charged **once** however many shares exist, and a further share never 
 every Physical offer (exclusive, time-slicing, MPS) consumes all counters of its card, so once one
 is allocated no MIG offer and no other mode fits, and the reverse.
 
-During the search, :meth:`CounterLedger.charge` takes a device's counters if every one of them is
+During the search, :meth:`CounterTally.charge` takes a device's counters if every one of them is
 still available and says which counter ran out otherwise; :meth:`refund` undoes it on backtracking.
 Values are exact nano integers.
 """
@@ -25,7 +25,7 @@ CounterKey = tuple[PoolID, str]
 _NONE: dict[str, int] = {}
 
 
-class CounterLedger:
+class CounterTally:
     """Per-decision free counters, built from the allocated devices only (not every device).
 
     Counter sets no allocated device touches are not copied: reads fall back to the pool's

@@ -1,32 +1,28 @@
-"""Why a claim gets the devices it gets — or none: a structured trace for the explain CLI.
+"""Why a claim gets the devices it gets — or none: a structured trace of an allocation attempt.
 
-For each request alternative of the claim, every device of every reachable pool is diagnosed
-against the state *before* this claim takes anything, in the order the allocator checks it:
-incomplete or invalid pool, already allocated, selector false (which one) or selector error (the
-CEL error), blocking taint, capacity (which one), counters exhausted (which counter set and
-counter, e.g. ``memory-slice-3`` of ``gpu-0000-02-00-0``) — or ``fits``. Devices are listed in
-the strategy's order, so the first ``fits`` is usually what the allocator takes. A request whose
-class or claim selector does not compile gets that error once instead (it would be the same for
-every device, and the scheduler reports it once too). The trace ends with the allocator's actual
-outcome and, when it allocates, what each chosen device consumes (:mod:`.consumption`: capacity
-requested and after the request policy, counters taken, what is left on the card). Nothing here
-writes anything.
+The trace explains an :class:`~.attempt.AllocationAttempt` that was taken (by the controller, or
+by the explain CLI from a bundle or the cluster): it reads the attempt's recorded inputs and
+outcome and never allocates again. For each request alternative of the claim, every device of
+every reachable pool is diagnosed against the state *before* this claim takes anything, in the
+order the allocator checks it: incomplete or invalid pool, already allocated, selector false
+(which one) or selector error (the CEL error), blocking taint, capacity (which one), counters
+exhausted (which counter set and counter, e.g. ``memory-slice-3`` of ``gpu-0000-02-00-0``) — or
+``fits``. Devices are listed in the strategy's order, so the first ``fits`` is usually what the
+allocator takes. A request whose class or claim selector does not compile gets that error once
+instead (it would be the same for every device, and the scheduler reports it once too). The
+trace ends with the attempt's outcome and, when it allocates, what each chosen device consumes
+(:mod:`.consumption`: capacity requested and after the request policy, counters taken, what is
+left on the card). Nothing here writes anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kubernetes.client import (
-    ResourceV1ResourceClaim,
-    V1AllocationResult,
-    V1DeviceClass,
-    V1Node,
-    V1ResourceSlice,
-)
+from kubernetes.client import V1AllocationResult
 
 from pkg.dra.allocator.allocator import Allocator
+from pkg.dra.allocator.attempt import AllocationAttempt
 from pkg.dra.allocator.capacity import consumption
 from pkg.dra.allocator.consumption import DeviceUse, device_uses
 from pkg.dra.allocator.context import AllocationContext
@@ -66,28 +62,13 @@ class Explanation:
     uses: tuple[DeviceUse, ...] = ()  # per allocated device, what it consumes (see .consumption)
 
 
-def explain(
-    claim: ResourceV1ResourceClaim,
-    *,
-    slices: Iterable[V1ResourceSlice],
-    classes: Iterable[V1DeviceClass] | Mapping[str, V1DeviceClass],
-    allocated_claims: Iterable[ResourceV1ResourceClaim],
-    namespace_labels: Mapping[str, str] | None = None,
-    node: V1Node | None = None,
-    allocator: Allocator | None = None,
-) -> Explanation:
-    allocator = allocator or Allocator()
-    slices, allocated_claims = list(slices), list(allocated_claims)
-    inputs = {
-        "slices": slices,
-        "classes": classes,
-        "allocated_claims": allocated_claims,
-        "namespace_labels": namespace_labels,
-        "node": node,
-    }
-    outcome = allocator.allocate(claim, **inputs)  # type: ignore[arg-type]
+def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
+    """Why ``attempt`` (taken by ``allocator``) decided as it did: every device diagnosed against
+    the attempt's own inputs, as they were before the claim took anything. Nothing is allocated
+    again; the outcome is the attempt's."""
+    claim, outcome = attempt.claim, attempt.outcome
     try:
-        ctx = allocator.context(claim, **inputs)  # type: ignore[arg-type]
+        ctx = allocator.context(claim, attempt.inputs)
     except ClaimError as err:
         return Explanation(claim_label(claim), allocator.strategy.name, (), outcome, problem=str(err))
     traces = []

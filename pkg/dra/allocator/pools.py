@@ -58,7 +58,6 @@ SLICE_COUNTER_PREFIX = "memory-slice-"
 class Candidate:
     device: V1Device
     pool: Pool
-    slice_name: str
     node_name: str | None
     node_selector: V1NodeSelector | None
     slice_version: str  # the slice's resourceVersion: with the pool generation, the device's version
@@ -335,7 +334,7 @@ _checked: dict[tuple[int, int], tuple[dict[str, int], tuple[tuple[str, int], ...
 
 
 def _totals(counters: dict[str, Any]) -> dict[str, int]:
-    """A counter set's totals in nanos, interned by content (never mutated: ledgers copy them)."""
+    """A counter set's totals in nanos, interned by content (never mutated: counter tallies copy them)."""
     amounts = _consumption(counters)
     totals = _counter_sets.get(amounts)
     if totals is None:
@@ -423,7 +422,6 @@ def _candidate(pool: Pool, source: _SliceSource, device: V1Device, per_device: b
     cand = Candidate(
         device=device,
         pool=pool,
-        slice_name=source.name,
         node_name=device.node_name if per_device else source.node_name,
         node_selector=device.node_selector if per_device else source.node_selector,
         slice_version=source.version,

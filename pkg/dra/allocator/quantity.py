@@ -61,10 +61,6 @@ class Quantity:
         self.nanos = nanos
         self.format = fmt
 
-    @classmethod
-    def from_int(cls, value: int, fmt: Format = Format.DECIMAL_SI) -> Quantity:
-        return cls(value * NANO, fmt)
-
     # Comparison is by value only, as resource.Quantity.Cmp and Equal are.
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and self.nanos == other.nanos
@@ -84,9 +80,6 @@ class Quantity:
     def __ge__(self, other: Quantity) -> bool:
         return self.nanos >= other.nanos
 
-    def cmp(self, other: Quantity) -> int:
-        return (self.nanos > other.nanos) - (self.nanos < other.nanos)
-
     def __add__(self, other: Quantity) -> Quantity:
         # Like Quantity.Add: a zero receiver takes the other operand's format.
         return Quantity(self.nanos + other.nanos, self.format if self.nanos else other.format)
@@ -96,9 +89,6 @@ class Quantity:
 
     def sign(self) -> int:
         return (self.nanos > 0) - (self.nanos < 0)
-
-    def is_zero(self) -> bool:
-        return self.nanos == 0
 
     def as_int64(self) -> int | None:
         """The value as an int64, or None when it is fractional or out of range (``AsInt64``)."""
@@ -110,16 +100,6 @@ class Quantity:
     def value(self) -> int:
         """``ceil(value)``, as ``Quantity.Value``."""
         return -((-self.nanos) // NANO)
-
-    def milli_value(self) -> int:
-        """``ceil(value x 1000)``, as ``Quantity.MilliValue``."""
-        return -((-self.nanos) // 10**6)
-
-    def as_approximate_float(self) -> float:
-        return self.nanos / NANO
-
-    def as_decimal(self) -> Decimal:
-        return Decimal(self.nanos).scaleb(-9)
 
     def __repr__(self) -> str:
         return f"Quantity({str(self)!r})"

@@ -5,7 +5,8 @@ The search takes the first complete solution it finds, so the order *is* the pol
 :class:`FirstFit` reproduces the kube-scheduler: pools by driver and name, slices by name, devices
 as listed. It is the baseline of the fragmentation benchmark and of the differential test.
 
-:class:`BestFit` (DESIGN §5, spec §9.1) packs partitions tightly:
+:class:`BestFit` (what gpu-dra-controller allocates with) packs partitions tightly, so that large
+MIG profiles stay placeable as the cluster fills up:
 
 1. cards where the device does not fit at all go last;
 2. among cards, the one with the **fewest free memory slices** first — partly used cards fill up
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from pkg.dra.allocator.context import AllocationContext, SelectorKey, selector_key
-from pkg.dra.allocator.counters import CounterLedger
+from pkg.dra.allocator.counters import CounterTally
 from pkg.dra.allocator.pools import MEMORY_COUNTER, Candidate, CardRank, Pool
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.selection import SelectorEvaluationError
@@ -93,7 +94,7 @@ class Strategy(Protocol):
     name: str
 
     def order(
-        self, candidates: Sequence[Candidate], *, counters: CounterLedger, fits: Callable[[Candidate], bool]
+        self, candidates: Sequence[Candidate], *, counters: CounterTally, fits: Callable[[Candidate], bool]
     ) -> Sequence[Candidate]:
         """``candidates`` (selectable devices, in first-fit order) in the order to try them."""
         ...
@@ -108,7 +109,7 @@ class FirstFit:
     name = "first-fit"
 
     def order(
-        self, candidates: Sequence[Candidate], *, counters: CounterLedger, fits: Callable[[Candidate], bool]
+        self, candidates: Sequence[Candidate], *, counters: CounterTally, fits: Callable[[Candidate], bool]
     ) -> Sequence[Candidate]:
         return candidates
 
@@ -123,7 +124,7 @@ class BestFit:
         self._index: _PoolIndex | None = None
 
     def order(
-        self, candidates: Sequence[Candidate], *, counters: CounterLedger, fits: Callable[[Candidate], bool]
+        self, candidates: Sequence[Candidate], *, counters: CounterTally, fits: Callable[[Candidate], bool]
     ) -> Sequence[Candidate]:
         cards: dict[tuple[object, str | None], list[Candidate]] = {}
         for cand in candidates:
@@ -298,7 +299,7 @@ def _card_entry(
 
 
 def _rank_members(
-    members: list[Candidate], counters: CounterLedger, fits: Callable[[Candidate], bool]
+    members: list[Candidate], counters: CounterTally, fits: Callable[[Candidate], bool]
 ) -> Ranked:
     """One card's rank key and its devices in order, from the live counters or, when nothing is
     charged on the card, from its totals (memoised on the immutable pool)."""
@@ -317,7 +318,7 @@ def _rank_members(
 
 
 def _card_order(
-    members: list[Candidate], fitting: list[Candidate], counters: CounterLedger | None
+    members: list[Candidate], fitting: list[Candidate], counters: CounterTally | None
 ) -> tuple[RankKey, list[Candidate]]:
     """One card's rank key and its devices in order: fitting ones by placement, then the rest.
     ``counters`` None: nothing is charged on the card, its free counters are its totals."""
@@ -333,7 +334,7 @@ def _card_order(
     return key, [*fitting, *(c for c in members if c not in fitting)]
 
 
-def _free(cand: Candidate, counters: CounterLedger | None) -> dict[str, int]:
+def _free(cand: Candidate, counters: CounterTally | None) -> dict[str, int]:
     assert cand.card is not None
     if counters is None:
         return cand.pool.counter_sets[cand.card]

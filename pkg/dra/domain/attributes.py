@@ -2,7 +2,7 @@
 
 * Keys are qualified names in our domain (``gpu.deckhouse.io/deviceType``): the domain makes them
   ours in ``matchAttribute`` constraints, and CEL finds them as
-  ``device.attributes["gpu.deckhouse.io"].deviceType`` (DESIGN §3).
+  ``device.attributes["gpu.deckhouse.io"].deviceType``.
 * ``driverVersion`` is a *version* value, so selectors can compare it with ``semver()``; NVIDIA
   prints ``580.76.05``, whose ``05`` semver forbids, so it becomes ``580.76.5``. A version that is
   not numeric is left out rather than published as a string of another type.

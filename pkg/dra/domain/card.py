@@ -14,11 +14,7 @@ slices is therefore the end of its furthest placement, not a profile's ``sliceCo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
-
-from api.gpu.v1alpha1 import LABEL_DEVICE, PhysicalGPU
-from pkg.hardware.labels import normalize_device_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,62 +105,3 @@ class Card:
 def device_base_name(pci_address: str) -> str:
     """``0000:02:00.0`` → ``gpu-0000-02-00-0``: the card's device and counter-set name (a DNS label)."""
     return "gpu-" + pci_address.lower().replace(":", "-").replace(".", "-")
-
-
-class IncompleteCardError(ValueError):
-    """The PhysicalGPU lacks a field offers need; the caller publishes nothing for it yet."""
-
-    def __init__(self, name: str, field: str) -> None:
-        super().__init__(f"PhysicalGPU {name}: {field} is not reported yet; no offers for this card")
-        self.name = name
-        self.field = field
-
-
-def card_from_physical_gpu(
-    gpu: PhysicalGPU, *, profile_engines: Mapping[str, Engines], mig_allowed: bool
-) -> Card:
-    """The offer input of one PhysicalGPU; ``profile_engines`` maps profile names to engine counts.
-
-    Raises :class:`IncompleteCardError` when the PCI address, product name or memory is missing.
-    MIG profiles without placements cannot be offered (the placement names the offer), so they
-    are left out; a profile missing from ``profile_engines`` consumes no engine counters.
-    """
-    name = str(gpu.metadata.name)
-    status = gpu.status
-    caps = status.capabilities if status else None
-    if status is None or status.pci_info is None:
-        raise IncompleteCardError(name, "status.pciInfo")
-    if caps is None or not caps.product_name:
-        raise IncompleteCardError(name, "status.capabilities.productName")
-    if caps.memory_mib is None:
-        raise IncompleteCardError(name, "status.capabilities.memoryMiB")
-    nvidia = caps.nvidia
-    mig = nvidia.mig if nvidia and nvidia.mig_supported else None
-    profiles = tuple(
-        MigProfileSpec(
-            profile_id=p.profile_id,
-            name=p.name,
-            memory_mib=p.memory_mib,
-            slice_count=p.slice_count,
-            placements=tuple(Placement(pl.start, pl.size) for pl in p.placements or ()),
-            engines=profile_engines.get(p.name, Engines()),
-        )
-        for p in (mig.profiles if mig else ())
-        if p.placements
-    )
-    state = status.current_state.nvidia if status.current_state else None
-    label = (gpu.metadata.labels or {}).get(LABEL_DEVICE)
-    return Card(
-        physical_gpu=name,
-        pci_address=status.pci_info.address,
-        product_name=caps.product_name,
-        device=label or normalize_device_model(caps.product_name),
-        memory_mib=caps.memory_mib,
-        vendor=caps.vendor.value.lower(),
-        architecture=nvidia.product_architecture if nvidia else None,
-        compute_capability=nvidia.compute_cap if nvidia else None,
-        driver_version=state.driver_version if state else None,
-        uuid=state.gpu_uuid if state else None,
-        mig_profiles=profiles,
-        mig_allowed=mig_allowed,
-    )

@@ -1,4 +1,4 @@
-"""Client-side checks of what the API server would reject in a ResourceSlice (DESIGN §2).
+"""Client-side checks of what the API server would reject in a ResourceSlice.
 
 Every slice is checked before it is written, so a bad one never reaches the server: a violation
 is a bug in the offer model (a new GPU model with too many profiles, a name that grew past a

@@ -1,8 +1,10 @@
 """The offers of one card: what it can become, published as DRA devices that share counters.
 
-A card is offered in every mode at once (spec §7.5) — whole (``Physical``), shared by time slicing
+A card is offered in every mode at once — whole (``Physical``), shared by time slicing
 or MPS, and as every MIG instance at every placement — and the counters make the modes exclude
-each other whoever allocates (DESIGN §4):
+each other whoever allocates, the kube-scheduler or gpu-dra-controller (shared counters are
+those of KEP-4815, partitionable devices:
+https://github.com/kubernetes/enhancements/tree/master/keps/sig-scheduling/4815-dra-partitionable-devices):
 
 * the counter set, named like the card (``gpu-0000-02-00-0``), holds ``memory`` (bytes),
   ``memory-slice-0..N-1`` (1 each) and the engine counts the model has;

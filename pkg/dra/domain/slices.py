@@ -1,4 +1,5 @@
-"""How one node's offers are laid out in ResourceSlices (KEP-4815 pools, DESIGN §1-2).
+"""How one node's offers are laid out in ResourceSlices (pools with shared counters, KEP-4815:
+https://github.com/kubernetes/enhancements/tree/master/keps/sig-scheduling/4815-dra-partitionable-devices).
 
 All of a node's slices form one pool, ``gpus/<node>``, with one ``generation`` and a
 ``resourceSliceCount`` that counts every slice. The layout depends on the API server:

@@ -1,4 +1,4 @@
-"""A snapshot of the objects an allocation depends on, read from a YAML bundle (no cluster).
+"""The objects an allocation depends on, read from a YAML bundle (no cluster).
 
 A bundle is a multi-document YAML file (``kubectl get -o yaml`` output works: a ``List`` is
 flattened) holding ResourceSlices, DeviceClasses and ResourceClaims of ``resource.k8s.io/v1``,
@@ -44,7 +44,7 @@ class BundleError(Exception):
 
 
 @dataclass
-class Snapshot:
+class ExplainObjects:
     """The objects an explanation is computed from (from a bundle or from the cluster)."""
 
     slices: list[V1ResourceSlice] = field(default_factory=list)
@@ -152,11 +152,11 @@ def _short(text: str) -> str:
     return text if len(text) <= 100 else f"{text[:100]}... ({len(text)} characters)"
 
 
-def load_bundle(path: Path) -> Snapshot:
+def load_bundle(path: Path) -> ExplainObjects:
     """Reads and validates a bundle; raises :class:`BundleError` on the first problem."""
-    snapshot = Snapshot()
+    objects = ExplainObjects()
     for where, doc in _documents(path):
-        snapshot.add(_decode(where, doc), where)
-    if not snapshot.slices and not snapshot.claims:
+        objects.add(_decode(where, doc), where)
+    if not objects.slices and not objects.claims:
         raise BundleError(f"{path}: no ResourceSlices and no ResourceClaims in the bundle")
-    return snapshot
+    return objects

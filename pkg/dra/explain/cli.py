@@ -3,7 +3,7 @@
 The objects come from the cluster (``--kubeconfig``, or the in-cluster account) or from a YAML
 bundle (``--bundle``; no cluster needed). The explanation is the allocator's own, computed the
 way gpu-dra-controller decides (best fit; ``--strategy first-fit`` shows the scheduler's order),
-against every *other* allocated claim of the snapshot — so for a claim that is already allocated
+against every *other* allocated claim among those objects — so for a claim that is already allocated
 it answers "what would it get now".
 
 Exit codes, for scripts and CI: **0** allocatable, **1** not allocatable, **2** bad input or
@@ -18,12 +18,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from kubernetes.client import V1Node, V1ObjectMeta
 
-from pkg.dra.allocator import Allocator, BestFit, FirstFit, Unschedulable, explain
-from pkg.dra.explain.bundle import BundleError, Snapshot, load_bundle
+from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Unschedulable, explain
+from pkg.dra.explain.bundle import BundleError, ExplainObjects, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
 from pkg.framework.keys import namespaced_key
@@ -32,7 +32,7 @@ EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2,
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
@@ -57,16 +57,16 @@ def _split(claim: str) -> tuple[str, str]:
     return namespace, name
 
 
-def _load(args: argparse.Namespace, namespace: str) -> Snapshot:
+def _load(args: argparse.Namespace, namespace: str) -> ExplainObjects:
     if args.bundle is not None:
         return load_bundle(args.bundle)
     return load_cluster(kubeconfig=args.kubeconfig, namespace=namespace, node=args.node)
 
 
-def _node(snapshot: Snapshot, name: str | None, source: str) -> V1Node | None:
+def _node(objects: ExplainObjects, name: str | None, source: str) -> V1Node | None:
     if name is None:
         return None
-    node = snapshot.nodes.get(name)
+    node = objects.nodes.get(name)
     if node is None and source == "bundle":
         # A node-local slice needs only the name; node selectors also need the Node's labels.
         return V1Node(metadata=V1ObjectMeta(name=name))
@@ -79,32 +79,31 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     args = parser().parse_args(argv)
     try:
         namespace, name = _split(args.claim)
-        snapshot = _load(args, namespace)
+        objects = _load(args, namespace)
         key = namespaced_key(namespace, name)
-        claim = snapshot.claims.get(key)
+        claim = objects.claims.get(key)
         if claim is None:
             where = str(args.bundle) if args.bundle is not None else "the cluster"
             raise BundleError(f"ResourceClaim {key} not found in {where}")
-        node = _node(snapshot, args.node, "bundle" if args.bundle is not None else "cluster")
+        node = _node(objects, args.node, "bundle" if args.bundle is not None else "cluster")
     except (BundleError, ClusterError) as error:
         print(f"error: {error}", file=err)
         return EXIT_BAD_INPUT
     others = [
         c
-        for k, c in snapshot.claims.items()
+        for k, c in objects.claims.items()
         if k != key and c.status is not None and c.status.allocation is not None
     ]
     allocator = Allocator(strategy=FirstFit() if args.strategy == "first-fit" else BestFit())
     try:
-        explanation = explain(
-            claim,
-            slices=snapshot.slices,
-            classes=snapshot.classes,
+        inputs = AllocationInputs.of(
+            slices=objects.slices,
+            classes=objects.classes,
             allocated_claims=others,
-            namespace_labels=snapshot.namespace_labels(namespace),
+            namespace_labels=objects.namespace_labels(namespace),
             node=node,
-            allocator=allocator,
         )
+        explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
         current = claim.status.allocation if claim.status is not None else None
         text = render(explanation, show_all=args.all, max_devices=args.max_devices)
     except Exception as error:  # every input error is handled above; this is a bug, said plainly

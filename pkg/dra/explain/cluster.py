@@ -1,4 +1,4 @@
-"""A snapshot of the objects an allocation depends on, read from the API server.
+"""The objects an allocation depends on, read from the API server.
 
 Reads exactly what gpu-dra-controller's caches hold for one decision: every ResourceSlice and
 DeviceClass, every ResourceClaim (the allocated ones are what the claim must avoid), the claim's
@@ -12,7 +12,7 @@ import contextlib
 
 from urllib3.exceptions import HTTPError
 
-from pkg.dra.explain.bundle import BundleError, Snapshot
+from pkg.dra.explain.bundle import BundleError, ExplainObjects
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import new_api_client
@@ -24,29 +24,29 @@ class ClusterError(Exception):
 
 def load_cluster(
     *, kubeconfig: str | None, namespace: str, node: str | None, client: KubeClient | None = None
-) -> Snapshot:
+) -> ExplainObjects:
     try:
         kube = client or KubeClient(
             new_api_client(kubeconfig, user_agent="gpu-dra-controller-explain"), field_manager="explain"
         )
     except Exception as err:  # kubeconfig loading raises a zoo of types (ConfigException, OSError...)
         raise ClusterError(f"cannot load the kubeconfig: {err}") from None
-    snapshot = Snapshot()
+    objects = ExplainObjects()
     try:
-        snapshot.slices, _ = kube.list(RESOURCE_SLICE)
+        objects.slices, _ = kube.list(RESOURCE_SLICE)
         classes, _ = kube.list(DEVICE_CLASS)
         claims, _ = kube.list(RESOURCE_CLAIM)
         with contextlib.suppress(NotFoundError):  # without the Namespace: no labels, no admin access
-            snapshot.add(kube.get(NAMESPACE, namespace), f"namespace {namespace}")
+            objects.add(kube.get(NAMESPACE, namespace), f"namespace {namespace}")
         if node is not None:
-            snapshot.add(kube.get(NODE, node), f"node {node}")
+            objects.add(kube.get(NODE, node), f"node {node}")
     except NotFoundError as err:
         raise ClusterError(f"not found: {err.message}") from None
     except (ApiError, HTTPError, OSError) as err:
         raise ClusterError(f"cannot read the cluster: {err}") from None
     try:
         for obj in (*classes, *claims):
-            snapshot.add(obj, "cluster")
+            objects.add(obj, "cluster")
     except BundleError as err:
         raise ClusterError(str(err)) from None
-    return snapshot
+    return objects

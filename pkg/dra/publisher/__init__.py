@@ -13,7 +13,7 @@ The offers and the slice layout are built by :mod:`pkg.dra.domain` (``build_offe
 ``build_slices``, ``read_server_version``); this package only compares and writes.
 """
 
-from pkg.dra.publisher.diff import Plan, content, dropped_fields, plan_changes
+from pkg.dra.publisher.diff import SliceChanges, content, dropped_fields, slice_changes
 from pkg.dra.publisher.publisher import (
     FIELD_MANAGER,
     FieldsDroppedError,
@@ -26,12 +26,12 @@ __all__ = [
     "FIELD_MANAGER",
     "FieldsDroppedError",
     "KubeSliceReader",
-    "Plan",
     "PublishResult",
+    "SliceChanges",
     "SlicePublisher",
     "SliceReader",
     "StoreSliceReader",
     "content",
     "dropped_fields",
-    "plan_changes",
+    "slice_changes",
 ]

@@ -27,7 +27,7 @@ _QUANTITY_FIELDS = frozenset({"value", "default", "min", "max", "step"})
 
 
 @dataclass(frozen=True)
-class Plan:
+class SliceChanges:
     """``generation`` the pool has after the writes; nothing to write when ``unchanged``."""
 
     generation: int
@@ -39,9 +39,9 @@ class Plan:
         return not self.apply and not self.delete
 
 
-def plan_changes(
+def slice_changes(
     *, pool: str, existing: Sequence[V1ResourceSlice], desired_at: Callable[[int], list[V1ResourceSlice]]
-) -> Plan:
+) -> SliceChanges:
     """The writes that turn ``existing`` (the node's slices of our driver) into the desired pool.
 
     ``desired_at(generation)`` builds the desired slices at a generation. Slices of other pools
@@ -59,10 +59,10 @@ def plan_changes(
         for rs in desired
     )
     if same:
-        return Plan(current)
+        return SliceChanges(current)
     if not desired:
-        return Plan(current, delete=obsolete)
-    return Plan(current + 1, apply=tuple(desired_at(current + 1)), delete=obsolete)
+        return SliceChanges(current, delete=obsolete)
+    return SliceChanges(current + 1, apply=tuple(desired_at(current + 1)), delete=obsolete)
 
 
 def content(rs: V1ResourceSlice) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Metrics of DRA publishing (spec §13.2).
+"""Metrics of DRA publishing, exported by gpu-handler.
 
 * ``gpu_dra_resourceslice_offers{node,physicalgpu,deviceType,profile}``: how many offers the last
   successful publish put into the node's ResourceSlices, per card and kind. ``profile`` is the MIG

@@ -1,4 +1,7 @@
-"""Publishes one node's offers as the ResourceSlices of its pool (spec §7.5, §10.3.3).
+"""Publishes one node's offers as the ResourceSlices of its pool.
+
+ResourceSlices and pools are described in
+https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/#resourceslice.
 
 Contract of :meth:`SlicePublisher.publish` — level-based, like a reconcile: it reads the slices that
 exist, builds the desired ones and writes only the difference.
@@ -34,7 +37,7 @@ from kubernetes.client import V1OwnerReference, V1ResourceSlice
 from pkg.domain.names import DRIVER
 from pkg.dra.domain.offers import CardOffers
 from pkg.dra.domain.slices import Layout, build_slices, pool_name
-from pkg.dra.publisher.diff import dropped_fields, plan_changes
+from pkg.dra.publisher.diff import dropped_fields, slice_changes
 from pkg.dra.publisher.metrics import OfferSeries, set_node_offers
 from pkg.dra.publisher.readers import SliceReader
 from pkg.framework.client import KubeClient, NotFoundError
@@ -95,7 +98,7 @@ class SlicePublisher:
             for rs in self._reader.list_slices(node)
             if rs.spec.driver == self._driver and rs.spec.node_name == node
         ]
-        plan = plan_changes(
+        changes = slice_changes(
             pool=pool_name(node),
             existing=existing,
             desired_at=lambda generation: build_slices(
@@ -103,29 +106,31 @@ class SlicePublisher:
             ),
         )
         dropped: dict[str, list[str]] = {}
-        for rs in plan.apply:
+        for rs in changes.apply:
             stored = self._kube.apply(RESOURCE_SLICE, rs, force=True)
             if paths := dropped_fields(rs, stored):
                 dropped[_name(rs)] = paths
         if dropped:
-            self._withdraw(node, [*existing, *plan.apply])
+            self._withdraw(node, [*existing, *changes.apply])
             raise FieldsDroppedError(node, dropped)
-        for rs in plan.delete:
+        for rs in changes.delete:
             self._delete(rs)
         set_node_offers(node, _offer_counts(cards))
-        if not plan.unchanged:
+        if not changes.unchanged:
             logger.info(
                 "resource slices published",
                 extra={
                     "node": node,
-                    "generation": plan.generation,
-                    "applied": len(plan.apply),
-                    "deleted": len(plan.delete),
+                    "generation": changes.generation,
+                    "applied": len(changes.apply),
+                    "deleted": len(changes.delete),
                     "cards": len(cards),
                 },
             )
         return PublishResult(
-            plan.generation, tuple(_name(rs) for rs in plan.apply), tuple(_name(rs) for rs in plan.delete)
+            changes.generation,
+            tuple(_name(rs) for rs in changes.apply),
+            tuple(_name(rs) for rs in changes.delete),
         )
 
     def _withdraw(self, node: str, slices: Sequence[V1ResourceSlice]) -> None:

@@ -1,10 +1,11 @@
 """Where the publisher reads a node's existing slices: the informer's store, or the API server.
 
-The publisher owns every slice of its driver on its node (DESIGN §7 lets a node write only its
-own), so "existing" means: driver and ``spec.nodeName`` match. Both readers filter the same way;
-the store reader costs nothing per publish but may lag behind our own writes by a watch event. A
-lagging read is harmless: the publisher then computes the same next generation and content it
-has just written, and the server-side apply of an identical object changes nothing.
+The publisher owns every slice of its driver on its node (the chart's node admission policy lets a
+node's handler write only slices whose ``spec.nodeName`` is that node), so "existing" means:
+driver and ``spec.nodeName`` match. Both readers filter the same way; the store reader costs
+nothing per publish but may lag behind our own writes by a watch event. A lagging read is
+harmless: the publisher then computes the same next generation and content it has just written,
+and the server-side apply of an identical object changes nothing.
 """
 
 from __future__ import annotations

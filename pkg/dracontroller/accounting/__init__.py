@@ -1,4 +1,4 @@
-"""Who holds which GPU, and for how long: allocation accounting of gpu-dra-controller (spec §3.2).
+"""Who holds which GPU, and for how long: allocation accounting of gpu-dra-controller.
 
 Computed by gpu-dra-controller because it already watches every claim, slice and class of the
 cluster, and only by its leader, because device-seconds are a counter with one writer: a single

@@ -1,7 +1,7 @@
 """The accounting families, computed at scrape time, exported only by the leader.
 
-* ``gpu_dra_allocation_seconds_total{class,deviceType,node,namespace}``: device-seconds allocated
-  (spec §3.2), from the last *persisted* ledger (see :mod:`.ledger` for why that keeps the counter
+* ``gpu_dra_allocation_seconds_total{class,deviceType,node,namespace}``: device-seconds allocated,
+  from the last *persisted* ledger (see :mod:`.ledger` for why that keeps the counter
   monotonic across restarts and leader changes);
 * ``gpu_dra_allocations_total{class,node,deviceType}``: device allocations made;
 * ``gpu_dra_allocation_info{namespace,claim,pod,class,node,physicalgpu,dra_device,deviceType,

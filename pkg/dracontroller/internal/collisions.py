@@ -1,4 +1,4 @@
-"""Collision detection: two claims holding what only one of them may hold (DESIGN §5).
+"""Collision detection: two claims holding what only one of them may hold.
 
 The API server does not stop two allocators — the kube-scheduler and this controller, or two
 replicas across a lease hand-over — from giving one device to two claims. A collision is any of:
@@ -9,7 +9,7 @@ replicas across a lease hand-over — from giving one device to two claims. A co
 * the devices allocated from one counter set consuming more of a counter than it holds (e.g. a
   Physical offer and a MIG offer of the same card).
 
-Who gives way: claims are admitted in priority order into a ledger of devices, shares and
+Who gives way: claims are admitted in priority order into a tally of devices, shares and
 counters, and a claim whose admission would over-commit something is a *loser*. Claims that must
 keep their allocation come first — anything not allocated by us, and anything a Pod already
 reserves (its Pod may be running) — then ours, older first (creation time, then name). Only
@@ -47,7 +47,9 @@ def is_reserved(claim: ResourceV1ResourceClaim) -> bool:
 
 
 @dataclass
-class _Ledger:
+class _Admission:
+    """What the claims admitted so far hold, against the pools' devices and counter totals."""
+
     devices: dict[DeviceID, Candidate]
     counters: dict[tuple[PoolID, str], dict[str, int]]
     exclusive: dict[DeviceID, str] = field(default_factory=dict)  # device -> holder
@@ -149,7 +151,7 @@ def must_yield(
         if pool.id in wanted:
             devices.update((c.id, c) for c in (*pool.candidates, *pool.others))
             counters.update(((pool.id, name), dict(totals)) for name, totals in pool.counter_sets.items())
-    ledger = _Ledger(devices, counters)
+    admission = _Admission(devices, counters)
 
     def yieldable(c: ResourceV1ResourceClaim) -> bool:
         return ours(c) and not is_reserved(c)
@@ -160,8 +162,8 @@ def must_yield(
 
     for other in sorted([*relevant, claim], key=priority):
         if other is claim:
-            return ledger.admit(claim, force=False)
+            return admission.admit(claim, force=False)
         # A claim that may keep its allocation is counted even if it collides; one of ours that
         # collides with an earlier claim will yield itself, so it holds nothing here.
-        ledger.admit(other, force=not yieldable(other))
+        admission.admit(other, force=not yieldable(other))
     return None

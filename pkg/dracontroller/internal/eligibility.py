@@ -1,4 +1,4 @@
-"""Which claims gpu-dra-controller may allocate (DESIGN §5): pure rules over cached objects.
+"""Which claims gpu-dra-controller may allocate: pure rules over cached objects.
 
 A claim is ours to allocate only if **all** of these hold, checked in this order so the first
 failing rule names the reason:
@@ -21,10 +21,11 @@ consistent read right before writing (``service/pod_references.py``, ``service/d
 
 How a class is "ours": one of its CEL selectors requires our driver with an equality
 ``device.driver == "gpu.deckhouse.io"`` (either operand order, either quote), or one of its
-opaque configs names our driver. This is how the classes generated from GPUClass (spec §5.3) and
-every sample are written. A class that merely reads our attribute domain is not enough: another
-driver may publish attributes in it. The check is syntactic on purpose — evaluating selectors
-needs devices, and a class must be judged before any exist.
+opaque configs names our driver. This is how the classes generated from GPUClass
+(``pkg/gpucontroller/gpuclass``) and every sample are written. A class that merely reads our
+attribute domain is not enough: another driver may publish attributes in it. The check is
+syntactic on purpose — evaluating selectors needs devices, and a class must be judged before any
+exist.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The read-only snapshot one claim's reconcile works on.
 
-Built once per reconcile from the cache (through the in-flight ledger), so the handlers judge one
+Built once per reconcile from the cache (through the in-flight record), so the handlers judge one
 consistent view of the claim: its eligibility verdict, whether we allocated it, whether a Pod
 reserves it. The allocation inputs (slices, classes, other claims) are *not* in the snapshot:
 the allocate and collision handlers read them under the decision lock, because a decision must
@@ -23,7 +23,7 @@ from pkg.framework.reconcile.handler import Snapshot
 
 
 @dataclass(frozen=True)
-class ClaimState(Snapshot):
+class ClaimSnapshot(Snapshot):
     claim: ResourceV1ResourceClaim
     verdict: Verdict
     referencing_pods: tuple[str, ...]
@@ -54,10 +54,10 @@ class ClaimState(Snapshot):
         return self.claim.metadata is not None and self.claim.metadata.deletion_timestamp is not None
 
 
-def state_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimState]:
-    def build(claim: ResourceV1ResourceClaim) -> ClaimState:
+def state_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
+    def build(claim: ResourceV1ResourceClaim) -> ClaimSnapshot:
         pods = tuple(inventory.referencing_pods(claim))
         verdict = judge(claim, classes=inventory.classes(), referencing_pods=pods)
-        return ClaimState(claim=claim, verdict=verdict, referencing_pods=pods)
+        return ClaimSnapshot(claim=claim, verdict=verdict, referencing_pods=pods)
 
     return build

@@ -1,8 +1,8 @@
 """Makes the allocator tests' builders (``alloc_builders``) importable here too.
 
-The claim controller's tests build slices, classes and claims exactly like the allocator's, so
-they reuse that module rather than copying it; ``claimctl_fakes`` beside this file adds the fake
-API server, stores and recorder.
+gpu-dra-controller's tests build slices, classes and claims exactly like the allocator's, so
+they reuse that module rather than copying it; ``dra_controller_fakes`` beside this file adds
+the fake API server, stores and recorder.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ delivered yet. The allocator (best fit) returns either the ``status.allocation``
 * allocated → the writer marks and allocates the claim with compare-and-swap writes, then a
   ``Normal Allocated`` event lists the devices and the node;
 * not fatal (no capacity now, a pool being republished, search limit) → ``Warning
-  AllocationFailed`` with the allocator's reason and an explain summary (how many devices matched,
-  what stopped them), and a requeue with the controller's backoff; slice, class and claim events
+  AllocationFailed`` with the allocator's reason and an explain summary of the attempt that failed
+  (how many devices matched, what stopped them; diagnosed from the attempt's recorded inputs, not
+  by allocating again), and a requeue with the controller's backoff; slice, class and claim events
   wake the claim sooner;
 * fatal (a broken selector, an unknown class, admin access outside an admin namespace) → the
   same event, no requeue: only a change of the class, claim or namespace can help, and those
@@ -26,16 +27,14 @@ arrival in the cache wakes the claim, and from then on eligibility declines it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
-from pkg.dra.allocator import Allocator, explain
+from pkg.dra.allocator import AllocationAttempt, Allocator, explain
 from pkg.dra.domain import Unschedulable
 from pkg.dra.explain.render import describe_allocation, summary
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
 from pkg.dracontroller.internal.service import Decisions, FoundBy, Handover
-from pkg.dracontroller.internal.state import ClaimState
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import ConflictRequeue, StopHandlerChain
@@ -55,27 +54,25 @@ class AllocateHandler:
     ) -> None:
         self._decisions = decisions
         self._recorder = recorder
-        self._allocator = allocator  # for the explain trace of a failure
+        self._allocator = allocator  # the one that took the attempt: it explains a failure
         self._handover = handover
 
-    def handle(self, state: ClaimState) -> Result | None:
-        if state.allocated:
+    def handle(self, snapshot: ClaimSnapshot) -> Result | None:
+        if snapshot.allocated:
             return None
         started = time.monotonic()
         try:
-            decision = self._decisions.allocate(state.claim, namespace=state.namespace)
+            decision = self._decisions.allocate(snapshot.claim, namespace=snapshot.namespace)
         except ConflictRequeue:
             metrics.allocation_failures.labels(reason="conflict").inc()
             raise
-        finally:
-            self._decisions.settle()
         outcome = decision.outcome
         if isinstance(outcome, Unschedulable):
-            return self._failed(state, outcome, decision.inputs)
+            return self._failed(snapshot, outcome, decision.attempt)
         if decision.referenced_by:
             found = FoundBy.READ_AFTER_WRITE if decision.given_back else FoundBy.READ_BEFORE_WRITE
             metrics.pod_reference_races.labels(when=found.value).inc()
-            self._handover.left_to_scheduler(state.claim, decision.referenced_by, found=found)
+            self._handover.left_to_scheduler(snapshot.claim, decision.referenced_by, found=found)
             raise StopHandlerChain(
                 reason=f"referenced by pod {decision.referenced_by[0]} ({found.value} read)"
             )
@@ -91,12 +88,14 @@ class AllocateHandler:
         )
         return None
 
-    def _failed(self, state: ClaimState, outcome: Unschedulable, inputs: Mapping[str, Any]) -> Result | None:
+    def _failed(
+        self, snapshot: ClaimSnapshot, outcome: Unschedulable, attempt: AllocationAttempt
+    ) -> Result | None:
         metrics.allocation_failures.labels(reason=failure_reason(outcome)).inc()
-        trace = explain(state.claim, allocator=self._allocator, **inputs)
+        trace = explain(attempt, allocator=self._allocator)  # the attempt taken, not a second one
         detail = summary(trace)
         self._recorder.event(
-            state.claim,
+            snapshot.claim,
             type_="Warning",
             reason=REASON_ALLOCATION_FAILED,
             message=f"{outcome}" + (f"; {detail}" if detail else ""),

@@ -17,7 +17,7 @@ from pkg.dracontroller.internal.collisions import must_yield
 from pkg.dracontroller.internal.indexes import is_ours
 from pkg.dracontroller.internal.names import REASON_REALLOCATING
 from pkg.dracontroller.internal.service import Decisions, Inventory, YieldCheck
-from pkg.dracontroller.internal.state import ClaimState
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.dracontroller.metrics import allocation_collisions
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -39,12 +39,12 @@ class CollisionHandler:
         self._recorder = recorder
         self._check = check
 
-    def handle(self, state: ClaimState) -> Result | None:
-        if not state.allocated:
+    def handle(self, snapshot: ClaimSnapshot) -> Result | None:
+        if not snapshot.allocated:
             return None
-        if state.reserved:
+        if snapshot.reserved:
             raise StopHandlerChain(reason="allocated and reserved by a consumer")
-        release = self._decisions.release_if_colliding(state.claim, check=self._check)
+        release = self._decisions.release_if_colliding(snapshot.claim, check=self._check)
         if release is None:
             raise StopHandlerChain(reason="allocated, no collision")
         if release.released is not None:

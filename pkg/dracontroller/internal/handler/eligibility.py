@@ -16,7 +16,7 @@ to allocate, so that an allocation the scheduler makes later is never mistaken f
 from __future__ import annotations
 
 from pkg.dracontroller.internal.service import ClaimWrites, FoundBy, Handover
-from pkg.dracontroller.internal.state import ClaimState
+from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 
@@ -28,17 +28,17 @@ class EligibilityHandler:
         self._writer = writer
         self._handover = handover
 
-    def handle(self, state: ClaimState) -> Result | None:
-        if state.being_deleted:
+    def handle(self, snapshot: ClaimSnapshot) -> Result | None:
+        if snapshot.being_deleted:
             raise StopHandlerChain(reason="being deleted")
-        if state.allocated:
-            if state.ours:
+        if snapshot.allocated:
+            if snapshot.ours:
                 return None
             raise StopHandlerChain(reason="allocated by someone else")
-        if state.verdict.eligible:
+        if snapshot.verdict.eligible:
             return None
-        if state.ours:
-            self._writer.forget_mark(state.claim)
-        if state.verdict.pods:
-            self._handover.left_to_scheduler(state.claim, state.verdict.pods, found=FoundBy.CACHE)
-        raise StopHandlerChain(reason=state.verdict.reason)
+        if snapshot.ours:
+            self._writer.forget_mark(snapshot.claim)
+        if snapshot.verdict.pods:
+            self._handover.left_to_scheduler(snapshot.claim, snapshot.verdict.pods, found=FoundBy.CACHE)
+        raise StopHandlerChain(reason=snapshot.verdict.reason)

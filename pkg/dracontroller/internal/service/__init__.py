@@ -1,5 +1,5 @@
 """I/O of the allocation controller: cache reads (:class:`Inventory`), writes (:class:`ClaimWriter`),
-the ledger of writes the caches have not shown yet (:class:`InFlight`), the decisions taken
+the record of writes the caches have not shown yet (:class:`InFlight`), the decisions taken
 under its lock (:class:`Decisions`), the consistent read of the Pods that reference a claim
 (:class:`PodReferenceReader`) and the Event that hands a claim over to the scheduler
 (:class:`Handover`)."""

@@ -15,7 +15,7 @@ finalizer on deletion; the next pass allocates or clears the mark).
 
 Releasing (collision handling) is the reverse: status PUT without ``allocation`` first, then the
 mark removed; the finalizer stays for the re-allocation (the kube-controller-manager removes it
-once the claim is deleted). Every write is recorded in the in-flight ledger.
+once the claim is deleted). Every write is recorded in the in-flight record.
 """
 
 from __future__ import annotations

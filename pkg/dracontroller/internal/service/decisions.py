@@ -2,14 +2,14 @@
 
 A decision (allocate a claim; give back a colliding allocation) must see every allocation this
 process made before it, including ones the watch has not delivered yet, and two workers deciding
-at once from the same view is the race the in-flight ledger exists to prevent. So the lock is
+at once from the same view is the race the in-flight record exists to prevent. So the lock is
 held from the reads through the write, and it is held *here*, by the service that offers the
 locked operations, never by a handler: a handler asks for a decision and acts on its answer
 (events, metrics, results) after the lock is released.
 
 Before an allocation is written, the Pods that reference the claim are read afresh
 (:class:`~.pod_references.PodReferences`): the decision was taken from caches, and the Pod cache
-may not show a Pod created just before the claim (DESIGN §5). A Pod found there means no write at
+may not show a Pod created just before the claim. A Pod found there means no write at
 all. The read cannot be atomic with the write, so it is repeated once the write has landed: a Pod
 created in between (during the write's round trip) makes the service give the allocation back at
 once, compare-and-swap on the version it just wrote — so if the scheduler reserved the claim for
@@ -19,13 +19,12 @@ allocation stays, as it should.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
-from pkg.dra.allocator import Allocator
+from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
 from pkg.dra.domain import Unschedulable
 from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
 from pkg.dracontroller.internal.service.inventory import Inventory
@@ -37,18 +36,22 @@ YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 
 @dataclass(frozen=True)
 class AllocationDecision:
-    """What the allocator decided from ``inputs`` and, if it allocated, the claim as written
-    (``None`` when the claim was deleted before the write, or a Pod references it).
+    """The allocator's attempt (its inputs, read under the lock, and its outcome) and, if it
+    allocated, the claim as written (``None`` when the claim was deleted before the write, or a Pod
+    references it).
 
     ``referenced_by``: the Pods the fresh read found referencing the claim — before the write
     (nothing was written) or, with ``given_back``, after it (the allocation was released again).
     """
 
-    outcome: V1AllocationResult | Unschedulable
+    attempt: AllocationAttempt
     written: ResourceV1ResourceClaim | None = None
-    inputs: Mapping[str, Any] = field(default_factory=dict)
     referenced_by: tuple[str, ...] = ()
     given_back: bool = False
+
+    @property
+    def outcome(self) -> V1AllocationResult | Unschedulable:
+        return self.attempt.outcome
 
 
 @dataclass(frozen=True)
@@ -74,33 +77,27 @@ class Decisions:
         :class:`~pkg.framework.reconcile.ConflictRequeue`."""
         inventory = self._inventory
         with inventory.in_flight.lock:
-            inputs: dict[str, Any] = {
-                "slices": inventory.slices(),
-                "classes": inventory.classes(),
-                "allocated_claims": inventory.allocated_claims(),
-                "namespace_labels": inventory.namespace_labels(namespace),
-            }
-            outcome = self._allocator.allocate(claim, **inputs)
+            inputs = AllocationInputs(
+                slices=tuple(inventory.slices()),
+                classes=inventory.classes(),
+                allocated_claims=tuple(inventory.allocated_claims()),
+                namespace_labels=inventory.namespace_labels(namespace),
+            )
+            attempt = self._allocator.attempt(claim, inputs)
+            outcome = attempt.outcome
             if isinstance(outcome, Unschedulable):
-                return AllocationDecision(outcome=outcome, inputs=inputs)
+                return AllocationDecision(attempt)
             pods = self._pods.referencing(claim)
             if pods:
-                return AllocationDecision(outcome=outcome, inputs=inputs, referenced_by=tuple(pods))
+                return AllocationDecision(attempt, referenced_by=tuple(pods))
             written = self._writer.allocate(claim, outcome)
             if written is None:
-                return AllocationDecision(outcome=outcome, inputs=inputs)
+                return AllocationDecision(attempt)
             late = self._pods.referencing(written)
             if late:
                 self._writer.release(written)
-                return AllocationDecision(
-                    outcome=outcome, inputs=inputs, referenced_by=tuple(late), given_back=True
-                )
-        return AllocationDecision(outcome=outcome, written=written, inputs=inputs)
-
-    def settle(self) -> None:
-        """After a decision, outside the lock: lets the allocator settle the heap after a large pool
-        build (a restart, a leader change; see :meth:`~pkg.dra.allocator.Allocator.settle_heap`)."""
-        self._allocator.settle_heap()
+                return AllocationDecision(attempt, referenced_by=tuple(late), given_back=True)
+        return AllocationDecision(attempt, written=written)
 
     def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
         """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""

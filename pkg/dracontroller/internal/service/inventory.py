@@ -1,4 +1,4 @@
-"""What the allocation controller reads: the informer caches, seen through the in-flight ledger.
+"""What the allocation controller reads: the informer caches, seen through the in-flight record.
 
 Every read a reconcile makes goes through :class:`Inventory`, so handlers never touch a store and
 unit tests substitute one object. Claims are always passed through

@@ -42,7 +42,7 @@ from kubernetes.client import (
     V1ResourceSliceSpec,
 )
 
-from pkg.dra.allocator import Allocator, FirstFit
+from pkg.dra.allocator import AllocationInputs, Allocator, Explanation, FirstFit, Unschedulable, explain
 
 DRIVER = "gpu.deckhouse.io"
 _uids = itertools.count(1)
@@ -288,6 +288,9 @@ def node(name: str = "node-a", labels: dict[str, str] | None = None) -> V1Node:
     return V1Node(metadata=V1ObjectMeta(name=name, labels=labels))
 
 
+NODE_A = node()
+
+
 def devices_of(result: V1AllocationResult) -> list[str]:
     assert isinstance(result, V1AllocationResult), result
     assert result.devices is not None
@@ -307,11 +310,22 @@ class Cluster:
         shares = (f"share-{i}" for i in itertools.count(1))
         self.allocator = Allocator(strategy=FirstFit() if first_fit else None, share_id=lambda: next(shares))
 
-    def allocate(self, c: ResourceV1ResourceClaim, **kwargs: object) -> V1AllocationResult | object:
-        kwargs.setdefault("node", node())
+    def allocate(
+        self,
+        c: ResourceV1ResourceClaim,
+        *,
+        node: V1Node | None = NODE_A,
+        namespace_labels: dict[str, str] | None = None,
+    ) -> V1AllocationResult | Unschedulable:
+        """Allocates ``c`` on ``node`` (default node-a; None: any one node)."""
         result = self.allocator.allocate(
-            c, slices=self.slices, classes=self.classes, allocated_claims=self.claims, **kwargs
-        )  # type: ignore[arg-type]
+            c,
+            slices=self.slices,
+            classes=self.classes,
+            allocated_claims=self.claims,
+            namespace_labels=namespace_labels,
+            node=node,
+        )
         if isinstance(result, V1AllocationResult):
             self.claims.append(with_allocation(c, result))
         return result
@@ -319,4 +333,19 @@ class Cluster:
     def take(self, profile_class: str, count: int = 1) -> list[str]:
         """Allocate one claim for ``count`` devices of a class; returns the device names."""
         result = self.allocate(claim(f"c{len(self.claims)}", exact("r", profile_class, count=count)))
-        return devices_of(result)  # type: ignore[arg-type]
+        assert isinstance(result, V1AllocationResult), result
+        return devices_of(result)
+
+
+def explained(
+    c: ResourceV1ResourceClaim,
+    *,
+    slices: list[V1ResourceSlice],
+    classes: list[V1DeviceClass],
+    allocated_claims: list[ResourceV1ResourceClaim],
+    allocator: Allocator | None = None,
+) -> Explanation:
+    """Allocates ``c`` once, as the explain CLI does, and explains that attempt."""
+    allocator = allocator or Allocator()
+    inputs = AllocationInputs.of(slices=slices, classes=classes, allocated_claims=allocated_claims)
+    return explain(allocator.attempt(c, inputs), allocator=allocator)

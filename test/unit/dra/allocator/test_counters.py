@@ -58,7 +58,7 @@ def _versioned(slices: list[V1ResourceSlice]) -> list[V1ResourceSlice]:
 
 
 def test_cached_pool_sees_every_change_of_the_allocated_claims() -> None:
-    """The ledger is rebuilt from the claims each call: a release frees the card at once."""
+    """The counter tally is rebuilt from the claims each call: a release frees the card at once."""
     cluster = Cluster(_versioned(a30_pool()), [mig_class("1g"), mig_class("2g"), physical_class()])
     fresh = Cluster(cluster.slices, cluster.classes)
     for profile in ("mig-1g", "mig-2g", "mig-1g"):

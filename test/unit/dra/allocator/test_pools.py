@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
 from kubernetes.client import V1Device
 
-from pkg.dra.allocator import Allocator
 from pkg.dra.allocator.pools import PoolCache, gather_pools
 from pkg.dra.domain import Unschedulable
 
@@ -72,21 +69,6 @@ def test_a_pool_another_driver_broke_is_skipped_and_reported(broken_device: V1De
 def test_devices_of_other_nodes_are_not_reachable() -> None:
     cluster = Cluster(a30_pool("node-b"), [mig_class("1g")])
     assert isinstance(cluster.allocate(claim("c", exact("r", "mig-1g"))), Unschedulable)
-
-
-def test_settling_the_heap_follows_large_builds_only() -> None:
-    allocator = Allocator(settle_after_devices=5)
-    cluster = Cluster(a30_pool("node-a"), [mig_class("1g")])
-    cluster.allocator = allocator
-    try:
-        assert not allocator.settle_heap()  # nothing built yet
-        cluster.take("mig-1g")  # builds one A30: 8 devices
-        assert allocator.settle_heap()
-        assert gc.get_freeze_count() > 0
-        cluster.take("mig-1g")  # the pool is cached: nothing new built
-        assert not allocator.settle_heap()
-    finally:
-        gc.unfreeze()
 
 
 def test_same_slice_objects_reuse_the_last_answer_and_new_objects_do_not() -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, claim, device_class, exact
+from alloc_builders import Cluster, a30_pool, claim, device_class, exact, explained
 
-from pkg.dra.allocator import explain
 from pkg.dra.domain import Unschedulable
 
 MISSING = 'device.attributes["gpu.deckhouse.io"].noSuchAttribute == "x"'
@@ -24,7 +23,7 @@ def test_missing_attribute_fails_the_claim_with_the_cel_error() -> None:
 
 def test_explain_reports_the_selector_error_per_device() -> None:
     cluster = Cluster(a30_pool(), [device_class("broken", MISSING)])
-    trace = explain(
+    trace = explained(
         claim("c", exact("r", "broken")), slices=cluster.slices, classes=cluster.classes, allocated_claims=[]
     )
     verdicts = trace.requests[0].devices

@@ -11,6 +11,7 @@ from alloc_builders import (
     device,
     devices_of,
     exact,
+    explained,
     mig_class,
     node,
     physical_class,
@@ -23,7 +24,7 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.dra.allocator import BestFit, explain
+from pkg.dra.allocator import AllocationInputs, BestFit
 from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.strategy import CandidateStream
@@ -88,7 +89,7 @@ def test_explain_names_the_exhausted_counter() -> None:
     cluster = Cluster(a30_pool(card=A), [mig_class()])
     cluster.claims.append(holding(f"{A}-mig-1g-3"))
 
-    trace = explain(
+    trace = explained(
         claim("c", exact("r", "mig-any")),
         slices=cluster.slices,
         classes=cluster.classes,
@@ -164,9 +165,10 @@ def test_lazy_search_order_equals_the_eager_ranking() -> None:
                     f"probe-{step}-{cls}",
                     exact("r", cls, capacity={"sharePercent": "30"} if "ts" in cls else None),
                 )
-                ctx = cluster.allocator.context(
-                    probe, slices=slices, classes=classes, allocated_claims=cluster.claims, node=where
+                inputs = AllocationInputs.of(
+                    slices=slices, classes=classes, allocated_claims=cluster.claims, node=where
                 )
+                ctx = cluster.allocator.context(probe, inputs)
                 alt = ctx.plans[0].alternatives[0]
                 eager = BestFit().order(ctx.eligible(alt), counters=ctx.counters, fits=ctx.fits_counters)
                 stream = BestFit().search_order(ctx, alt)

@@ -8,13 +8,13 @@ from alloc_builders import (
     claim,
     device_class,
     exact,
+    explained,
     mig_class,
     physical_class,
     with_allocation,
 )
 from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
 
-from pkg.dra.allocator import explain
 from pkg.dra.explain.render import render, summary
 
 BROKEN = f'device.driver == "{DRIVER}" && quantity("1") < quantity("2")'  # no < on quantities
@@ -23,7 +23,7 @@ BROKEN = f'device.driver == "{DRIVER}" && quantity("1") < quantity("2")'  # no <
 def test_a_class_that_does_not_compile_is_reported_once() -> None:
     slices = a30_pool(sharing=("ts",))
     classes = [device_class("broken", BROKEN)]
-    trace = explain(claim("c", exact("gpu", "broken")), slices=slices, classes=classes, allocated_claims=[])
+    trace = explained(claim("c", exact("gpu", "broken")), slices=slices, classes=classes, allocated_claims=[])
 
     [request] = trace.requests
     assert request.devices == ()
@@ -38,7 +38,7 @@ def test_a_class_that_does_not_compile_is_reported_once() -> None:
 
 def test_first_share_of_a_device_takes_its_counters() -> None:
     slices = a30_pool(sharing=("ts",))
-    trace = explain(
+    trace = explained(
         claim("c", exact("gpu", "physical-ts", capacity={"sharePercent": "25"})),
         slices=slices,
         classes=[physical_class("ts")],
@@ -64,7 +64,7 @@ def test_first_share_of_a_device_takes_its_counters() -> None:
 def test_two_devices_of_one_claim_leave_the_card_with_both_taken() -> None:
     slices = a30_pool()
     held = with_allocation(claim("other", exact("gpu", "mig-1g")), _result("gpu-0000-02-00-0-mig-1g-3"))
-    trace = explain(
+    trace = explained(
         claim("c", exact("gpu", "mig-1g", count=2)),
         slices=slices,
         classes=[mig_class("1g")],

@@ -1,4 +1,4 @@
-"""The Physical/MIG/sharing invariant holds by counters alone (DESIGN §4), for every model.
+"""The Physical/MIG/sharing invariant holds by counters alone, for every model.
 
 The arithmetic of :mod:`offer_checks` is what the kube-scheduler and our allocator do. Besides the
 exclusions, the counters must not over-block: every MIG layout the hardware allows (placements

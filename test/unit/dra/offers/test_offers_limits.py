@@ -21,14 +21,7 @@ from kubernetes.client import (
 )
 from offer_models import card
 
-from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.dra.domain.card import (
-    Engines,
-    IncompleteCardError,
-    MigProfileSpec,
-    Placement,
-    card_from_physical_gpu,
-)
+from pkg.dra.domain.card import Engines, MigProfileSpec, Placement
 from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice
 from pkg.dra.domain.offers import build_offers, with_taints
 
@@ -147,71 +140,3 @@ def test_a_synthetic_card_that_breaks_a_limit_raises() -> None:
         build_offers(card("A30", engines=Engines(56, 4, 4)))
     with pytest.raises(SliceLimitError, match="must be a DNS label"):
         build_offers(replace(card("A30"), pci_address="0000:02:00.0" + "0" * 60))
-
-
-def physical_gpu(**status: object) -> PhysicalGPU:
-    return PhysicalGPU.from_api_dict(
-        {
-            "metadata": {"name": "node-a-0-10de-20b7", "labels": {"gpu.deckhouse.io/device": "a30-pcie"}},
-            "status": status,
-        }
-    )
-
-
-A30_STATUS: dict[str, object] = {
-    "pciInfo": {
-        "address": "0000:02:00.0",
-        "class": {"code": "0302"},
-        "vendor": {"id": "10de"},
-        "device": {"id": "20b7"},
-    },
-    "capabilities": {
-        "vendor": "Nvidia",
-        "productName": "NVIDIA A30",
-        "memoryMiB": 24576,
-        "nvidia": {
-            "computeCap": "8.0",
-            "productArchitecture": "Ampere",
-            "migSupported": True,
-            "mig": {
-                "totalSlices": 4,
-                "profiles": [
-                    {"profileID": 14, "name": "1g.6gb", "memoryMiB": 5952, "sliceCount": 1,
-                     "maxInstances": 4, "placements": [{"start": i, "size": 1} for i in range(4)]},
-                    {"profileID": 0, "name": "4g.24gb", "memoryMiB": 24000, "sliceCount": 4,
-                     "maxInstances": 1, "placements": [{"start": 0, "size": 4}]},
-                    {"profileID": 5, "name": "2g.12gb", "memoryMiB": 11968, "sliceCount": 2,
-                     "maxInstances": 2},
-                ],
-            },
-        },
-    },
-    "currentState": {"driverType": "Nvidia", "nvidia": {"gpuUUID": "GPU-1", "driverVersion": "580.76.05"}},
-}  # fmt: skip
-
-
-def test_card_from_physical_gpu() -> None:
-    engines = {"1g.6gb": Engines(14, 1, 1), "4g.24gb": Engines(56, 4, 4, 0, 1, 1)}
-    got = card_from_physical_gpu(physical_gpu(**A30_STATUS), profile_engines=engines, mig_allowed=True)
-    assert got.physical_gpu == "node-a-0-10de-20b7"
-    assert (got.pci_address, got.device, got.vendor, got.memory_mib) == (
-        "0000:02:00.0",
-        "a30-pcie",
-        "nvidia",
-        24576,
-    )
-    assert (got.architecture, got.compute_capability) == ("Ampere", "8.0")
-    assert (got.uuid, got.driver_version) == ("GPU-1", "580.76.05")
-    assert [p.name for p in got.mig_profiles] == ["1g.6gb", "4g.24gb"]  # 2g.12gb has no placements
-    assert got.memory_slices == 4
-    assert got.total_engines == Engines(56, 4, 4, 0, 1, 1)
-    assert got.base_name == "gpu-0000-02-00-0"
-
-
-def test_card_from_physical_gpu_without_required_fields() -> None:
-    status = dict(A30_STATUS)
-    status["capabilities"] = {"vendor": "Nvidia", "productName": "NVIDIA A30"}
-    with pytest.raises(IncompleteCardError, match="memoryMiB"):
-        card_from_physical_gpu(physical_gpu(**status), profile_engines={}, mig_allowed=True)
-    with pytest.raises(IncompleteCardError, match="pciInfo"):
-        card_from_physical_gpu(physical_gpu(), profile_engines={}, mig_allowed=True)

@@ -7,7 +7,7 @@ from offer_models import card
 
 from pkg.dra.domain.offers import build_offers
 from pkg.dra.domain.slices import Layout, build_slices
-from pkg.dra.publisher import content, dropped_fields, plan_changes
+from pkg.dra.publisher import content, dropped_fields, slice_changes
 
 
 def a30_slices(generation: int = 1, **kw: object) -> list[V1ResourceSlice]:
@@ -45,13 +45,13 @@ def test_dropped_fields_names_the_missing_paths() -> None:
     ]
 
 
-def test_plan_keeps_an_equal_pool_and_bumps_a_changed_one() -> None:
+def test_slice_changes_keep_an_equal_pool_and_bumps_a_changed_one() -> None:
     existing = a30_slices(4)
-    same = plan_changes(pool="gpus/n", existing=existing, desired_at=a30_slices)
+    same = slice_changes(pool="gpus/n", existing=existing, desired_at=a30_slices)
     assert same.unchanged
     assert same.generation == 4
-    fewer = plan_changes(pool="gpus/n", existing=existing[:1], desired_at=a30_slices)
+    fewer = slice_changes(pool="gpus/n", existing=existing[:1], desired_at=a30_slices)
     assert fewer.generation == 5
     assert [rs.spec.pool.generation for rs in fewer.apply] == [5, 5]
-    first = plan_changes(pool="gpus/n", existing=[], desired_at=a30_slices)
+    first = slice_changes(pool="gpus/n", existing=[], desired_at=a30_slices)
     assert first.generation == 1

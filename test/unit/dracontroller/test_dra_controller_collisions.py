@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alloc_builders import a30_pool, claim, exact, with_allocation
-from claimctl_fakes import Env, our_mig_class, our_physical_class
+from dra_controller_fakes import Env, our_mig_class, our_physical_class
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 from alloc_builders import a30_pool, claim, exact
-from claimctl_fakes import Env, our_mig_class, our_physical_class
+from dra_controller_fakes import Env, our_mig_class, our_physical_class
 from kubernetes.client import (
     V1CELDeviceSelector,
     V1DeviceSelector,
@@ -118,6 +120,23 @@ def test_unschedulable_claim_gets_a_warning_with_the_reason_and_is_retried() -> 
     assert "counters exhausted" in message
     assert f"most often counters exhausted: counter memory of counter set {CARD}" in message
     assert failures("unschedulable") == before + 1
+
+
+def test_a_failure_is_explained_from_the_attempt_taken_without_allocating_again() -> None:
+    e = env()
+    e.reconcile(e.add(claim("whole", exact("gpu", "physical"))))
+    e.sync()
+    c = e.add(claim("mig", exact("gpu", "mig-1g")))
+    with (
+        patch.object(e.allocator, "attempt", wraps=e.allocator.attempt) as attempts,
+        patch.object(e.allocator, "allocate", wraps=e.allocator.allocate) as allocations,
+    ):
+        assert e.reconcile(c) == Result(requeue=True)
+    assert attempts.call_count == 1
+    assert allocations.call_count == 0
+    _, reason, message = e.events()[-1]
+    assert reason == "AllocationFailed"
+    assert "counters exhausted" in message  # the explain summary, from the recorded inputs
 
 
 def test_broken_selector_is_fatal_and_not_retried() -> None:

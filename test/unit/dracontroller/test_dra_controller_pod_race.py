@@ -1,4 +1,4 @@
-"""A Pod the Pod cache has not shown yet never gets its claim allocated by us (DESIGN §5).
+"""A Pod the Pod cache has not shown yet never gets its claim allocated by us.
 
 The Pod cache can lag the claim cache. These tests make it lag on purpose — the Pod exists on the
 (fake) API server but not in the cache — and check the consistent read the decisions service makes
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from alloc_builders import a30_pool, claim, exact
-from claimctl_fakes import Env, our_mig_class
+from dra_controller_fakes import Env, our_mig_class
 from kubernetes.client import (
     V1ObjectMeta,
     V1Pod,

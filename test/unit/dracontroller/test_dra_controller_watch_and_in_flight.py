@@ -1,11 +1,11 @@
-"""The in-flight ledger, the claim indexes and which events wake which claims."""
+"""The in-flight record of our writes, the claim indexes and which events wake which claims."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from alloc_builders import a30_pool, claim, exact, with_allocation
-from claimctl_fakes import our_mig_class
+from dra_controller_fakes import our_mig_class
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
@@ -57,17 +57,17 @@ def allocated(name: str, pool: str = "p1", *, ours: bool = False) -> Any:
 
 
 def test_in_flight_serves_the_written_version_until_the_cache_moves() -> None:
-    ledger = InFlight()
+    in_flight = InFlight()
     cached = versioned(claim("c", exact("gpu", "x")), "1")
-    ledger.record(versioned(cached, "2"), superseded=["1"])
-    ledger.record(versioned(cached, "3"), superseded=["2"])
-    assert ledger.resolve(cached).metadata.resource_version == "3"
-    assert ledger.resolve(versioned(cached, "2")).metadata.resource_version == "3"
-    assert ledger.resolve(versioned(cached, "3")).metadata.resource_version == "3"
-    assert len(ledger) == 0  # caught up: dropped
-    ledger.record(versioned(cached, "4"), superseded=["3"])
-    ledger.prune(set())
-    assert len(ledger) == 0
+    in_flight.record(versioned(cached, "2"), superseded=["1"])
+    in_flight.record(versioned(cached, "3"), superseded=["2"])
+    assert in_flight.resolve(cached).metadata.resource_version == "3"
+    assert in_flight.resolve(versioned(cached, "2")).metadata.resource_version == "3"
+    assert in_flight.resolve(versioned(cached, "3")).metadata.resource_version == "3"
+    assert len(in_flight) == 0  # caught up: dropped
+    in_flight.record(versioned(cached, "4"), superseded=["3"])
+    in_flight.prune(set())
+    assert len(in_flight) == 0
 
 
 def test_claim_indexes() -> None:

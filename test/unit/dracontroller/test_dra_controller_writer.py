@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from alloc_builders import claim, exact
-from claimctl_fakes import FakeClaimApi
+from dra_controller_fakes import FakeClaimApi
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,

@@ -1,11 +1,11 @@
-"""Fakes for the claim controller's unit tests: an API server for claims, stores, a wired reconciler.
+"""Fakes for gpu-dra-controller's unit tests: an API server for claims, stores, a wired reconciler.
 
 :class:`FakeClaimApi` answers the two requests :class:`ClaimWriter` makes (JSON patch, status PUT)
 the way kube-apiserver does: a failed ``test`` op is a 422 without causes, a stale status PUT a 409,
 every write bumps the resourceVersion. It also holds Pods for the consistent read of
 :class:`PodReferenceReader` (``list_page``, filtered by namespace and phase, paged), separately
 from the Pod *cache*, so a test can make the cache lag the API server. :class:`Env` wires the real
-reconciler, handlers, writer, inventory and in-flight ledger over real stores; the watch is
+reconciler, handlers, writer, inventory and in-flight record over real stores; the watch is
 simulated by :meth:`Env.sync`, so a test decides whether the cache has seen a write yet.
 """
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from alloc_builders import claim, device_class, exact, first_available
-from claimctl_fakes import our_mig_class
+from dra_controller_fakes import our_mig_class
 from kubernetes.client import (
     V1DeviceClass,
     V1DeviceClassConfiguration,
