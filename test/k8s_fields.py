@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Protocol, TypeVar
 
-from kubernetes.client import V1ObjectMeta
+from kubernetes.client import V1DaemonSet, V1Deployment, V1ObjectMeta, V1PodSpec, V1StatefulSet
 
 T = TypeVar("T")
-S = TypeVar("S", covariant=True)
+S_co = TypeVar("S_co", covariant=True)
 
 
 def present(value: T | None, what: str = "the field") -> T:
@@ -27,14 +27,14 @@ class HasMetadata(Protocol):
     def metadata(self) -> V1ObjectMeta | None: ...
 
 
-class HasSpec(Protocol[S]):
+class HasSpec(Protocol[S_co]):
     @property
-    def spec(self) -> S | None: ...
+    def spec(self) -> S_co | None: ...
 
 
-class HasStatus(Protocol[S]):
+class HasStatus(Protocol[S_co]):
     @property
-    def status(self) -> S | None: ...
+    def status(self) -> S_co | None: ...
 
 
 def meta(obj: HasMetadata) -> V1ObjectMeta:
@@ -62,11 +62,18 @@ def annotations_of(obj: HasMetadata) -> dict[str, str]:
     return dict(meta(obj).annotations or {})
 
 
-def spec_of(obj: HasSpec[S]) -> S:
+def spec_of(obj: HasSpec[S_co]) -> S_co:
     """The object's spec."""
     return present(obj.spec, "spec")
 
 
-def status_of(obj: HasStatus[S]) -> S:
+def status_of(obj: HasStatus[S_co]) -> S_co:
     """The object's status."""
     return present(obj.status, "status")
+
+
+def template_pod(workload: V1DaemonSet | V1Deployment | V1StatefulSet) -> V1PodSpec:
+    """The pod spec of a workload's template."""
+    spec = workload.spec
+    assert spec is not None, "spec is not set"
+    return present(spec.template.spec, "spec.template.spec")

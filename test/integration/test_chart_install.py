@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_objects import create_ready_node
+from k8s_fields import meta, name_of
 from kubernetes.client import V1ObjectMeta
 from process_helpers import eventually, refused_requests, running
 
@@ -569,7 +570,7 @@ def _daemon_sets(kube: KubeClient, release: Release) -> list[str]:
     items, _ = kube.list(
         DAEMON_SET, namespace=release.namespace, label_selector="app.kubernetes.io/managed-by=gpu-controller"
     )
-    return [str(ds.metadata.name) for ds in items]
+    return [name_of(ds) for ds in items]
 
 
 def _valid(kube: KubeClient, name: str) -> bool:
@@ -625,8 +626,7 @@ def test_gpu_controller_works_with_exactly_these_permissions(
             eventually(lambda: _gone(kube, orphan), what="the PhysicalGPU of a missing node to be deleted")
             eventually(
                 lambda: (
-                    (kube.get(NODE, node).metadata.labels or {}).get("gpu.deckhouse.io/nvidia.present")
-                    == "true"
+                    (meta(kube.get(NODE, node)).labels or {}).get("gpu.deckhouse.io/nvidia.present") == "true"
                 ),
                 what="the node gate label",
             )

@@ -21,6 +21,7 @@ import pytest
 from cluster_views import offers
 from dra_objects import create_ready_node, device_class
 from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
+from k8s_fields import meta, spec_of
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
 from process_helpers import eventually, node_components
 
@@ -78,7 +79,7 @@ def status(kube: KubeClient, name: str) -> Any:
 def allocated(kube: KubeClient, namespace: str, pod: str) -> str | None:
     claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
     for claim in claims:
-        owners = [o.name for o in claim.metadata.owner_references or []]
+        owners = [o.name for o in meta(claim).owner_references or []]
         if pod in owners and claim.status and claim.status.allocation:
             [result] = claim.status.allocation.devices.results
             return str(result.device)
@@ -142,7 +143,7 @@ def test_every_generated_device_class_schedules_a_pod_onto_its_kind_of_device(
             )
             resource = spec.get("extendedResourceName", f"gpu.deckhouse.io/{name}")
             assert (generated.device_class_name, generated.extended_resource_name) == (name, resource)
-            assert kube.get(DEVICE_CLASS, name).spec.extended_resource_name == resource
+            assert spec_of(kube.get(DEVICE_CLASS, name)).extended_resource_name == resource
             pod = f"pod-{suffix}"
             kube.create(POD, gpu_pod(pod, resource), namespace=namespace)
             device = eventually(
@@ -151,7 +152,7 @@ def test_every_generated_device_class_schedules_a_pod_onto_its_kind_of_device(
             assert device in expected, f"class {suffix} got {device}"
             # The scheduler writes the claim's allocation before it binds the Pod.
             bound = eventually(
-                lambda p=pod: kube.get(POD, p, namespace).spec.node_name, what=f"{pod} bound", timeout=60
+                lambda p=pod: spec_of(kube.get(POD, p, namespace)).node_name, what=f"{pod} bound", timeout=60
             )
             assert bound == offered_node
             delete_now(kube, namespace, pod)
@@ -181,7 +182,7 @@ def test_a_class_that_cannot_be_a_device_class_says_why(
             eventually(lambda: (s := status(kube, taken)) and s.valid is False, what="the taken name refused")
             assert "was not generated from this GPUClass" in status(kube, taken).message
             assert (
-                kube.get(DEVICE_CLASS, taken).spec.selectors[0].cel.expression == "true"
+                spec_of(kube.get(DEVICE_CLASS, taken)).selectors[0].cel.expression == "true"
             )  # never taken over
             eventually(lambda: (s := status(kube, refused)) and s.valid is False, what="the server's refusal")
             assert "the API server refused DeviceClass" in status(kube, refused).message

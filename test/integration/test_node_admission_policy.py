@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_objects import DRIVER, create_ready_node
+from k8s_fields import meta, name_of, uid_of
 from kubernetes.client import (
     ApiClient,
     Configuration,
@@ -99,12 +100,12 @@ class Cluster:
                     ),
                 ),
             )
-            self.pods.append(str(pod.metadata.name))
+            self.pods.append(name_of(pod))
             spec["boundObjectRef"] = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "name": pod.metadata.name,
-                "uid": pod.metadata.uid,
+                "name": name_of(pod),
+                "uid": uid_of(pod),
             }
         review = self.admin.raw(
             "POST",
@@ -237,7 +238,7 @@ def cluster(control_plane: ControlPlane, kube: KubeClient) -> Iterator[Cluster]:
                     kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
             for item in kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")[0]:
                 with contextlib.suppress(NotFoundError):
-                    kube.delete(RESOURCE_SLICE, str(item.metadata.name))
+                    kube.delete(RESOURCE_SLICE, name_of(item))
             with contextlib.suppress(NotFoundError):
                 kube.delete(NODE, node)
         control_plane.kubectl(
@@ -390,7 +391,7 @@ def test_agent_labels_only_its_own_node(cluster: Cluster) -> None:
     agent = cluster.client(cluster.agent_sa, node=cluster.node_a)
     labels = {"gpu.deckhouse.io/os.id": "ubuntu", "gpu.deckhouse.io/baremetal": "true"}
     stored = agent.patch(NODE, cluster.node_a, {"metadata": {"labels": labels}}, patch_type=PatchType.MERGE)
-    assert labels.items() <= (stored.metadata.labels or {}).items()
+    assert labels.items() <= (meta(stored).labels or {}).items()
     agent.patch(
         NODE,
         cluster.node_a,
@@ -438,16 +439,16 @@ def test_listed_account_writes_resourceslices_of_its_own_node_only(cluster: Clus
     )
     assert "has no spec.nodeName" in message
     theirs = cluster.admin.create(RESOURCE_SLICE, _slice(f"{cluster.node_b}-{suffix}", cluster.node_b))
-    message = cluster.denied(lambda: handler.delete(RESOURCE_SLICE, str(theirs.metadata.name)))
-    assert f"may not delete ResourceSlice {theirs.metadata.name} of node {cluster.node_b}" in message
-    handler.delete(RESOURCE_SLICE, str(mine.metadata.name))
-    cluster.admin.delete(RESOURCE_SLICE, str(theirs.metadata.name))
+    message = cluster.denied(lambda: handler.delete(RESOURCE_SLICE, name_of(theirs)))
+    assert f"may not delete ResourceSlice {name_of(theirs)} of node {cluster.node_b}" in message
+    handler.delete(RESOURCE_SLICE, name_of(mine))
+    cluster.admin.delete(RESOURCE_SLICE, name_of(theirs))
 
 
 def test_accounts_not_listed_are_not_confined(cluster: Cluster) -> None:
     other = cluster.client(OTHER_SA, node=cluster.node_a)
     created = other.create(RESOURCE_SLICE, _slice(f"{cluster.node_b}-{uuid.uuid4().hex[:8]}", cluster.node_b))
-    other.delete(RESOURCE_SLICE, str(created.metadata.name))
+    other.delete(RESOURCE_SLICE, name_of(created))
 
 
 # -- tokens that name no node ---------------------------------------------------------------------------
@@ -528,7 +529,7 @@ def test_gpu_node_agent_syncs_with_the_chart_rbac_under_the_policy(cluster: Clus
 
     def synced() -> bool:
         gpus = cluster.admin.list(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={node}")[0]
-        labels = cluster.admin.get(NODE, node).metadata.labels or {}
+        labels = meta(cluster.admin.get(NODE, node)).labels or {}
         written = [gpu for gpu in gpus if gpu.status is not None and gpu.status.pci_info is not None]
         return len(written) == 2 and "gpu.deckhouse.io/kernel.version" in labels
 

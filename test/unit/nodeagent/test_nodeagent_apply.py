@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k8s_fields import status_of
 from nodeagent_fakes import NODE, RecordingWriter, agent_handler, device, gpu_object, host, sync_state
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, NvidiaState, PhysicalGPU
@@ -96,7 +97,7 @@ def test_a_rebound_card_drops_stale_vendor_state_before_the_apply(
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS[:1], vendors, pci_ids)
     gpu = _in_sync(gpu_object("node-1-0-10de-20b7", "0000:3b:00.0"), probe)
-    gpu.status.current_state = CurrentState(
+    status_of(gpu).current_state = CurrentState(
         driver_type=DriverType.NVIDIA, nvidia=NvidiaState(driver_version="580")
     )  # type: ignore[union-attr]
     state = _discovered(

@@ -4,6 +4,7 @@ one mount at the same path, and nothing of the real host."""
 from __future__ import annotations
 
 import pytest
+from k8s_fields import spec_of
 from pydantic import ValidationError
 from test_orchestrator_render import ALL, render
 
@@ -52,7 +53,7 @@ def test_the_agent_reads_its_nodes_simulated_host_read_only() -> None:
 def test_without_simulated_hosts_nothing_points_at_one() -> None:
     rendered = render(ALL)
     for component in (Component.GPU_HANDLER, Component.NODE_AGENT):
-        [container] = rendered[component].spec.template.spec.containers
+        [container] = spec_of(spec_of(rendered[component]).template).containers
         assert not any("$(NODE_NAME)" in a or "--sim-state-dir" in a for a in container.args)
         assert "/sys" in host_paths(rendered[component].spec.template.spec)
 
