@@ -13,7 +13,7 @@ from api.gpu.v1alpha1 import GPUOperatorConfig
 from pkg.gpucontroller.names import Component
 from pkg.gpucontroller.orchestrator.render import RenderContext, render_all
 
-ALL = {
+ALL: dict[str, Any] = {
     "imagePullSecrets": ["regcred"],
     "nodeAgent": {
         "image": "gcp:1",
