@@ -177,7 +177,7 @@ def cdi_specs(node: RealNode) -> list[str]:
     return sorted(p.name for p in node.cdi_dir.glob("k8s.gpu.deckhouse.io-claim_*.json"))
 
 
-def checkpoint(node: RealNode) -> dict[str, dict[str, object]]:
+def checkpoint(node: RealNode) -> dict[str, dict[str, Any]]:
     path = node.kubelet.paths.root / "plugins" / DRIVER / "checkpoint.json"
     if not path.exists():
         return {}

@@ -18,6 +18,7 @@ API server through the ``kubernetes`` Service (:mod:`pkg.devcluster.apiroute`).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import socket
@@ -462,7 +463,7 @@ def test_upgrade_rolls_the_handler_without_a_failed_prepare(
     kube.create(POD, gpu_pod("after", "mig-1g", node=NODE), namespace="workloads")
     created.append("after")
     for name in created:
-        wait_until(lambda name=name: shown(plane, name), timeout=180, what=f"GPU Pod {name} to run")
+        wait_until(functools.partial(shown, plane, name), timeout=180, what=f"GPU Pod {name} to run")
     [new] = handler_pods(plane)
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     wait_until(lambda: not not_ready(plane), timeout=180, what="every workload Ready on the new image")

@@ -172,8 +172,8 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
     dev = gpu_host.host.dev
     (dev / "nvidiactl").rename(dev / "nvidiactl.hidden")
     try:
-        [validator] = pods(kube, namespace, "gpu-validator", node)
-        kube.delete(POD, str(validator.metadata.name), namespace)
+        [validator_pod] = pods(kube, namespace, "gpu-validator", node)
+        kube.delete(POD, name_of(validator_pod), namespace)
         failed = {("False", "Error"), ("False", "CrashLoopBackOff")}  # the kubelet alternates between them
         stack.wait(
             lambda: bool(driver_ready(kube, node)) and driver_ready(kube, node) <= failed,
@@ -182,7 +182,10 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
         )
         # Each card says why, whichever step of the kubelet's retries it last saw.
         messages = {
-            c.message for g in cards(kube, node) for c in status_of(g).conditions if c.type == "DriverReady"
+            c.message
+            for g in cards(kube, node)
+            for c in status_of(g).conditions or []
+            if c.type == "DriverReady"
         }
         assert all(f"missing /host/{node}/host/dev/nvidiactl" in m for m in messages), messages
         stack.wait(lambda: offers(kube, node) == 0, timeout=60, what="the offers withdrawn")

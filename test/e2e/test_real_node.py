@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from k8s_fields import spec_of, status_of
+from k8s_fields import present, spec_of, status_of
 from kubernetes.client import V1Node
 from pods import logs, run_to_completion, shell_pod
 
@@ -30,14 +30,15 @@ def _condition(node: V1Node, kind: str) -> str | None:
 
 def test_the_node_registers_as_a_real_kubelet_would(kube: KubeClient, real_node: RealNode) -> None:
     node = kube.get(NODE, real_node.name)
-    info = status_of(node).node_info
+    info = present(status_of(node).node_info)
     assert info.kubelet_version == "v1.37.1"
     assert info.container_runtime_version == "containerd://2.4.2"
     assert _condition(node, "Ready") == "True"
     assert not [t for t in spec_of(node).taints or [] if t.key.startswith("node.kubernetes.io/")]
-    addresses = {(a.type, a.address) for a in status_of(node).addresses}
+    addresses = {(a.type, a.address) for a in status_of(node).addresses or []}
     assert ("InternalIP", real_node.kubelet.node_ip) in addresses
-    assert status_of(node).daemon_endpoints.kubelet_endpoint.port == real_node.kubelet.port
+    endpoints = present(status_of(node).daemon_endpoints)
+    assert present(endpoints.kubelet_endpoint).port == real_node.kubelet.port
 
 
 def test_a_plain_pod_runs_and_its_log_comes_through_the_api(
@@ -57,7 +58,7 @@ def test_a_plain_pod_runs_and_its_log_comes_through_the_api(
     assert lines[:3] == ["started", namespace, "ca-present"]
     # On the node's CNI bridge network, with the address Kubernetes reports.
     assert lines[3] == f"inet {status_of(pod).pod_ip}"
-    assert status_of(pod).pod_ip.startswith(real_node.containerd.network.subnet.rsplit(".", 2)[0])
+    assert present(status_of(pod).pod_ip).startswith(real_node.containerd.network.subnet.rsplit(".", 2)[0])
 
 
 def test_a_failing_container_is_reported_with_its_exit_code(
@@ -66,8 +67,8 @@ def test_a_failing_container_is_reported_with_its_exit_code(
     pod = run_to_completion(kube, namespace, shell_pod("fails", "echo bad >&2; exit 3", node=real_node.name))
 
     assert status_of(pod).phase == "Failed"
-    terminated = status_of(pod).container_statuses[0].state.terminated
-    assert terminated.exit_code == 3
+    [container] = present(status_of(pod).container_statuses)
+    assert present(present(container.state).terminated).exit_code == 3
 
 
 def test_the_simulated_gpu_host_has_the_device_nodes_of_its_cards(real_node: RealNode) -> None:
