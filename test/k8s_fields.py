@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Protocol, TypeVar
 
-from kubernetes.client import V1DaemonSet, V1Deployment, V1ObjectMeta, V1PodSpec, V1StatefulSet
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocationResult,
+    V1DaemonSet,
+    V1Deployment,
+    V1DeviceRequestAllocationResult,
+    V1ObjectMeta,
+    V1PodSpec,
+    V1StatefulSet,
+)
 
 T = TypeVar("T")
 S_co = TypeVar("S_co", covariant=True)
@@ -77,3 +86,14 @@ def template_pod(workload: V1DaemonSet | V1Deployment | V1StatefulSet) -> V1PodS
     spec = workload.spec
     assert spec is not None, "spec is not set"
     return present(spec.template.spec, "spec.template.spec")
+
+
+def allocation_results(
+    allocated: ResourceV1ResourceClaim | V1AllocationResult,
+) -> list[V1DeviceRequestAllocationResult]:
+    """The devices allocated: of a claim's status.allocation, or of an allocation result."""
+    if isinstance(allocated, ResourceV1ResourceClaim):
+        allocation = present(status_of(allocated).allocation, "status.allocation")
+    else:
+        allocation = allocated
+    return present(present(allocation.devices, "allocation.devices").results, "allocation.devices.results")

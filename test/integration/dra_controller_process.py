@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import meta, name_of
+from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1Container,
@@ -138,7 +138,7 @@ def allocated_devices(kube: KubeClient, namespace: str, name: str) -> list[str] 
     except NotFoundError:
         return None
     allocation = claim.status.allocation if claim.status else None
-    return [r.device for r in allocation.devices.results] if allocation else None
+    return [r.device for r in allocation_results(allocation)] if allocation else None
 
 
 def events_for(kube: KubeClient, namespace: str, name: str, reason: str) -> list[str]:

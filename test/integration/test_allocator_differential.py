@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import name_of, spec_of, status_of
+from k8s_fields import allocation_results, name_of, present, spec_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -190,7 +190,7 @@ def overcommitted(slices: list[V1ResourceSlice], claims: list[ResourceV1Resource
     shared: dict[tuple[str, str, str], int] = {}
     problems = []
     for c in claims:
-        for r in status_of(c).allocation.devices.results:
+        for r in allocation_results(c):
             key, device = (r.pool, r.device), devices[(r.pool, r.device)]
             if key in exclusive or (r.share_id is None and any(k[:2] == key for k in shared)):
                 problems.append(f"{key} allocated twice")
@@ -199,7 +199,7 @@ def overcommitted(slices: list[V1ResourceSlice], claims: list[ResourceV1Resource
                 exclusive.add(key)
             for name, value in (r.consumed_capacity or {"": "0"}).items():
                 shared[(*key, name)] = shared.get((*key, name), 0) + parse_quantity(value).nanos
-                if name and shared[(*key, name)] > parse_quantity(device.capacity[name].value).nanos:
+                if name and shared[(*key, name)] > parse_quantity(present(device.capacity)[name].value).nanos:
                     problems.append(f"{key} capacity {name} over-committed")
             for usage in device.consumes_counters or () if first_use else ():
                 for name, counter in usage.counters.items():

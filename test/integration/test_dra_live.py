@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
-from k8s_fields import meta, name_of
+from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     V1Container,
     V1ObjectMeta,
@@ -69,9 +69,7 @@ def test_scheduler_allocates_mig_offer_for_extended_resource(
         claim = claims[0]
         annotations = meta(claim).annotations or {}
         assert annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
-        assert claim.status is not None
-        assert claim.status.allocation is not None
-        results = claim.status.allocation.devices.results
+        results = allocation_results(claim)
         assert len(results) == 1
         assert results[0].driver == DRIVER
         assert results[0].pool == f"gpus/{node}"

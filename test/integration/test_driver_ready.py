@@ -89,7 +89,7 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
             [message] = {
                 c.message
                 for g in cards(kube, node)
-                for c in status_of(g).conditions
+                for c in status_of(g).conditions or []
                 if c.type == "DriverReady"
             }
             assert message == (
@@ -117,7 +117,7 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
                 assert series in metrics
         events, _ = kube.list(EVENT, namespace="default")
         reasons = [
-            e.reason
+            str(e.reason)
             for e in events
             if e.regarding and e.regarding.name in {g.metadata.name for g in cards(kube, node)}
         ]
@@ -167,6 +167,11 @@ class VersionLog:
         return self.seen
 
 
+def _thirty_times(write: Callable[[int], None]) -> None:
+    for i in range(30):
+        write(i)
+
+
 def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
     kube: KubeClient, kubeconfig: str, namespace: str, unique: str, tmp_path: Path
 ) -> None:
@@ -207,8 +212,8 @@ def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
                 lambda: ("missing", "") not in driver_ready(kube, node), what="the controller's first write"
             )
             writers = [
-                threading.Thread(target=lambda: [health(i) for i in range(30)]),
-                threading.Thread(target=lambda: [validator(i) for i in range(30)]),
+                threading.Thread(target=_thirty_times, args=(health,)),
+                threading.Thread(target=_thirty_times, args=(validator,)),
             ]
             for writer in writers:
                 writer.start()

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import meta, name_of, spec_of, status_of, uid_of
+from k8s_fields import allocation_results, meta, name_of, present, spec_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -155,7 +155,7 @@ def _allocate_mig_1g(kube: KubeClient, namespace: str, node: str, mig_class: str
         what="the Pod bound",
     )
     allocated = kube.get(RESOURCE_CLAIM, "mig-1g", namespace)
-    (result,) = status_of(allocated).allocation.devices.results
+    (result,) = allocation_results(allocated)
     assert (result.driver, result.pool) == (DRIVER, f"gpus/{node}")
     return str(result.device)
 
@@ -176,7 +176,7 @@ def _sick_card_is_tainted_then_healed(kube: KubeClient, node: str, state: Path, 
     )
     assert len(_card_devices(pool, SECOND_CARD)) == OFFERS_PER_A30
     assert all(_taints(d) == [] for d in _card_devices(pool, FIRST_CARD))
-    assert all(t.time_added is not None for d in _card_devices(pool, SECOND_CARD) for t in d.taints)
+    assert all(t.time_added is not None for d in _card_devices(pool, SECOND_CARD) for t in d.taints or [])
     assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
     assert _generation(pool) > generation
     generation = _generation(pool)
@@ -242,7 +242,7 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             assert [name_of(rs) for rs in pool] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
             assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
             for rs in pool:
-                (owner,) = meta(rs).owner_references
+                (owner,) = present(meta(rs).owner_references)
                 assert (owner.kind, owner.name, owner.uid) == ("Node", node, uid_of(created))
             generation = _generation(pool)
             # The gauge follows the write it describes, a moment later.

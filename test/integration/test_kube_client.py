@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from k8s_fields import meta, name_of
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
@@ -65,7 +67,7 @@ def test_json_patch_with_resource_version_test_is_optimistic(kube: KubeClient, n
     ]
     patched = kube.patch(CONFIG_MAP, "patch", ops, patch_type=PatchType.JSON, namespace=namespace)
     assert meta(patched).labels == {"gpu.deckhouse.io/node": "n1"}
-    escaped = [
+    escaped: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
         {"op": "replace", "path": "/metadata/labels/gpu.deckhouse.io~1node", "value": "n2"},
     ]

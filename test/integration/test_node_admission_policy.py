@@ -18,6 +18,7 @@ RBAC and the policy in force, and expects its whole sync to go through.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import subprocess
@@ -31,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_objects import DRIVER, create_ready_node
-from k8s_fields import meta, name_of, uid_of
+from k8s_fields import meta, name_of, present, uid_of
 from kubernetes.client import (
     ApiClient,
     Configuration,
@@ -117,7 +118,7 @@ class Cluster:
     def client(self, account: str, *, node: str | None) -> KubeClient:
         configuration = Configuration()
         configuration.host = self.control_plane.server_url
-        configuration.ssl_ca_cert = str(self.control_plane.pki.ca_cert)
+        configuration.ssl_ca_cert = str(present(self.control_plane.pki).ca_cert)
         configuration.api_key = {"authorization": f"Bearer {self.token(account, node=node)}"}
         return KubeClient(ApiClient(configuration), field_manager="gpu-node-agent")
 
@@ -417,7 +418,7 @@ def test_agent_labels_only_its_own_node(cluster: Cluster) -> None:
         {"spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}},
     ):
         message = cluster.denied(
-            lambda patch=patch: agent.patch(NODE, cluster.node_a, patch, patch_type=PatchType.MERGE)
+            functools.partial(agent.patch, NODE, cluster.node_a, patch, patch_type=PatchType.MERGE)
         )
         assert f"may change only gpu.deckhouse.io/ labels of Node {cluster.node_a}" in message
 
@@ -477,7 +478,7 @@ def test_token_without_a_node_is_refused(cluster: Cluster) -> None:
         ),
     ):
         unbound = cluster.client(account, node=None)
-        message = cluster.denied(lambda unbound=unbound, call=call: call(unbound))
+        message = cluster.denied(functools.partial(call, unbound))
         assert f"system:serviceaccount:{cluster.namespace}:{account} may write" in message
         assert (
             "this token names no node (user extra authentication.kubernetes.io/node-name is missing)"
@@ -497,7 +498,7 @@ def _kubeconfig(cluster: Cluster, token: str, path: Path) -> Path:
                 "name": "test",
                 "cluster": {
                     "server": cluster.control_plane.server_url,
-                    "certificate-authority": str(cluster.control_plane.pki.ca_cert),
+                    "certificate-authority": str(present(cluster.control_plane.pki).ca_cert),
                 },
             }
         ],

@@ -22,7 +22,7 @@ from pathlib import Path
 from subprocess import Popen
 
 from dra_objects import create_ready_node
-from k8s_fields import meta
+from k8s_fields import meta, present
 from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import PhysicalGPU
@@ -44,7 +44,8 @@ class Agent:
         self.proc, self.port, self.root = proc, port, root
 
     def metrics(self) -> str:
-        return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        body: bytes = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read()
+        return body.decode()
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels``."""
@@ -218,8 +219,8 @@ def test_agent_keeps_its_cards_in_sync_and_leaves_other_writers_fields_alone(
         owners = {
             (m.manager, m.operation, m.subresource): m.fields_v1 for m in stored.metadata.managed_fields or []
         }
-        assert "f:nvidia" in owners[("gpu-handler", "Apply", "status")]["f:status"]["f:currentState"]
-        agent_status = owners[("gpu-node-agent", "Apply", "status")]["f:status"]
+        assert "f:nvidia" in present(owners[("gpu-handler", "Apply", "status")])["f:status"]["f:currentState"]
+        agent_status = present(owners[("gpu-node-agent", "Apply", "status")])["f:status"]
         assert set(agent_status) == {"f:pciInfo", "f:nodeInfo", "f:currentState"}
         assert set(agent_status["f:currentState"]) == {"f:driverType"}
         eventually(
@@ -250,7 +251,7 @@ def test_agent_keeps_its_cards_in_sync_and_leaves_other_writers_fields_alone(
         # An object deleted by hand comes back (through the watch, not a resync) under its name.
         kube.delete(PHYSICAL_GPU, second)
         recreated = eventually(
-            lambda: (g := _complete(kube, node, 1)) and g.get(second), what=f"{second} to be recreated"
+            lambda: (_complete(kube, node, 1) or {}).get(second), what=f"{second} to be recreated"
         )
         assert recreated.metadata.uid != kept_uid
         assert _status(recreated)["currentState"] == {"driverType": "VFIO"}

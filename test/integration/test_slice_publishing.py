@@ -21,7 +21,7 @@ from types import ModuleType
 
 import pytest
 from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import meta, name_of, status_of, uid_of
+from k8s_fields import allocation_results, meta, name_of, present, status_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -139,8 +139,8 @@ def test_published_slices_are_accepted_kept_and_not_rewritten(
     final = _slices(kube, node)
     assert {rs.spec.pool.generation for rs in final} == {2}
     assert all(versions[name_of(rs)] != meta(rs).resource_version for rs in final)
-    a30 = next(d for d in final[1].spec.devices if d.name == "gpu-0000-02-00-0")
-    assert a30.attributes[f"{DRIVER}/driverVersion"].version == "580.82.7"
+    a30 = next(d for d in final[1].spec.devices or [] if d.name == "gpu-0000-02-00-0")
+    assert present(a30.attributes)[f"{DRIVER}/driverVersion"].version == "580.82.7"
 
 
 def _slices(kube: KubeClient, node: str) -> list[V1ResourceSlice]:
@@ -210,13 +210,13 @@ class Asker:
         self._create(name, cls, card=card, share=share, extra=extra)
         _wait(lambda: self._pod_state(name) == "bound", f"pod {name} bound")
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
-        (result,) = status_of(claim).allocation.devices.results
+        (result,) = allocation_results(claim)
         assert result.pool == f"gpus/{self.node}"
         return str(result.device)
 
     def consumed(self, name: str) -> dict[str, str]:
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
-        (result,) = status_of(claim).allocation.devices.results
+        (result,) = allocation_results(claim)
         return dict(result.consumed_capacity or {})
 
     def unschedulable(self, name: str, cls: str, *, card: str, share: str | None = None) -> None:
