@@ -66,8 +66,11 @@ def state(
     unresolved: tuple[str, ...] = (),
 ) -> GPUClassState:
     resource = Resource(
-        Request(name=str(cls.metadata.name)), getter=lambda _r: cls, writer=None, status_type=GPUClassStatus
-    )  # type: ignore[arg-type]
+        Request(name=str(cls.metadata.name)),
+        getter=lambda _r: cls,
+        writer=None,  # type: ignore[arg-type]  # handlers only read the object; nothing is written
+        status_type=GPUClassStatus,
+    )
     resource.fetch()
     return GPUClassState(resource=resource, existing=existing, uuids=uuids, unresolved=unresolved)
 
