@@ -70,8 +70,15 @@ lint: $(STAMP) ## ruff lint and format check, and the layer contract (import-lin
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-typecheck: $(STAMP) ## mypy (strict on pkg/ and api/)
-	$(BIN)/mypy pkg api hack
+# TEMP: excluded until the i27 merges (the same folders as pyproject.toml's mypy exclude).
+MYPY_TEMP_EXCLUDED := -not -path 'test/unit/gpuhandler/*' -not -path 'test/unit/dra/*' -not -path 'test/unit/dracontroller/*'
+
+# pytest imports each conftest.py as a module named "conftest", so mypy checks them one per run
+# (pyproject.toml's exclude keeps them out of the first run).
+typecheck: $(STAMP) ## mypy, strict, on pkg/, api/, hack/ and test/
+	$(BIN)/mypy pkg api hack test
+	find test -name conftest.py -not -path 'test/fixtures/sysfs/*/*' $(MYPY_TEMP_EXCLUDED) | sort | \
+		xargs -n1 $(BIN)/mypy --no-warn-unused-configs
 
 test-unit: $(STAMP) tools  # chart tests render with helm
 	$(TOOLS_ENV) $(BIN)/pytest test/unit -q -n $(PYTEST_WORKERS)

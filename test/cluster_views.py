@@ -3,6 +3,8 @@ DriverReady, its offers, its gate labels."""
 
 from __future__ import annotations
 
+from k8s_fields import meta
+
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.domain.names import DRIVER
@@ -37,5 +39,5 @@ def offers(kube: KubeClient, node: str) -> int:
 
 def gates(kube: KubeClient, node: str) -> dict[str, str]:
     """The node gate labels the Node carries."""
-    labels = kube.get(NODE, node).metadata.labels or {}
+    labels = meta(kube.get(NODE, node)).labels or {}
     return {key: labels[key] for key in GATES if key in labels}

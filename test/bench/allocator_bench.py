@@ -41,6 +41,7 @@ from kubernetes.client import (
     V1DeviceClass,
     V1DeviceClassSpec,
     V1DeviceRequest,
+    V1DeviceRequestAllocationResult,
     V1DeviceSelector,
     V1ExactDeviceRequest,
     V1ObjectMeta,
@@ -94,6 +95,7 @@ def cluster_slices(nodes: int, cards: list[CardOffers]) -> list[V1ResourceSlice]
     slices = []
     for n in range(nodes):
         for rs in build_slices(node=f"node-{n:04d}", cards=cards, generation=1, layout=Layout.SEPARATE):
+            assert rs.metadata is not None
             rs.metadata.resource_version = "1"  # the allocator caches pools by slice version
             slices.append(rs)
     return slices
@@ -114,7 +116,7 @@ def device_classes() -> dict[str, V1DeviceClass]:
     physical = f'{attrs}.deviceType == "Physical" && {attrs}.sharingStrategy'  # MIG offers have no strategy
     classes["physical"] = _class("physical", f'{physical} == "Exclusive"')
     classes["ts"] = _class("ts", f'{physical} == "TimeSlicing"')
-    return {str(c.metadata.name): c for c in classes.values()}
+    return {str(c.metadata.name if c.metadata else ""): c for c in classes.values()}
 
 
 _serial = iter(range(10**9))
@@ -171,7 +173,7 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
                            allocated_claims=allocated)  # fmt: skip
         allocator.settle_heap()
     cold = time.perf_counter() - started
-    latencies = []
+    latencies: list[float] = []
     digest = hashlib.sha256()
     for c in stream:
         if len(latencies) == count:
@@ -198,13 +200,25 @@ def decisions(nodes: int, count: int, *, seed: int = 1) -> DecisionStats:
     )
 
 
+def _results(claim: ResourceV1ResourceClaim) -> list[V1DeviceRequestAllocationResult]:
+    """The devices allocated to a claim the allocator holds (allocated, so never unset)."""
+    allocation = claim.status.allocation if claim.status is not None else None
+    assert allocation is not None
+    assert allocation.devices is not None
+    return allocation.devices.results or []
+
+
 def outcome_line(c: ResourceV1ResourceClaim, outcome: V1AllocationResult | Unschedulable) -> str:
     """One decision as text: the class, then the chosen devices and consumed capacity or the
     failure (claim names and share IDs are left out: they do not depend on the decision)."""
-    cls = c.spec.devices.requests[0].exactly.device_class_name
+    assert c.spec is not None
+    assert c.spec.devices is not None
+    assert c.spec.devices.requests
+    exactly = c.spec.devices.requests[0].exactly
+    cls = exactly.device_class_name if exactly is not None else None
     if isinstance(outcome, Unschedulable):
         return f"{cls}: {outcome.reason}\n"
-    results = outcome.devices.results if outcome.devices is not None else []
+    results = (outcome.devices.results if outcome.devices is not None else None) or []
     chosen = [f"{r.request}={r.pool}/{r.device}{sorted((r.consumed_capacity or {}).items())}"
               for r in results]  # fmt: skip
     return f"{cls}: {' '.join(chosen)}\n"
@@ -252,7 +266,7 @@ def fragmentation(
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=held)
         lines.append(outcome_line(c, outcome))
         if isinstance(outcome, Unschedulable):
-            used = sum(taken[r.device] for h in held for r in h.status.allocation.devices.results)
+            used = sum(taken[r.device] for h in held for r in _results(h))
             return Fragmentation(satisfied, total - used, size, "".join(lines))
         c.status = V1ResourceClaimStatus(allocation=outcome)
         held.append(c)

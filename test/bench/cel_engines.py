@@ -98,7 +98,7 @@ def bench_common_expression_language() -> dict[str, float]:
 
 def bench_cel_python() -> dict[str, float]:
     import celpy  # type: ignore[import-not-found]
-    from celpy import celtypes  # type: ignore[import-not-found]
+    from celpy import celtypes
 
     env = celpy.Environment()
     functions = {

@@ -76,7 +76,9 @@ def sequence(seed: int, length: int = 200) -> list[Event]:
     """Arrivals and releases; a release names a live arrival (every strategy has satisfied all of
     them until its first failure, so the live set up to then is the same for all)."""
     rng = random.Random(seed)
-    events, live, arrivals = [], [], 0
+    events: list[Event] = []
+    live: list[int] = []
+    arrivals = 0
     while len(events) < length:
         if live and rng.random() < RELEASE_RATE:
             events.append(Event(-1, release=live.pop(rng.randrange(len(live)))))
@@ -115,12 +117,15 @@ def nvml_order(slices: Sequence[V1ResourceSlice]) -> list[V1ResourceSlice]:
 
             def start(d: V1Device) -> int:
                 attr = (d.attributes or {}).get(f"{DRIVER}/placementStart")
-                return int(attr.int) if attr is not None else -1
+                return int(attr.int) if attr is not None and attr.int is not None else -1
 
             def group(d: V1Device) -> tuple[str, int]:
                 consumes = d.consumes_counters or ()
                 profile = (d.attributes or {}).get(f"{DRIVER}/profileID")
-                return (consumes[0].counter_set if consumes else "", int(profile.int) if profile else -1)
+                return (
+                    consumes[0].counter_set if consumes else "",
+                    int(profile.int) if profile and profile.int is not None else -1,
+                )
 
             reordered: list[V1Device] = []
             run: list[V1Device] = []
@@ -140,6 +145,7 @@ def in_process(strategy: Strategy, events: Sequence[Event], *, naive: bool = Fal
     slices = build_slices(node="pack", cards=cards(), generation=1, layout=Layout.SEPARATE)
     slices = nvml_order(slices) if naive else slices
     for rs in slices:
+        assert rs.metadata is not None
         rs.metadata.resource_version = "1"
     classes = {f"mig-{s}": device_class(f"mig-{s}", s) for s in SIZES}
     allocator = Allocator(strategy=strategy)
@@ -149,6 +155,7 @@ def in_process(strategy: Strategy, events: Sequence[Event], *, naive: bool = Fal
             live.pop(e.release)
             continue
         c = claim_for(f"a{e.index}", "x", f"mig-{e.size}")
+        assert c.metadata is not None
         c.metadata.uid = f"uid-{e.index}"
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=list(live.values()))
         if isinstance(outcome, Unschedulable):
@@ -196,7 +203,7 @@ class Slot:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             pod = self.kube.get(POD, name, NAMESPACE_NAME)
-            if pod.spec.node_name:
+            if pod.spec is not None and pod.spec.node_name:
                 return True
             for cond in (pod.status.conditions if pod.status else None) or ():
                 message = cond.message or ""

@@ -81,7 +81,7 @@ def devices_by_size(cards: Sequence[CardOffers], sizes: Sequence[str]) -> dict[s
         for offer in c.offers:
             size = offer.profile.name.split(".")[0] if offer.profile else ""
             if size in found:
-                [usage] = offer.device.consumes_counters
+                [usage] = offer.device.consumes_counters or []
                 use = {
                     n: parse_quantity(v.value).nanos // units[index][n][1] for n, v in usage.counters.items()
                 }

@@ -74,7 +74,8 @@ def claim_for(name: str, namespace: str, cls: str, share: str | None = None) -> 
 
 def workload(count: int, namespace: str, seed: int = 7) -> list[ResourceV1ResourceClaim]:
     rng = random.Random(seed)
-    names, weights = zip(*MIX, strict=True)
+    names = [name for name, _ in MIX]
+    weights = [weight for _, weight in MIX]
     claims = []
     for i in range(count):
         cls = rng.choices(names, weights)[0]
@@ -84,6 +85,7 @@ def workload(count: int, namespace: str, seed: int = 7) -> list[ResourceV1Resour
 
 
 def pod_for(claim: ResourceV1ResourceClaim) -> V1Pod:
+    assert claim.metadata is not None
     name = str(claim.metadata.name)
     return V1Pod(
         metadata=V1ObjectMeta(name=name, namespace=claim.metadata.namespace),
@@ -133,9 +135,11 @@ def load_cluster(bp: BenchPlane, nodes: int) -> None:
     parallel((f"node-{n:04d}" for n in range(nodes)), lambda name: create_ready_node(kube, name))
     slices = cluster_slices(nodes, h100_cards())
     for rs in slices:
+        assert rs.metadata is not None
         rs.metadata.resource_version = None  # set for the in-process allocator's pool cache
     parallel(slices, lambda rs: kube.create(RESOURCE_SLICE, rs), threads=4)
     for cls in device_classes().values():
+        assert cls.metadata is not None
         cls.metadata.resource_version = None
         kube.create(DEVICE_CLASS, cls)
 
@@ -218,6 +222,7 @@ def run_allocator(nodes: int, count: int) -> Row:
     allocated: list[ResourceV1ResourceClaim] = []
     latencies = []
     for c in workload(count, "alone"):
+        assert c.metadata is not None
         c.metadata.uid = f"uid-{c.metadata.name}"
         started = time.perf_counter()
         outcome = allocator.allocate(c, slices=slices, classes=classes, allocated_claims=allocated)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from k8s_fields import name_of, spec_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -53,7 +54,7 @@ def gpu_pod(name: str, resource: str, *, node: str, script: str = SHOW_DEVICES, 
     """A Pod asking for ``count`` of an extended resource of our classes (the one-line UX); by
     default it prints what it sees and keeps running."""
     pod = shell_pod(name, script, node=node)
-    pod.spec.containers[0].resources = V1ResourceRequirements(
+    spec_of(pod).containers[0].resources = V1ResourceRequirements(
         limits={f"{DRIVER}/{resource}": str(count)}, requests={f"{DRIVER}/{resource}": str(count)}
     )
     return pod
@@ -104,7 +105,7 @@ def claim_pod(name: str, claim: str, *, node: str, script: str = SHOW_SHARE) -> 
     pod = shell_pod(
         name, script, node=node, resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=claim)]
     )
-    pod.spec.containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
+    spec_of(pod).containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
     return pod
 
 
@@ -112,7 +113,7 @@ def run_shared(
     kube: KubeClient, plane: ControlPlane, namespace: str, claim: ResourceV1ResourceClaim, *, node: str
 ) -> dict[str, str]:
     """Creates ``claim`` and a Pod of the same name using it; returns what the Pod printed."""
-    name = str(claim.metadata.name)
+    name = name_of(claim)
     kube.create(RESOURCE_CLAIM, claim, namespace=namespace)
     run_and_show(kube, plane, namespace, claim_pod(name, name, node=node))
     lines = plane.kubectl("logs", "-n", namespace, name).splitlines()
@@ -176,7 +177,7 @@ def cdi_specs(node: RealNode) -> list[str]:
     return sorted(p.name for p in node.cdi_dir.glob("k8s.gpu.deckhouse.io-claim_*.json"))
 
 
-def checkpoint(node: RealNode) -> dict[str, dict[str, object]]:
+def checkpoint(node: RealNode) -> dict[str, dict[str, Any]]:
     path = node.kubelet.paths.root / "plugins" / DRIVER / "checkpoint.json"
     if not path.exists():
         return {}
@@ -192,7 +193,7 @@ def run_and_show(
 ) -> Seen:
     """Creates ``pod`` and waits until it runs and has printed what it sees."""
     kube.create(POD, pod, namespace=namespace)
-    name = str(pod.metadata.name)
+    name = name_of(pod)
 
     def shown() -> bool:
         return "shown" in plane.kubectl("logs", "-n", namespace, name, check=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k8s_fields import name_of, status_of
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec
 
 from pkg.devcluster.cluster import ControlPlane
@@ -32,9 +33,9 @@ def shell_pod(name: str, script: str, *, node: str, **spec: object) -> V1Pod:
 def run_to_completion(kube: KubeClient, namespace: str, pod: V1Pod, *, timeout: float = 90.0) -> V1Pod:
     """Creates ``pod`` and waits until it has Succeeded or Failed; returns its last state."""
     kube.create(POD, pod, namespace=namespace)
-    name = str(pod.metadata.name)
+    name = name_of(pod)
     wait_until(
-        lambda: kube.get(POD, name, namespace).status.phase in ("Succeeded", "Failed"),
+        lambda: status_of(kube.get(POD, name, namespace)).phase in ("Succeeded", "Failed"),
         timeout=timeout,
         what=f"Pod {namespace}/{name} to finish",
     )

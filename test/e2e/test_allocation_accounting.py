@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from gpu_nodes import gpu_pod, run_and_show
+from k8s_fields import name_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -56,13 +57,11 @@ class Truth:
         while not self.stop.is_set():
             claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
             now = time.time()
-            held = {
-                c.metadata.uid for c in claims if c.status is not None and c.status.allocation is not None
-            }
+            held = {uid_of(c) for c in claims if c.status is not None and c.status.allocation is not None}
             for claim in claims:
-                self.names[claim.metadata.uid] = claim.metadata.name
-                if claim.metadata.uid in held:
-                    self.start.setdefault(claim.metadata.uid, now)
+                self.names[uid_of(claim)] = name_of(claim)
+                if uid_of(claim) in held:
+                    self.start.setdefault(uid_of(claim), now)
             for uid in self.start:
                 if uid not in held:
                     self.end.setdefault(uid, now)

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
+from k8s_fields import spec_of, status_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -173,22 +174,22 @@ def test_a_container_gets_the_prepared_cdi_device(
         node=real_node.name,
         resource_claims=[V1PodResourceClaim(name="dev", resource_claim_name="device")],
     )
-    pod.spec.containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="dev")])
+    spec_of(pod).containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="dev")])
 
     pod = run_to_completion(kube, namespace, pod)
 
-    assert pod.status.phase == "Succeeded", pod.status
+    assert status_of(pod).phase == "Succeeded", pod.status
     out = logs(control_plane, namespace, "with-device").splitlines()
     assert out[0] == "env=dev-0"
     assert out[1].startswith("crw-"), out[1]  # a character device, not a file the shell made
     assert " 1,   3 " in out[1], out[1]  # the host node's numbers
     assert out[2] == "written"
     claim = kube.get(RESOURCE_CLAIM, "device", namespace)
-    assert [c.uid for c in test_driver.prepared] == [claim.metadata.uid]
+    assert [c.uid for c in test_driver.prepared] == [uid_of(claim)]
 
     kube.delete(POD, "with-device", namespace)
     wait_until(
-        lambda: [c.uid for c in test_driver.unprepared] == [claim.metadata.uid],
+        lambda: [c.uid for c in test_driver.unprepared] == [uid_of(claim)],
         timeout=60,
         what="the kubelet to unprepare the claim",
     )

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from cluster_views import cards, driver_ready, gates, offers
+from k8s_fields import labels_of, meta, name_of, status_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
@@ -104,9 +105,7 @@ def stack(
         # The gate labels the controller set on any node (others' cards included) go with it.
         gates = {LABEL_NVIDIA_PRESENT: None, LABEL_DRIVER_READY: None}
         for node in kube.list(NODE)[0]:
-            kube.patch(
-                NODE, str(node.metadata.name), {"metadata": {"labels": gates}}, patch_type=PatchType.MERGE
-            )
+            kube.patch(NODE, name_of(node), {"metadata": {"labels": gates}}, patch_type=PatchType.MERGE)
         kube.delete(NAMESPACE, namespace)
 
 
@@ -122,7 +121,7 @@ def pods(
 
 
 def ready(pod: V1Pod) -> bool:
-    return pod.metadata.deletion_timestamp is None and any(
+    return meta(pod).deletion_timestamp is None and any(
         c.type == "Ready" and c.status == "True"
         for c in (pod.status.conditions if pod.status else None) or []
     )
@@ -130,7 +129,7 @@ def ready(pod: V1Pod) -> bool:
 
 def running_on(kube: KubeClient, namespace: str, node: str) -> dict[str, V1Pod]:
     """The node components' Ready Pods on ``node``, by component."""
-    return {str(p.metadata.labels[LABEL_COMPONENT]): p for p in pods(kube, namespace, node=node) if ready(p)}
+    return {str(labels_of(p)[LABEL_COMPONENT]): p for p in pods(kube, namespace, node=node) if ready(p)}
 
 
 def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
@@ -173,8 +172,8 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
     dev = gpu_host.host.dev
     (dev / "nvidiactl").rename(dev / "nvidiactl.hidden")
     try:
-        [validator] = pods(kube, namespace, "gpu-validator", node)
-        kube.delete(POD, str(validator.metadata.name), namespace)
+        [validator_pod] = pods(kube, namespace, "gpu-validator", node)
+        kube.delete(POD, name_of(validator_pod), namespace)
         failed = {("False", "Error"), ("False", "CrashLoopBackOff")}  # the kubelet alternates between them
         stack.wait(
             lambda: bool(driver_ready(kube, node)) and driver_ready(kube, node) <= failed,
@@ -183,7 +182,10 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
         )
         # Each card says why, whichever step of the kubelet's retries it last saw.
         messages = {
-            c.message for g in cards(kube, node) for c in g.status.conditions if c.type == "DriverReady"
+            c.message
+            for g in cards(kube, node)
+            for c in status_of(g).conditions or []
+            if c.type == "DriverReady"
         }
         assert all(f"missing /host/{node}/host/dev/nvidiactl" in m for m in messages), messages
         stack.wait(lambda: offers(kube, node) == 0, timeout=60, what="the offers withdrawn")
@@ -195,7 +197,7 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
         stack.wait(
             lambda: (
                 not set(DRIVER_READY_ONLY)
-                & {str(p.metadata.labels[LABEL_COMPONENT]) for p in pods(kube, namespace, node=node)}
+                & {str(labels_of(p)[LABEL_COMPONENT]) for p in pods(kube, namespace, node=node)}
             ),
             timeout=120,
             what="gpu-handler, nv-hostengine and dcgm-exporter to leave the node",
@@ -203,7 +205,7 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
     finally:
         (dev / "nvidiactl.hidden").rename(dev / "nvidiactl")
     [failing] = pods(kube, namespace, "gpu-validator", node)
-    kube.delete(POD, str(failing.metadata.name), namespace)  # a new Pod skips the crash-loop back-off
+    kube.delete(POD, name_of(failing), namespace)  # a new Pod skips the crash-loop back-off
     stack.wait(lambda: offers(kube, node) == 2 * OFFERS_PER_A30, timeout=180, what="the offers back")
     assert driver_ready(kube, node) == {("True", "Validated")}
 
@@ -217,9 +219,7 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
         lambda: (found := running_on(kube, namespace, gpu_host.name)) and set(found) == everything and found,
         what="every component Ready on the GPU node",
     )
-    generations = {
-        str(ds.metadata.name): ds.metadata.generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]
-    }
+    generations = {name_of(ds): meta(ds).generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]}
 
     joined = node_pool.get(NodeConfig(name="e2e-gpuctl-join", gpu_fixture=FIXTURES / "no-gpu"))
     agent = stack.wait(
@@ -228,14 +228,16 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
     )
     time.sleep(5)  # the DaemonSet controller had every chance to place the others there too
     assert set(running_on(kube, namespace, joined.name)) == {"gpu-node-agent"}
-    assert {str(p.metadata.labels[LABEL_COMPONENT]) for p in pods(kube, namespace, node=joined.name)} == {
+    assert {str(labels_of(p)[LABEL_COMPONENT]) for p in pods(kube, namespace, node=joined.name)} == {
         "gpu-node-agent"
     }
     after = running_on(kube, namespace, gpu_host.name)
-    assert {c: p.metadata.uid for c, p in after.items()} == {c: p.metadata.uid for c, p in before.items()}
-    assert all(sum(s.restart_count for s in p.status.container_statuses or []) == 0 for p in after.values())
+    assert {c: uid_of(p) for c, p in after.items()} == {c: uid_of(p) for c, p in before.items()}
+    assert all(
+        sum(s.restart_count for s in status_of(p).container_statuses or []) == 0 for p in after.values()
+    )
     assert {
-        str(ds.metadata.name): ds.metadata.generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]
+        name_of(ds): meta(ds).generation for ds in kube.list(DAEMON_SET, namespace=namespace)[0]
     } == generations
 
     # A control-plane node runs no node agent: the label alone moves it, the template stays.
@@ -247,7 +249,7 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
             timeout=120,
             what="the agent off the control-plane node",
         )
-        assert agent.metadata.uid not in {p.metadata.uid for p in pods(kube, namespace)}
+        assert uid_of(agent) not in {uid_of(p) for p in pods(kube, namespace)}
     finally:
         kube.patch(
             NODE,
@@ -255,6 +257,6 @@ def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(
             {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": None}}},
             patch_type=PatchType.MERGE,
         )
-    assert {c: p.metadata.uid for c, p in running_on(kube, namespace, gpu_host.name).items()} == {
+    assert {c: uid_of(p) for c, p in running_on(kube, namespace, gpu_host.name).items()} == {
         c: p.metadata.uid for c, p in before.items()
     }

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_nodes import DRIVER, checkpoint, pod_gone
+from k8s_fields import meta, spec_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -121,13 +122,13 @@ def _claim_pod(kube: KubeClient, namespace: str, name: str, *, node: str, card: 
         node=node,
         resource_claims=[V1PodResourceClaim(name="gpu", resource_claim_name=name)],
     )
-    pod.spec.containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
+    spec_of(pod).containers[0].resources = V1ResourceRequirements(claims=[CoreV1ResourceClaim(name="gpu")])
     kube.create(POD, pod, namespace=namespace)
 
 
 def _phase_and_node(kube: KubeClient, namespace: str, name: str) -> tuple[str, str]:
     pod = kube.get(POD, name, namespace)
-    return str(pod.status.phase if pod.status else ""), str(pod.spec.node_name or "")
+    return str(pod.status.phase if pod.status else ""), str(spec_of(pod).node_name or "")
 
 
 def _evicted(kube: KubeClient, namespace: str, name: str) -> bool:
@@ -135,7 +136,7 @@ def _evicted(kube: KubeClient, namespace: str, name: str) -> bool:
         pod = kube.get(POD, name, namespace)
     except NotFoundError:
         return True
-    return pod.metadata.deletion_timestamp is not None
+    return meta(pod).deletion_timestamp is not None
 
 
 def _pids(components: GpuComponents) -> tuple[int | None, ...]:

@@ -9,6 +9,7 @@ CDI folder, checkpoint).
 from __future__ import annotations
 
 from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, mig_mode, pod_gone, run_and_show
+from k8s_fields import name_of
 from kubernetes.client import V1Pod
 
 from pkg.devcluster.cluster import ControlPlane
@@ -21,8 +22,8 @@ A30_FIRST = "0000:3b:00.0"
 
 
 def _delete_and_wait(kube: KubeClient, namespace: str, pod: V1Pod) -> None:
-    kube.delete(POD, str(pod.metadata.name), namespace)
-    wait_until(lambda: pod_gone(kube, namespace, str(pod.metadata.name)), timeout=60, what="the Pod to go")
+    kube.delete(POD, name_of(pod), namespace)
+    wait_until(lambda: pod_gone(kube, namespace, name_of(pod)), timeout=60, what="the Pod to go")
 
 
 def test_a_mig_1g_pod_runs_on_its_mig_device_and_gives_it_back(

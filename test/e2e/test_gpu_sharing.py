@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from gpu_nodes import card_state, checkpoint, claim_pod, mps_daemon, run_shared, shared_claim
+from k8s_fields import status_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
@@ -51,7 +52,7 @@ def _delete_pods(kube: KubeClient, namespace: str, *names: str) -> None:
 
 
 def _claim_uids(kube: KubeClient, namespace: str, *names: str) -> set[str]:
-    return {str(kube.get(RESOURCE_CLAIM, name, namespace).metadata.uid) for name in names}
+    return {uid_of(kube.get(RESOURCE_CLAIM, name, namespace)) for name in names}
 
 
 def test_two_half_time_slices_share_one_card_and_a_third_share_waits(
@@ -87,8 +88,8 @@ def test_two_half_time_slices_share_one_card_and_a_third_share_waits(
         timeout=60,
         what="the scheduler to report that 60% more of the card does not fit",
     )
-    assert kube.get(POD, "more", namespace).status.phase == "Pending"
-    assert kube.get(RESOURCE_CLAIM, "more", namespace).status.allocation is None
+    assert status_of(kube.get(POD, "more", namespace)).phase == "Pending"
+    assert status_of(kube.get(RESOURCE_CLAIM, "more", namespace)).allocation is None
 
     _delete_pods(kube, namespace, "half-0", "half-1", "more")
     wait_until(lambda: not checkpoint(node), timeout=60, what="the shares to be unprepared")
@@ -169,7 +170,7 @@ def test_a_time_slice_other_than_the_cards_fails_with_a_reason_on_the_claim(
     event = claim_event()
     assert "PrepareFailed" in event
     assert "asks for time slice Short, but the card is time-sliced Long" in event
-    assert kube.get(POD, "short", namespace).status.phase == "Pending"  # never started
+    assert status_of(kube.get(POD, "short", namespace)).phase == "Pending"  # never started
     assert card_state(node, A30_FIRST)["time_slice"] == LONG  # the running share's slice is untouched
     assert set(checkpoint(node)) == _claim_uids(kube, namespace, "long")
 

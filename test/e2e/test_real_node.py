@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+from k8s_fields import present, spec_of, status_of
 from kubernetes.client import V1Node
 from pods import logs, run_to_completion, shell_pod
 
@@ -24,19 +25,20 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 
 
 def _condition(node: V1Node, kind: str) -> str | None:
-    return next((c.status for c in node.status.conditions or [] if c.type == kind), None)
+    return next((c.status for c in status_of(node).conditions or [] if c.type == kind), None)
 
 
 def test_the_node_registers_as_a_real_kubelet_would(kube: KubeClient, real_node: RealNode) -> None:
     node = kube.get(NODE, real_node.name)
-    info = node.status.node_info
+    info = present(status_of(node).node_info)
     assert info.kubelet_version == "v1.37.1"
     assert info.container_runtime_version == "containerd://2.4.2"
     assert _condition(node, "Ready") == "True"
-    assert not [t for t in node.spec.taints or [] if t.key.startswith("node.kubernetes.io/")]
-    addresses = {(a.type, a.address) for a in node.status.addresses}
+    assert not [t for t in spec_of(node).taints or [] if t.key.startswith("node.kubernetes.io/")]
+    addresses = {(a.type, a.address) for a in status_of(node).addresses or []}
     assert ("InternalIP", real_node.kubelet.node_ip) in addresses
-    assert node.status.daemon_endpoints.kubelet_endpoint.port == real_node.kubelet.port
+    endpoints = present(status_of(node).daemon_endpoints)
+    assert present(endpoints.kubelet_endpoint).port == real_node.kubelet.port
 
 
 def test_a_plain_pod_runs_and_its_log_comes_through_the_api(
@@ -50,13 +52,13 @@ def test_a_plain_pod_runs_and_its_log_comes_through_the_api(
     )
     pod = run_to_completion(kube, namespace, shell_pod("plain", script, node=real_node.name))
 
-    assert pod.status.phase == "Succeeded", pod.status
-    assert pod.spec.node_name == real_node.name
+    assert status_of(pod).phase == "Succeeded", pod.status
+    assert spec_of(pod).node_name == real_node.name
     lines = logs(control_plane, namespace, "plain").splitlines()
     assert lines[:3] == ["started", namespace, "ca-present"]
     # On the node's CNI bridge network, with the address Kubernetes reports.
-    assert lines[3] == f"inet {pod.status.pod_ip}"
-    assert pod.status.pod_ip.startswith(real_node.containerd.network.subnet.rsplit(".", 2)[0])
+    assert lines[3] == f"inet {status_of(pod).pod_ip}"
+    assert present(status_of(pod).pod_ip).startswith(real_node.containerd.network.subnet.rsplit(".", 2)[0])
 
 
 def test_a_failing_container_is_reported_with_its_exit_code(
@@ -64,9 +66,9 @@ def test_a_failing_container_is_reported_with_its_exit_code(
 ) -> None:
     pod = run_to_completion(kube, namespace, shell_pod("fails", "echo bad >&2; exit 3", node=real_node.name))
 
-    assert pod.status.phase == "Failed"
-    terminated = pod.status.container_statuses[0].state.terminated
-    assert terminated.exit_code == 3
+    assert status_of(pod).phase == "Failed"
+    [container] = present(status_of(pod).container_statuses)
+    assert present(present(container.state).terminated).exit_code == 3
 
 
 def test_the_simulated_gpu_host_has_the_device_nodes_of_its_cards(real_node: RealNode) -> None:
@@ -105,7 +107,7 @@ def test_a_node_stops_without_leaving_anything_behind(
     try:
         kube.create(POD, shell_pod("running", "sleep 3600", node=node.name), namespace=namespace)
         wait_until(
-            lambda: kube.get(POD, "running", namespace).status.phase == "Running",
+            lambda: status_of(kube.get(POD, "running", namespace)).phase == "Running",
             timeout=60,
             what="a running Pod on the node about to stop",
         )

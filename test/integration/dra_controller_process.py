@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from dra_objects import DRIVER, create_ready_node, device_class
+from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1Container,
@@ -93,7 +94,7 @@ class GpuNode:
         for kind in self.classes:
             self.kube.delete(DEVICE_CLASS, self.cls(kind))
         for rs in self.slices:
-            self.kube.delete(RESOURCE_SLICE, str(rs.metadata.name))
+            self.kube.delete(RESOURCE_SLICE, name_of(rs))
         self.kube.delete(NODE, self.name)
 
 
@@ -137,7 +138,7 @@ def allocated_devices(kube: KubeClient, namespace: str, name: str) -> list[str] 
     except NotFoundError:
         return None
     allocation = claim.status.allocation if claim.status else None
-    return [r.device for r in allocation.devices.results] if allocation else None
+    return [r.device for r in allocation_results(allocation)] if allocation else None
 
 
 def events_for(kube: KubeClient, namespace: str, name: str, reason: str) -> list[str]:
@@ -167,6 +168,6 @@ def pending_pod(name: str, namespace: str, claim_name: str) -> V1Pod:
 def written_by_us(claim: ResourceV1ResourceClaim) -> bool:
     """Whether the controller ever wrote this claim: an allocation, its mark, or its field manager."""
     allocated = claim.status is not None and claim.status.allocation is not None
-    marked = ALLOCATED_BY in (claim.metadata.annotations or {})
-    managers = {m.manager for m in claim.metadata.managed_fields or ()}
+    marked = ALLOCATED_BY in (meta(claim).annotations or {})
+    managers = {m.manager for m in meta(claim).managed_fields or ()}
     return allocated or marked or FIELD_MANAGER in managers

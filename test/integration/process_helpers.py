@@ -10,15 +10,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float = 30.0, what: str) -> T:
+def eventually(probe: Callable[[], T | Literal[False] | None], *, timeout: float = 30.0, what: str) -> T:
     """Polls ``probe`` until it returns something truthy; fails naming ``what``."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
+    last: T | Literal[False] | None = None
     while time.monotonic() < deadline:
         last = probe()
         if last:

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from dra_objects import DRIVER, create_ready_node, device_class
+from k8s_fields import allocation_results, name_of, present, spec_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -137,7 +138,7 @@ class Slot:
         for name in self.classes:
             self.kube.delete(DEVICE_CLASS, name)
         for rs in self.slices:
-            self.kube.delete(RESOURCE_SLICE, str(rs.metadata.name))
+            self.kube.delete(RESOURCE_SLICE, name_of(rs))
         for node in self.nodes:
             self.kube.delete(NODE, node)
 
@@ -189,7 +190,7 @@ def overcommitted(slices: list[V1ResourceSlice], claims: list[ResourceV1Resource
     shared: dict[tuple[str, str, str], int] = {}
     problems = []
     for c in claims:
-        for r in c.status.allocation.devices.results:
+        for r in allocation_results(c):
             key, device = (r.pool, r.device), devices[(r.pool, r.device)]
             if key in exclusive or (r.share_id is None and any(k[:2] == key for k in shared)):
                 problems.append(f"{key} allocated twice")
@@ -198,7 +199,7 @@ def overcommitted(slices: list[V1ResourceSlice], claims: list[ResourceV1Resource
                 exclusive.add(key)
             for name, value in (r.consumed_capacity or {"": "0"}).items():
                 shared[(*key, name)] = shared.get((*key, name), 0) + parse_quantity(value).nanos
-                if name and shared[(*key, name)] > parse_quantity(device.capacity[name].value).nanos:
+                if name and shared[(*key, name)] > parse_quantity(present(device.capacity)[name].value).nanos:
                     problems.append(f"{key} capacity {name} over-committed")
             for usage in device.consumes_counters or () if first_use else ():
                 for name, counter in usage.counters.items():
@@ -219,7 +220,7 @@ def wait_scheduled(kube: KubeClient, namespace: str, pod: str, timeout: float = 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         p = kube.get(POD, pod, namespace)
-        if p.spec.node_name:
+        if spec_of(p).node_name:
             return True
         for cond in (p.status.conditions if p.status else None) or ():
             message = cond.message or ""
@@ -265,7 +266,7 @@ def run_scenario(kube: KubeClient, namespace: str, slot: Slot, n: int, rng: rand
     if bound:
         theirs = kube.get(RESOURCE_CLAIM, f"{name}-probe", namespace)
         problems += [f"scheduler: {p}" for p in overcommitted(slot.slices, [*prefill, theirs])]
-    cleanup(kube, namespace, name, [str(c.metadata.name) for c in prefill])
+    cleanup(kube, namespace, name, [name_of(c) for c in prefill])
     return Outcome(name, isinstance(ours, V1AllocationResult), bound, problems)
 
 

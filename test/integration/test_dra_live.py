@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
+from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     V1Container,
     V1ObjectMeta,
@@ -64,13 +65,11 @@ def test_scheduler_allocates_mig_offer_for_extended_resource(
         assert bound.spec.node_name == node
 
         claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
-        assert len(claims) == 1, [c.metadata.name for c in claims]
+        assert len(claims) == 1, [name_of(c) for c in claims]
         claim = claims[0]
-        annotations = claim.metadata.annotations or {}
+        annotations = meta(claim).annotations or {}
         assert annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
-        assert claim.status is not None
-        assert claim.status.allocation is not None
-        results = claim.status.allocation.devices.results
+        results = allocation_results(claim)
         assert len(results) == 1
         assert results[0].driver == DRIVER
         assert results[0].pool == f"gpus/{node}"

@@ -25,6 +25,7 @@ from pathlib import Path
 from cluster_views import GATES, cards, driver_ready, gates, offers
 from dra_objects import create_ready_node
 from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
+from k8s_fields import status_of
 from kubernetes.client import V1Condition, V1ObjectMeta
 from process_helpers import eventually, node_components
 
@@ -86,7 +87,10 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
                 lambda: driver_ready(kube, node) == {("False", "CrashLoopBackOff")}, what="DriverReady=False"
             )
             [message] = {
-                c.message for g in cards(kube, node) for c in g.status.conditions if c.type == "DriverReady"
+                c.message
+                for g in cards(kube, node)
+                for c in status_of(g).conditions or []
+                if c.type == "DriverReady"
             }
             assert message == (
                 f"validator Pod {namespace}/validator: "
@@ -113,7 +117,7 @@ def test_offers_exist_exactly_while_the_validator_pod_is_ready(
                 assert series in metrics
         events, _ = kube.list(EVENT, namespace="default")
         reasons = [
-            e.reason
+            str(e.reason)
             for e in events
             if e.regarding and e.regarding.name in {g.metadata.name for g in cards(kube, node)}
         ]
@@ -163,6 +167,11 @@ class VersionLog:
         return self.seen
 
 
+def _thirty_times(write: Callable[[int], None]) -> None:
+    for i in range(30):
+        write(i)
+
+
 def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
     kube: KubeClient, kubeconfig: str, namespace: str, unique: str, tmp_path: Path
 ) -> None:
@@ -190,7 +199,7 @@ def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
         time.sleep(0.05)
 
     def settled() -> bool:
-        conditions = {c.type: c for c in kube.get(PHYSICAL_GPU, name).status.conditions or []}
+        conditions = {c.type: c for c in status_of(kube.get(PHYSICAL_GPU, name)).conditions or []}
         health, ready = conditions.get("HardwareHealthy"), conditions.get("DriverReady")
         return bool(
             health and ready and (health.status, health.message) == ("False", "final")
@@ -203,8 +212,8 @@ def test_driver_ready_and_hardware_healthy_merge_while_their_writers_race(
                 lambda: ("missing", "") not in driver_ready(kube, node), what="the controller's first write"
             )
             writers = [
-                threading.Thread(target=lambda: [health(i) for i in range(30)]),
-                threading.Thread(target=lambda: [validator(i) for i in range(30)]),
+                threading.Thread(target=_thirty_times, args=(health,)),
+                threading.Thread(target=_thirty_times, args=(validator,)),
             ]
             for writer in writers:
                 writer.start()

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dra_objects import DRIVER, create_ready_node, device_class
+from k8s_fields import allocation_results, meta, name_of, present, spec_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -77,7 +78,7 @@ def _report_driver_ready(kube: KubeClient, name: str) -> None:
 
 def _slices(kube: KubeClient, node: str) -> list[V1ResourceSlice]:
     items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node},spec.driver={DRIVER}")
-    return sorted(items, key=lambda rs: str(rs.metadata.name))
+    return sorted(items, key=name_of)
 
 
 def _devices(slices: list[V1ResourceSlice]) -> list[str]:
@@ -149,10 +150,12 @@ def _allocate_mig_1g(kube: KubeClient, namespace: str, node: str, mig_class: str
     )
     kube.create(POD, pod)
     eventually(
-        lambda: kube.get(POD, "mig-1g", namespace).spec.node_name == node, timeout=60, what="the Pod bound"
+        lambda: spec_of(kube.get(POD, "mig-1g", namespace)).node_name == node,
+        timeout=60,
+        what="the Pod bound",
     )
     allocated = kube.get(RESOURCE_CLAIM, "mig-1g", namespace)
-    (result,) = allocated.status.allocation.devices.results
+    (result,) = allocation_results(allocated)
     assert (result.driver, result.pool) == (DRIVER, f"gpus/{node}")
     return str(result.device)
 
@@ -173,7 +176,7 @@ def _sick_card_is_tainted_then_healed(kube: KubeClient, node: str, state: Path, 
     )
     assert len(_card_devices(pool, SECOND_CARD)) == OFFERS_PER_A30
     assert all(_taints(d) == [] for d in _card_devices(pool, FIRST_CARD))
-    assert all(t.time_added is not None for d in _card_devices(pool, SECOND_CARD) for t in d.taints)
+    assert all(t.time_added is not None for d in _card_devices(pool, SECOND_CARD) for t in d.taints or [])
     assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
     assert _generation(pool) > generation
     generation = _generation(pool)
@@ -236,11 +239,11 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             pool = _pool_where(
                 kube, node, lambda s: len(_devices(s)) == 2 * OFFERS_PER_A30, "both cards' offers"
             )
-            assert [rs.metadata.name for rs in pool] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
+            assert [name_of(rs) for rs in pool] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
             assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
             for rs in pool:
-                (owner,) = rs.metadata.owner_references
-                assert (owner.kind, owner.name, owner.uid) == ("Node", node, created.metadata.uid)
+                (owner,) = present(meta(rs).owner_references)
+                assert (owner.kind, owner.name, owner.uid) == ("Node", node, uid_of(created))
             generation = _generation(pool)
             # The gauge follows the write it describes, a moment later.
             eventually(lambda: _metric_lines(port, node), what="the offers metric of the node")
@@ -272,9 +275,9 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             assert _generation(pool) > generation
 
             # A quiet spell: re-enrichment and the publisher's resync run every second, nothing changes.
-            versions = {rs.metadata.name: rs.metadata.resource_version for rs in _slices(kube, node)}
+            versions = {name_of(rs): meta(rs).resource_version for rs in _slices(kube, node)}
             time.sleep(5)
-            assert {rs.metadata.name: rs.metadata.resource_version for rs in _slices(kube, node)} == versions
+            assert {name_of(rs): meta(rs).resource_version for rs in _slices(kube, node)} == versions
     finally:
         kube.delete(DEVICE_CLASS, mig_class)
     for name in (first, second):

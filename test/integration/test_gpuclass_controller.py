@@ -13,6 +13,7 @@ and deleting a class deletes its DeviceClass.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,11 @@ import pytest
 from cluster_views import offers
 from dra_objects import create_ready_node, device_class
 from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
+from k8s_fields import allocation_results, meta, present, spec_of
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
 from process_helpers import eventually, node_components
 
-from api.gpu.v1alpha1 import LABEL_NODE, GPUClass
+from api.gpu.v1alpha1 import LABEL_NODE, Generated, GPUClass
 from pkg.domain.kinds import GPU_CLASS, PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM
@@ -75,12 +77,25 @@ def status(kube: KubeClient, name: str) -> Any:
     return kube.get(GPU_CLASS, name).status
 
 
+def valid_and_generated(kube: KubeClient, name: str) -> Generated | None:
+    found = kube.get(GPU_CLASS, name).status
+    return found.generated if found is not None and found.valid else None
+
+
+def node_of(kube: KubeClient, namespace: str, pod: str) -> str | None:
+    return spec_of(kube.get(POD, pod, namespace)).node_name
+
+
+def released(kube: KubeClient, namespace: str, pod: str) -> bool:
+    return allocated(kube, namespace, pod) is None
+
+
 def allocated(kube: KubeClient, namespace: str, pod: str) -> str | None:
     claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
     for claim in claims:
-        owners = [o.name for o in claim.metadata.owner_references or []]
+        owners = [o.name for o in meta(claim).owner_references or []]
         if pod in owners and claim.status and claim.status.allocation:
-            [result] = claim.status.allocation.devices.results
+            [result] = allocation_results(claim)
             return str(result.device)
     return None
 
@@ -137,26 +152,24 @@ def test_every_generated_device_class_schedules_a_pod_onto_its_kind_of_device(
                 else template
             )
             make_class(kube, name, spec)
-            generated = eventually(
-                lambda n=name: (s := status(kube, n)) and s.valid and s.generated, what=f"{name} valid"
-            )
+            generated = eventually(functools.partial(valid_and_generated, kube, name), what=f"{name} valid")
             resource = spec.get("extendedResourceName", f"gpu.deckhouse.io/{name}")
             assert (generated.device_class_name, generated.extended_resource_name) == (name, resource)
-            assert kube.get(DEVICE_CLASS, name).spec.extended_resource_name == resource
+            assert spec_of(kube.get(DEVICE_CLASS, name)).extended_resource_name == resource
             pod = f"pod-{suffix}"
             kube.create(POD, gpu_pod(pod, resource), namespace=namespace)
             device = eventually(
-                lambda p=pod: allocated(kube, namespace, p), what=f"{pod} allocated", timeout=60
+                functools.partial(allocated, kube, namespace, pod), what=f"{pod} allocated", timeout=60
             )
             assert device in expected, f"class {suffix} got {device}"
             # The scheduler writes the claim's allocation before it binds the Pod.
             bound = eventually(
-                lambda p=pod: kube.get(POD, p, namespace).spec.node_name, what=f"{pod} bound", timeout=60
+                functools.partial(node_of, kube, namespace, pod), what=f"{pod} bound", timeout=60
             )
             assert bound == offered_node
             delete_now(kube, namespace, pod)
             eventually(
-                lambda p=pod: allocated(kube, namespace, p) is None,
+                functools.partial(released, kube, namespace, pod),
                 what=f"{pod}'s claim released",
                 timeout=60,
             )
@@ -181,7 +194,7 @@ def test_a_class_that_cannot_be_a_device_class_says_why(
             eventually(lambda: (s := status(kube, taken)) and s.valid is False, what="the taken name refused")
             assert "was not generated from this GPUClass" in status(kube, taken).message
             assert (
-                kube.get(DEVICE_CLASS, taken).spec.selectors[0].cel.expression == "true"
+                present(present(spec_of(kube.get(DEVICE_CLASS, taken)).selectors)[0].cel).expression == "true"
             )  # never taken over
             eventually(lambda: (s := status(kube, refused)) and s.valid is False, what="the server's refusal")
             assert "the API server refused DeviceClass" in status(kube, refused).message

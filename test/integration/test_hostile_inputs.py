@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from k8s_fields import allocation_results, name_of, present
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pydantic import ValidationError
 
@@ -171,11 +172,11 @@ def test_a_pool_the_server_stored_with_an_absurd_quantity_is_skipped_and_reporte
     try:
         for obj in (_slice(good, "gpu.deckhouse.io", "24Gi"), _slice(bad, "other.example.com", "1e999999")):
             created.append(kube.create(RESOURCE_SLICE, RESOURCE_SLICE.decode(obj)))  # the server admits both
-        slices = [s for s in kube.list(RESOURCE_SLICE)[0] if s.metadata.name in (good, bad)]
+        slices = [s for s in kube.list(RESOURCE_SLICE)[0] if name_of(s) in (good, bad)]
         pools = {p.id.pool: p for p in gather_pools(slices, node=None)}
         assert pools[good].usable
         assert pools[bad].invalid is not None
-        assert "larger than the maximum" in pools[bad].invalid
+        assert "larger than the maximum" in present(pools[bad].invalid)
         device_class = DEVICE_CLASS.decode(
             {
                 "apiVersion": "resource.k8s.io/v1",
@@ -194,10 +195,10 @@ def test_a_pool_the_server_stored_with_an_absurd_quantity_is_skipped_and_reporte
         )
         outcome = Allocator().allocate(claim, slices=slices, classes=[device_class], allocated_claims=[])
         assert not isinstance(outcome, Unschedulable), outcome
-        assert [r.pool for r in outcome.devices.results] == [good]
+        assert [r.pool for r in allocation_results(outcome)] == [good]
     finally:
         for rs in created:
-            kube.delete(RESOURCE_SLICE, rs.metadata.name)
+            kube.delete(RESOURCE_SLICE, name_of(rs))
 
 
 def test_a_withdrawal_that_no_longer_applies_is_nothing_to_withdraw(kube: KubeClient, unique: str) -> None:

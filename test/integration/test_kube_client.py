@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from k8s_fields import meta, name_of
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
 from pkg.framework.client import (
@@ -38,7 +41,7 @@ def test_list_follows_every_page(kube: KubeClient, namespace: str) -> None:
     assert len(first.items) == 2
     assert first.continue_token
     items, resource_version = kube.list(CONFIG_MAP, namespace=namespace, limit=2)
-    names = sorted(i.metadata.name for i in items if i.metadata.name.startswith("page-"))
+    names = sorted(name_of(i) for i in items if name_of(i).startswith("page-"))
     assert names == [f"page-{i}" for i in range(7)]
     assert int(resource_version) > 0
 
@@ -57,22 +60,22 @@ def test_update_from_stale_read_conflicts(kube: KubeClient, namespace: str) -> N
 
 def test_json_patch_with_resource_version_test_is_optimistic(kube: KubeClient, namespace: str) -> None:
     created = kube.create(CONFIG_MAP, _cm("patch", namespace))
-    rv = created.metadata.resource_version
+    rv = meta(created).resource_version
     ops = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
         {"op": "add", "path": "/metadata/labels", "value": {"gpu.deckhouse.io/node": "n1"}},
     ]
     patched = kube.patch(CONFIG_MAP, "patch", ops, patch_type=PatchType.JSON, namespace=namespace)
-    assert patched.metadata.labels == {"gpu.deckhouse.io/node": "n1"}
-    escaped = [
+    assert meta(patched).labels == {"gpu.deckhouse.io/node": "n1"}
+    escaped: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
         {"op": "replace", "path": "/metadata/labels/gpu.deckhouse.io~1node", "value": "n2"},
     ]
     with pytest.raises((ConflictError, InvalidError)):
         kube.patch(CONFIG_MAP, "patch", escaped, patch_type=PatchType.JSON, namespace=namespace)
-    escaped[0]["value"] = patched.metadata.resource_version
+    escaped[0]["value"] = meta(patched).resource_version
     again = kube.patch(CONFIG_MAP, "patch", escaped, patch_type=PatchType.JSON, namespace=namespace)
-    assert again.metadata.labels == {"gpu.deckhouse.io/node": "n2"}
+    assert meta(again).labels == {"gpu.deckhouse.io/node": "n2"}
 
 
 def test_server_side_apply_tracks_ownership(kube: KubeClient, namespace: str) -> None:
@@ -81,7 +84,7 @@ def test_server_side_apply_tracks_ownership(kube: KubeClient, namespace: str) ->
     other.apply(CONFIG_MAP, _cm("owned", namespace, {"theirs": "1"}), force=False)
     merged = kube.get(CONFIG_MAP, "owned", namespace)
     assert merged.data == {"ours": "1", "theirs": "1"}
-    managers = {m.manager for m in merged.metadata.managed_fields or []}
+    managers = {m.manager for m in meta(merged).managed_fields or []}
     assert {"gpu-control-plane-tests", "another-writer"} <= managers
 
     with pytest.raises(ConflictError):

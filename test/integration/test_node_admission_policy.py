@@ -18,6 +18,7 @@ RBAC and the policy in force, and expects its whole sync to go through.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import subprocess
@@ -31,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_objects import DRIVER, create_ready_node
+from k8s_fields import meta, name_of, present, uid_of
 from kubernetes.client import (
     ApiClient,
     Configuration,
@@ -99,12 +101,12 @@ class Cluster:
                     ),
                 ),
             )
-            self.pods.append(str(pod.metadata.name))
+            self.pods.append(name_of(pod))
             spec["boundObjectRef"] = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "name": pod.metadata.name,
-                "uid": pod.metadata.uid,
+                "name": name_of(pod),
+                "uid": uid_of(pod),
             }
         review = self.admin.raw(
             "POST",
@@ -116,7 +118,7 @@ class Cluster:
     def client(self, account: str, *, node: str | None) -> KubeClient:
         configuration = Configuration()
         configuration.host = self.control_plane.server_url
-        configuration.ssl_ca_cert = str(self.control_plane.pki.ca_cert)
+        configuration.ssl_ca_cert = str(present(self.control_plane.pki).ca_cert)
         configuration.api_key = {"authorization": f"Bearer {self.token(account, node=node)}"}
         return KubeClient(ApiClient(configuration), field_manager="gpu-node-agent")
 
@@ -237,7 +239,7 @@ def cluster(control_plane: ControlPlane, kube: KubeClient) -> Iterator[Cluster]:
                     kube.delete(PHYSICAL_GPU, str(gpu.metadata.name))
             for item in kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")[0]:
                 with contextlib.suppress(NotFoundError):
-                    kube.delete(RESOURCE_SLICE, str(item.metadata.name))
+                    kube.delete(RESOURCE_SLICE, name_of(item))
             with contextlib.suppress(NotFoundError):
                 kube.delete(NODE, node)
         control_plane.kubectl(
@@ -390,7 +392,7 @@ def test_agent_labels_only_its_own_node(cluster: Cluster) -> None:
     agent = cluster.client(cluster.agent_sa, node=cluster.node_a)
     labels = {"gpu.deckhouse.io/os.id": "ubuntu", "gpu.deckhouse.io/baremetal": "true"}
     stored = agent.patch(NODE, cluster.node_a, {"metadata": {"labels": labels}}, patch_type=PatchType.MERGE)
-    assert labels.items() <= (stored.metadata.labels or {}).items()
+    assert labels.items() <= (meta(stored).labels or {}).items()
     agent.patch(
         NODE,
         cluster.node_a,
@@ -416,7 +418,7 @@ def test_agent_labels_only_its_own_node(cluster: Cluster) -> None:
         {"spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]}},
     ):
         message = cluster.denied(
-            lambda patch=patch: agent.patch(NODE, cluster.node_a, patch, patch_type=PatchType.MERGE)
+            functools.partial(agent.patch, NODE, cluster.node_a, patch, patch_type=PatchType.MERGE)
         )
         assert f"may change only gpu.deckhouse.io/ labels of Node {cluster.node_a}" in message
 
@@ -438,16 +440,16 @@ def test_listed_account_writes_resourceslices_of_its_own_node_only(cluster: Clus
     )
     assert "has no spec.nodeName" in message
     theirs = cluster.admin.create(RESOURCE_SLICE, _slice(f"{cluster.node_b}-{suffix}", cluster.node_b))
-    message = cluster.denied(lambda: handler.delete(RESOURCE_SLICE, str(theirs.metadata.name)))
-    assert f"may not delete ResourceSlice {theirs.metadata.name} of node {cluster.node_b}" in message
-    handler.delete(RESOURCE_SLICE, str(mine.metadata.name))
-    cluster.admin.delete(RESOURCE_SLICE, str(theirs.metadata.name))
+    message = cluster.denied(lambda: handler.delete(RESOURCE_SLICE, name_of(theirs)))
+    assert f"may not delete ResourceSlice {name_of(theirs)} of node {cluster.node_b}" in message
+    handler.delete(RESOURCE_SLICE, name_of(mine))
+    cluster.admin.delete(RESOURCE_SLICE, name_of(theirs))
 
 
 def test_accounts_not_listed_are_not_confined(cluster: Cluster) -> None:
     other = cluster.client(OTHER_SA, node=cluster.node_a)
     created = other.create(RESOURCE_SLICE, _slice(f"{cluster.node_b}-{uuid.uuid4().hex[:8]}", cluster.node_b))
-    other.delete(RESOURCE_SLICE, str(created.metadata.name))
+    other.delete(RESOURCE_SLICE, name_of(created))
 
 
 # -- tokens that name no node ---------------------------------------------------------------------------
@@ -476,7 +478,7 @@ def test_token_without_a_node_is_refused(cluster: Cluster) -> None:
         ),
     ):
         unbound = cluster.client(account, node=None)
-        message = cluster.denied(lambda unbound=unbound, call=call: call(unbound))
+        message = cluster.denied(functools.partial(call, unbound))
         assert f"system:serviceaccount:{cluster.namespace}:{account} may write" in message
         assert (
             "this token names no node (user extra authentication.kubernetes.io/node-name is missing)"
@@ -496,7 +498,7 @@ def _kubeconfig(cluster: Cluster, token: str, path: Path) -> Path:
                 "name": "test",
                 "cluster": {
                     "server": cluster.control_plane.server_url,
-                    "certificate-authority": str(cluster.control_plane.pki.ca_cert),
+                    "certificate-authority": str(present(cluster.control_plane.pki).ca_cert),
                 },
             }
         ],
@@ -528,7 +530,7 @@ def test_gpu_node_agent_syncs_with_the_chart_rbac_under_the_policy(cluster: Clus
 
     def synced() -> bool:
         gpus = cluster.admin.list(PHYSICAL_GPU, label_selector=f"{LABEL_NODE}={node}")[0]
-        labels = cluster.admin.get(NODE, node).metadata.labels or {}
+        labels = meta(cluster.admin.get(NODE, node)).labels or {}
         written = [gpu for gpu in gpus if gpu.status is not None and gpu.status.pci_info is not None]
         return len(written) == 2 and "gpu.deckhouse.io/kernel.version" in labels
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from subprocess import Popen
 
 from dra_objects import create_ready_node
+from k8s_fields import meta, present
 from process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import PhysicalGPU
@@ -43,7 +44,8 @@ class Agent:
         self.proc, self.port, self.root = proc, port, root
 
     def metrics(self) -> str:
-        return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        body: bytes = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read()
+        return body.decode()
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels``."""
@@ -121,7 +123,7 @@ def _status(gpu: PhysicalGPU) -> dict[str, object]:
 
 
 def _versions(kube: KubeClient, *nodes: str) -> dict[str, str]:
-    versions = {f"node/{n}": str(kube.get(NODE, n).metadata.resource_version) for n in nodes}
+    versions = {f"node/{n}": str(meta(kube.get(NODE, n)).resource_version) for n in nodes}
     for node in nodes:
         versions |= {name: str(g.metadata.resource_version) for name, g in _gpus(kube, node).items()}
     return versions
@@ -167,11 +169,7 @@ def test_agent_keeps_its_cards_in_sync_and_leaves_other_writers_fields_alone(
         }
         node_labels = eventually(
             lambda: (
-                {
-                    k: v
-                    for k, v in (kube.get(NODE, node).metadata.labels or {}).items()
-                    if k.startswith("gpu.")
-                }
+                {k: v for k, v in (meta(kube.get(NODE, node)).labels or {}).items() if k.startswith("gpu.")}
                 or None
             ),
             what="the Node's agent labels",
@@ -221,13 +219,13 @@ def test_agent_keeps_its_cards_in_sync_and_leaves_other_writers_fields_alone(
         owners = {
             (m.manager, m.operation, m.subresource): m.fields_v1 for m in stored.metadata.managed_fields or []
         }
-        assert "f:nvidia" in owners[("gpu-handler", "Apply", "status")]["f:status"]["f:currentState"]
-        agent_status = owners[("gpu-node-agent", "Apply", "status")]["f:status"]
+        assert "f:nvidia" in present(owners[("gpu-handler", "Apply", "status")])["f:status"]["f:currentState"]
+        agent_status = present(owners[("gpu-node-agent", "Apply", "status")])["f:status"]
         assert set(agent_status) == {"f:pciInfo", "f:nodeInfo", "f:currentState"}
         assert set(agent_status["f:currentState"]) == {"f:driverType"}
         eventually(
             lambda: (
-                (kube.get(NODE, node).metadata.labels or {}).get("gpu.deckhouse.io/kernel.version")
+                (meta(kube.get(NODE, node)).labels or {}).get("gpu.deckhouse.io/kernel.version")
                 == "5.15.0-106-generic"
             ),
             what="the new kernel label on the Node",
@@ -253,7 +251,7 @@ def test_agent_keeps_its_cards_in_sync_and_leaves_other_writers_fields_alone(
         # An object deleted by hand comes back (through the watch, not a resync) under its name.
         kube.delete(PHYSICAL_GPU, second)
         recreated = eventually(
-            lambda: (g := _complete(kube, node, 1)) and g.get(second), what=f"{second} to be recreated"
+            lambda: (_complete(kube, node, 1) or {}).get(second), what=f"{second} to be recreated"
         )
         assert recreated.metadata.uid != kept_uid
         assert _status(recreated)["currentState"] == {"driverType": "VFIO"}
@@ -290,7 +288,7 @@ def test_two_agents_stay_on_their_nodes_and_a_quiet_minute_costs_no_write(
     with _agent(kubeconfig, first, _host_copy("h100-sxm", tmp_path), tmp_path) as agent_a:
         eventually(lambda: _complete(kube, first, 2), what="the H100 node's PhysicalGPUs (NVSwitch excluded)")
         eventually(
-            lambda: (kube.get(NODE, first).metadata.labels or {}).get("gpu.deckhouse.io/baremetal"),
+            lambda: (meta(kube.get(NODE, first)).labels or {}).get("gpu.deckhouse.io/baremetal"),
             what="the H100 Node's labels",
         )
         before_b = _versions(kube, first)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 from gpu_controller_helpers import gpu_controller
+from k8s_fields import labels_of, uid_of
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 from process_helpers import eventually
 
@@ -45,7 +46,7 @@ def daemon_sets(kube: KubeClient, namespace: str) -> dict[str, Any]:
     items, _ = kube.list(
         DAEMON_SET, namespace=namespace, label_selector="app.kubernetes.io/managed-by=gpu-controller"
     )
-    return {str(ds.metadata.labels["app.kubernetes.io/component"]): ds for ds in items}
+    return {str(labels_of(ds)["app.kubernetes.io/component"]): ds for ds in items}
 
 
 def reasons(kube: KubeClient, namespace: str, config: str) -> list[str]:
@@ -72,7 +73,7 @@ def test_the_config_map_drives_the_daemon_sets(
             [reference] = ds.metadata.owner_references
             assert (reference.kind, reference.uid, reference.controller) == (
                 "ConfigMap",
-                owner.metadata.uid,
+                uid_of(owner),
                 True,
             )
         assert created["gpu-validator"].spec.template.spec.node_selector == {

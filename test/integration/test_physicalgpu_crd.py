@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kubernetes.client import V1ObjectMeta
 
@@ -10,7 +12,7 @@ from pkg.devcluster.cluster import ControlPlane
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import InvalidError, KubeClient, PatchType
 
-A30_STATUS = {
+A30_STATUS: dict[str, Any] = {
     "nodeInfo": {
         "nodeName": "n1",
         "os": {"id": "ubuntu", "version": "24.04"},

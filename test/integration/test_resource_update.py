@@ -3,6 +3,8 @@ write, optimistic concurrency on both, and nobody else's fields overwritten."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from kubernetes.client import V1Condition, V1ObjectMeta
 
@@ -26,7 +28,7 @@ def _resource(kube: KubeClient, name: str) -> Resource[PhysicalGPU, PhysicalGPUS
 
 
 @pytest.fixture
-def gpu_name(kube: KubeClient, unique: str) -> str:
+def gpu_name(kube: KubeClient, unique: str) -> Iterator[str]:
     name = f"res-{unique}"
     kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels={LABEL_NODE: "n1"})))
     yield name

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from dra_objects import a30_mig_pool, create_ready_node
+from k8s_fields import allocation_results
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.framework.client import KubeClient
@@ -36,7 +37,7 @@ def test_sample_device_classes_are_accepted_and_schedule_a_mig_pod(
         assert spec is not None
         assert spec.node_name == node
         claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
-        results = claims[0].status.allocation.devices.results
+        results = allocation_results(claims[0])
         assert [r.device.rsplit("-", 2)[0] for r in results] == ["gpu-0000-02-00-0-mig"]
     finally:
         kube.delete(POD, "mig-1g-demo", namespace)

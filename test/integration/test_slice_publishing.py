@@ -21,6 +21,7 @@ from types import ModuleType
 
 import pytest
 from dra_objects import DRIVER, create_ready_node, device_class
+from k8s_fields import allocation_results, meta, name_of, present, status_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -87,7 +88,7 @@ def gpu_node(kube: KubeClient, publisher: SlicePublisher, unique: str) -> Iterat
         name = f"gpu-pub-{unique}-{suffix}"
         node = create_ready_node(kube, name, labels={NODE_LABEL: name})
         made.append(name)
-        owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=str(node.metadata.uid))
+        owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
         publisher.publish(name, node_cards(name), owner=owner)
         return name
 
@@ -119,34 +120,32 @@ def test_published_slices_are_accepted_kept_and_not_rewritten(
     kube: KubeClient, publisher: SlicePublisher, gpu_node: Callable[[str], str]
 ) -> None:
     node = gpu_node("a")
-    owner = V1OwnerReference(
-        api_version="v1", kind="Node", name=node, uid=str(kube.get(NODE, node).metadata.uid)
-    )
+    owner = V1OwnerReference(api_version="v1", kind="Node", name=node, uid=uid_of(kube.get(NODE, node)))
     stored = _slices(kube, node)
-    assert [rs.metadata.name for rs in stored] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
+    assert [name_of(rs) for rs in stored] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
     assert {rs.spec.pool.generation for rs in stored} == {1}
     assert [len(rs.spec.devices or []) for rs in stored] == [0, 16 + 28]
     # The server kept every field: what it stores is what we built.
     built = build_slices(node=node, cards=node_cards(node), generation=1, layout=Layout.SEPARATE, owner=owner)
     assert [content(rs) for rs in stored] == [content(rs) for rs in built]
-    versions = {rs.metadata.name: rs.metadata.resource_version for rs in stored}
+    versions = {name_of(rs): meta(rs).resource_version for rs in stored}
 
     again = publisher.publish(node, node_cards(node), owner=owner)
     assert not again.changed
-    assert {rs.metadata.name: rs.metadata.resource_version for rs in _slices(kube, node)} == versions
+    assert {name_of(rs): meta(rs).resource_version for rs in _slices(kube, node)} == versions
 
     changed = publisher.publish(node, node_cards(node, driver_version="580.82.7"), owner=owner)
     assert changed.generation == 2
     final = _slices(kube, node)
     assert {rs.spec.pool.generation for rs in final} == {2}
-    assert all(versions[rs.metadata.name] != rs.metadata.resource_version for rs in final)
-    a30 = next(d for d in final[1].spec.devices if d.name == "gpu-0000-02-00-0")
-    assert a30.attributes[f"{DRIVER}/driverVersion"].version == "580.82.7"
+    assert all(versions[name_of(rs)] != meta(rs).resource_version for rs in final)
+    a30 = next(d for d in final[1].spec.devices or [] if d.name == "gpu-0000-02-00-0")
+    assert present(a30.attributes)[f"{DRIVER}/driverVersion"].version == "580.82.7"
 
 
 def _slices(kube: KubeClient, node: str) -> list[V1ResourceSlice]:
     items, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
-    return sorted(items, key=lambda rs: str(rs.metadata.name))
+    return sorted(items, key=name_of)
 
 
 def test_physical_allocation_excludes_the_cards_mig_offers(
@@ -211,20 +210,20 @@ class Asker:
         self._create(name, cls, card=card, share=share, extra=extra)
         _wait(lambda: self._pod_state(name) == "bound", f"pod {name} bound")
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
-        (result,) = claim.status.allocation.devices.results
+        (result,) = allocation_results(claim)
         assert result.pool == f"gpus/{self.node}"
         return str(result.device)
 
     def consumed(self, name: str) -> dict[str, str]:
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
-        (result,) = claim.status.allocation.devices.results
+        (result,) = allocation_results(claim)
         return dict(result.consumed_capacity or {})
 
     def unschedulable(self, name: str, cls: str, *, card: str, share: str | None = None) -> None:
         self._create(name, cls, card=card, share=share, extra=())
         _wait(lambda: self._pod_state(name) == "unschedulable", f"pod {name} unschedulable")
         pod = self.kube.get(POD, name, self.namespace)
-        messages = [c.message or "" for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+        messages = [c.message or "" for c in status_of(pod).conditions or [] if c.type == "PodScheduled"]
         assert any("cannot allocate all claims" in m for m in messages), messages
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
         assert claim.status is None or claim.status.allocation is None

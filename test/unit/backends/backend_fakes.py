@@ -237,7 +237,7 @@ class _FakeMigLibrary:
         for i, gi in enumerate(found):
             array[i] = self._gi_handle(self._address_of(card), gi)
         count.value = len(found)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def create_gpu_instance(self, card: FakeCard, profile_id: int, placement_ref: Any) -> Any:
         placement = placement_ref._obj
@@ -268,7 +268,7 @@ class _FakeMigLibrary:
         if gi.compute_instances:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_IN_USE)
         self._cards[address].gpu_instances.remove(gi)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def ci_profile_info(self, handle: Any, index: int, engine: int, version: int = 2) -> Any:
         _address, gi = self._handles.resolve(handle)
@@ -293,7 +293,7 @@ class _FakeMigLibrary:
         for i, ci in enumerate(found):
             array[i] = self._ci_handle(address, ci)
         count.value = len(found)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def compute_instance_by_id(self, handle: Any, compute_instance: int) -> Any:
         address, gi = self._handles.resolve(handle)
@@ -313,7 +313,7 @@ class _FakeMigLibrary:
         for gi in self._cards[address].gpu_instances:
             if ci in gi.compute_instances:
                 gi.compute_instances.remove(ci)
-        return pynvml.NVML_SUCCESS
+        return int(pynvml.NVML_SUCCESS)
 
     def mig_handle_by_index(self, card: FakeCard, index: int) -> Any:
         devices = [(gi, ci) for gi in card.gpu_instances for ci in gi.compute_instances]
@@ -351,7 +351,7 @@ def _set_mig_mode(card: FakeCard, mode: int) -> int:
     if card.gpu_instances or card.compute_pids:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_IN_USE)
     card.mig_mode = mode
-    return pynvml.NVML_SUCCESS  # the activation status
+    return int(pynvml.NVML_SUCCESS)  # the activation status
 
 
 def _profile_info(card: FakeCard, index: int, version: int = 2) -> Any:
@@ -389,7 +389,7 @@ def _placements(card: FakeCard, profile_id: int, placements: Any, count_ref: Any
     for i, (start, size) in enumerate(profile.placements):
         placements[i].start, placements[i].size = start, size
     count.value = len(profile.placements)
-    return pynvml.NVML_SUCCESS
+    return int(pynvml.NVML_SUCCESS)
 
 
 def physical_gpu(

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from test_chart_render import PROMETHEUS_RULE_API, find, helm, render, template_text
+from chart_render import (
+    PROMETHEUS_RULE_API,
+    find,
+    render,
+    template_text,
+)
 
 from pkg.devcluster.cluster import default_bin_dir
-
-__all__ = ["helm"]  # the fixture, shared with test_chart_render
 
 HERE = Path(__file__).parent
 ALERTS = {

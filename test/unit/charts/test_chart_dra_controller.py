@@ -1,6 +1,6 @@
 """The chart's gpu-dra-controller: its Deployment, its exact RBAC and its leader election.
 
-Helpers and the ``helm`` fixture come from ``test_chart_render`` (test helpers are imported by bare
+Helpers come from ``chart_render``, the ``helm`` fixture from the conftest (test helpers are imported by bare
 name per folder). ``config/rbac/gpu-dra-controller.yaml`` is the chart's ServiceAccount and RBAC
 rendered as plain manifests; regenerate it with ``GPU_CP_UPDATE_GENERATED=1 .venv/bin/pytest
 test/unit/charts -q``. The integration test ``test/integration/test_chart_install.py`` asks a real
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_chart_render import (
+from chart_render import (
     CHART,
     HELM_ONLY_LABELS,
     NAMESPACE,
@@ -25,7 +25,6 @@ from test_chart_render import (
     find,
     flag,
     granted_by,
-    helm,
     of,
     one,
     render,
@@ -33,8 +32,6 @@ from test_chart_render import (
     run_helm,
     set_flags,
 )
-
-__all__ = ["helm"]  # the fixture, re-exported so pytest finds it here
 
 COMPONENT = "gpu-dra-controller"
 LEASE = "gpu-dra-controller-leader"

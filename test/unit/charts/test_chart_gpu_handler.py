@@ -1,7 +1,7 @@
 """The chart's gpu-handler: its DaemonSet (as gpu-controller renders it from the chart's ConfigMap),
 its exact RBAC and its confinement to its own node.
 
-Helpers and the ``helm`` fixture come from ``test_chart_render`` (test helpers are imported by bare
+Helpers come from ``chart_render``, the ``helm`` fixture from the conftest (test helpers are imported by bare
 name per folder); the permissions it pins are ``GPU_HANDLER_PERMISSIONS`` there, next to the other
 components'.
 """
@@ -12,20 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chart_render import (
+from chart_render import (
     GPU_HANDLER_PERMISSIONS,
     NAMESPACE,
     confined_users,
     find,
     granted_by,
-    helm,
     node_daemon_sets,
     of,
     one,
     render,
 )
-
-__all__ = ["helm"]  # the fixture, re-exported so pytest finds it here
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_chart_render import (
+from chart_render import (
     RELEASE,
     SERVICE_MONITOR_API,
     find,
-    helm,
     node_daemon_sets,
     of,
     one,
     render,
 )
-
-__all__ = ["helm"]  # the fixture, shared with test_chart_render
 
 PREFIX = f"{RELEASE}-gpu-control-plane"
 DEFAULTS = {"metricsProxy.enabled": True}  # what values.yaml says; the shared helper turns it off

@@ -6,9 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from test_chart_render import NAMESPACE, RELEASE, flag, helm, node_daemon_sets, of, one, render
-
-__all__ = ["helm"]  # the fixture, re-exported so pytest finds it here
+from chart_render import (
+    NAMESPACE,
+    RELEASE,
+    flag,
+    node_daemon_sets,
+    of,
+    one,
+    render,
+)
 
 
 def test_by_default_every_component_runs_from_the_release_config_map(helm: Path) -> None:

@@ -9,20 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_chart_render import (
+from chart_render import (
     NAMESPACE,
     RELEASE,
     SERVICE_MONITOR_API,
     find,
-    helm,
     install_notes,
     node_daemon_sets,
     of,
     one,
     render,
 )
-
-__all__ = ["helm"]  # the fixture, shared with test_chart_render
 
 KEYS = {
     "gpu-controller": "controller",

@@ -72,7 +72,8 @@ def run_bounded(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         finally:
             os._exit(status)
     os.close(write_end)
-    return _collect(pid, read_end, fn)
+    result: _T = _collect(pid, read_end, fn)
+    return result
 
 
 def _collect(pid: int, read_end: int, fn: Callable[..., Any]) -> Any:

@@ -20,7 +20,11 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
-settings.register_profile("unit", max_examples=40, derandomize=True, database=None, **_COMMON)
-settings.register_profile("explore", max_examples=1000, derandomize=False, **_COMMON)
+_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+settings.register_profile(
+    "unit", max_examples=40, derandomize=True, database=None, deadline=None, suppress_health_check=_SLOW
+)
+settings.register_profile(
+    "explore", max_examples=1000, derandomize=False, deadline=None, suppress_health_check=_SLOW
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "unit"))

@@ -197,7 +197,7 @@ def test_two_slices_of_one_name_are_an_error_naming_both(before: int, between: i
 
 
 def test_a_claim_without_spec_asks_for_nothing_as_in_kubernetes() -> None:
-    no_spec = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}
+    no_spec: dict[str, object] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}
     no_spec["metadata"] = {"name": "c", "namespace": "ns"}
     code, out, _ = explain(documents(CLASS, device_slice("s", 1), no_spec))
     assert code == 0

@@ -74,7 +74,7 @@ def _reads(steps: list[dict[str, str]]) -> list[tuple[tuple[object, ...], dict[s
         root = Path(folder) / "host"
         shutil.copytree(FIXTURE, root, symlinks=True)
         reader = FileHostInfoReader(host_root=root, sysfs_root=root)
-        answers = []
+        answers: list[tuple[tuple[object, ...], dict[str, str | None]]] = []
         for step in steps:
             _set(root, step)
             info = reader.read()

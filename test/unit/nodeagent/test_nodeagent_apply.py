@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k8s_fields import labels_of, status_of
 from nodeagent_fakes import NODE, RecordingWriter, agent_handler, device, gpu_object, host, sync_state
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, NvidiaState, PhysicalGPU
@@ -38,7 +39,7 @@ def _discovered(
 
 def _in_sync(gpu: PhysicalGPU, state: SyncState) -> PhysicalGPU:
     """The object as the server holds it after a previous sync wrote everything."""
-    discovered = next(g for g in state.gpus if g.key == gpu.metadata.labels["gpu.deckhouse.io/pci-address"])
+    discovered = next(g for g in state.gpus if g.key == labels_of(gpu)["gpu.deckhouse.io/pci-address"])
     gpu.metadata.labels = gpu_labels(
         node_label=NODE, vendor="nvidia", device=discovered.device_label, address=discovered.address
     )
@@ -85,7 +86,7 @@ def test_only_drifted_labels_are_patched(
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS[:1], vendors, pci_ids)
     gpu = _in_sync(gpu_object("node-1-0-10de-20b7", "0000:3b:00.0"), probe)
-    gpu.metadata.labels = {**gpu.metadata.labels, "gpu.deckhouse.io/device": "wrong", "team": "ml"}
+    gpu.metadata.labels = {**labels_of(gpu), "gpu.deckhouse.io/device": "wrong", "team": "ml"}
     state = _discovered(sync_state(existing=[gpu]), TWO_CARDS[:1], vendors, pci_ids)
     agent_handler(ApplyHandler, writer=writer).handle(state)
     assert writer.calls == [("patch_labels", ("node-1-0-10de-20b7", {"gpu.deckhouse.io/device": "a30-pcie"}))]
@@ -96,9 +97,9 @@ def test_a_rebound_card_drops_stale_vendor_state_before_the_apply(
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS[:1], vendors, pci_ids)
     gpu = _in_sync(gpu_object("node-1-0-10de-20b7", "0000:3b:00.0"), probe)
-    gpu.status.current_state = CurrentState(
+    status_of(gpu).current_state = CurrentState(
         driver_type=DriverType.NVIDIA, nvidia=NvidiaState(driver_version="580")
-    )  # type: ignore[union-attr]
+    )
     state = _discovered(
         sync_state(existing=[gpu]), [device("0000:3b:00.0", driver="vfio-pci")], vendors, pci_ids
     )

@@ -20,9 +20,12 @@ def test_wait_returns_once_the_expected_version_arrives() -> None:
     barrier = CacheBarrier(name="t")
     barrier.expect_version("a", "7")
     barrier.expect_deleted("uid-b")
-    timer = threading.Timer(
-        0.05, lambda: (barrier.on_update(_at("a", "6"), _at("a", "7")), barrier.on_delete(_at("b", "3")))
-    )
+
+    def arrive() -> None:
+        barrier.on_update(_at("a", "6"), _at("a", "7"))
+        barrier.on_delete(_at("b", "3"))
+
+    timer = threading.Timer(0.05, arrive)
     timer.start()
     assert barrier.wait(5.0)
     timer.join()

@@ -17,7 +17,7 @@ from pkg.nodeagent.internal.service import FIELD_MANAGER, CacheBarrier, KubeWrit
 
 
 def _writes(kind: str, verb: str) -> float:
-    return metrics.api_writes.labels(node="n1", kind=kind, verb=verb)._value.get()
+    return float(metrics.api_writes.labels(node="n1", kind=kind, verb=verb)._value.get())
 
 
 @pytest.fixture

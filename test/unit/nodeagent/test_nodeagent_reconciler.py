@@ -11,6 +11,7 @@ from nodeagent_fakes import NODE, SYSFS, RecordingWriter, sync_state
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import VendorRegistry
 from pkg.framework.client import ApiError
+from pkg.framework.reconcile.handler import Handler
 from pkg.hardware.pciids import PciIds
 from pkg.inventory.host_info import FileHostInfoReader
 from pkg.inventory.pci_scanner import SysfsPciScanner
@@ -54,7 +55,7 @@ def _reconciler(
     root: Path, cluster: _Cluster, vendors: VendorRegistry, pci_ids: PciIds
 ) -> NodeSyncReconciler:
     writer = cluster.writer
-    handlers = [
+    handlers: list[Handler[SyncState]] = [
         DiscoverHandler(
             scanner=SysfsPciScanner(root),
             host_info=FileHostInfoReader(host_root=root, sysfs_root=root),
@@ -69,7 +70,7 @@ def _reconciler(
 
 
 def _errors(step: str) -> float:
-    return metrics.sync_errors.labels(node=NODE, step=step)._value.get()
+    return float(metrics.sync_errors.labels(node=NODE, step=step)._value.get())
 
 
 def test_first_sync_writes_everything_and_the_next_writes_nothing(

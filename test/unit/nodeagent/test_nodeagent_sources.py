@@ -50,7 +50,8 @@ class _Monitor:
     """Serves scripted poll results: a device, None (timeout) or an exception; then stops the run."""
 
     def __init__(self, script: list[Any], stop: threading.Event) -> None:
-        self.script, self.stop, self.timeouts = list(script), stop, []
+        self.script, self.stop = list(script), stop
+        self.timeouts: list[float | None] = []
 
     def poll(self, timeout: float | None = None) -> Any:
         self.timeouts.append(timeout)

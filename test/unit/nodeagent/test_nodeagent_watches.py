@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k8s_fields import labels_of
 from nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPUStatus
@@ -15,13 +16,13 @@ def test_gpu_events_pass_deletes_and_edits_of_the_agents_fields_only() -> None:
     assert not predicate.create(gpu)
     other_writer = gpu.model_copy(deep=True)
     other_writer.status = PhysicalGPUStatus(observed_generation=3)
-    other_writer.metadata.labels = {**gpu.metadata.labels, "team": "ml"}
+    other_writer.metadata.labels = {**labels_of(gpu), "team": "ml"}
     assert not predicate.update(gpu, other_writer)
     edited = gpu.model_copy(deep=True)
     edited.status = PhysicalGPUStatus(current_state=CurrentState(driver_type=DriverType.VFIO))
     assert predicate.update(gpu, edited)
     relabelled = gpu.model_copy(deep=True)
-    relabelled.metadata.labels = {**gpu.metadata.labels, "gpu.deckhouse.io/device": "x"}
+    relabelled.metadata.labels = {**labels_of(gpu), "gpu.deckhouse.io/device": "x"}
     assert predicate.update(gpu, relabelled)
 
 

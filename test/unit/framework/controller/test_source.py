@@ -54,7 +54,7 @@ def test_a_signal_source_emits_once_per_signal() -> None:
 
 
 def test_a_channel_emits_what_is_sent_in_order() -> None:
-    stop, seen = threading.Event(), []
+    stop, seen = threading.Event(), list[object]()
     channel = ChannelSource(name="cards")
     channel.send("a")
     channel.send()

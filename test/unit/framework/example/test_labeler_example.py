@@ -24,12 +24,12 @@ DOCS = HERE.parents[3] / "docs" / "framework.md"
 
 
 def test_the_labeler_labels_a_cached_gpu_with_one_guarded_patch() -> None:
+    gpu = PhysicalGPU(metadata=V1ObjectMeta(name="node-1-0-10de-20b7", resource_version="7", generation=1))
     client = MagicMock(spec=KubeClient)
     client.patch.side_effect = lambda kind, name, ops, **kw: gpu
     container = LabelerContainer(client=client, informers=InformerFactory(client))
     manager = Manager()
     controller = setup_labeler(manager, container)
-    gpu = PhysicalGPU(metadata=V1ObjectMeta(name="node-1-0-10de-20b7", resource_version="7", generation=1))
     container.gpus().store.add(gpu)
     assert container.reconciler().reconcile(Request("node-1-0-10de-20b7")) == Result()
     kind, name, ops = client.patch.call_args.args

@@ -10,9 +10,12 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent import futures
 from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
 
 import grpc
 import pytest
+from google.protobuf.message import Message
 
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.sockets import GRPC_PATH_MAX, remove_dead_sockets, socket_paths
@@ -32,6 +35,7 @@ from pkg.framework.kubeletplugin.wire import dra_v1beta1_pb2 as v1beta1
 from pkg.framework.kubeletplugin.wire import pluginregistration_v1_pb2 as registration
 
 DRIVER = "gpu.deckhouse.io"
+M = TypeVar("M", bound=Message)
 
 
 class RecordingDriver:
@@ -92,18 +96,19 @@ def plugin(kubelet_root: Path, board: HealthBoard) -> Iterator[KubeletPlugin]:
     served.stop()
 
 
-def _call(path: Path, method: str, request: object, response_type: type) -> object:
+def _call(path: Path, method: str, request: Message, response_type: type[M]) -> M:
     with grpc.insecure_channel(f"unix://{path}") as channel:
         stub = channel.unary_unary(
             method,
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=response_type.FromString,
         )
-        return stub(request, timeout=5)
+        response: M = stub(request, timeout=5)
+        return response
 
 
-def _claims(module: object, *names: str) -> list[object]:
-    return [module.Claim(namespace="ns", name=name, uid=f"uid-{name}") for name in names]  # type: ignore[attr-defined]
+def _claims(module: ModuleType, *names: str) -> list[Any]:
+    return [module.Claim(namespace="ns", name=name, uid=f"uid-{name}") for name in names]
 
 
 def test_the_kubelet_learns_who_the_plugin_is(plugin: KubeletPlugin) -> None:
@@ -211,13 +216,13 @@ def test_v1beta1_serves_the_same_driver_without_share_ids(plugin: KubeletPlugin)
 
 
 @pytest.mark.parametrize(("module", "service"), [(v1, "v1"), (v1beta1, "v1beta1")])
-def test_unprepare_answers_every_claim(plugin: KubeletPlugin, module: object, service: str) -> None:
-    request = module.NodeUnprepareResourcesRequest(claims=_claims(module, "ok-a", "bad-b"))  # type: ignore[attr-defined]
+def test_unprepare_answers_every_claim(plugin: KubeletPlugin, module: ModuleType, service: str) -> None:
+    request = module.NodeUnprepareResourcesRequest(claims=_claims(module, "ok-a", "bad-b"))
     response = _call(
         plugin.paths.dra,
         f"/k8s.io.kubelet.pkg.apis.dra.{service}.DRAPlugin/NodeUnprepareResources",
         request,
-        module.NodeUnprepareResourcesResponse,  # type: ignore[attr-defined]
+        module.NodeUnprepareResourcesResponse,
     )
 
     assert {uid: entry.error for uid, entry in response.claims.items()} == {
@@ -228,7 +233,7 @@ def test_unprepare_answers_every_claim(plugin: KubeletPlugin, module: object, se
 
 @pytest.mark.parametrize(("module", "package"), [(health_v1, "v1"), (health_v1alpha1, "v1alpha1")])
 def test_the_health_stream_sends_the_whole_list_on_every_change(
-    plugin: KubeletPlugin, board: HealthBoard, module: object, package: str
+    plugin: KubeletPlugin, board: HealthBoard, module: ModuleType, package: str
 ) -> None:
     board.publish(
         [DeviceHealth(pool="gpus/n1", device="gpu-a", status=HealthStatus.HEALTHY, last_updated=100)]
@@ -237,8 +242,8 @@ def test_the_health_stream_sends_the_whole_list_on_every_change(
         stream = channel.unary_stream(
             f"/{package}.DRAResourceHealth/NodeWatchResources",
             request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=module.NodeWatchResourcesResponse.FromString,  # type: ignore[attr-defined]
-        )(module.NodeWatchResourcesRequest(), timeout=10)  # type: ignore[attr-defined]
+            response_deserializer=module.NodeWatchResourcesResponse.FromString,
+        )(module.NodeWatchResourcesRequest(), timeout=10)
         first = next(stream)
         board.publish(
             [

@@ -117,6 +117,9 @@ class FakeClock:
     def now(self) -> datetime:
         return self.base + timedelta(seconds=self.t)
 
+    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
+        raise AssertionError("the elector pauses through its sleep function, never on the clock")
+
     def sleep(self, stop: threading.Event, seconds: float) -> bool:
         self.t += seconds
         time.sleep(0.001)  # let other threads run

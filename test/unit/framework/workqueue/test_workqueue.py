@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -39,6 +40,9 @@ class FakeClock:
         with self._lock:
             self._seen[threading.get_ident()] = self.t
             return self.t
+
+    def now(self) -> datetime:
+        return datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=self.monotonic())
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
+from k8s_fields import spec_of
 from kubernetes.client import V1DeviceClass, V1ObjectMeta, V1OwnerReference
 
 from api.gpu.v1alpha1 import GPUClass, GPUClassStatus
@@ -65,8 +66,11 @@ def state(
     unresolved: tuple[str, ...] = (),
 ) -> GPUClassState:
     resource = Resource(
-        Request(name=str(cls.metadata.name)), getter=lambda _r: cls, writer=None, status_type=GPUClassStatus
-    )  # type: ignore[arg-type]
+        Request(name=str(cls.metadata.name)),
+        getter=lambda _r: cls,
+        writer=None,  # type: ignore[arg-type]  # handlers only read the object; nothing is written
+        status_type=GPUClassStatus,
+    )
     resource.fetch()
     return GPUClassState(resource=resource, existing=existing, uuids=uuids, unresolved=unresolved)
 
@@ -105,7 +109,7 @@ def test_a_hand_edited_device_class_is_put_back(mocker: Any) -> None:
     parts = Parts(mocker)
     cls = gpu_class()
     edited = device_class(cls, uuids=None, extended_resource="gpu.deckhouse.io/a30")
-    edited.spec.extended_resource_name = "gpu.deckhouse.io/other"
+    spec_of(edited).extended_resource_name = "gpu.deckhouse.io/other"
     parts.run(state(cls, edited))
     assert parts.writer.apply.call_args.args[0].spec.extended_resource_name == "gpu.deckhouse.io/a30"
 

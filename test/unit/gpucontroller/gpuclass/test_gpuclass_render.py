@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from k8s_fields import meta, name_of, present, spec_of
 from kubernetes.client import V1ObjectMeta
 
 from api.gpu.v1alpha1 import GPUClass, parse_gpu_config
@@ -161,19 +162,20 @@ def test_extended_resource_name_defaults_to_the_class_name_while_it_fits() -> No
 def test_the_device_class_is_owned_and_carries_the_sharing_config_the_plugin_parses() -> None:
     cls = gpu_class("ts", sharing={"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}})
     rendered = device_class(cls, uuids=None, extended_resource="gpu.deckhouse.io/ts")
-    assert rendered.metadata.name == "ts"
-    [owner] = rendered.metadata.owner_references
+    assert name_of(rendered) == "ts"
+    [owner] = present(meta(rendered).owner_references)
     assert (owner.kind, owner.name, owner.uid, owner.controller) == ("GPUClass", "ts", "u-1", True)
-    [config] = rendered.spec.config
-    assert config.opaque.driver == "gpu.deckhouse.io"
-    assert config.opaque.parameters == {
+    [config] = present(spec_of(rendered).config)
+    opaque = present(config.opaque)
+    assert opaque.driver == "gpu.deckhouse.io"
+    assert opaque.parameters == {
         "apiVersion": "gpu.deckhouse.io/v1alpha1",
         "kind": "GpuConfig",
         "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}},
     }
-    assert rendered.spec.extended_resource_name == "gpu.deckhouse.io/ts"
+    assert spec_of(rendered).extended_resource_name == "gpu.deckhouse.io/ts"
     # The kubelet plugin's own strict parser accepts it (unknown fields would fail the Prepare).
-    assert parse_gpu_config(config.opaque.parameters).sharing == cls.spec.sharing
+    assert parse_gpu_config(opaque.parameters).sharing == cls.spec.sharing
 
 
 def test_a_class_without_uid_cannot_be_an_owner() -> None:

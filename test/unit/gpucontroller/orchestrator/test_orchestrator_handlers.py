@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from dependency_injector import providers
+from k8s_fields import name_of
 from kubernetes.client import (
     V1ConfigMap,
     V1DaemonSet,
@@ -159,7 +160,7 @@ def test_a_refused_daemon_set_is_reported_and_the_others_still_applied(mocker: A
     )
 
     def apply(ds: V1DaemonSet) -> V1DaemonSet:
-        if ds.metadata.name == "gcp-gpu-node-agent":
+        if name_of(ds) == "gcp-gpu-node-agent":
             raise refused
         return ds
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
+from k8s_fields import spec_of
 from kubernetes.client import (
     V1Condition,
     V1ContainerState,
@@ -285,6 +286,6 @@ def test_only_a_moved_pod_or_a_new_verdict_wakes_the_controller() -> None:
     assert not verdict_changed(starting, probed)
     assert verdict_changed(starting, pod(ready=True, phase="Running", main=RUNNING))
     moved = pod(phase="Running", main=RUNNING, ready_message="containers with unready status: [validator]")
-    moved.spec.node_name = "n2"
+    spec_of(moved).node_name = "n2"
     assert verdict_changed(starting, moved)
     assert pod_node(V1Pod(spec=V1PodSpec(containers=[]))) == []
