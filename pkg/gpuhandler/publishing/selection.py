@@ -1,11 +1,11 @@
-"""Which of this node's cards are offered, and in which modes (spec §7.5).
+"""Which of this node's cards are offered, and in which modes.
 
 A card is offered only when every one of these holds:
 
-* the enrichment has described it (a :class:`~pkg.gpuhandler.card_specs.CardEntry`) and found it
+* the enrichment has described it (a :class:`~pkg.gpuhandler.enrichment.card_specs.CardEntry`) and found it
   readable (``ready``);
 * its PhysicalGPU is this backend's card, bound to the backend's driver, with ``DriverReady=True``
-  (:func:`~pkg.gpuhandler.internal.state.readiness`), and not being deleted.
+  (:func:`~pkg.gpuhandler.enrichment.readiness`), and not being deleted.
 
 Health does not withhold a card: an unhealthy card stays on offer with device taints
 (:mod:`pkg.gpuhandler.health.taints`), so a blip does not withdraw every offer of the card, the
@@ -21,7 +21,7 @@ at the card's next enrichment pass.
 
 MIG offers additionally need a card that supports MIG (the backend reported profiles with
 placements) and a Node whose label ``gpu.deckhouse.io/allow-mig`` is not ``false``: an absent label
-allows MIG (spec §7.5: "default true when MIG is supported"). The Physical and shared offers of an
+allows MIG (MIG is on by default wherever the card supports it). The Physical and shared offers of an
 offered card are always published.
 
 Pure functions over plain inputs, so the publishing loop and ``gpu-handler offers`` (which has no
@@ -42,9 +42,8 @@ from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.dra.domain.card import Card
 from pkg.dra.domain.limits import SliceLimitError
 from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.gpuhandler.card_specs import CardEntry
-from pkg.gpuhandler.internal.state import Readiness, readiness
-from pkg.gpuhandler.internal.state.readiness import Holds
+from pkg.gpuhandler.enrichment.card_specs import CardEntry
+from pkg.gpuhandler.enrichment.readiness import Holds, Readiness, readiness
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from gpuhandler_fakes import (
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
 from pkg.framework.reconcile.contract import Request
-from pkg.gpuhandler.reconciler import EnrichmentFailedError
+from pkg.gpuhandler.enrichment.reconciler import EnrichmentFailedError
 
 NAME = "node-1-0-10de-20b7"
 

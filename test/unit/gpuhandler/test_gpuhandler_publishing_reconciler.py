@@ -24,7 +24,7 @@ from pkg.dra.domain.slices import Layout
 from pkg.dra.publisher import PublishResult, SlicePublisher
 from pkg.framework.client import KubeClient
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG, PUBLISH, PublishReconciler

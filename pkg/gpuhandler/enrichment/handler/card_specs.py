@@ -1,7 +1,7 @@
-"""Step 5, cards: the offer builder's description of the card, for the publisher.
+"""Step 5, card specs: the offer builder's description of the card, for the publisher.
 
 A readable card's :class:`~pkg.dra.domain.card.Card` is stored in
-:class:`~pkg.gpuhandler.card_specs.CardSpecs`; a card that is not readable keeps its last
+:class:`~pkg.gpuhandler.enrichment.card_specs.CardSpecs`; a card that is not readable keeps its last
 description, marked not ready; a card held for VFIO keeps its description as it is. A read
 failure is recorded like the enrichment's.
 """
@@ -12,8 +12,9 @@ import logging
 
 from pkg.backends.backend import BackendError, VendorBackend
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.card_specs import CardSpecs
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 
 logger = logging.getLogger(__name__)
 
