@@ -116,7 +116,7 @@ def new_enrichment_reconciler(
         node_label=settings.node_label,
         get_gpu=gpus.store.get_by_key,
         handlers=handlers,
-        cards=card_specs,
+        card_specs=card_specs,
         period=settings.enrich_period,
         rand=rand,
     )

@@ -44,5 +44,5 @@ def enrichment_handlers(
         HealthHandler(backend=backend, tracker=tracker, now=now),
         EnrichHandler(backend=backend),
         ApplyHandler(writer=writer),
-        CardSpecHandler(backend=backend, cards=card_specs),
+        CardSpecHandler(backend=backend, card_specs=card_specs),
     ]

@@ -57,14 +57,14 @@ class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
         node_label: str,
         get_gpu: Callable[[str], PhysicalGPU | None],
         handlers: Sequence[Handler[EnrichmentState]],
-        cards: CardSpecs,
+        card_specs: CardSpecs,
         period: float,
         jitter: float = 0.1,
         rand: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self._node_label = node_label
         self._get_gpu = get_gpu
-        self._cards = cards
+        self._card_specs = card_specs
         self._every = Jitter(period=period, jitter=jitter, rand=rand)
         super().__init__(
             get=self._mine,
@@ -82,7 +82,7 @@ class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
         return gpu
 
     def _forget(self, request: Request) -> Result:
-        self._cards.remove(request.name)
+        self._card_specs.remove(request.name)
         return Result()
 
     def conclude(self, state: EnrichmentState, outcome: ChainOutcome[EnrichmentState]) -> Result:

@@ -52,7 +52,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         node_name: str,
         get_node: Callable[[str], V1Node | None],
         list_gpus: Callable[[], Sequence[PhysicalGPU]],
-        cards: CardSpecProvider,
+        card_specs: CardSpecProvider,
         publisher: Publisher,
         pci_vendor_id: str,
         driver_type: DriverType,
@@ -76,7 +76,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                 node_name=node_name,
                 node=get_node(node_name),
                 gpus={str(g.metadata.name): g for g in list_gpus()},
-                entries=cards.snapshot(),
+                entries=card_specs.snapshot(),
                 memory=memory,
                 taints=taints,
             )

@@ -112,7 +112,7 @@ def new_reconciler(
         node_name=settings.node_name,
         get_node=nodes.store.get_by_key,
         list_gpus=this_nodes_gpus,
-        cards=card_specs,
+        card_specs=card_specs,
         publisher=publisher,
         pci_vendor_id=backend.identity.pci_vendor_id,
         driver_type=backend.driver_type,

@@ -1,4 +1,4 @@
-"""The card store the publisher will read: snapshots, readiness, change notifications."""
+"""The card specs the publisher reads: snapshots, readiness, change notifications."""
 
 from __future__ import annotations
 

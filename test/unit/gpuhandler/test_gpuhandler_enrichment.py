@@ -1,4 +1,5 @@
-"""The enrichment rules (spec §4.2.1-4.2.2) through the real chain, with the simulated backend."""
+"""The enrichment rules (when a card is read, what is written, what is kept) through the real chain,
+with the simulated backend."""
 
 from __future__ import annotations
 

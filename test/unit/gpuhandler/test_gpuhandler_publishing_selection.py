@@ -1,4 +1,4 @@
-"""Which cards the publisher offers, and in which modes (spec §7.5), on real simulated cards."""
+"""Which cards the publisher offers, and in which modes, on real simulated cards."""
 
 from __future__ import annotations
 

@@ -22,15 +22,15 @@ logger = logging.getLogger(__name__)
 class CardSpecHandler:
     name = "cards"
 
-    def __init__(self, *, backend: VendorBackend, cards: CardSpecs) -> None:
+    def __init__(self, *, backend: VendorBackend, card_specs: CardSpecs) -> None:
         self._backend = backend
-        self._cards = cards
+        self._card_specs = card_specs
 
     def handle(self, state: EnrichmentState) -> Result | None:
         if state.readiness is Readiness.HELD:  # passed through for a claim: still on offer as it was
             return None
         if state.readiness is not Readiness.READY:
-            self._cards.mark_unready(state.name)
+            self._card_specs.mark_unready(state.name)
             return None
         if state.failures:  # the card did not answer in this pass; keep what we had
             return None
@@ -42,5 +42,5 @@ class CardSpecHandler:
             )
             state.failures.append(exc)
             return None
-        self._cards.put(state.name, card)
+        self._card_specs.put(state.name, card)
         return None
