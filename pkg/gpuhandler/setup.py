@@ -146,7 +146,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     card_changes = providers.Singleton(
         EnrichmentCardChanges,
         gpus=gpu_informer,
-        channel=providers.Singleton(ChannelSource, name="prepared-cards"),
+        channel=providers.Singleton(ChannelSource, name="card-changes"),
     )
     health_tracker = providers.Singleton(HealthTracker, quiet_period=settings.provided.health_quiet_period)
     status_writer = providers.Singleton(KubeStatusWriter, client)

@@ -99,7 +99,7 @@ def new_reconciler(
     card_specs: CardSpecProvider,
     publisher: Publisher,
     backend: VendorBackend,
-    health: HealthTracker,
+    health_tracker: HealthTracker,
     holds: Holds | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
@@ -119,7 +119,7 @@ def new_reconciler(
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
         holds=holds,
-        taints=lambda address: device_taints(health.verdict(address)),
+        taints=lambda address: device_taints(health_tracker.verdict(address)),
     )
 
 
@@ -154,7 +154,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         publisher=publisher,
         backend=backend,
         holds=holds,
-        health=health_tracker,
+        health_tracker=health_tracker,
     )
 
 

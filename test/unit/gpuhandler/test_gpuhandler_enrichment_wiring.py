@@ -23,7 +23,7 @@ from pkg.gpuhandler.enrichment.readiness import readable_by
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings
 
-CHAIN = ["readiness", "health", "enrich", "apply", "cards"]
+CHAIN = ["readiness", "health", "enrich", "apply", "card-specs"]
 
 
 def test_the_chain_runs_its_steps_in_order() -> None:
@@ -54,7 +54,7 @@ def test_gpu_handler_offers_runs_the_declared_chain(mocker: MockerFixture) -> No
 
 class RecordingChannel(ChannelSource):
     def __init__(self) -> None:
-        super().__init__(name="prepared-cards")
+        super().__init__(name="card-changes")
         self.sent: list[object] = []
 
     def send(self, obj: object = None) -> None:

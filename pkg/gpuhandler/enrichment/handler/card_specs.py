@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 class CardSpecHandler:
-    name = "cards"
+    name = "card-specs"
 
     def __init__(self, *, backend: VendorBackend, card_specs: CardSpecs) -> None:
         self._backend = backend
