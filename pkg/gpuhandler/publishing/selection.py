@@ -2,17 +2,18 @@
 
 A card is offered only when every one of these holds:
 
-* the enrichment has described it (a :class:`~pkg.gpuhandler.enrichment.card_specs.CardEntry`) and found it
-  readable (``ready``);
+* the enrichment has described it (a :class:`~pkg.gpuhandler.enrichment.card_specs.CardEntry`)
+  and found it readable (``ready``);
 * its PhysicalGPU is this backend's card, bound to the backend's driver, with ``DriverReady=True``
-  (:func:`~pkg.gpuhandler.enrichment.readiness`), and not being deleted.
+  (:func:`~pkg.gpuhandler.enrichment.readiness.readiness`), and not being deleted.
 
 Health does not withhold a card: an unhealthy card stays on offer with device taints
 (:mod:`pkg.gpuhandler.health.taints`), so a blip does not withdraw every offer of the card, the
 claims already on it keep their devices, and an admin can tolerate a degraded card.
 
-A card passed through to a VM for a claim (``holds``, :mod:`pkg.gpuhandler.vfio_holds`) stays
-offered as last described although NVML cannot read it: it is allocated, not gone.
+A card passed through to a VM for a claim (``holds``,
+:class:`~pkg.gpuhandler.enrichment.readiness.Holds`) stays offered as last described although NVML
+cannot read it: it is allocated, not gone.
 
 Why both the entry and the object: the entry holds what the offers are made of (engine counts and
 placements, which the PhysicalGPU schema lacks), while the cached object carries the freshest
