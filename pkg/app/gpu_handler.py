@@ -1,4 +1,4 @@
-"""``gpu-handler``: this node's GPUs read through a vendor backend (spec §2.1 C, §2.2.1, §7.5).
+"""``gpu-handler``: this node's GPUs read through a vendor backend.
 
 Without a subcommand it runs on its node: the PhysicalGPU enrichment and the ResourceSlice
 publisher (``--publish``), wired in :func:`pkg.gpuhandler.setup.setup_handler`; the DRA kubelet

@@ -1,9 +1,12 @@
 """gpu-handler: the node component that reads this node's GPUs through a vendor backend.
 
-Today it enriches PhysicalGPUs (spec §2.2.1): once the validator reports ``DriverReady=True`` for a
-card bound to its vendor's driver, the handler writes ``status.capabilities``,
-``status.currentState.nvidia`` and ``HardwareHealthy`` by server-side apply of only its own fields,
-and keeps them current (on change and every re-enrichment period). It also keeps the offer builder's
-view of each card (:mod:`pkg.gpuhandler.card_specs`) for the ResourceSlice publisher and, later,
-the DRA kubelet plugin. :mod:`pkg.gpuhandler.setup` is the composition root.
+Its parts, one package each, each importing only the ones listed after it:
+
+* :mod:`.setup` — the composition root; :mod:`.offline` — ``gpu-handler offers``, the same code
+  paths without a cluster;
+* :mod:`.publishing` — this node's ResourceSlices; :mod:`.preparation` — the DRA kubelet plugin;
+* :mod:`.enrichment` — each PhysicalGPU's capabilities, live driver state and ``HardwareHealthy``,
+  and the card specs the publisher builds its offers from;
+* :mod:`.health` — one health verdict per card, from the backend's events and probes;
+* :mod:`.node_lock` — the lock the publisher and the kubelet plugin share on the node.
 """

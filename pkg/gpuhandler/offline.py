@@ -13,7 +13,7 @@ runs the production code paths end to end on one host tree and prints multi-docu
 3. **The handler's part**: its enrichment chain, unchanged, over an in-memory status writer that
    merges what the handler would apply the way the API server merges an apply. So capabilities,
    ``currentState.nvidia`` and ``HardwareHealthy`` (the backend's health check, now) are exactly
-   what the handler would write, and the card store receives the offer builder's input.
+   what the handler would write, and the card specs receive the offer builder's input.
 4. **The publisher's part**: the same card selection as the publishing loop, the offers, and the
    slices at generation 1 in the layout of the requested API server version. The owner reference
    to the Node is left out: its uid exists only in a cluster.
@@ -41,17 +41,13 @@ from pkg.dra.domain.offers import with_taints
 from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
 from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
-from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.chain import enrichment_handlers
+from pkg.gpuhandler.enrichment.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.readiness import Readiness, readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
-from pkg.gpuhandler.internal.handler import (
-    ApplyHandler,
-    CardSpecHandler,
-    EnrichHandler,
-    HealthHandler,
-    ReadinessHandler,
-)
-from pkg.gpuhandler.internal.state import EnrichmentState, OwnedStatus, Readiness, readiness
 from pkg.gpuhandler.publishing.selection import LABEL_ALLOW_MIG, build_card_offers, select_cards
 from pkg.hardware.labels import to_label_value
 from pkg.hardware.pciids import PciIds
@@ -199,14 +195,8 @@ def _enrich(
 ) -> tuple[list[PhysicalGPU], CardSpecs, dict[str, str]]:
     """Runs the handler's enrichment chain over each card with ``DriverReady`` assumed."""
     writer, cards = _MergingWriter(), CardSpecs()
-    chain: HandlerChain[EnrichmentState] = HandlerChain(
-        [
-            ReadinessHandler(backend=backend),
-            HealthHandler(backend=backend, tracker=health, now=lambda: at),
-            EnrichHandler(backend=backend),
-            ApplyHandler(writer=writer),
-            CardSpecHandler(backend=backend, cards=cards),
-        ]
+    chain = HandlerChain(
+        enrichment_handlers(backend=backend, tracker=health, writer=writer, card_specs=cards, now=lambda: at)
     )
     result: list[PhysicalGPU] = []
     failures: dict[str, str] = {}
@@ -246,7 +236,7 @@ def _unread_reason(gpu: PhysicalGPU, backend: VendorBackend, failure: str | None
 
 
 class _MergingWriter:
-    """The handler's :class:`~pkg.gpuhandler.internal.service.StatusWriter`, in memory: merges an
+    """The handler's :class:`~pkg.gpuhandler.enrichment.status_writer.StatusWriter`, in memory: merges an
     apply into the object as the API server would (conditions by type, ``currentState`` by key)."""
 
     def __init__(self) -> None:

@@ -1,20 +1,26 @@
-"""Composition root of the gpu-handler (spec §10.4 item 1).
+"""Composition root of the gpu-handler: its parts built from the handler's settings and wired.
 
-The container declares how the parts are built from the handler's settings and the process
-runtime (client, informer factory); :func:`setup_handler` wires them into a manager. Today that is
-the enrichment (spec §2.2.1): one informer of this node's PhysicalGPUs (label selector
-``gpu.deckhouse.io/node=<node>``; DESIGN §7: only this node's objects are listed or watched), a
-controller with one request per card, and the vendor backend chosen by entry point name. The ResourceSlice
-publisher (:mod:`pkg.gpuhandler.publishing`) joins in :func:`setup_handler` with one line, reading
-the cards through ``container.card_specs()`` (:class:`~pkg.gpuhandler.card_specs.CardSpecProvider`),
-and so does the kubelet plugin (:mod:`pkg.gpuhandler.preparation`), which tells the enrichment
-through a channel source when a Prepare changed a card's mode (:class:`CardNudges`).
+:class:`GpuHandlerContainer` declares how the parts are built from :class:`HandlerSettings` and
+the process runtime (client, informer factory, event recorder); :func:`setup_handler` registers
+them with a manager:
+
+* the enrichment (:mod:`pkg.gpuhandler.enrichment`): one informer of this node's PhysicalGPUs
+  (label selector ``gpu.deckhouse.io/node=<node>``: a node component lists and watches only its
+  own node's objects, so its load does not grow with the cluster), the enrichment's handler chain
+  and a controller with one request per card, and the vendor backend chosen by entry point name;
+* the health monitor and reporting (:mod:`pkg.gpuhandler.health`), whose verdict changes read the
+  card again;
+* the ResourceSlice publisher (:mod:`pkg.gpuhandler.publishing`), reading the cards through the
+  enrichment's card specs;
+* the kubelet plugin (:mod:`pkg.gpuhandler.preparation`), which tells the enrichment when a
+  Prepare changed a card's mode (:class:`~pkg.gpuhandler.enrichment.card_changes.EnrichmentCardChanges`).
 
 There is no leader election: one handler runs per node and writes only that node's objects.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,47 +29,37 @@ from pathlib import Path
 from dependency_injector import containers, providers
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.backends import BackendError, BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
 from pkg.domain.informers import node_physical_gpus
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
-from pkg.framework.client import ApiError, KubeClient
-from pkg.framework.controller.builder import ControllerBuilder
+from pkg.framework.client import KubeClient
 from pkg.framework.controller.controller import Controller
-from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
-from pkg.framework.reconcile.contract import Request
-from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.card_changes import EnrichmentCardChanges
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.chain import enrichment_handlers
+from pkg.gpuhandler.enrichment.readiness import readable_by
+from pkg.gpuhandler.enrichment.reconciler import EnrichmentReconciler
+from pkg.gpuhandler.enrichment.setup import setup_enrichment
+from pkg.gpuhandler.enrichment.state import EnrichmentState
+from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter
-from pkg.gpuhandler.internal.handler import (
-    ApplyHandler,
-    CardSpecHandler,
-    EnrichHandler,
-    HealthHandler,
-    ReadinessHandler,
-)
-from pkg.gpuhandler.internal.service import KubeStatusWriter
-from pkg.gpuhandler.internal.state import EnrichmentState
-from pkg.gpuhandler.internal.watch import gpu_events
 from pkg.gpuhandler.preparation.checkpoint import CheckpointFile
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
-from pkg.gpuhandler.publishing import setup_publishing
-from pkg.gpuhandler.reconciler import EnrichmentFailedError, EnrichmentReconciler
+from pkg.gpuhandler.publishing import PublishingContainer, PublishSettings, setup_publishing
 from pkg.gpuhandler.vfio_holds import VfioHolds
 from pkg.hardware.labels import to_label_value
 
-ENRICHMENT_CONTROLLER = "gpu-enrichment"
-# A card whose reads fail is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
-RETRY_BASE_SECONDS = 1.0
-RETRY_MAX_SECONDS = 300.0
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,34 +109,17 @@ def new_enrichment_reconciler(
     settings: HandlerSettings,
     gpus: SharedInformer[PhysicalGPU],
     handlers: list[Handler[EnrichmentState]],
-    cards: CardSpecs,
+    card_specs: CardSpecs,
     rand: Callable[[float, float], float],
 ) -> EnrichmentReconciler:
     return EnrichmentReconciler(
         node_label=settings.node_label,
         get_gpu=gpus.store.get_by_key,
         handlers=handlers,
-        cards=cards,
+        card_specs=card_specs,
         period=settings.enrich_period,
         rand=rand,
     )
-
-
-class CardNudges:
-    """Asks the enrichment to read a card again (by PCI address) through its channel source."""
-
-    def __init__(self, *, gpus: SharedInformer[PhysicalGPU], channel: ChannelSource) -> None:
-        self._gpus = gpus
-        self.channel = channel
-
-    def changed(self, card: str) -> None:
-        for gpu in self._gpus.store.list():
-            if (
-                gpu.status is not None
-                and gpu.status.pci_info is not None
-                and gpu.status.pci_info.address == card
-            ):
-                self.channel.send(str(gpu.metadata.name))
 
 
 def new_vfio_holds(settings: HandlerSettings) -> VfioHolds:
@@ -149,10 +128,6 @@ def new_vfio_holds(settings: HandlerSettings) -> VfioHolds:
         return VfioHolds()
     checkpoint = CheckpointFile(settings.plugin.checkpoint_path)
     return VfioHolds(load=lambda: checkpoint.load(boot_id=""))
-
-
-def _request_for_name(name: object) -> list[Request]:
-    return [Request(name=str(name))] if name else []
 
 
 class GpuHandlerContainer(containers.DeclarativeContainer):
@@ -168,51 +143,47 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     gpu_informer = providers.Singleton(
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
-    card_nudges = providers.Singleton(
-        CardNudges, gpus=gpu_informer, channel=providers.Singleton(ChannelSource, name="prepared-cards")
+    card_changes = providers.Singleton(
+        EnrichmentCardChanges,
+        gpus=gpu_informer,
+        channel=providers.Singleton(ChannelSource, name="card-changes"),
     )
     health_tracker = providers.Singleton(HealthTracker, quiet_period=settings.provided.health_quiet_period)
     status_writer = providers.Singleton(KubeStatusWriter, client)
     now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
     rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
-    handlers = providers.List(
-        providers.Singleton(ReadinessHandler, backend=backend, holds=vfio_holds),
-        providers.Singleton(HealthHandler, backend=backend, tracker=health_tracker, now=now),
-        providers.Singleton(EnrichHandler, backend=backend),
-        providers.Singleton(ApplyHandler, writer=status_writer),
-        providers.Singleton(CardSpecHandler, backend=backend, cards=card_specs),
+    handlers = providers.Singleton(
+        enrichment_handlers,
+        backend=backend,
+        tracker=health_tracker,
+        writer=status_writer,
+        card_specs=card_specs,
+        holds=vfio_holds,
+        now=now,
     )
     reconciler = providers.Singleton(
         new_enrichment_reconciler,
         settings=settings,
         gpus=gpu_informer,
         handlers=handlers,
-        cards=card_specs,
+        card_specs=card_specs,
         rand=rand,
     )
 
 
-def setup_enrichment(manager: Manager, container: GpuHandlerContainer) -> Controller:
-    """Registers the enrichment controller (one request per card) and its watch with ``manager``."""
-    settings: HandlerSettings = container.settings()
-    return (
-        ControllerBuilder(manager, name=ENRICHMENT_CONTROLLER)
-        .for_(container.gpu_informer(), predicates=[gpu_events()])
-        .watches(container.card_nudges().channel, EnqueueRequestsFromMapFunc(_request_for_name))
-        .workers(settings.workers)
-        .without_leader_election()
-        .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)
-        .expected_errors(ApiError, OSError, BackendError, EnrichmentFailedError)
-        .complete(container.reconciler())
-    )
-
-
 def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
-    """Everything the gpu-handler runs: the enrichment, the ResourceSlice publisher and the kubelet
-    plugin."""
-    setup_enrichment(manager, container)
+    """Everything the gpu-handler runs: the enrichment, the health monitor, the ResourceSlice
+    publisher and the kubelet plugin."""
+    settings: HandlerSettings = container.settings()
+    setup_enrichment(
+        manager,
+        gpus=container.gpu_informer(),
+        card_changes=container.card_changes(),
+        reconciler=container.reconciler(),
+        workers=settings.workers,
+    )
     setup_health(manager, container)
-    setup_publishing(manager, container)
+    setup_handler_publishing(manager, container)
     setup_preparation(manager, container)
 
 
@@ -221,17 +192,47 @@ def setup_health(manager: Manager, container: GpuHandlerContainer) -> HealthMoni
     (the publisher and the kubelet plugin subscribe in their own setup)."""
     settings: HandlerSettings = container.settings()
     tracker: HealthTracker = container.health_tracker()
+    backend: VendorBackend = container.backend()
     gpus = container.gpu_informer().store.list
     reporter = HealthReporter(recorder=container.recorder(), gpus=gpus)
-    nudges: CardNudges = container.card_nudges()
-    tracker.subscribe(lambda address, _old, _new: nudges.changed(address))  # HardwareHealthy now
+    changes: EnrichmentCardChanges = container.card_changes()
+    tracker.subscribe(lambda address, _old, _new: changes.changed(address))  # HardwareHealthy now
     tracker.subscribe(reporter.changed)
     tracker.subscribe_events(reporter.seen)
     monitor = HealthMonitor(
-        backend=container.backend(), tracker=tracker, gpus=gpus, poll=settings.health_poll
+        backend=backend,
+        tracker=tracker,
+        gpus=gpus,
+        readable=readable_by(pci_vendor_id=backend.identity.pci_vendor_id, driver_type=backend.driver_type),
+        poll=settings.health_poll,
     )
     manager.add(monitor)
     return monitor
+
+
+def setup_handler_publishing(manager: Manager, container: GpuHandlerContainer) -> Controller | None:
+    """The ResourceSlice publisher over the enrichment's card specs; ``None`` when turned off."""
+    settings: HandlerSettings = container.settings()
+    if not settings.publish:
+        logger.info("ResourceSlice publishing is turned off", extra={"node": settings.node_name})
+        return None
+    publishing = PublishingContainer(
+        settings=PublishSettings(
+            node_name=settings.node_name,
+            node_label=settings.node_label,
+            resync_period=settings.publish_resync_period,
+            lock_path=settings.plugin.lock_path if settings.plugin else None,
+            lock_timeout=settings.plugin.lock_timeout if settings.plugin else 30.0,
+        ),
+        client=container.client(),
+        informers=container.informers(),
+        card_specs=container.card_specs(),
+        gpu_informer=container.gpu_informer(),
+        backend=container.backend(),
+        health_tracker=container.health_tracker(),
+    )
+    publishing.holds.override(providers.Object(container.vfio_holds()))
+    return setup_publishing(manager, publishing)
 
 
 def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> PreparationContainer | None:
@@ -246,7 +247,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         recorder=container.recorder(),
         backend=container.backend(),
         gpu_informer=container.gpu_informer(),
-        card_changes=container.card_nudges(),
+        card_changes=container.card_changes(),
         holds=container.vfio_holds(),
         health_tracker=container.health_tracker(),
     )

@@ -35,8 +35,8 @@ from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import EVENT, NODE
 from pkg.framework.client.watch import WatchEventType
-from pkg.gpuhandler.internal.service.status_writer import KubeStatusWriter
-from pkg.gpuhandler.internal.state.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"

@@ -31,7 +31,7 @@ from pkg.dra.allocator.pools import gather_pools
 from pkg.dra.explain.claim_validation import claim_errors
 from pkg.framework.client import ApiError, InvalidError, KubeClient, PatchType
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_SLICE
-from pkg.gpuhandler.internal.service import KubeStatusWriter
+from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 
 pytestmark = pytest.mark.integration
 

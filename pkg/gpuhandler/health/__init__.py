@@ -1,4 +1,4 @@
-"""Device health end to end (DESIGN §9): one verdict per card, from the backend's health events
+"""Device health end to end: one verdict per card, from the backend's health events
 and its probe, that the gpu-handler shows everywhere at once.
 
 * :mod:`.verdict` — :class:`CardHealth`, the verdict (healthy, degraded, fatal) with its reason;

@@ -22,7 +22,6 @@ from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends.backend import BackendError, VendorBackend
 from pkg.backends.health_events import HealthEventSource
 from pkg.gpuhandler.health.tracker import HealthTracker
-from pkg.gpuhandler.internal.state import Readiness, readiness
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +34,12 @@ def _address(gpu: PhysicalGPU) -> str | None:
     return info.address if info is not None else None
 
 
-def _readable(gpu: PhysicalGPU, backend: VendorBackend) -> bool:
-    """Only cards the backend's library can see have events: bound to its driver, DriverReady
-    (a card handed to vfio-pci, or whose driver is still loading, would fail the whole event set)."""
-    state = readiness(gpu, pci_vendor_id=backend.identity.pci_vendor_id, driver_type=backend.driver_type)
-    return state is Readiness.READY
-
-
 class HealthMonitor:
-    """A :class:`~pkg.framework.manager.runnable.Runnable`; ``gpus`` lists the node's PhysicalGPUs."""
+    """A :class:`~pkg.framework.manager.runnable.Runnable`; ``gpus`` lists the node's PhysicalGPUs.
+
+    ``readable`` says whether the backend may read a card now (the enrichment's readiness). Only
+    those cards have events: a card handed to vfio-pci, or whose driver is still loading, is
+    invisible to the backend's library and would fail the whole event set."""
 
     name = "health-monitor"
     needs_leader_election = False
@@ -54,11 +50,13 @@ class HealthMonitor:
         backend: VendorBackend,
         tracker: HealthTracker,
         gpus: Callable[[], Iterable[PhysicalGPU]],
+        readable: Callable[[PhysicalGPU], bool],
         poll: float = 1.0,
     ) -> None:
         self._backend = backend
         self._tracker = tracker
         self._gpus = gpus
+        self._readable = readable
         self._poll = poll
         self._source: HealthEventSource | None = None
         self._addresses: tuple[str, ...] = ()
@@ -75,7 +73,7 @@ class HealthMonitor:
 
     def step(self, stop: threading.Event) -> None:
         """One round: wait for events (at most ``poll``), then probe the cards ready to recover."""
-        gpus = {a: g for g in self._gpus() if (a := _address(g)) is not None and _readable(g, self._backend)}
+        gpus = {a: g for g in self._gpus() if (a := _address(g)) is not None and self._readable(g)}
         source = self._open(tuple(sorted(gpus)), stop)
         if source is not None:
             try:

@@ -1,4 +1,4 @@
-"""ResourceSlice publishing of the gpu-handler: this node's offers, kept current (spec §7.5).
+"""ResourceSlice publishing of the gpu-handler: this node's offers, kept current.
 
 The loop (:mod:`.setup`, :mod:`.reconciler`) publishes the node's pool ``gpus/<node>`` through
 :class:`~pkg.dra.publisher.SlicePublisher`: server-side apply, the generation bumped on
@@ -8,7 +8,7 @@ every slice so they go with it. Publishes of one node never overlap (one request
 What is offered (:mod:`.selection`): cards the enrichment described, readable (``DriverReady=True``
 on the backend's driver) and ``HardwareHealthy=True``; MIG offers only for cards that support MIG
 on a Node whose ``gpu.deckhouse.io/allow-mig`` label is not ``false``. What wakes a publish
-(:mod:`.watches`): the card store's changes, this node's PhysicalGPUs, its Node's MIG label, its
+(:mod:`.watches`): the card specs' changes, this node's PhysicalGPUs, its Node's MIG label, its
 slices edited or deleted by others, and a slow periodic resync. The layout (1.34 inline counters,
 1.35+ a counter slice) follows the API server's version, read once (:mod:`.layout`).
 """
@@ -21,7 +21,12 @@ from pkg.gpuhandler.publishing.selection import (
     mig_allowed_on,
     select_cards,
 )
-from pkg.gpuhandler.publishing.setup import PUBLISH_CONTROLLER, PublishSettings, setup_publishing
+from pkg.gpuhandler.publishing.setup import (
+    PUBLISH_CONTROLLER,
+    PublishingContainer,
+    PublishSettings,
+    setup_publishing,
+)
 
 __all__ = [
     "LABEL_ALLOW_MIG",
@@ -29,6 +34,7 @@ __all__ = [
     "PUBLISH_CONTROLLER",
     "PublishReconciler",
     "PublishSettings",
+    "PublishingContainer",
     "Selection",
     "build_card_offers",
     "mig_allowed_on",

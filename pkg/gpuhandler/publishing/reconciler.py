@@ -6,7 +6,7 @@ read. It is the framework's :class:`~pkg.framework.reconcile.SingletonReconciler
 events costs one pass, an event during a pass one more pass, and the template's single worker
 never runs two passes at once (which is also what makes :class:`~.state.PassMemory` safe).
 
-A pass reads everything from the caches and the card store, never from the event that woke it,
+A pass reads everything from the caches and the card specs, never from the event that woke it,
 into a scratch :class:`~.state.PublishState`; then its steps (:mod:`.handler`) run:
 
 1. the Node. Without it there is no owner for the slices, so nothing is written (its create event
@@ -34,8 +34,8 @@ from kubernetes.client import V1DeviceTaint, V1Node
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Request, SingletonReconciler
-from pkg.gpuhandler.card_specs import CardSpecProvider
-from pkg.gpuhandler.internal.state.readiness import Holds
+from pkg.gpuhandler.enrichment.card_specs import CardSpecProvider
+from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.publishing.handler import NodeHandler, PublishHandler, SelectHandler, StartupGraceHandler
 from pkg.gpuhandler.publishing.handler.publish import Publisher, node_owner
 from pkg.gpuhandler.publishing.state import PassMemory, PublishState
@@ -52,7 +52,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         node_name: str,
         get_node: Callable[[str], V1Node | None],
         list_gpus: Callable[[], Sequence[PhysicalGPU]],
-        cards: CardSpecProvider,
+        card_specs: CardSpecProvider,
         publisher: Publisher,
         pci_vendor_id: str,
         driver_type: DriverType,
@@ -76,12 +76,12 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                 node_name=node_name,
                 node=get_node(node_name),
                 gpus={str(g.metadata.name): g for g in list_gpus()},
-                entries=cards.snapshot(),
+                entries=card_specs.snapshot(),
                 memory=memory,
                 taints=taints,
             )
 
-        self._publish = PublishHandler(
+        publish = PublishHandler(
             publisher=publisher, resync=Jitter(period=resync_period, jitter=jitter, rand=rand)
         )
         super().__init__(
@@ -93,12 +93,9 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                     grace=startup_grace, pci_vendor_id=pci_vendor_id, driver_type=driver_type, clock=clock
                 ),
                 SelectHandler(pci_vendor_id=pci_vendor_id, driver_type=driver_type, holds=holds),
-                self._publish,
+                publish,
             ],
         )
-
-    def next_resync(self) -> float:
-        return self._publish.resync.next()
 
 
 __all__ = ["PUBLISH", "PublishReconciler", "Publisher", "node_owner"]

@@ -1,18 +1,19 @@
-"""Which of this node's cards are offered, and in which modes (spec §7.5).
+"""Which of this node's cards are offered, and in which modes.
 
 A card is offered only when every one of these holds:
 
-* the enrichment has described it (a :class:`~pkg.gpuhandler.card_specs.CardEntry`) and found it
-  readable (``ready``);
+* the enrichment has described it (a :class:`~pkg.gpuhandler.enrichment.card_specs.CardEntry`)
+  and found it readable (``ready``);
 * its PhysicalGPU is this backend's card, bound to the backend's driver, with ``DriverReady=True``
-  (:func:`~pkg.gpuhandler.internal.state.readiness`), and not being deleted.
+  (:func:`~pkg.gpuhandler.enrichment.readiness.readiness`), and not being deleted.
 
 Health does not withhold a card: an unhealthy card stays on offer with device taints
 (:mod:`pkg.gpuhandler.health.taints`), so a blip does not withdraw every offer of the card, the
 claims already on it keep their devices, and an admin can tolerate a degraded card.
 
-A card passed through to a VM for a claim (``holds``, :mod:`pkg.gpuhandler.vfio_holds`) stays
-offered as last described although NVML cannot read it: it is allocated, not gone.
+A card passed through to a VM for a claim (``holds``,
+:class:`~pkg.gpuhandler.enrichment.readiness.Holds`) stays offered as last described although NVML
+cannot read it: it is allocated, not gone.
 
 Why both the entry and the object: the entry holds what the offers are made of (engine counts and
 placements, which the PhysicalGPU schema lacks), while the cached object carries the freshest
@@ -21,7 +22,7 @@ at the card's next enrichment pass.
 
 MIG offers additionally need a card that supports MIG (the backend reported profiles with
 placements) and a Node whose label ``gpu.deckhouse.io/allow-mig`` is not ``false``: an absent label
-allows MIG (spec §7.5: "default true when MIG is supported"). The Physical and shared offers of an
+allows MIG (MIG is on by default wherever the card supports it). The Physical and shared offers of an
 offered card are always published.
 
 Pure functions over plain inputs, so the publishing loop and ``gpu-handler offers`` (which has no
@@ -42,9 +43,8 @@ from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.dra.domain.card import Card
 from pkg.dra.domain.limits import SliceLimitError
 from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.gpuhandler.card_specs import CardEntry
-from pkg.gpuhandler.internal.state import Readiness, readiness
-from pkg.gpuhandler.internal.state.readiness import Holds
+from pkg.gpuhandler.enrichment.card_specs import CardEntry
+from pkg.gpuhandler.enrichment.readiness import Holds, Readiness, readiness
 
 logger = logging.getLogger(__name__)
 

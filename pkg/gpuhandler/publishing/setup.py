@@ -1,16 +1,17 @@
-"""Composition root of the ResourceSlice publishing loop (spec §7.5, §10.3.3).
+"""Composition root of the ResourceSlice publishing loop.
 
-:func:`setup_publishing` takes the gpu-handler's container (the enrichment's card store, its
-informer of this node's PhysicalGPUs, the backend, the client) and adds:
+:class:`PublishingContainer` is given what the gpu-handler already has (the enrichment's card
+specs, its informer of this node's PhysicalGPUs, the backend, the health tracker, the client) and
+adds:
 
 * an informer of this Node (field selector ``metadata.name``), for the owner reference and the
   ``allow-mig`` label, and one of this node's slices of our driver (field selectors
-  ``spec.nodeName`` and ``spec.driver``), to notice slices deleted or edited by others;
-  DESIGN §7: nothing else is listed or watched;
-* a single-worker controller running :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler`
-  for its one request, woken by the card store's subscription, the health tracker's verdict
-  changes (device taints), the three watches, the start-up and a jittered periodic resync (the
-  reconciler's ``requeue_after``).
+  ``spec.nodeName`` and ``spec.driver``), to notice slices deleted or edited by others. Nothing
+  else is listed or watched: a node component's load must not grow with the cluster;
+* through :func:`setup_publishing`, a single-worker controller running
+  :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler` for its one request, woken by
+  the card specs' subscription, the health tracker's verdict changes (device taints), the three
+  watches, the start-up and a jittered periodic resync (the reconciler's ``requeue_after``).
 
 The existing slices are read with a LIST per publish (:class:`KubeSliceReader`) rather than from
 the slice informer: a publish right after another must see the previous one's writes, or it would
@@ -19,11 +20,9 @@ give a changed pool the generation it already has.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from kubernetes.client import V1Node, V1OwnerReference
@@ -42,20 +41,15 @@ from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
-from pkg.gpuhandler.card_specs import CardSpecProvider
+from pkg.gpuhandler.enrichment.card_specs import CardSpecProvider
+from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
-from pkg.gpuhandler.internal.state.readiness import Holds
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
 from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
-
-if TYPE_CHECKING:
-    from pkg.gpuhandler.setup import GpuHandlerContainer
-
-logger = logging.getLogger(__name__)
 
 PUBLISH_CONTROLLER = "resourceslice-publisher"
 # A failed publish is retried after 1 s, 2 s, 4 s, ... at most 5 minutes apart.
@@ -102,10 +96,10 @@ def new_reconciler(
     settings: PublishSettings,
     nodes: SharedInformer[V1Node],
     gpus: SharedInformer[PhysicalGPU],
-    cards: CardSpecProvider,
+    card_specs: CardSpecProvider,
     publisher: Publisher,
     backend: VendorBackend,
-    health: HealthTracker,
+    health_tracker: HealthTracker,
     holds: Holds | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
@@ -118,14 +112,14 @@ def new_reconciler(
         node_name=settings.node_name,
         get_node=nodes.store.get_by_key,
         list_gpus=this_nodes_gpus,
-        cards=cards,
+        card_specs=card_specs,
         publisher=publisher,
         pci_vendor_id=backend.identity.pci_vendor_id,
         driver_type=backend.driver_type,
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
         holds=holds,
-        taints=lambda address: device_taints(health.verdict(address)),
+        taints=lambda address: device_taints(health_tracker.verdict(address)),
     )
 
 
@@ -133,14 +127,14 @@ class PublishingContainer(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=PublishSettings)
     client = providers.Dependency(instance_of=KubeClient)
     informers = providers.Dependency(instance_of=InformerFactory)
-    cards: providers.Dependency[CardSpecProvider] = providers.Dependency()
+    card_specs: providers.Dependency[CardSpecProvider] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
     holds: providers.Object[Holds | None] = providers.Object(
         None
     )  # cards passed through for claims (VfioHolds), when the plugin runs
     # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
-    health = providers.Dependency(
+    health_tracker = providers.Dependency(
         instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
     )
 
@@ -156,44 +150,24 @@ class PublishingContainer(containers.DeclarativeContainer):
         settings=settings,
         nodes=node_informer,
         gpus=gpu_informer,
-        cards=cards,
+        card_specs=card_specs,
         publisher=publisher,
         backend=backend,
         holds=holds,
-        health=health,
+        health_tracker=health_tracker,
     )
 
 
-def setup_publishing(manager: Manager, handler: GpuHandlerContainer) -> Controller | None:
-    """Registers the publishing controller, its watches and triggers; ``None`` when turned off."""
-    settings = handler.settings()
-    if not settings.publish:
-        logger.info("ResourceSlice publishing is turned off", extra={"node": settings.node_name})
-        return None
-    container = PublishingContainer(
-        settings=PublishSettings(
-            node_name=settings.node_name,
-            node_label=settings.node_label,
-            resync_period=settings.publish_resync_period,
-            lock_path=settings.plugin.lock_path if settings.plugin else None,
-            lock_timeout=settings.plugin.lock_timeout if settings.plugin else 30.0,
-        ),
-        client=handler.client(),
-        informers=handler.informers(),
-        cards=handler.card_specs(),
-        gpu_informer=handler.gpu_informer(),
-        backend=handler.backend(),
-        health=handler.health_tracker(),
-    )
-    container.holds.override(providers.Object(handler.vfio_holds()))
+def setup_publishing(manager: Manager, container: PublishingContainer) -> Controller:
+    """Registers the publishing controller, its watches and triggers with ``manager``."""
     publish = EnqueueRequestsFromMapFunc(lambda _obj: [PUBLISH])
     cards_changed = ChannelSource(name="card-specs")
-    handler.card_specs().subscribe(cards_changed.send)
+    container.card_specs().subscribe(cards_changed.send)
     health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
-    handler.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
+    container.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
     return (
         ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
-        .watches(handler.gpu_informer(), publish, predicates=[gpu_events()])
+        .watches(container.gpu_informer(), publish, predicates=[gpu_events()])
         .watches(container.node_informer(), publish, predicates=[node_events()])
         .watches(container.slice_informer(), publish, predicates=[slice_events()])
         .watches(cards_changed, publish)

@@ -19,7 +19,7 @@ from kubernetes.client import V1DeviceTaint, V1Node
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.reconcile import Scratch
-from pkg.gpuhandler.card_specs import CardEntry
+from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.publishing.selection import Selection
 
 

@@ -6,7 +6,7 @@ on changed:
 
 * **PhysicalGPU** of this node: creates and deletes, and updates that change ``DriverReady``,
   ``HardwareHealthy``, the bound driver or the deletion mark. Capability changes arrive through
-  the card store's subscription instead, which holds the description offers are built from.
+  the card specs' subscription instead, which holds the description offers are built from.
 * **Node** (this one, by field selector): created (the owner of the slices exists now), deleted,
   marked for deletion, or its MIG decision (label ``gpu.deckhouse.io/allow-mig``) changed.
   The kubelet's status heartbeats and every other label are ignored.

@@ -29,9 +29,9 @@ from api.gpu.v1alpha1 import (
 from pkg.backends import BackendOptions, CardVerdict, Enrichment, VendorBackend
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA
 from pkg.dra.domain.card import Card
-from pkg.gpuhandler.card_specs import CardSpecs
-from pkg.gpuhandler.internal.state import OwnedStatus
-from pkg.gpuhandler.reconciler import EnrichmentReconciler
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.reconciler import EnrichmentReconciler
 
 ROOT = Path(__file__).resolve().parents[3]
 SYSFS = ROOT / "test" / "fixtures" / "sysfs"
@@ -87,7 +87,7 @@ def simulated(scenario: str = "a30-x2", state_dir: Path | None = None) -> Vendor
 
 @dataclass
 class RecordingWriter:
-    """:class:`~pkg.gpuhandler.internal.service.StatusWriter` that records instead of writing."""
+    """:class:`~pkg.gpuhandler.enrichment.status_writer.StatusWriter` that records instead of writing."""
 
     applied: list[tuple[str, OwnedStatus]] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)

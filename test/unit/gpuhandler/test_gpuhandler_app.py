@@ -18,9 +18,9 @@ from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.wire import pluginregistration_v1_pb2 as registration
 from pkg.framework.manager.manager import Manager
+from pkg.gpuhandler.enrichment.setup import ENRICHMENT_CONTROLLER
 from pkg.gpuhandler.preparation.setup import PluginSettings
 from pkg.gpuhandler.setup import (
-    ENRICHMENT_CONTROLLER,
     GpuHandlerContainer,
     HandlerSettings,
     setup_handler,

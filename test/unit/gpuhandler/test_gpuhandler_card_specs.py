@@ -1,11 +1,11 @@
-"""The card store the publisher will read: snapshots, readiness, change notifications."""
+"""The card specs the publisher reads: snapshots, readiness, change notifications."""
 
 from __future__ import annotations
 
 import pytest
 
 from pkg.dra.domain.card import Card
-from pkg.gpuhandler.card_specs import CardEntry, CardSpecs
+from pkg.gpuhandler.enrichment.card_specs import CardEntry, CardSpecs
 
 A30 = Card(
     physical_gpu="g0", pci_address="0000:3b:00.0", product_name="NVIDIA A30", device="a30", memory_mib=24576

@@ -1,4 +1,5 @@
-"""The enrichment rules (spec §4.2.1-4.2.2) through the real chain, with the simulated backend."""
+"""The enrichment rules (when a card is read, what is written, what is kept) through the real chain,
+with the simulated backend."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from gpuhandler_fakes import (
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
 from pkg.framework.reconcile.contract import Request
-from pkg.gpuhandler.reconciler import EnrichmentFailedError
+from pkg.gpuhandler.enrichment.reconciler import EnrichmentFailedError
 
 NAME = "node-1-0-10de-20b7"
 

@@ -4,6 +4,7 @@ the taints of a verdict, the reporting, and the condition that follows the verdi
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,18 +14,20 @@ import pytest
 from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1Device, V1DeviceTaint
 
-from pkg.backends import CardVerdict
+from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends import CardVerdict, VendorBackend
 from pkg.backends.health_events import HealthEvent, Severity
 from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.events import inject_event, recover
 from pkg.dra.domain.limits import SliceLimitError, validate_device
 from pkg.framework.events.recorder import EventRecorderLogger
+from pkg.gpuhandler.enrichment.handler import HealthHandler
+from pkg.gpuhandler.enrichment.readiness import Readiness, readable_by
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 from pkg.gpuhandler.health import CardHealth, HealthState, HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter, transitions
 from pkg.gpuhandler.health.taints import TAINT_KEY, device_taints
-from pkg.gpuhandler.internal.handler import HealthHandler
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
 
 T0 = datetime(2026, 11, 24, 1, 0, 0, tzinfo=UTC)
 
@@ -35,6 +38,11 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def readable(backend: VendorBackend) -> Callable[[PhysicalGPU], bool]:
+    """The enrichment's readiness, as the gpu-handler gives it to the monitor."""
+    return readable_by(pci_vendor_id=backend.identity.pci_vendor_id, driver_type=backend.driver_type)
 
 
 def event(severity: Severity, reason: str, address: str = A30_FIRST) -> HealthEvent:
@@ -153,7 +161,9 @@ def test_the_monitor_turns_injected_events_into_verdicts_and_recovers_the_reset_
     driver = SimulatedDriverState(tmp_path / "driver")
     t = HealthTracker(quiet_period=0.0)
     card = gpu(A30_FIRST)
-    monitor = HealthMonitor(backend=backend, tracker=t, gpus=lambda: [card], poll=0.05)
+    monitor = HealthMonitor(
+        backend=backend, tracker=t, gpus=lambda: [card], readable=readable(backend), poll=0.05
+    )
     stop = threading.Event()
     monitor.step(stop)  # opens the event set: what comes after is seen
     inject_event(driver, A30_FIRST, xid=48)
@@ -247,7 +257,9 @@ def test_the_monitor_leaves_out_cards_its_library_cannot_see(tmp_path: Path) -> 
     driver = SimulatedDriverState(tmp_path / "driver")
     t = HealthTracker(quiet_period=60.0)
     cards = [gpu(A30_FIRST, driver_type=DriverType.VFIO), gpu(second, name="node-1-1-10de-20b7")]
-    monitor = HealthMonitor(backend=backend, tracker=t, gpus=lambda: cards, poll=0.05)
+    monitor = HealthMonitor(
+        backend=backend, tracker=t, gpus=lambda: cards, readable=readable(backend), poll=0.05
+    )
     stop = threading.Event()
     monitor.step(stop)
     inject_event(driver, A30_FIRST, xid=79)

@@ -24,7 +24,7 @@ from pkg.dra.domain.slices import Layout
 from pkg.dra.publisher import PublishResult, SlicePublisher
 from pkg.framework.client import KubeClient
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG, PUBLISH, PublishReconciler
@@ -91,7 +91,7 @@ def card(address: str, name: str, *, health: str = "True", driver_ready: str = "
 
 @dataclass
 class World:
-    """The caches and the card store a pass reads, and a reconciler over them."""
+    """The caches and the card specs a pass reads, and a reconciler over them."""
 
     publisher: Any = field(default_factory=RecordingPublisher)
     node: V1Node | None = field(default_factory=node)
@@ -106,7 +106,7 @@ class World:
             node_name=NODE,
             get_node=lambda name: self.node if self.node and self.node.metadata.name == name else None,
             list_gpus=lambda: list(self.gpus.values()),
-            cards=self.cards,
+            card_specs=self.cards,
             publisher=self.publisher,
             pci_vendor_id="10de",
             driver_type=DriverType.NVIDIA,

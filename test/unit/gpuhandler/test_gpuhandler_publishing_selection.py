@@ -1,4 +1,4 @@
-"""Which cards the publisher offers, and in which modes (spec §7.5), on real simulated cards."""
+"""Which cards the publisher offers, and in which modes, on real simulated cards."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kubernetes.client import V1Node, V1ObjectMeta
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.dra.domain.card import Card
-from pkg.gpuhandler.card_specs import CardEntry
+from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.publishing.selection import (
     LABEL_ALLOW_MIG,
     build_card_offers,

@@ -54,7 +54,7 @@ def test_publishing_watches_only_this_nodes_objects_and_runs_one_worker(mocker: 
     start.start(start_listener.on_generic, threading.Event())
     assert controller.queue.get() == PUBLISH  # the start-up publish
     controller.queue.done(PUBLISH)
-    # A change in the card store wakes a publish.
+    # A change in the card specs wakes a publish.
     cards, cards_listener = sources["card-specs"]
     stop = threading.Event()
     thread = threading.Thread(target=cards.start, args=(cards_listener.on_generic, stop))

@@ -46,7 +46,7 @@ def test_gpu_updates_wake_a_publish_only_when_an_offer_input_changes() -> None:
         update={"metadata": base.metadata.model_copy(update={"deletion_timestamp": datetime.now(UTC)})}
     )
     assert events.update(base, going)
-    # Capabilities reach the publisher through the card store, not through this watch.
+    # Capabilities reach the publisher through the card specs, not through this watch.
     caps = Capabilities(product_name="NVIDIA A30", memory_mib=24576, vendor=Vendor.NVIDIA)
     enriched = healthy(status_updates={"capabilities": caps})
     assert not events.update(base, enriched)

@@ -11,8 +11,8 @@ from api.gpu.v1alpha1 import Capabilities, NvidiaState, Vendor
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.errors import InvalidError
-from pkg.gpuhandler.internal.service import KubeStatusWriter
-from pkg.gpuhandler.internal.state import OwnedStatus
+from pkg.gpuhandler.enrichment.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 
 
 def client(mocker: Any, manager: str = "gpu-handler") -> Any:

@@ -14,7 +14,7 @@ from gpuhandler_fakes import A30_FIRST, CountingBackend, condition, gpu, harness
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU
 from pkg.framework.reconcile.contract import Request
-from pkg.gpuhandler.card_specs import CardEntry
+from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointFile,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from api.gpu.v1alpha1 import DriverType
 from pkg.framework.reconcile import Result
-from pkg.gpuhandler.internal.state.readiness import Holds
+from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.publishing.selection import mig_allowed_on, select_cards
 from pkg.gpuhandler.publishing.state import PublishState
 

@@ -1,7 +1,7 @@
 """The Kubernetes writes of the enrichment, and nothing else.
 
 * ``apply``: server-side apply on the status subresource under field manager ``gpu-handler`` of
-  exactly :class:`~pkg.gpuhandler.internal.state.owned.OwnedStatus` (capabilities,
+  exactly :class:`~pkg.gpuhandler.enrichment.owned.OwnedStatus` (capabilities,
   ``currentState.nvidia``, the ``HardwareHealthy`` condition). Forced, because the gpu-controller
   seeds ``HardwareHealthy`` as Unknown with an update and the handler is meant to take it over;
   fields of other managers (``pciInfo``, ``currentState.driverType``, ``DriverReady``) are not
@@ -29,7 +29,7 @@ from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.errors import InvalidError
-from pkg.gpuhandler.internal.state.owned import OwnedStatus
+from pkg.gpuhandler.enrichment.owned import OwnedStatus
 
 logger = logging.getLogger(__name__)
 

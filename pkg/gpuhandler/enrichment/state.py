@@ -1,7 +1,7 @@
 """The state one enrichment pass works on: the cached object and what the handlers found.
 
 Built per reconcile from the informer cache. ``gpu`` is the cached object and is never edited;
-handlers fill in the other fields in chain order (readiness → health → enrich → apply → cards) and
+handlers fill in the other fields in chain order (readiness → health → enrich → apply → card specs) and
 record a card's read failures in ``failures`` instead of raising, so the steps after them still run
 (a lost GPU still gets ``HardwareHealthy=False``). The reconciler raises afterwards, and the
 controller retries the card with backoff.
@@ -16,7 +16,7 @@ from kubernetes.client import V1Condition
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends.backend import BackendError, Enrichment
 from pkg.framework.reconcile.handler import Scratch
-from pkg.gpuhandler.internal.state.readiness import Readiness
+from pkg.gpuhandler.enrichment.readiness import Readiness
 
 
 @dataclass(kw_only=True)

@@ -1,7 +1,7 @@
-"""Step 5, cards: the offer builder's description of the card, for the publisher.
+"""Step 5, card specs: the offer builder's description of the card, for the publisher.
 
 A readable card's :class:`~pkg.dra.domain.card.Card` is stored in
-:class:`~pkg.gpuhandler.card_specs.CardSpecs`; a card that is not readable keeps its last
+:class:`~pkg.gpuhandler.enrichment.card_specs.CardSpecs`; a card that is not readable keeps its last
 description, marked not ready; a card held for VFIO keeps its description as it is. A read
 failure is recorded like the enrichment's.
 """
@@ -12,24 +12,25 @@ import logging
 
 from pkg.backends.backend import BackendError, VendorBackend
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.card_specs import CardSpecs
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 
 logger = logging.getLogger(__name__)
 
 
 class CardSpecHandler:
-    name = "cards"
+    name = "card-specs"
 
-    def __init__(self, *, backend: VendorBackend, cards: CardSpecs) -> None:
+    def __init__(self, *, backend: VendorBackend, card_specs: CardSpecs) -> None:
         self._backend = backend
-        self._cards = cards
+        self._card_specs = card_specs
 
     def handle(self, state: EnrichmentState) -> Result | None:
         if state.readiness is Readiness.HELD:  # passed through for a claim: still on offer as it was
             return None
         if state.readiness is not Readiness.READY:
-            self._cards.mark_unready(state.name)
+            self._card_specs.mark_unready(state.name)
             return None
         if state.failures:  # the card did not answer in this pass; keep what we had
             return None
@@ -41,5 +42,5 @@ class CardSpecHandler:
             )
             state.failures.append(exc)
             return None
-        self._cards.put(state.name, card)
+        self._card_specs.put(state.name, card)
         return None

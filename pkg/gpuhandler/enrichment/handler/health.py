@@ -17,8 +17,10 @@ from datetime import datetime
 from pkg.backends.backend import VendorBackend, pci_address
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.framework.reconcile.contract import Result
+from pkg.gpuhandler.enrichment.owned import health_condition
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 from pkg.gpuhandler.health import HealthTracker
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, health_condition
 
 
 class HealthHandler:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from api.gpu.v1alpha1 import DriverType
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.internal.service import StatusWriter
-from pkg.gpuhandler.internal.state import EnrichmentState, OwnedStatus, Readiness, owned_of
+from pkg.gpuhandler.enrichment.owned import OwnedStatus, owned_of
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
+from pkg.gpuhandler.enrichment.status_writer import StatusWriter
 
 
 class ApplyHandler:

@@ -15,7 +15,7 @@ from typing import Any
 from api.gpu.v1alpha1 import LABEL_DEVICE, PhysicalGPU, PhysicalGPUConditionType
 from pkg.framework.controller.predicate import Funcs, Predicate
 from pkg.framework.reconcile.conditions import condition_status
-from pkg.gpuhandler.internal.state import owned_of
+from pkg.gpuhandler.enrichment.owned import owned_of
 
 
 def _inputs(gpu: PhysicalGPU) -> tuple[Any, ...]:

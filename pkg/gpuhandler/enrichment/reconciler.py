@@ -6,14 +6,14 @@ while the others carry on, and the framework's queue gives exactly that per requ
 passes of one card at once, different cards in parallel).
 
 A pass reads the object from the informer cache (never the event), runs the handler chain over a
-fresh :class:`~pkg.gpuhandler.internal.state.EnrichmentState`, then:
+fresh :class:`~pkg.gpuhandler.enrichment.state.EnrichmentState`, then:
 
 * a read failure recorded by a step raises :class:`EnrichmentFailedError` after the writes, so
   the health verdict and the kept snapshot are stored and the controller retries with backoff;
 * a readable card comes back after the re-enrichment period (jittered), which refreshes what NVML
   changes without an API event (power limits, MIG mode, health);
 * a card that is not readable waits for its next event (DriverReady or the driver changing);
-* a card gone from the cache is forgotten by the card store.
+* a card gone from the cache is forgotten by the card specs.
 
 It is the framework's :class:`~pkg.framework.reconcile.ObjectReconciler` *without a writer*: the
 ``Resource`` writer PUTs a whole status, which takes every field of it; the enrichment must own
@@ -32,8 +32,9 @@ from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends.backend import BackendError
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import ChainOutcome, Handler, ObjectReconciler, Request, Result
-from pkg.gpuhandler.card_specs import CardSpecs
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
+from pkg.gpuhandler.enrichment.card_specs import CardSpecs
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +57,14 @@ class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
         node_label: str,
         get_gpu: Callable[[str], PhysicalGPU | None],
         handlers: Sequence[Handler[EnrichmentState]],
-        cards: CardSpecs,
+        card_specs: CardSpecs,
         period: float,
         jitter: float = 0.1,
         rand: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self._node_label = node_label
         self._get_gpu = get_gpu
-        self._cards = cards
+        self._card_specs = card_specs
         self._every = Jitter(period=period, jitter=jitter, rand=rand)
         super().__init__(
             get=self._mine,
@@ -81,7 +82,7 @@ class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
         return gpu
 
     def _forget(self, request: Request) -> Result:
-        self._cards.remove(request.name)
+        self._card_specs.remove(request.name)
         return Result()
 
     def conclude(self, state: EnrichmentState, outcome: ChainOutcome[EnrichmentState]) -> Result:
@@ -93,7 +94,4 @@ class EnrichmentReconciler(ObjectReconciler[PhysicalGPU, EnrichmentState]):
         log("card enriched", extra={"physical_gpu": state.name, "readiness": state.readiness.value})
         if state.readiness is not Readiness.READY:
             return Result()
-        return Result(requeue_after=timedelta(seconds=self.next_period()))
-
-    def next_period(self) -> float:
-        return self._every.next()
+        return Result(requeue_after=timedelta(seconds=self._every.next()))

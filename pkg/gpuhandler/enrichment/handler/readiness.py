@@ -1,8 +1,8 @@
-"""Step 1, readiness: is this the backend's card, and may it be read now (spec §4.2.1-4.2.2)?
+"""Step 1, readiness: is this the backend's card, and may it be read now?
 
 A card of another vendor (or one the node agent has not described yet) ends the chain: nothing
 is read or written for it. Otherwise the verdict goes into the state, and the later steps act on
-it (see :mod:`pkg.gpuhandler.internal.state.readiness`).
+it (see :mod:`pkg.gpuhandler.enrichment.readiness`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pkg.backends.backend import VendorBackend
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness, readiness
-from pkg.gpuhandler.internal.state.readiness import Holds
+from pkg.gpuhandler.enrichment.readiness import Holds, Readiness, readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 
 
 class ReadinessHandler:

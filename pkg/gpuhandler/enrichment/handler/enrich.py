@@ -11,7 +11,8 @@ import logging
 
 from pkg.backends.backend import BackendError, VendorBackend
 from pkg.framework.reconcile.contract import Result
-from pkg.gpuhandler.internal.state import EnrichmentState, Readiness
+from pkg.gpuhandler.enrichment.readiness import Readiness
+from pkg.gpuhandler.enrichment.state import EnrichmentState
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,0 @@
-"""Internals of the gpu-handler's enrichment: state, handlers, services, watch predicates."""

@@ -1,5 +1,0 @@
-"""Watch predicates of the enrichment."""
-
-from pkg.gpuhandler.internal.watch.gpu_events import gpu_events
-
-__all__ = ["gpu_events"]
