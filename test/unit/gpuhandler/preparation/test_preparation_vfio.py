@@ -20,7 +20,7 @@ from preparation_fakes import A30, POOL, Node, mig_offer, node, prepare_failures
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, ClaimState
 from pkg.gpuhandler.preparation.context import StepContext
-from pkg.gpuhandler.preparation.vfio import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
 
 RTX = "0000:65:00.0"
@@ -235,26 +235,13 @@ PREPARE_STEPS = [
     "load-checkpoint",
     "recorded-answer",
     "plan",
-    "plan-vfio",
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
-    "bind-vfio",
-    "configure-sharing",
-    "write-vm-metadata",
     "write-cdi-spec",
     "record-completed",
 ]
-UNPREPARE_STEPS = [
-    "load-checkpoint",
-    "nothing-to-unprepare",
-    "release-sharing",
-    "release-devices",
-    "release-vfio",
-    "remove-vm-metadata",
-    "remove-cdi-spec",
-    "forget-claim",
-]
+UNPREPARE_STEPS = ["load-checkpoint", "nothing-to-unprepare", "release-claim", "forget-claim"]
 
 
 def _die_after(n: Node, pipeline: str, step: str, claim: ClaimRef) -> None:

@@ -32,8 +32,8 @@ from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
 from pkg.framework.client import NotFoundError
-from pkg.gpuhandler.preparation.allocation import ClaimPlan, PlannedDevice, VfioFunction, VfioPlan
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.plan import ClaimPlan, PlannedDevice, VfioFunction, VfioPlan
 from pkg.gpuhandler.preparation.services import PodReader
 from pkg.hardware.hostinfo import classify, read_cpu_flags, read_dmi
 from pkg.hardware.pci import PciDevice, iommu_group_members, read_pci_device
