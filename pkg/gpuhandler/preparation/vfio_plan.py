@@ -1,7 +1,7 @@
 """VFIO passthrough: who asks for it, whether this node may grant it, and what must be bound.
 
-VFIO is an option of the exclusive Physical offer (spec §8.1 item 3, DESIGN §6), not an offer of
-its own: the Pod that reserves the claim (``status.reservedFor``) asks with the annotation
+VFIO is an option of the exclusive Physical offer, not an offer of its own (a card for a VM is an
+exclusive whole card that its Pod uses differently): the Pod that reserves the claim (``status.reservedFor``) asks with the annotation
 ``gpu.deckhouse.io/vfio: "true"`` — the scheduler's claims for extended resources carry no
 annotations of their own. It is granted only when all of these hold, and refused otherwise with
 ``VfioNotAllowed`` and a sentence naming the rule:
@@ -17,7 +17,7 @@ annotations of their own. It is granted only when all of these hold, and refused
   host or other bridge, or another GPU in the group, makes the card impossible to pass through
   alone.
 
-The result is a :class:`VfioPlan` per device: the group and each function's driver now, which
+The result is a :class:`~.plan.VfioPlan` per device: the group and each function's driver now, which
 the checkpoint records before anything is bound, so Unprepare — or start-up after a crash at any
 point — gives every function back to the driver it had.
 """

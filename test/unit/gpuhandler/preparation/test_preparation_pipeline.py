@@ -2,7 +2,7 @@
 
 The pipelines, the NVIDIA preparer and the simulated driver are the production code; only the
 API server (claims, offers) and the event sink are in memory. Each test states one promise of
-DESIGN §9 and checks it in the three places that must agree: the hardware (simulated NVML state),
+the kubelet plugin and checks it in the three places that must agree: the hardware (simulated NVML state),
 the CDI folder and the checkpoint.
 """
 
