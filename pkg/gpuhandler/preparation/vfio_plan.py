@@ -1,10 +1,11 @@
 """VFIO passthrough: who asks for it, whether this node may grant it, and what must be bound.
 
 VFIO is an option of the exclusive Physical offer, not an offer of its own (a card for a VM is an
-exclusive whole card that its Pod uses differently): the Pod that reserves the claim (``status.reservedFor``) asks with the annotation
-``gpu.deckhouse.io/vfio: "true"`` — the scheduler's claims for extended resources carry no
-annotations of their own. It is granted only when all of these hold, and refused otherwise with
-``VfioNotAllowed`` and a sentence naming the rule:
+exclusive whole card that its Pod uses differently): the Pod that reserves the claim
+(``status.reservedFor``) asks with the annotation ``gpu.deckhouse.io/vfio: "true"`` — the
+scheduler's claims for extended resources carry no annotations of their own. It is granted
+only when all of these hold, and refused otherwise with ``VfioNotAllowed`` and a sentence
+naming the rule:
 
 * every device of the claim is a whole card, allocated exclusively (not MIG, not a share): a card
   handed to a VM is gone for every container;

@@ -25,8 +25,8 @@ from pkg.gpuhandler.preparation.checkpoint import (
     VfioRecord,
 )
 from pkg.gpuhandler.preparation.services import CheckpointStore
-from pkg.gpuhandler.publishing.selection import select_cards
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
+from pkg.gpuhandler.publishing.selection import select_cards
 
 NAME = "node-1-0-10de-20b7"
 

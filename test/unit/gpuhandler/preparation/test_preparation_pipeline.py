@@ -1,9 +1,9 @@
 """Prepare and Unprepare of the gpu-handler, end to end below the kubelet's socket.
 
 The pipelines, the NVIDIA preparer and the simulated driver are the production code; only the
-API server (claims, offers) and the event sink are in memory. Each test states one promise of
-the kubelet plugin and checks it in the three places that must agree: the hardware (simulated NVML state),
-the CDI folder and the checkpoint.
+API server (claims, offers) and the event sink are in memory. Each test states one promise of the
+kubelet plugin and checks it in the three places that must agree: the hardware (simulated NVML
+state), the CDI folder and the checkpoint.
 """
 
 from __future__ import annotations
