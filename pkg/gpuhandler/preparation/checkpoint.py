@@ -129,13 +129,6 @@ class CheckpointData(_Record):
     boot_id: str = Field(alias="bootID")
     claims: dict[str, ClaimRecord] = Field(default_factory=dict)
 
-    def holder_of(self, pool: str, device: str) -> ClaimRecord | None:
-        """The claim that holds ``device`` of ``pool``, in any state."""
-        for claim in self.claims.values():
-            if any(d.pool == pool and d.device == device for d in claim.devices):
-                return claim
-        return None
-
     def claims_on_card(self, card: str) -> list[ClaimRecord]:
         return [c for c in self.claims.values() if any(d.card == card for d in c.devices)]
 
