@@ -221,7 +221,7 @@ def test_vfio_for_a_mig_device_or_a_share_is_refused(
     assert _driver(node, "0000:3b:00.0") == "nvidia"
 
 
-# -- kill -9 at the VFIO steps ------------------------------------------------------------------------
+# -- kill -9 where a passed-through card is bound, recorded and given back -----------------------------
 
 
 @pytest.fixture
