@@ -128,8 +128,7 @@ def new_kinds(
     offers: OfferIndex,
     dev_root: Path,
 ) -> Kinds:
-    """The device kinds this node prepares, asked in this order (a passed-through card is a whole
-    card too, so VFIO comes first; the whole card takes what no other kind owns)."""
+    """The device kinds this node prepares; a new kind is registered here."""
     return Kinds(
         [
             VfioKind(preparer=preparer, binding=binding, files=vm_files, offers=offers, dev_root=dev_root),

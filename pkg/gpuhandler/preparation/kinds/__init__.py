@@ -8,8 +8,9 @@ prepared a device can release it after a crash. ``prepare`` returns everything a
 device needs (its :class:`~pkg.backends.preparation.ContainerEdits`, made in one place);
 ``release`` undoes it and is idempotent: what is already gone is success.
 
-:class:`Kinds` says which kind a recorded device is: the first registered kind that owns it.
-Adding a kind is one module and one entry in the list the composition root
+:class:`Kinds` says which kind a recorded device is, from its record: each kind but the whole
+card has a field of its own (``mig``, ``sharing``, ``vfio``). Adding a kind is one module (and its
+record field) and one entry in the list the composition root
 (:mod:`~pkg.gpuhandler.preparation.setup`) registers.
 """
 
@@ -63,11 +64,13 @@ class DeviceKind(Protocol):
     def record_needed_to_release(self) -> bool:
         """Whether only the device's record says how to release it. A failed release of such a
         device keeps the record (for the retry or start-up); what other kinds leave behind,
-        start-up finds without a record (MIG devices and MPS folders no claim owns)."""
+        start-up finds without a record (MIG devices and MPS folders of no claim)."""
         ...
 
-    def owns(self, device: DeviceRecord) -> bool:
-        """Whether ``device`` is of this kind."""
+    @property
+    def record_field(self) -> str | None:
+        """The field of a device's record that only a device of this kind has (``mig``,
+        ``sharing``, ``vfio``); ``None`` for the kind of a device that has none of them."""
         ...
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
@@ -80,17 +83,25 @@ class DeviceKind(Protocol):
 
 
 class UnknownKindError(LookupError):
-    """A recorded device that no registered kind owns (a bug, or a record of a newer release)."""
+    """A recorded device of no registered kind, or of several (a bug, or a record of a newer release)."""
 
 
 class Kinds:
-    """The registered kinds, asked in order: the first that owns a device prepares and releases it."""
+    """The registered kinds; a device is of the kind whose record field its record has, else of the
+    kind without a field."""
 
     def __init__(self, kinds: Sequence[DeviceKind]) -> None:
         self._kinds = tuple(kinds)
 
     def of(self, device: DeviceRecord) -> DeviceKind:
-        for kind in self._kinds:
-            if kind.owns(device):
-                return kind
-        raise UnknownKindError(f"device {device.device} on card {device.card} is of no known kind")
+        marked = [
+            k for k in self._kinds if k.record_field and getattr(device, k.record_field, None) is not None
+        ]
+        plain = [k for k in self._kinds if k.record_field is None]
+        found = marked or plain
+        if len(found) != 1:
+            raise UnknownKindError(
+                f"device {device.device} on card {device.card} is of "
+                + (f"{len(found)} kinds: {[k.name for k in found]}" if found else "no known kind")
+            )
+        return found[0]

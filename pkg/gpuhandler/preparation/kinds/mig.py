@@ -18,13 +18,11 @@ from pkg.gpuhandler.preparation.kinds import ClaimWork
 
 class MigKind:
     name = "MIG device"
+    record_field = "mig"
     record_needed_to_release = False
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
-
-    def owns(self, device: DeviceRecord) -> bool:
-        return device.mig is not None
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         mig = device.mig

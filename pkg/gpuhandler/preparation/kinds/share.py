@@ -17,14 +17,12 @@ from pkg.gpuhandler.preparation.sharing import CardSharing
 
 class ShareKind:
     name = "share"
+    record_field = "sharing"
     record_needed_to_release = False
 
     def __init__(self, *, preparer: CardPreparer, sharing: CardSharing) -> None:
         self._preparer = preparer
         self._sharing = sharing
-
-    def owns(self, device: DeviceRecord) -> bool:
-        return device.sharing is not None
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         take_whole_card(self._preparer, device, work)

@@ -39,6 +39,7 @@ REASON_BIND: str = "VfioBindFailed"
 
 class VfioKind:
     name = "passed-through card"
+    record_field = "vfio"
     record_needed_to_release = True
 
     def __init__(
@@ -59,9 +60,6 @@ class VfioKind:
         self._dev = dev_root
         self._settle_timeout = settle_timeout
         self._clock = clock
-
-    def owns(self, device: DeviceRecord) -> bool:
-        return device.vfio is not None
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         assert device.vfio is not None

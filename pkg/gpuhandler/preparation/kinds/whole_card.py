@@ -32,13 +32,11 @@ def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWor
 
 class WholeCardKind:
     name = "whole card"
+    record_field = None
     record_needed_to_release = False
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
-
-    def owns(self, device: DeviceRecord) -> bool:
-        return device.mig is None and device.sharing is None and device.vfio is None
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         take_whole_card(self._preparer, device, work)

@@ -76,7 +76,7 @@ def _mig(start: int = 3) -> DeviceRecord:
 # -- the registry ---------------------------------------------------------------------------------------
 
 
-def test_a_recorded_device_is_of_the_first_kind_that_owns_it(tmp_path: Path) -> None:
+def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path) -> None:
     kinds: Kinds = node(tmp_path).container.kinds()
     vfio = VfioRecord(iommu_group="28", functions=[VfioFunctionRecord(address=RTX, driver="nvidia")])
     share = SharingRecord(strategy="MPS", share_percent=50, memory_mib=1024)
@@ -85,8 +85,11 @@ def test_a_recorded_device_is_of_the_first_kind_that_owns_it(tmp_path: Path) -> 
     assert isinstance(kinds.of(_device(sharing=share.model_dump(by_alias=True))), ShareKind)
     assert isinstance(kinds.of(_device(RTX, vfio=vfio.model_dump(by_alias=True))), VfioKind)
     assert isinstance(kinds.of(_device()), WholeCardKind)
+    preparer = node(tmp_path / "m").container.preparer()
     with pytest.raises(UnknownKindError, match=r"gpu-x on card 0000:3b:00\.0 is of no known kind"):
-        Kinds([MigKind(node(tmp_path / "m").container.preparer())]).of(_device())
+        Kinds([MigKind(preparer)]).of(_device())
+    with pytest.raises(UnknownKindError, match=r"is of 2 kinds: \['whole card', 'whole card'\]"):
+        Kinds([WholeCardKind(preparer), WholeCardKind(preparer)]).of(_device())
 
 
 def test_a_checkpoint_written_before_the_kinds_reads_the_same_and_each_record_finds_its_kind(
