@@ -58,7 +58,9 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class ClaimState(enum.StrEnum):
+class PrepareState(enum.StrEnum):
+    """How far a claim's Prepare got on this node (the record's ``state``)."""
+
     PREPARE_STARTED = "PrepareStarted"
     PREPARE_COMPLETED = "PrepareCompleted"
 
@@ -117,7 +119,7 @@ class ClaimRecord(_Record):
     uid: str
     namespace: str
     name: str
-    state: ClaimState
+    state: PrepareState
     devices: list[DeviceRecord] = Field(default_factory=list)
     updated: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

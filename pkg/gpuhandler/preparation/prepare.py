@@ -38,9 +38,9 @@ from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
     MigRecord,
+    PrepareState,
     SharingRecord,
     VfioFunctionRecord,
     VfioRecord,
@@ -78,7 +78,7 @@ class RecordedAnswer:
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
         record = checkpoint.claims.get(ctx.claim.uid)
-        if record is None or record.state is not ClaimState.PREPARE_COMPLETED:
+        if record is None or record.state is not PrepareState.PREPARE_COMPLETED:
             return Continue()
         ctx.answer = answer_of(record)
         return Stop("already prepared: the recorded answer")
@@ -214,7 +214,7 @@ class RecordStarted:
             uid=plan.uid,
             namespace=plan.namespace,
             name=plan.name,
-            state=ClaimState.PREPARE_STARTED,
+            state=PrepareState.PREPARE_STARTED,
             devices=[_record(device) for device in plan.devices],
             updated=datetime.now(UTC),
         )
@@ -325,7 +325,7 @@ class RecordCompleted:
         record = checkpoint.claims[ctx.claim.uid]
         for device in record.devices:
             device.cdi_device_ids = [ctx.cdi_device_ids[device.device]]
-        record.state = ClaimState.PREPARE_COMPLETED
+        record.state = PrepareState.PREPARE_COMPLETED
         record.updated = datetime.now(UTC)
         self._store.save(checkpoint)
         ctx.answer = answer_of(record)

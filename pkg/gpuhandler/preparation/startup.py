@@ -38,7 +38,7 @@ from pkg.backends.backend import BackendError
 from pkg.backends.preparation import CardPreparer
 from pkg.framework.client import ApiError, NotFoundError
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader
 from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
@@ -84,7 +84,7 @@ def reconcile_at_startup(
             logger.info("dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid})
         checkpoint.boot_id = store.boot_id
     for uid, record in list(checkpoint.claims.items()):
-        if record.state is ClaimState.PREPARE_STARTED:
+        if record.state is PrepareState.PREPARE_STARTED:
             drop(uid)
             report.rolled_back.append(uid)
             logger.info("rolled back a prepare that did not finish", extra={"claim": str(record)})

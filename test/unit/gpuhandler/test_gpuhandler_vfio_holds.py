@@ -19,8 +19,8 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointFile,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
+    PrepareState,
     VfioFunctionRecord,
     VfioRecord,
 )
@@ -43,7 +43,7 @@ def _passed_through(*cards: str) -> CheckpointData:
         for i, card in enumerate(cards)
     ]
     claim = ClaimRecord(
-        uid="u1", namespace="vms", name="vm", state=ClaimState.PREPARE_COMPLETED, devices=devices
+        uid="u1", namespace="vms", name="vm", state=PrepareState.PREPARE_COMPLETED, devices=devices
     )
     return CheckpointData(boot_id="b", claims={"u1": claim} if cards else {})
 

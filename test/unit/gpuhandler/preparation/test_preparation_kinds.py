@@ -15,8 +15,8 @@ from preparation_fakes import A30, POOL, Node, node, whole_offer
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
+    PrepareState,
     SharingRecord,
     VfioFunctionRecord,
     VfioRecord,
@@ -49,7 +49,7 @@ def _device(card: str = A30, **kinds: object) -> DeviceRecord:
 
 def _work(device: DeviceRecord, *others: ClaimRecord, uid: str = "u-1") -> ClaimWork:
     record = ClaimRecord(
-        uid=uid, namespace="team", name="c", state=ClaimState.PREPARE_STARTED, devices=[device]
+        uid=uid, namespace="team", name="c", state=PrepareState.PREPARE_STARTED, devices=[device]
     )
     claims = {c.uid: c for c in (record, *others)}
     return ClaimWork(record=record, checkpoint=CheckpointData(boot_id="b", claims=claims))
@@ -57,7 +57,7 @@ def _work(device: DeviceRecord, *others: ClaimRecord, uid: str = "u-1") -> Claim
 
 def _other_claim(device: DeviceRecord) -> ClaimRecord:
     return ClaimRecord(
-        uid="u-2", namespace="team", name="other", state=ClaimState.PREPARE_COMPLETED, devices=[device]
+        uid="u-2", namespace="team", name="other", state=PrepareState.PREPARE_COMPLETED, devices=[device]
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 from preparation_fakes import A30, A30_B, POOL, Node, node
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, ClaimState, DeviceRecord
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
@@ -21,7 +21,7 @@ UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 
 def _record(*devices: DeviceRecord, uid: str = UID) -> ClaimRecord:
     return ClaimRecord(
-        uid=uid, namespace="team", name="c", state=ClaimState.PREPARE_STARTED, devices=list(devices)
+        uid=uid, namespace="team", name="c", state=PrepareState.PREPARE_STARTED, devices=list(devices)
     )
 
 

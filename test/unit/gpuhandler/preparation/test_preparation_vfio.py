@@ -18,7 +18,7 @@ import pytest
 from preparation_fakes import A30, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, ClaimState
+from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, PrepareState
 from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
@@ -80,7 +80,7 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     assert _override(n, RTX) == "vfio-pci"
     assert (n.host.dev / "vfio" / "28").is_char_device()
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is ClaimState.PREPARE_COMPLETED
+    assert record.state is PrepareState.PREPARE_COMPLETED
     vfio = record.devices[0].vfio
     assert vfio is not None
     assert vfio.iommu_group == "28"
@@ -316,7 +316,7 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
 
     assert n.driver.prepare([claim])[claim.uid].error
     [record] = n.container.store().load().claims.values()  # the only memory of the drivers: kept
-    assert record.state is ClaimState.PREPARE_STARTED
+    assert record.state is PrepareState.PREPARE_STARTED
     assert _driver(n, RTX) is None  # out of vfio-pci, not yet back on nvidia
 
     cdi.unlink()
