@@ -41,26 +41,13 @@ PREPARE_STEPS = [
     "load-checkpoint",
     "recorded-answer",
     "plan",
-    "plan-vfio",
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
-    "bind-vfio",
-    "configure-sharing",
-    "write-vm-metadata",
     "write-cdi-spec",
     "record-completed",
 ]
-UNPREPARE_STEPS = [
-    "load-checkpoint",
-    "nothing-to-unprepare",
-    "release-sharing",
-    "release-devices",
-    "release-vfio",
-    "remove-vm-metadata",
-    "remove-cdi-spec",
-    "forget-claim",
-]
+UNPREPARE_STEPS = ["load-checkpoint", "nothing-to-unprepare", "release-claim", "forget-claim"]
 
 
 @pytest.fixture
@@ -147,7 +134,7 @@ def _mps_share_running(components: GpuComponents) -> None:
 def test_a_crash_after_an_mps_share_started_its_daemon_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents
 ) -> None:
-    restart_handler(handler, crash_at="prepare:configure-sharing:after")
+    restart_handler(handler, crash_at="prepare:prepare-devices:after")
     kube.create(
         RESOURCE_CLAIM, shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD), namespace=namespace
     )
@@ -174,7 +161,7 @@ def test_a_crash_after_the_last_mps_share_stopped_its_daemon_converges(
     claim = shared_claim("mps", "gpu-mps", share_percent=40, card=MPS_CARD)
     run_shared(kube, control_plane, namespace, claim, node=handler.node.name)
     _mps_share_running(handler)
-    restart_handler(handler, crash_at="unprepare:release-sharing:after")
+    restart_handler(handler, crash_at="unprepare:release-claim:after")
 
     kube.delete(POD, "mps", namespace)
     crashed(handler)

@@ -221,7 +221,7 @@ def test_vfio_for_a_mig_device_or_a_share_is_refused(
     assert _driver(node, "0000:3b:00.0") == "nvidia"
 
 
-# -- kill -9 at the VFIO steps ------------------------------------------------------------------------
+# -- kill -9 where a passed-through card is bound, recorded and given back -----------------------------
 
 
 @pytest.fixture
@@ -229,7 +229,7 @@ def ws_handler(gpu_node_ws: GpuComponents) -> Iterator[GpuComponents]:
     yield from normal_handler(gpu_node_ws)
 
 
-@pytest.mark.parametrize("step", ["bind-vfio", "write-vm-metadata"])
+@pytest.mark.parametrize("step", ["prepare-devices", "write-cdi-spec"])
 def test_a_crash_after_a_vfio_prepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, ws_handler: GpuComponents, step: str
 ) -> None:
@@ -251,7 +251,7 @@ def test_a_crash_after_a_vfio_prepare_step_converges(
     wait_until(lambda: pod_gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
 
 
-@pytest.mark.parametrize("step", ["release-vfio", "remove-vm-metadata"])
+@pytest.mark.parametrize("step", ["release-claim"])
 def test_a_crash_after_a_vfio_unprepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, ws_handler: GpuComponents, step: str
 ) -> None:

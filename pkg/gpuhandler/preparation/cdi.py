@@ -105,7 +105,11 @@ class CdiSpecs:
         return [device_id(claim_uid, name) for name in devices]
 
     def remove(self, claim_uid: str) -> bool:
-        return remove_file(self.path_of(claim_uid), durable=False)
+        """Removes the claim's spec; returns whether there was one (without a folder there is none)."""
+        try:
+            return remove_file(self.path_of(claim_uid), durable=False)
+        except NotADirectoryError:
+            return False
 
     def claims(self) -> dict[str, Path]:
         """Claim UID → spec file, for every spec file of ours in the folder."""

@@ -58,7 +58,9 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class ClaimState(enum.StrEnum):
+class PrepareState(enum.StrEnum):
+    """How far a claim's Prepare got on this node (the record's ``state``)."""
+
     PREPARE_STARTED = "PrepareStarted"
     PREPARE_COMPLETED = "PrepareCompleted"
 
@@ -117,7 +119,7 @@ class ClaimRecord(_Record):
     uid: str
     namespace: str
     name: str
-    state: ClaimState
+    state: PrepareState
     devices: list[DeviceRecord] = Field(default_factory=list)
     updated: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -128,13 +130,6 @@ class ClaimRecord(_Record):
 class CheckpointData(_Record):
     boot_id: str = Field(alias="bootID")
     claims: dict[str, ClaimRecord] = Field(default_factory=dict)
-
-    def holder_of(self, pool: str, device: str) -> ClaimRecord | None:
-        """The claim that holds ``device`` of ``pool``, in any state."""
-        for claim in self.claims.values():
-            if any(d.pool == pool and d.device == device for d in claim.devices):
-                return claim
-        return None
 
     def claims_on_card(self, card: str) -> list[ClaimRecord]:
         return [c for c in self.claims.values() if any(d.card == card for d in c.devices)]

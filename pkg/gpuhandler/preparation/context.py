@@ -15,8 +15,8 @@ from kubernetes.client import ResourceV1ResourceClaim
 
 from pkg.backends.preparation import ContainerEdits
 from pkg.framework.kubeletplugin.types import ClaimRef, PrepareOutcome
-from pkg.gpuhandler.preparation.allocation import ClaimPlan
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData
+from pkg.gpuhandler.preparation.plan import ClaimPlan
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ class StepContext:
     plan: ClaimPlan | None = None
     edits: dict[str, ContainerEdits] = field(default_factory=dict)  # by DRA device name
     cdi_device_ids: dict[str, str] = field(default_factory=dict)  # by DRA device name
-    mig_enabled_here: set[str] = field(default_factory=set)  # cards this run switched to MIG
+    found_mig_modes: dict[str, bool] = field(default_factory=dict)  # card -> MIG mode before this run
     changed_cards: set[str] = field(default_factory=set)  # cards whose mode this run changed
     answer: PrepareOutcome | None = None
 

@@ -1,4 +1,4 @@
-"""Metrics of NodePrepare/NodeUnprepare (spec §13.2).
+"""Metrics of NodePrepare/NodeUnprepare: why claims fail, how long each takes, MPS daemon restarts.
 
 * ``gpu_dra_prepare_failures_total{reason,deviceType,vendor}``: claims whose preparation failed,
   by a CamelCase reason (``DoubleAllocation``, ``CardBusy``, ``PlacementUnavailable``,

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import NAMESPACE
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class PreparedDevicesCollector(Collector):
             logger.warning("prepared devices not exported: %s", exc)
             data = None
         for record in data.claims.values() if data is not None else ():
-            if record.state is not ClaimState.PREPARE_COMPLETED:
+            if record.state is not PrepareState.PREPARE_COMPLETED:
                 continue
             for device in record.devices:
                 mig = device.mig

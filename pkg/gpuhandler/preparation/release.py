@@ -1,23 +1,69 @@
-"""Giving a claim's devices back: what Unprepare, a rolled-back Prepare and start-up share.
+"""Releasing a claim: the one order used by a rolled-back Prepare, by Unprepare and by start-up.
 
-A claim's record names its cards and, for MIG devices, their placements; releasing destroys the
-MIG devices found at those placements (whether or not the record got as far as their instance
-IDs — a Prepare that died after creating one still owns it by placement) and leaves whole cards
-as they are. Everything here is idempotent: what is already gone is success.
+1. Each device by its kind (:mod:`.kinds`), last first: a share's card setting undone unless
+   another claim's share needs it, a passed-through card's functions given back to their drivers
+   (and the claim's VM files removed), a MIG device destroyed at its placement; a whole card stays
+   as it is.
+2. A card whose MIG mode this attempt switched goes back to the mode it was found in, unless
+   another claim uses it now (only a rolled-back Prepare knows the mode it found).
+3. The claim's CDI spec is removed.
+
+Every part is idempotent, so releasing what was never prepared, or released already, is success.
+A device whose release fails does not stop the others; the first failure is raised at the end.
+The caller forgets the claim's record after this returned. When it fails, the record stays if
+it is the only memory of what to give back (a passed-through function's original driver,
+:meth:`ClaimRelease.record_needed`), for the kubelet's retry or start-up to finish; what the
+other kinds leave behind, start-up finds without a record.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
 from pkg.backends.preparation import CardPreparer
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord
+from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord
+from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
+
+logger = logging.getLogger(__name__)
 
 
-def release_devices(record: ClaimRecord, preparer: CardPreparer) -> list[str]:
-    """Destroys the claim's MIG devices, last first; returns the cards whose devices were destroyed."""
-    changed = []
-    for device in reversed(record.devices):
-        if device.mig is not None and preparer.destroy_mig_device(
-            device.card, start=device.mig.placement_start
-        ):
-            changed.append(device.card)
-    return changed
+class ClaimRelease:
+    def __init__(self, *, kinds: Kinds, preparer: CardPreparer, cdi: CdiSpecs) -> None:
+        self._kinds = kinds
+        self._preparer = preparer
+        self._cdi = cdi
+
+    def release(
+        self,
+        record: ClaimRecord,
+        checkpoint: CheckpointData,
+        *,
+        found_mig_modes: Mapping[str, bool] | None = None,
+    ) -> set[str]:
+        """Gives back what ``record`` holds (other claims: ``checkpoint``); returns the cards whose
+        mode changed."""
+        work = ClaimWork(record=record, checkpoint=checkpoint)
+        failed: list[Exception] = []
+        for device in reversed(record.devices):
+            try:
+                self._kinds.of(device).release(device, work)
+            except Exception as exc:  # one stuck device must not keep the others
+                logger.error("releasing device %s of claim %s failed: %s", device.device, record, exc)
+                failed.append(exc)
+        for card, enabled in sorted((found_mig_modes or {}).items()):
+            if self._preparer.mig_enabled(card) == enabled or work.others_on(card):
+                continue
+            if not enabled and self._preparer.mig_devices(card):
+                continue
+            self._preparer.set_mig_mode(card, enabled=enabled)
+            work.changed_cards.add(card)
+        self._cdi.remove(record.uid)
+        if failed:
+            raise failed[0]
+        return work.changed_cards
+
+    def record_needed(self, record: ClaimRecord) -> bool:
+        """Whether a failed release of ``record`` must keep it: only it says how to finish."""
+        return any(self._kinds.of(device).record_needed_to_release for device in record.devices)

@@ -1,4 +1,4 @@
-"""The I/O of Prepare and Unprepare, each behind a small Protocol so every step is testable alone.
+"""The I/O of Prepare and Unprepare, each behind a small Protocol so tests can serve it from memory.
 
 * :class:`ClaimReader` — the ResourceClaim, read fresh from the API server: the kubelet asks about
   a claim it just saw allocated, and an informer might not have it yet;
@@ -6,7 +6,8 @@
 * :class:`OfferIndex` — a device of this node's pool as published (its attributes say what it
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
-* :class:`CheckpointStore` — the node's checkpoint, bound to this boot;
+* :class:`CheckpointStore` — the node's checkpoint, bound to this boot: the one reader and writer
+  of the file, which tells an observer (the VFIO holds) what every load and save found;
 * :class:`ClaimEvents` — Kubernetes Events on the claim (and, for a failed prepare, on the
   PhysicalGPU of each card it was for, so ``kubectl describe physicalgpu`` shows it too);
 * :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
@@ -90,28 +91,34 @@ def _find(slices: list[V1ResourceSlice], pool: str, name: str) -> V1Device | Non
 
 
 class CheckpointStore:
-    """The checkpoint file and this boot's ID: what every step reads and writes."""
+    """The checkpoint file and this boot's ID: what every step reads and writes (under the node lock).
+
+    ``observe`` is told the data after every load and every save: what the file says now (the VFIO
+    holds follow it, and read nothing themselves).
+    """
 
     def __init__(
         self,
         path: Path,
         boot_id: Callable[[], str],
-        on_save: Callable[[CheckpointData], None] = lambda data: None,
+        observe: Callable[[CheckpointData], None] = lambda data: None,
     ) -> None:
         self.file = CheckpointFile(path)
         self._boot_id = boot_id
-        self._on_save = on_save  # told what every write made true (the VFIO holds follow it)
+        self._observe = observe
 
     @property
     def boot_id(self) -> str:
         return self._boot_id()
 
     def load(self) -> CheckpointData:
-        return self.file.load(boot_id=self.boot_id)
+        data = self.file.load(boot_id=self.boot_id)
+        self._observe(data)
+        return data
 
     def save(self, data: CheckpointData) -> None:
         self.file.save(data)
-        self._on_save(data)
+        self._observe(data)
 
 
 class ClaimEvents(Protocol):
@@ -154,8 +161,3 @@ class CardChanges(Protocol):
     def changed(self, card: str) -> None:
         """The card (PCI address) changed mode; whoever reports on it should look again."""
         ...
-
-
-class NoCardChanges:
-    def changed(self, card: str) -> None:
-        """Nobody listens."""

@@ -1,8 +1,10 @@
 """Composition root of the gpu-handler's kubelet plugin: Prepare/Unprepare on this node.
 
-:class:`PreparationContainer` builds the pipelines from their steps (one module each:
-:mod:`prepare_steps`, :mod:`unprepare_steps`), the services they use, the driver the kubelet's
-calls reach and the :class:`~pkg.framework.kubeletplugin.server.KubeletPlugin` that serves it.
+:class:`PreparationContainer` builds the pipelines from their steps (:mod:`.prepare`,
+:mod:`.unprepare`), the device kinds they prepare and release through (:func:`new_kinds`, the one
+list a new kind is registered in), the one release order (:mod:`.release`), the services they
+use, the driver the kubelet's calls reach and the
+:class:`~pkg.framework.kubeletplugin.server.KubeletPlugin` that serves it.
 :class:`PluginRunnable` runs it in the manager: start-up reconciliation under the node lock first,
 then the sockets (so the kubelet never calls before the node matches its checkpoint), a periodic
 health refresh and MPS watchdog, and on stop the sockets go away (the kubelet deregisters this
@@ -41,10 +43,14 @@ from pkg.gpuhandler.preparation.context import StepContext
 from pkg.gpuhandler.preparation.crash import with_crash_points
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
-from pkg.gpuhandler.preparation.prepare_steps import (
-    ConfigureSharing,
+from pkg.gpuhandler.preparation.kinds import Kinds
+from pkg.gpuhandler.preparation.kinds.mig import MigKind
+from pkg.gpuhandler.preparation.kinds.share import ShareKind
+from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
+from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
+from pkg.gpuhandler.preparation.prepare import (
     LoadCheckpoint,
-    Plan,
+    PlanClaim,
     PrepareDevices,
     RecordCompleted,
     RecordedAnswer,
@@ -52,6 +58,7 @@ from pkg.gpuhandler.preparation.prepare_steps import (
     RefuseDoubleAllocation,
     WriteCdiSpec,
 )
+from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import (
     CardChanges,
     CheckpointStore,
@@ -65,23 +72,10 @@ from pkg.gpuhandler.preparation.services import (
 )
 from pkg.gpuhandler.preparation.sharing import CardSharing, MpsWatchdog
 from pkg.gpuhandler.preparation.startup import reconcile_at_startup
-from pkg.gpuhandler.preparation.unprepare_steps import (
-    ForgetClaim,
-    NothingToUnprepare,
-    ReleaseDevices,
-    ReleaseSharing,
-    RemoveCdiSpec,
-)
-from pkg.gpuhandler.preparation.vfio import HostFiles, HostKind
-from pkg.gpuhandler.preparation.vfio_steps import (
-    BindVfio,
-    PlanVfio,
-    ReleaseVfio,
-    RemoveVmMetadata,
-    WriteVmMetadata,
-)
+from pkg.gpuhandler.preparation.unprepare import ForgetClaim, NothingToUnprepare, ReleaseClaim
+from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
+from pkg.gpuhandler.preparation.vfio_plan import HostFiles, HostKind
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
-from pkg.gpuhandler.vfio_holds import VfioHolds
 from pkg.hardware.pci_binding import PciDriverBinding
 
 logger = logging.getLogger(__name__)
@@ -125,28 +119,46 @@ class PluginSettings:
         return pool_name(self.node_name)
 
 
+def new_kinds(
+    *,
+    preparer: CardPreparer,
+    sharing: CardSharing,
+    binding: PciDriverBinding,
+    vm_files: VmFiles,
+    offers: OfferIndex,
+    dev_root: Path,
+) -> Kinds:
+    """The device kinds this node prepares; a new kind is registered here."""
+    return Kinds(
+        [
+            VfioKind(preparer=preparer, binding=binding, files=vm_files, offers=offers, dev_root=dev_root),
+            MigKind(preparer),
+            ShareKind(preparer=preparer, sharing=sharing),
+            WholeCardKind(preparer),
+        ]
+    )
+
+
 def new_prepare_pipeline(
     *,
     store: CheckpointStore,
     claims: ClaimReader,
     offers: OfferIndex,
-    preparer: CardPreparer,
-    sharing: CardSharing,
-    cdi: CdiSpecs,
+    pods: PodReader,
+    host: HostKind,
+    sysfs_root: Path,
     pool: str,
-    vfio: VfioParts,
+    kinds: Kinds,
+    release: ClaimRelease,
+    cdi: CdiSpecs,
 ) -> StepTaker[StepContext]:
     steps: Sequence[Step[StepContext]] = [
         LoadCheckpoint(store),
         RecordedAnswer(),
-        Plan(claims=claims, offers=offers, pool=pool),
-        PlanVfio(pods=vfio.pods, host=vfio.host, sysfs_root=vfio.sysfs_root),
+        PlanClaim(claims=claims, offers=offers, pool=pool, pods=pods, host=host, sysfs_root=sysfs_root),
         RefuseDoubleAllocation(),
-        RecordStarted(store, vfio.binding),
-        PrepareDevices(preparer=preparer, store=store),
-        BindVfio(binding=vfio.binding, dev_root=vfio.dev_root),
-        ConfigureSharing(sharing),
-        WriteVmMetadata(files=vfio.files, offers=offers),
+        RecordStarted(store, release),
+        PrepareDevices(kinds),
         WriteCdiSpec(cdi),
         RecordCompleted(store),
     ]
@@ -154,31 +166,15 @@ def new_prepare_pipeline(
 
 
 def new_unprepare_pipeline(
-    *, store: CheckpointStore, preparer: CardPreparer, sharing: CardSharing, cdi: CdiSpecs, vfio: VfioParts
+    *, store: CheckpointStore, release: ClaimRelease, cdi: CdiSpecs
 ) -> StepTaker[StepContext]:
     steps: Sequence[Step[StepContext]] = [
         LoadCheckpoint(store),
         NothingToUnprepare(cdi),
-        ReleaseSharing(sharing),
-        ReleaseDevices(preparer),
-        ReleaseVfio(vfio.binding),
-        RemoveVmMetadata(vfio.files),
-        RemoveCdiSpec(cdi),
+        ReleaseClaim(release),
         ForgetClaim(store),
     ]
     return StepTaker(name="unprepare", steps=with_crash_points("unprepare", steps))
-
-
-@dataclass(frozen=True)
-class VfioParts:
-    """What the VFIO steps use: the Pods' annotations, the host, sysfs binding, /dev, VM files."""
-
-    pods: PodReader
-    host: HostKind
-    binding: PciDriverBinding
-    files: VmFiles
-    sysfs_root: Path
-    dev_root: Path
 
 
 def new_binding(backend: VendorBackend, settings: PluginSettings) -> PciDriverBinding:
@@ -224,7 +220,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         CheckpointStore,
         path=settings.provided.checkpoint_path,
         boot_id=boot_id,
-        on_save=holds.provided.update,
+        observe=holds.provided.update,
     )
     claims = providers.Singleton(KubeClaimReader, client=client)
     pods = providers.Singleton(KubePodReader, client=client)
@@ -254,29 +250,30 @@ class PreparationContainer(containers.DeclarativeContainer):
         gpus=providers.Factory(_gpus_of, gpus=gpu_informer),
         verdicts=health_tracker.provided.verdicts,
     )
-    vfio = providers.Singleton(
-        VfioParts,
-        pods=pods,
-        host=host_kind,
+    kinds = providers.Singleton(
+        new_kinds,
+        preparer=preparer,
+        sharing=sharing,
         binding=binding,
-        files=vm_files,
-        sysfs_root=settings.provided.sysfs_root,
+        vm_files=vm_files,
+        offers=offers,
         dev_root=settings.provided.dev_root,
     )
+    release = providers.Singleton(ClaimRelease, kinds=kinds, preparer=preparer, cdi=cdi)
     prepare_pipeline = providers.Singleton(
         new_prepare_pipeline,
         store=store,
         claims=claims,
         offers=offers,
-        preparer=preparer,
-        sharing=sharing,
-        cdi=cdi,
+        pods=pods,
+        host=host_kind,
+        sysfs_root=settings.provided.sysfs_root,
         pool=settings.provided.pool,
-        vfio=vfio,
+        kinds=kinds,
+        release=release,
+        cdi=cdi,
     )
-    unprepare_pipeline = providers.Singleton(
-        new_unprepare_pipeline, store=store, preparer=preparer, sharing=sharing, cdi=cdi, vfio=vfio
-    )
+    unprepare_pipeline = providers.Singleton(new_unprepare_pipeline, store=store, release=release, cdi=cdi)
     driver = providers.Singleton(
         GpuDriver,
         prepare=prepare_pipeline,
@@ -347,12 +344,12 @@ class PluginRunnable:
                 report = reconcile_at_startup(
                     store=self._container.store(),
                     claims=self._container.claims(),
+                    release=self._container.release(),
                     preparer=self._container.preparer(),
                     sharing=self._container.sharing(),
                     cdi=self._container.cdi(),
-                    cards=lambda: cards,
-                    binding=self._container.binding(),
                     vm_files=self._container.vm_files(),
+                    cards=lambda: cards,
                 )
         except CheckpointError as exc:
             # Serve anyway: every prepare then fails with this reason, visibly, on each claim.

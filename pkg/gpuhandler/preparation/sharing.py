@@ -1,7 +1,8 @@
 """A shared card's settings follow the shares prepared on it, as the checkpoint records them.
 
-TimeSlicing and MPS shares change the whole card, not just one claim's device, so they are set up
-by the first share and undone by the last (spec §9.2, DESIGN §9):
+TimeSlicing and MPS shares change the whole card, not just one claim's device, so the card's
+setting is made by the first share and undone by the last (the share kind, :mod:`.kinds.share`,
+asks for both):
 
 * **TimeSlicing** — the card's time slice is the one its shares asked for (they all agree: the
   Prepare pipeline refuses a share asking for another); when no TimeSlicing share is left the
@@ -68,27 +69,20 @@ class CardSharing:
         limits = MpsLimits(thread_percentage=share.share_percent, memory_limit_mib=share.memory_mib)
         return self._preparer.mps_edits(device.card, folders, limits)
 
-    def release(self, record: ClaimRecord, remaining: Iterable[ClaimRecord]) -> None:
-        """Undoes what ``record``'s shares needed of their cards and no other claim's share needs."""
-        still_needed = {
-            (d.card, d.sharing.strategy)
-            for claim in remaining
-            if claim.uid != record.uid
-            for d in claim.devices
-            if d.sharing is not None
-        }
-        done: set[tuple[str, str]] = set()
-        for device in record.devices:
-            if device.sharing is None:
-                continue
-            key = (device.card, device.sharing.strategy)
-            if key in still_needed or key in done:
-                continue
-            done.add(key)
-            if device.sharing.strategy == SharingStrategy.TIME_SLICING:
-                self._preparer.set_time_slice(device.card, TimeSlicingInterval.DEFAULT)
-            else:
-                self._preparer.stop_mps(device.card, self.folders(device.card))
+    def release(self, device: DeviceRecord, others: Iterable[ClaimRecord]) -> None:
+        """Undoes what the share ``device`` needed of its card, unless a share of ``others`` on the
+        card (another claim's) still needs it."""
+        share = device.sharing
+        if share is None:
+            raise ValueError(f"device {device.device} is not a share")
+        on_card = [d for claim in others for d in claim.devices if d.card == device.card]
+        strategies = {d.sharing.strategy for d in on_card if d.sharing is not None}
+        if share.strategy in strategies:
+            return
+        if share.strategy == SharingStrategy.TIME_SLICING:
+            self._preparer.set_time_slice(device.card, TimeSlicingInterval.DEFAULT)
+        else:
+            self._preparer.stop_mps(device.card, self.folders(device.card))
 
     def reconcile(self, checkpoint: CheckpointData, cards: Sequence[str]) -> SharingReport:
         """Start-up: the recorded shares' time slices set and MPS daemons running, and every MPS

@@ -18,10 +18,11 @@ Run once, under the node lock, before the plugin registers with the kubelet:
    slices set, MPS daemons running for cards with MPS shares, every other MPS daemon stopped and
    its card given back.
 
-Dropping an entry gives its VFIO functions back to their original drivers (the record names them
-from before the first bind) and removes its VM metadata files; VM metadata folders no entry owns
-are removed with the orphans. Dropping an entry releases what its shares needed too (the time
-slice, the MPS daemon), unless a remaining entry's share needs it.
+Dropping an entry releases the claim in the one release order (:mod:`.release`), as Unprepare
+does: its shares' card settings unless a remaining entry's share needs them, its VFIO functions
+back to their original drivers (the record names them from before the first bind) and its VM
+files removed, its MIG devices destroyed, its CDI spec removed; only then is the entry dropped.
+VM metadata folders no entry owns are removed with the orphans.
 
 An unreadable checkpoint stops here and is reported: nothing is removed when it is unknown who
 owns what (:mod:`checkpoint`). Every action is logged and counted in the returned report.
@@ -37,13 +38,11 @@ from pkg.backends.backend import BackendError
 from pkg.backends.preparation import CardPreparer
 from pkg.framework.client import ApiError, NotFoundError
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimState
-from pkg.gpuhandler.preparation.release import release_devices
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
+from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader
 from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
-from pkg.gpuhandler.preparation.vfio_steps import release_vfio
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
-from pkg.hardware.pci_binding import PciDriverBinding
 
 logger = logging.getLogger(__name__)
 
@@ -63,81 +62,43 @@ def reconcile_at_startup(
     *,
     store: CheckpointStore,
     claims: ClaimReader,
+    release: ClaimRelease,
     preparer: CardPreparer,
     sharing: CardSharing,
     cdi: CdiSpecs,
+    vm_files: VmFiles,
     cards: Callable[[], Sequence[str]],
-    binding: PciDriverBinding | None = None,
-    vm_files: VmFiles | None = None,
 ) -> StartupReport:
     """Runs the five passes (call with the node lock held); raises ``CheckpointError``."""
     report = StartupReport()
     checkpoint = store.load()
-    dropper = _Dropper(
-        checkpoint=checkpoint,
-        preparer=preparer,
-        sharing=sharing,
-        cdi=cdi,
-        report=report,
-        binding=binding,
-        vm_files=vm_files,
-    )
+
+    def drop(uid: str) -> None:
+        report.changed_cards |= release.release(checkpoint.claims[uid], checkpoint)
+        del checkpoint.claims[uid]
+
     if checkpoint.boot_id != store.boot_id:
         for uid, record in list(checkpoint.claims.items()):
-            dropper.drop(uid)
+            drop(uid)
             report.stale_boot.append(uid)
             logger.info("dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid})
         checkpoint.boot_id = store.boot_id
     for uid, record in list(checkpoint.claims.items()):
-        if record.state is ClaimState.PREPARE_STARTED:
-            dropper.drop(uid)
+        if record.state is PrepareState.PREPARE_STARTED:
+            drop(uid)
             report.rolled_back.append(uid)
             logger.info("rolled back a prepare that did not finish", extra={"claim": str(record)})
         elif not _exists(claims, record.namespace, record.name, uid):
-            dropper.drop(uid)
+            drop(uid)
             report.unprepared.append(uid)
             logger.info("unprepared a claim that no longer exists", extra={"claim": str(record)})
     store.save(checkpoint)
     known_cards = cards()
     _remove_orphans(checkpoint, preparer, cdi, known_cards, report)
-    if vm_files is not None:
-        for uid in vm_files.remove_all_but(list(checkpoint.claims)):
-            logger.info("removed VM metadata no claim owns", extra={"claim_uid": uid})
+    for uid in vm_files.remove_all_but(list(checkpoint.claims)):
+        logger.info("removed VM metadata no claim owns", extra={"claim_uid": uid})
     report.sharing = sharing.reconcile(checkpoint, known_cards)
     return report
-
-
-class _Dropper:
-    """Drops entries: their devices, their shares' card settings and their CDI specs released."""
-
-    def __init__(
-        self,
-        *,
-        checkpoint: CheckpointData,
-        preparer: CardPreparer,
-        sharing: CardSharing,
-        cdi: CdiSpecs,
-        report: StartupReport,
-        binding: PciDriverBinding | None,
-        vm_files: VmFiles | None,
-    ) -> None:
-        self._binding = binding
-        self._vm_files = vm_files
-        self._checkpoint = checkpoint
-        self._preparer = preparer
-        self._sharing = sharing
-        self._cdi = cdi
-        self._report = report
-
-    def drop(self, uid: str) -> None:
-        record = self._checkpoint.claims.pop(uid)
-        self._sharing.release(record, remaining=self._checkpoint.claims.values())
-        if self._binding is not None:
-            self._report.changed_cards.update(release_vfio(record, self._binding))
-        self._report.changed_cards.update(release_devices(record, self._preparer))
-        self._cdi.remove(uid)
-        if self._vm_files is not None:
-            self._vm_files.remove(uid)
 
 
 def _exists(claims: ClaimReader, namespace: str, name: str, uid: str) -> bool:

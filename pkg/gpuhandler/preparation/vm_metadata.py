@@ -11,7 +11,7 @@ read-only into the claim's containers through CDI (:func:`vm_mounts`):
   (``resourceclaimtemplates/<podClaimName>/...`` for a claim made from a template, which also gets
   ``podClaimName``), and at VEP 10's path,
   ``/var/run/dra-device-attributes/gpu.deckhouse.io/<claim>/metadata.json``.
-* **QEMU hook input** (spec §2.2.4; ``gpu.deckhouse.io/v1alpha1`` ``VfioHookInput``) at
+* **QEMU hook input** (``gpu.deckhouse.io/v1alpha1`` ``VfioHookInput``, for a libvirt QEMU hook) at
   ``/var/run/gpu.deckhouse.io/vfio/<claim>.json``: which card (``pciBusID``), which IOMMU group
   and ``/dev/vfio`` node, every function bound with it and the driver it goes back to, and what
   the hook does on teardown (``onRelease: KeepBound`` — nothing: gpu-handler gives the functions

@@ -217,8 +217,8 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
     from pkg.gpuhandler.preparation.checkpoint import (
         CheckpointData,
         ClaimRecord,
-        ClaimState,
         DeviceRecord,
+        PrepareState,
     )
     from pkg.gpuhandler.preparation.health_feed import HealthFeed
     from pkg.gpuhandler.preparation.services import CheckpointStore
@@ -228,7 +228,7 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
         {"pool": "gpus/node-1", "device": "gpu-0000-3b-00-0-mig-14-3", "card": A30_FIRST, "deviceType": "MIG"}
     )
     claim = ClaimRecord(
-        uid="u1", namespace="ns", name="c", state=ClaimState.PREPARE_COMPLETED, devices=[device]
+        uid="u1", namespace="ns", name="c", state=PrepareState.PREPARE_COMPLETED, devices=[device]
     )
     store.save(
         CheckpointData.model_validate({"bootID": "boot", "claims": {"u1": claim.model_dump(by_alias=True)}})

@@ -1,4 +1,4 @@
-"""A card passed through to a VM for a claim is allocated, not broken (DESIGN §6).
+"""A card passed through to a VM for a claim is allocated, not broken.
 
 While gpu-handler's checkpoint says a card is bound to vfio-pci for a claim, the enrichment reads
 nothing (NVML cannot see it), writes no health verdict, keeps the card's offer description, and
@@ -19,13 +19,14 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointFile,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
+    PrepareState,
     VfioFunctionRecord,
     VfioRecord,
 )
+from pkg.gpuhandler.preparation.services import CheckpointStore
+from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing.selection import select_cards
-from pkg.gpuhandler.vfio_holds import VfioHolds
 
 NAME = "node-1-0-10de-20b7"
 
@@ -42,7 +43,7 @@ def _passed_through(*cards: str) -> CheckpointData:
         for i, card in enumerate(cards)
     ]
     claim = ClaimRecord(
-        uid="u1", namespace="vms", name="vm", state=ClaimState.PREPARE_COMPLETED, devices=devices
+        uid="u1", namespace="vms", name="vm", state=PrepareState.PREPARE_COMPLETED, devices=devices
     )
     return CheckpointData(boot_id="b", claims={"u1": claim} if cards else {})
 
@@ -114,12 +115,17 @@ def test_the_publisher_keeps_a_held_card_until_the_agent_reports_it_back_on_nvid
     assert not _offered(on_vfio, holds)  # and the hold is over
 
 
-def test_holds_are_read_from_the_checkpoint_before_the_first_write(tmp_path: Path) -> None:
-    file = CheckpointFile(tmp_path / "checkpoint.json")
-    file.save(_passed_through(A30_FIRST))
-    holds = VfioHolds(load=lambda: file.load(boot_id=""))
+def test_holds_follow_what_the_checkpoint_store_loads_and_saves(tmp_path: Path) -> None:
+    holds = VfioHolds()
+    CheckpointFile(tmp_path / "checkpoint.json").save(_passed_through(A30_FIRST))  # an earlier instance
+    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "b", observe=holds.update)
+    assert holds.cards() == frozenset()  # nothing is read by the holds themselves
+
+    data = store.load()  # start-up reconciliation's load
     assert holds.cards() == {A30_FIRST}
     assert holds.held(A30_FIRST, reported_vfio=True)
 
-    (tmp_path / "checkpoint.json").write_text("{broken")
-    assert VfioHolds(load=lambda: file.load(boot_id="")).cards() == frozenset()  # logged, holds nothing
+    data.claims.clear()
+    store.save(data)  # forget-claim after the functions went back
+    assert holds.cards() == frozenset()
+    assert holds.held(A30_FIRST, reported_vfio=True)  # returning, while the agent still says VFIO

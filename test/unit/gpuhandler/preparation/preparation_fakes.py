@@ -233,12 +233,12 @@ class Node:
         return reconcile_at_startup(
             store=c.store(),
             claims=c.claims(),
+            release=c.release(),
             preparer=c.preparer(),
             sharing=c.sharing(),
             cdi=c.cdi(),
-            cards=lambda: list(cards),
-            binding=c.binding(),
             vm_files=c.vm_files(),
+            cards=lambda: list(cards),
         )
 
     def another_instance(self) -> Node:

@@ -22,16 +22,16 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointError,
     CheckpointFile,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
     MigRecord,
+    PrepareState,
     checksum,
 )
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 
 
-def _claim(uid: str = UID, *, state: ClaimState = ClaimState.PREPARE_COMPLETED) -> ClaimRecord:
+def _claim(uid: str = UID, *, state: PrepareState = PrepareState.PREPARE_COMPLETED) -> ClaimRecord:
     return ClaimRecord(
         uid=uid,
         namespace="team-a",
@@ -84,14 +84,14 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
     file = CheckpointFile(path)
 
     data = file.load(boot_id="b")
-    data.claims[UID].state = ClaimState.PREPARE_STARTED  # this release changes what it knows
+    data.claims[UID].state = PrepareState.PREPARE_STARTED  # this release changes what it knows
     file.save(data)
 
     stored = json.loads(path.read_text())["data"]
     assert stored["futureTopLevel"] == {"x": 1}
     assert stored["claims"][UID]["devices"][0]["mdev"] == {"uuid": "aa618089"}
     assert stored["claims"][UID]["state"] == "PrepareStarted"
-    assert file.load(boot_id="b").claims[UID].state is ClaimState.PREPARE_STARTED
+    assert file.load(boot_id="b").claims[UID].state is PrepareState.PREPARE_STARTED
 
 
 @pytest.mark.parametrize(
@@ -129,13 +129,9 @@ def test_a_changed_byte_fails_the_checksum(tmp_path: Path) -> None:
         file.load(boot_id="b")
 
 
-def test_the_checkpoint_finds_who_holds_a_device_and_a_card() -> None:
+def test_the_checkpoint_finds_the_claims_on_a_card() -> None:
     data = CheckpointData(boot_id="b", claims={UID: _claim()})
 
-    holder = data.holder_of("gpus/node-a", "gpu-0000-3b-00-0-mig-14-3")
-    assert holder is not None
-    assert holder.uid == UID
-    assert data.holder_of("gpus/node-a", "gpu-0000-3b-00-0") is None
     assert [c.uid for c in data.claims_on_card("0000:3b:00.0")] == [UID]
     assert data.claims_on_card("0000:86:00.0") == []
 

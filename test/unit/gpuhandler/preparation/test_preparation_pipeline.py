@@ -1,9 +1,9 @@
 """Prepare and Unprepare of the gpu-handler, end to end below the kubelet's socket.
 
 The pipelines, the NVIDIA preparer and the simulated driver are the production code; only the
-API server (claims, offers) and the event sink are in memory. Each test states one promise of
-DESIGN §9 and checks it in the three places that must agree: the hardware (simulated NVML state),
-the CDI folder and the checkpoint.
+API server (claims, offers) and the event sink are in memory. Each test states one promise of the
+kubelet plugin and checks it in the three places that must agree: the hardware (simulated NVML
+state), the CDI folder and the checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_f
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CDI_KIND
-from pkg.gpuhandler.preparation.checkpoint import ClaimState
+from pkg.gpuhandler.preparation.checkpoint import PrepareState
 
 
 def _gpu_instances(n: Node, card: str = A30) -> list[tuple[int, int]]:
@@ -44,7 +44,7 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert _mig_mode(n) == MIG_ENABLED
     assert _gpu_instances(n) == [(14, 3)]
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is ClaimState.PREPARE_COMPLETED
+    assert record.state is PrepareState.PREPARE_COMPLETED
     assert record.devices[0].mig.uuid.startswith("MIG-")
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     env = spec["devices"][0]["containerEdits"]["env"]

@@ -17,7 +17,7 @@ from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError
 from pkg.backends.simulated.mps_daemon import MARKER, SHM_FILE
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import SHARES_READER_VERSION, ClaimState
+from pkg.gpuhandler.preparation.checkpoint import SHARES_READER_VERSION, PrepareState
 from pkg.gpuhandler.preparation.sharing import MpsWatchdog
 
 EXCLUSIVE_PROCESS = 3  # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
@@ -232,7 +232,7 @@ def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path) -> None:
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = ClaimState.PREPARE_STARTED
+    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED
     store.save(data)
 
     report = n.reconcile()
@@ -299,7 +299,7 @@ def test_start_up_gives_the_default_slice_back_when_a_crash_left_no_share(tmp_pa
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = ClaimState.PREPARE_STARTED  # killed between configure and record
+    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED  # killed between configure and record
     store.save(data)
     assert _card(n) == (0, LONG)
 

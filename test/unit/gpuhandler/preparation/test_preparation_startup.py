@@ -11,7 +11,7 @@ import pytest
 from preparation_fakes import A30, A30_B, Node, mig_offer, node
 
 from pkg.framework.steptaker import Continue, StepTaker
-from pkg.gpuhandler.preparation.checkpoint import ClaimState
+from pkg.gpuhandler.preparation.checkpoint import PrepareState
 from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, CrashPoint, with_crash_points
 
 
@@ -26,7 +26,7 @@ def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path) -> None:
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = ClaimState.PREPARE_STARTED  # as if it died before recording completion
+    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED  # as if it died before recording completion
     store.save(data)
 
     report = n.reconcile()

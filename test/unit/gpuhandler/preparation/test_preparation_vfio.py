@@ -18,9 +18,9 @@ import pytest
 from preparation_fakes import A30, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, ClaimState
+from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, PrepareState
 from pkg.gpuhandler.preparation.context import StepContext
-from pkg.gpuhandler.preparation.vfio import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
 
 RTX = "0000:65:00.0"
@@ -80,7 +80,7 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     assert _override(n, RTX) == "vfio-pci"
     assert (n.host.dev / "vfio" / "28").is_char_device()
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is ClaimState.PREPARE_COMPLETED
+    assert record.state is PrepareState.PREPARE_COMPLETED
     vfio = record.devices[0].vfio
     assert vfio is not None
     assert vfio.iommu_group == "28"
@@ -235,26 +235,13 @@ PREPARE_STEPS = [
     "load-checkpoint",
     "recorded-answer",
     "plan",
-    "plan-vfio",
     "refuse-double-allocation",
     "record-started",
     "prepare-devices",
-    "bind-vfio",
-    "configure-sharing",
-    "write-vm-metadata",
     "write-cdi-spec",
     "record-completed",
 ]
-UNPREPARE_STEPS = [
-    "load-checkpoint",
-    "nothing-to-unprepare",
-    "release-sharing",
-    "release-devices",
-    "release-vfio",
-    "remove-vm-metadata",
-    "remove-cdi-spec",
-    "forget-claim",
-]
+UNPREPARE_STEPS = ["load-checkpoint", "nothing-to-unprepare", "release-claim", "forget-claim"]
 
 
 def _die_after(n: Node, pipeline: str, step: str, claim: ClaimRef) -> None:
@@ -329,7 +316,7 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
 
     assert n.driver.prepare([claim])[claim.uid].error
     [record] = n.container.store().load().claims.values()  # the only memory of the drivers: kept
-    assert record.state is ClaimState.PREPARE_STARTED
+    assert record.state is PrepareState.PREPARE_STARTED
     assert _driver(n, RTX) is None  # out of vfio-pci, not yet back on nvidia
 
     cdi.unlink()

@@ -1,60 +1,64 @@
-"""The steps of Prepare, in pipeline order (DESIGN §9, spec §9.2).
+"""Prepare, one claim: a straight pipeline whose steps are named for the crash points.
 
 1. ``load-checkpoint`` — the node's record, read fresh under the node lock.
 2. ``recorded-answer`` — a claim already ``PrepareCompleted`` gets its recorded answer (Stop):
    the kubelet retries and restarts, and a second prepare must change nothing.
-3. ``plan`` — the claim's allocation, read fresh from the API server, turned into the devices this
-   node must prepare (:mod:`allocation`).
-   ``plan-vfio`` — whether the Pod reserving the claim asks for VFIO passthrough and may have it,
-   and which functions of the card's IOMMU group go to ``vfio-pci`` (:mod:`vfio`, :mod:`vfio_steps`).
-4. ``refuse-double-allocation`` — a device (or the card under it) already prepared for another
-   claim is refused: two allocators raced (DESIGN §5), and preparing it twice would hand one GPU
-   to two workloads. Shares of one strategy stack on a card, each with its own share ID; a
-   TimeSlicing share asking for another time slice than the card's shares use is refused
-   (``IntervalConflict``): the time slice is card-wide and never silently changed under them.
-5. ``record-started`` — ``PrepareStarted`` with the planned devices, durably, before any hardware
-   changes: whatever the next steps leave behind after a crash is then owned and found again.
-6. ``prepare-devices`` — the hardware: MIG mode (only on a free card), the MIG device at the
-   offer's placement, or a whole card (out of MIG mode first if it was left there empty).
-   ``bind-vfio`` — for VFIO, every function of the group bound to ``vfio-pci`` (:mod:`vfio_steps`).
-7. ``configure-sharing`` — for shares, the card-wide side (:mod:`sharing`): its time slice, or its
-   MPS daemon started, and the share's container edits with its MPS limits.
-   ``write-vm-metadata`` — for VFIO, the device metadata file KubeVirt reads and the QEMU hook input.
-8. ``write-cdi-spec`` — the claim's CDI spec.
-9. ``record-completed`` — ``PrepareCompleted`` with the CDI device IDs: the answer.
+3. ``plan`` — the claim read fresh from the API server and turned into the devices this node must
+   prepare (:mod:`.plan`); when the Pod reserving it asks for VFIO passthrough, whether it may
+   have it and which functions go with each card (:mod:`.vfio_plan`; a retry keeps the drivers an
+   earlier, unfinished attempt recorded, which sysfs no longer shows).
+4. ``refuse-double-allocation`` — a device, its card or an overlapping MIG placement already
+   prepared for another claim is refused: two allocators raced.
+5. ``record-started`` — the claim recorded ``PrepareStarted`` with everything a release needs
+   (placements, shares, the functions' drivers), durably, before anything changes on the node.
+6. ``prepare-devices`` — each device by its kind (:mod:`.kinds`), which returns the device's
+   container edits.
+7. ``write-cdi-spec`` — one spec for the claim, from those edits.
+8. ``record-completed`` — the MIG instances' IDs and the CDI device IDs recorded, the claim
+   ``PrepareCompleted``; the answer for the kubelet.
 
-A failing step rolls back the completed ones in reverse (the StepTaker); a crash between steps
-is repaired by start-up reconciliation (:mod:`startup`) or the kubelet's retry, which finds the
-``PrepareStarted`` record and continues (every step is idempotent).
+A failure after ``record-started`` rolls the claim back through the one release order
+(:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found, and
+then forgets the record. A crash anywhere leaves a ``PrepareStarted`` record that start-up
+(:mod:`.startup`) releases, or that the kubelet's retry prepares again: every step is
+idempotent.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
+from pathlib import Path
 
-from api.gpu.v1alpha1 import DeviceType, SharingStrategy
-from pkg.backends.preparation import CardPreparer, ContainerEdits
+from api.gpu.v1alpha1 import SharingStrategy
 from pkg.framework.client import NotFoundError
 from pkg.framework.kubeletplugin.types import PreparedDevice, PrepareOutcome
 from pkg.framework.steptaker import Continue, StepOutcome, Stop
-from pkg.gpuhandler.preparation.allocation import ClaimPlan, PlanError, PlannedDevice, plan_claim
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
+    CheckpointData,
     ClaimRecord,
-    ClaimState,
     DeviceRecord,
     MigRecord,
+    PrepareState,
     SharingRecord,
     VfioFunctionRecord,
     VfioRecord,
 )
 from pkg.gpuhandler.preparation.context import StepContext, StepOrderError
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.release import release_devices
-from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex
-from pkg.gpuhandler.preparation.sharing import CardSharing
-from pkg.gpuhandler.preparation.vfio_steps import release_vfio
-from pkg.hardware.pci_binding import PciDriverBinding
+from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
+from pkg.gpuhandler.preparation.plan import (
+    ClaimPlan,
+    PlanError,
+    PlannedDevice,
+    VfioFunction,
+    VfioPlan,
+    plan_claim,
+)
+from pkg.gpuhandler.preparation.release import ClaimRelease
+from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex, PodReader
+from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
 
 
 class LoadCheckpoint:
@@ -74,21 +78,34 @@ class RecordedAnswer:
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
         record = checkpoint.claims.get(ctx.claim.uid)
-        if record is None or record.state is not ClaimState.PREPARE_COMPLETED:
+        if record is None or record.state is not PrepareState.PREPARE_COMPLETED:
             return Continue()
         ctx.answer = answer_of(record)
         return Stop("already prepared: the recorded answer")
 
 
-class Plan:
+class PlanClaim:
     name = "plan"
 
-    def __init__(self, *, claims: ClaimReader, offers: OfferIndex, pool: str) -> None:
+    def __init__(
+        self,
+        *,
+        claims: ClaimReader,
+        offers: OfferIndex,
+        pool: str,
+        pods: PodReader,
+        host: HostKind,
+        sysfs_root: Path,
+    ) -> None:
         self._claims = claims
         self._offers = offers
         self._pool = pool
+        self._pods = pods
+        self._host = host
+        self._sysfs_root = sysfs_root
 
     def take(self, ctx: StepContext) -> StepOutcome:
+        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
         claim = ctx.claim
         try:
             resource = self._claims.get(claim.namespace, claim.name)
@@ -103,10 +120,31 @@ class Plan:
             )
         ctx.resource = resource
         try:
-            ctx.plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
+            plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
         except PlanError as exc:
             raise PrepareFailedError("InvalidAllocation", str(exc)) from None
+        ctx.plan = plan  # named in the failure's events even when VFIO is refused
+        if vfio_requested(resource, self._pods):
+            plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
+            earlier = checkpoint.claims.get(plan.uid)
+            ctx.plan = _with_recorded_drivers(plan, earlier) if earlier is not None else plan
         return Continue()
+
+
+def _with_recorded_drivers(plan: ClaimPlan, earlier: ClaimRecord) -> ClaimPlan:
+    """``plan`` with the functions' drivers as an earlier, unfinished attempt recorded them: from
+    before its first bind, which sysfs no longer shows while a function is still on vfio-pci."""
+    recorded = {d.device: d.vfio for d in earlier.devices if d.vfio is not None}
+    devices = []
+    for planned in plan.devices:
+        found = recorded.get(planned.device)
+        if found is None or planned.vfio is None:
+            devices.append(planned)
+            continue
+        functions = tuple(VfioFunction(address=f.address, driver=f.driver) for f in found.functions)
+        vfio = VfioPlan(iommu_group=found.iommu_group, functions=functions)
+        devices.append(dataclasses.replace(planned, vfio=vfio))
+    return dataclasses.replace(plan, devices=tuple(devices))
 
 
 class RefuseDoubleAllocation:
@@ -165,9 +203,9 @@ def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | No
 class RecordStarted:
     name = "record-started"
 
-    def __init__(self, store: CheckpointStore, binding: PciDriverBinding | None = None) -> None:
+    def __init__(self, store: CheckpointStore, release: ClaimRelease) -> None:
         self._store = store
-        self._binding = binding
+        self._release = release
 
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
@@ -176,7 +214,7 @@ class RecordStarted:
             uid=plan.uid,
             namespace=plan.namespace,
             name=plan.name,
-            state=ClaimState.PREPARE_STARTED,
+            state=PrepareState.PREPARE_STARTED,
             devices=[_record(device) for device in plan.devices],
             updated=datetime.now(UTC),
         )
@@ -184,14 +222,24 @@ class RecordStarted:
         return Continue()
 
     def rollback(self, ctx: StepContext) -> None:
+        """Releases whatever the later steps did, then forgets the claim; a failed release keeps
+        a record that alone says how to finish it."""
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
         record = checkpoint.claims.get(ctx.claim.uid)
-        if record is not None and self._binding is not None:
-            # The record is the only memory of the functions' original drivers: it goes only once
-            # they are back (a failure here keeps it, for the retry or start-up to finish).
-            ctx.changed_cards.update(release_vfio(record, self._binding))
-        if checkpoint.claims.pop(ctx.claim.uid, None) is not None:
-            self._store.save(checkpoint)
+        if record is None:
+            return
+        try:
+            changed = self._release.release(record, checkpoint, found_mig_modes=ctx.found_mig_modes)
+        except Exception:
+            if not self._release.record_needed(record):
+                self._forget(checkpoint, ctx.claim.uid)
+            raise
+        ctx.changed_cards |= changed
+        self._forget(checkpoint, ctx.claim.uid)
+
+    def _forget(self, checkpoint: CheckpointData, uid: str) -> None:
+        del checkpoint.claims[uid]
+        self._store.save(checkpoint)
 
 
 def _record(device: PlannedDevice) -> DeviceRecord:
@@ -228,113 +276,25 @@ def _record(device: PlannedDevice) -> DeviceRecord:
 
 
 class PrepareDevices:
+    """Each recorded device by its kind; a failure is released by ``record-started``'s rollback."""
+
     name = "prepare-devices"
 
-    def __init__(self, *, preparer: CardPreparer, store: CheckpointStore) -> None:
-        self._preparer = preparer
-        self._store = store
+    def __init__(self, kinds: Kinds) -> None:
+        self._kinds = kinds
 
     def take(self, ctx: StepContext) -> StepOutcome:
         checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        plan = ctx.require(ctx.plan, "the plan", self.name)
-        record = checkpoint.claims[plan.uid]
-        try:
-            for planned, stored in zip(plan.devices, record.devices, strict=True):
-                if planned.device_type is DeviceType.MIG:
-                    ctx.edits[planned.device] = self._mig(ctx, plan, planned, stored)
-                elif planned.share is None:
-                    ctx.edits[planned.device] = self._whole_card(ctx, plan, planned)
-                else:
-                    self._whole_card(ctx, plan, planned)  # configure-sharing makes its edits
-        except Exception:
-            self.rollback(ctx)  # a failing step cleans up its own partial work
-            raise
-        return Continue()
-
-    def rollback(self, ctx: StepContext) -> None:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        record = checkpoint.claims.get(ctx.claim.uid)
-        if record is not None:
-            release_devices(record, self._preparer)
-        for card in ctx.mig_enabled_here:  # put a card we switched back, unless somebody else uses it
-            others = [c for c in checkpoint.claims_on_card(card) if c.uid != ctx.claim.uid]
-            if not others and not self._preparer.mig_devices(card):
-                self._preparer.set_mig_mode(card, enabled=False)
-
-    def _mig(
-        self, ctx: StepContext, plan: ClaimPlan, planned: PlannedDevice, stored: DeviceRecord
-    ) -> ContainerEdits:
-        assert planned.mig is not None
-        card = planned.card
-        if not self._preparer.mig_enabled(card):
-            self._require_free(plan, card, ctx)
-            self._preparer.set_mig_mode(card, enabled=True)
-            ctx.mig_enabled_here.add(card)
-            ctx.changed_cards.add(card)
-        made = self._preparer.create_mig_device(
-            card, profile_id=planned.mig.profile_id, start=planned.mig.start, size=planned.mig.size
+        work = ClaimWork(
+            record=checkpoint.claims[ctx.claim.uid],
+            checkpoint=checkpoint,
+            resource=ctx.require(ctx.resource, "the claim", self.name),
+            changed_cards=ctx.changed_cards,
+            found_mig_modes=ctx.found_mig_modes,
         )
-        assert stored.mig is not None
-        # Recorded with the claim's completion; until then the placement in the PrepareStarted
-        # record is what makes the device this claim's (release and start-up find it by placement).
-        stored.mig.gpu_instance, stored.mig.compute_instance, stored.mig.uuid = (
-            made.gpu_instance,
-            made.compute_instance,
-            made.uuid,
-        )
-        return self._preparer.mig_edits(card, made)
-
-    def _whole_card(self, ctx: StepContext, plan: ClaimPlan, planned: PlannedDevice) -> ContainerEdits:
-        card = planned.card
-        if self._preparer.mig_enabled(card):
-            if self._preparer.mig_devices(card):
-                raise PrepareFailedError(
-                    "CardInMigUse",
-                    f"claim {plan}: card {card} has MIG devices; a whole-card claim cannot use it",
-                )
-            self._preparer.set_mig_mode(card, enabled=False)  # left in MIG mode, empty (spec §8.2)
-            ctx.changed_cards.add(card)
-        return self._preparer.card_edits(card)
-
-    def _require_free(self, plan: ClaimPlan, card: str, ctx: StepContext) -> None:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        others = [c for c in checkpoint.claims_on_card(card) if c.uid != plan.uid]
-        if others:
-            raise PrepareFailedError(
-                "CardBusy",
-                f"claim {plan}: card {card} must switch to MIG mode but is prepared for {others[0]}",
-            )
-        if processes := list(self._preparer.processes(card)):
-            raise PrepareFailedError(
-                "CardBusy",
-                f"claim {plan}: card {card} must switch to MIG mode but runs processes {processes}",
-            )
-
-
-class ConfigureSharing:
-    name = "configure-sharing"
-
-    def __init__(self, sharing: CardSharing) -> None:
-        self._sharing = sharing
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        plan = ctx.require(ctx.plan, "the plan", self.name)
-        record = checkpoint.claims[plan.uid]
-        try:
-            for device in record.devices:
-                if device.sharing is not None:
-                    ctx.edits[device.device] = self._sharing.set_up(device)
-        except Exception:
-            self.rollback(ctx)
-            raise
+        for device in work.record.devices:
+            ctx.edits[device.device] = self._kinds.of(device).prepare(device, work)
         return Continue()
-
-    def rollback(self, ctx: StepContext) -> None:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        record = checkpoint.claims.get(ctx.claim.uid)
-        if record is not None:
-            self._sharing.release(record, remaining=checkpoint.claims.values())
 
 
 class WriteCdiSpec:
@@ -353,9 +313,6 @@ class WriteCdiSpec:
         ctx.cdi_device_ids = dict(zip(ctx.edits, ids, strict=True))
         return Continue()
 
-    def rollback(self, ctx: StepContext) -> None:
-        self._cdi.remove(ctx.claim.uid)
-
 
 class RecordCompleted:
     name = "record-completed"
@@ -368,7 +325,7 @@ class RecordCompleted:
         record = checkpoint.claims[ctx.claim.uid]
         for device in record.devices:
             device.cdi_device_ids = [ctx.cdi_device_ids[device.device]]
-        record.state = ClaimState.PREPARE_COMPLETED
+        record.state = PrepareState.PREPARE_COMPLETED
         record.updated = datetime.now(UTC)
         self._store.save(checkpoint)
         ctx.answer = answer_of(record)

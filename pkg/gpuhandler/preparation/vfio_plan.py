@@ -1,10 +1,11 @@
 """VFIO passthrough: who asks for it, whether this node may grant it, and what must be bound.
 
-VFIO is an option of the exclusive Physical offer (spec §8.1 item 3, DESIGN §6), not an offer of
-its own: the Pod that reserves the claim (``status.reservedFor``) asks with the annotation
-``gpu.deckhouse.io/vfio: "true"`` — the scheduler's claims for extended resources carry no
-annotations of their own. It is granted only when all of these hold, and refused otherwise with
-``VfioNotAllowed`` and a sentence naming the rule:
+VFIO is an option of the exclusive Physical offer, not an offer of its own (a card for a VM is an
+exclusive whole card that its Pod uses differently): the Pod that reserves the claim
+(``status.reservedFor``) asks with the annotation ``gpu.deckhouse.io/vfio: "true"`` — the
+scheduler's claims for extended resources carry no annotations of their own. It is granted
+only when all of these hold, and refused otherwise with ``VfioNotAllowed`` and a sentence
+naming the rule:
 
 * every device of the claim is a whole card, allocated exclusively (not MIG, not a share): a card
   handed to a VM is gone for every container;
@@ -17,7 +18,7 @@ annotations of their own. It is granted only when all of these hold, and refused
   host or other bridge, or another GPU in the group, makes the card impossible to pass through
   alone.
 
-The result is a :class:`VfioPlan` per device: the group and each function's driver now, which
+The result is a :class:`~.plan.VfioPlan` per device: the group and each function's driver now, which
 the checkpoint records before anything is bound, so Unprepare — or start-up after a crash at any
 point — gives every function back to the driver it had.
 """
@@ -32,8 +33,8 @@ from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
 from pkg.framework.client import NotFoundError
-from pkg.gpuhandler.preparation.allocation import ClaimPlan, PlannedDevice, VfioFunction, VfioPlan
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.plan import ClaimPlan, PlannedDevice, VfioFunction, VfioPlan
 from pkg.gpuhandler.preparation.services import PodReader
 from pkg.hardware.hostinfo import classify, read_cpu_flags, read_dmi
 from pkg.hardware.pci import PciDevice, iommu_group_members, read_pci_device
