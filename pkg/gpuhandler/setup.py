@@ -52,11 +52,10 @@ from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter
-from pkg.gpuhandler.preparation.checkpoint import CheckpointFile
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
+from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing import PublishingContainer, PublishSettings, setup_publishing
-from pkg.gpuhandler.vfio_holds import VfioHolds
 from pkg.hardware.labels import to_label_value
 
 logger = logging.getLogger(__name__)
@@ -122,12 +121,10 @@ def new_enrichment_reconciler(
     )
 
 
-def new_vfio_holds(settings: HandlerSettings) -> VfioHolds:
-    """The cards passed through for claims; none without the kubelet plugin."""
-    if settings.plugin is None:
-        return VfioHolds()
-    checkpoint = CheckpointFile(settings.plugin.checkpoint_path)
-    return VfioHolds(load=lambda: checkpoint.load(boot_id=""))
+def new_vfio_holds() -> VfioHolds:
+    """The cards passed through for claims: empty until the kubelet plugin's checkpoint store first
+    loads (start-up reconciliation, before it serves), and empty for good without the plugin."""
+    return VfioHolds()
 
 
 class GpuHandlerContainer(containers.DeclarativeContainer):
@@ -139,7 +136,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     vendors = providers.Singleton(default_registry)
     backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
-    vfio_holds = providers.Singleton(new_vfio_holds, settings=settings)
+    vfio_holds = providers.Singleton(new_vfio_holds)
     gpu_informer = providers.Singleton(
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
