@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from alloc_builders import DRIVER, Cluster, a30_pool, claim, device, exact, mig_class
+from k8s_fields import attributes_of
 from kubernetes.client import V1DeviceAttribute
 
 from pkg.dra.allocator import CelEnvironment, SelectorError
@@ -14,7 +15,7 @@ GPU = device(
     attributes={"deviceType": "MIG", "nvidia.com/ccMajor": 8},
     capacity={"memory": "12032Mi"},
 )
-GPU.attributes["driverVersion"] = V1DeviceAttribute(version="570.1.2+build")
+attributes_of(GPU)["driverVersion"] = V1DeviceAttribute(version="570.1.2+build")
 
 
 @pytest.mark.parametrize(
