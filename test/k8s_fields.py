@@ -13,11 +13,18 @@ from typing import Protocol, TypeVar
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
+    V1CounterSet,
     V1DaemonSet,
     V1Deployment,
+    V1Device,
+    V1DeviceAllocationConfiguration,
+    V1DeviceAttribute,
+    V1DeviceCapacity,
+    V1DeviceCounterConsumption,
     V1DeviceRequestAllocationResult,
     V1ObjectMeta,
     V1PodSpec,
+    V1ResourceSlice,
     V1StatefulSet,
 )
 
@@ -97,3 +104,33 @@ def allocation_results(
     else:
         allocation = allocated
     return present(present(allocation.devices, "allocation.devices").results, "allocation.devices.results")
+
+
+def allocation_config(allocated: V1AllocationResult) -> list[V1DeviceAllocationConfiguration]:
+    """devices.config of an allocation result."""
+    return present(present(allocated.devices, "allocation.devices").config, "allocation.devices.config")
+
+
+def slice_devices(rs: V1ResourceSlice) -> list[V1Device]:
+    """A ResourceSlice's spec.devices."""
+    return present(rs.spec.devices, "spec.devices")
+
+
+def counter_sets(rs: V1ResourceSlice) -> list[V1CounterSet]:
+    """A ResourceSlice's spec.sharedCounters."""
+    return present(rs.spec.shared_counters, "spec.sharedCounters")
+
+
+def attributes_of(device: V1Device) -> dict[str, V1DeviceAttribute]:
+    """A device's attributes."""
+    return present(device.attributes, "device.attributes")
+
+
+def capacity_of(device: V1Device) -> dict[str, V1DeviceCapacity]:
+    """A device's capacity."""
+    return present(device.capacity, "device.capacity")
+
+
+def consumption_of(device: V1Device) -> list[V1DeviceCounterConsumption]:
+    """A device's consumesCounters."""
+    return present(device.consumes_counters, "device.consumesCounters")

@@ -3,9 +3,9 @@
 Offers are built from this small, frozen input rather than from the PhysicalGPU object itself, for
 two reasons. The PhysicalGPU schema has no engine counts (SMs, copy engines, decoders, ...), yet
 the counters that keep MIG placements apart need them; the caller supplies them per profile, as
-NVML's ``nvmlGpuInstanceProfileInfo`` reports them (or the model tables of
-``data/mig-profiles.yaml`` in tests). And a plain value type lets every model be tested without
-building whole Kubernetes objects.
+NVML's ``nvmlGpuInstanceProfileInfo`` reports them (or, in tests, the model tables of
+``test/fixtures/facts/mig-profiles.yaml``). And a plain value type lets every model be tested
+without building whole Kubernetes objects.
 
 A :class:`Placement` counts *memory* slices (NVML's ``nvmlGpuInstancePlacement_t``): on an A100
 the 7g profile covers slices 0-7 although it has 7 compute slices. The card's number of memory

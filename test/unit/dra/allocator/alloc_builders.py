@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 
+from k8s_fields import allocation_results
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -140,7 +141,11 @@ def a30_pool(
 ) -> list[V1ResourceSlice]:
     """One A30 as a counter slice plus a device slice (smallest offers first)."""
     everything = {"memory": "24Gi"} | {f"memory-slice-{i}": "1" for i in range(4)} | {"multiprocessors": "56"}
-    base = {"vendor": "nvidia", "device": "a30-pcie", "pciAddress": "0000:02:00.0"}
+    base: dict[str, str | int | bool] = {
+        "vendor": "nvidia",
+        "device": "a30-pcie",
+        "pciAddress": "0000:02:00.0",
+    }
     devices = []
     for profile in profiles:
         for start, size in A30_PROFILES[profile]:
@@ -291,11 +296,14 @@ def node(name: str = "node-a", labels: dict[str, str] | None = None) -> V1Node:
 NODE_A = node()
 
 
-def devices_of(result: V1AllocationResult) -> list[str]:
+def allocated(result: V1AllocationResult | Unschedulable) -> V1AllocationResult:
+    """``result``, which the test expects to be an allocation."""
     assert isinstance(result, V1AllocationResult), result
-    assert result.devices is not None
-    assert result.devices.results is not None
-    return [r.device for r in result.devices.results]
+    return result
+
+
+def devices_of(result: V1AllocationResult | Unschedulable) -> list[str]:
+    return [r.device for r in allocation_results(allocated(result))]
 
 
 class Cluster:

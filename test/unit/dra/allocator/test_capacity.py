@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from alloc_builders import DRIVER, Cluster, a30_pool, claim, device, exact, physical_class, resource_slice
-from kubernetes.client import V1AllocationResult, V1CapacityRequestPolicy, V1DeviceCapacity
+from k8s_fields import allocation_results, present, spec_of
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocationResult,
+    V1CapacityRequestPolicy,
+    V1DeviceCapacity,
+)
 
 from pkg.dra.allocator import parse_quantity
 from pkg.dra.allocator.capacity import CapacitySpec, consumed_amount, consumption
 from pkg.dra.domain import Unschedulable
 
 
-def share(percent: str) -> object:
+def share(percent: str) -> ResourceV1ResourceClaim:
     return claim(f"share-{percent}", exact("r", "physical-timeslicing", capacity={"sharePercent": percent}))
 
 
@@ -30,8 +36,10 @@ def test_share_without_request_takes_the_default_whole_device() -> None:
 
 def test_range_rounds_up_to_the_next_step() -> None:
     spec = CapacitySpec.from_model(
-        V1DeviceCapacity.from_dict(
-            {"value": "100", "requestPolicy": {"validRange": {"min": "10", "max": "100", "step": "20"}}}
+        present(
+            V1DeviceCapacity.from_dict(
+                {"value": "100", "requestPolicy": {"validRange": {"min": "10", "max": "100", "step": "20"}}}
+            )
         )
     )
     assert consumed_amount(parse_quantity("11"), spec) == parse_quantity("30")
@@ -52,9 +60,8 @@ def test_valid_values_round_up_to_the_next_listed_value() -> None:
 def test_request_larger_than_an_exclusive_device_never_fits() -> None:
     gpu = device("gpu", attributes={"deviceType": "Physical"}, capacity={"memory": "24Gi"})
     cluster = Cluster([resource_slice("s", pool="p", devices=[gpu])], [physical_class(name="any")])
-    cluster.classes[0].spec.selectors[
-        0
-    ].cel.expression = f'device.attributes["{DRIVER}"].deviceType == "Physical"'
+    selector = present(present(spec_of(cluster.classes[0]).selectors, "spec.selectors")[0].cel, "cel")
+    selector.expression = f'device.attributes["{DRIVER}"].deviceType == "Physical"'
     assert isinstance(
         cluster.allocate(claim("big", exact("r", "any", capacity={"memory": "40Gi"}))), Unschedulable
     )
@@ -67,6 +74,6 @@ def test_consumed_capacity_and_share_id_are_recorded() -> None:
     cluster = Cluster(a30_pool(sharing=("timeslicing",)), [physical_class("timeslicing")])
     result = cluster.allocate(share("33"))
     assert isinstance(result, V1AllocationResult)
-    entry = result.devices.results[0]
+    entry = allocation_results(result)[0]
     assert entry.share_id == "share-1"
     assert entry.consumed_capacity == {"sharePercent": "33", "memory": "0"}

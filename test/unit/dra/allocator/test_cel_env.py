@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 from alloc_builders import DRIVER, Cluster, a30_pool, claim, device, exact, mig_class
+from k8s_fields import attributes_of
 from kubernetes.client import V1DeviceAttribute
 
 from pkg.dra.allocator import CelEnvironment, SelectorError
-from pkg.dra.allocator.cel_env import device_input
+from pkg.dra.allocator.cel_env import CompiledSelector, DeviceInput, device_input
 
 GPU = device(
     "gpu",
     attributes={"deviceType": "MIG", "nvidia.com/ccMajor": 8},
     capacity={"memory": "12032Mi"},
 )
-GPU.attributes["driverVersion"] = V1DeviceAttribute(version="570.1.2+build")
+attributes_of(GPU)["driverVersion"] = V1DeviceAttribute(version="570.1.2+build")
 
 
 @pytest.mark.parametrize(
@@ -72,12 +73,12 @@ def test_compile_errors(expression: str) -> None:
 
 
 def test_results_are_cached_per_device_and_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
+    calls: list[tuple[CompiledSelector, DeviceInput]] = []
     original = CelEnvironment.matches
 
-    def counting(self: CelEnvironment, *args: object) -> bool:
-        calls.append(args)
-        return original(self, *args)  # type: ignore[arg-type]
+    def counting(self: CelEnvironment, selector: CompiledSelector, device: DeviceInput) -> bool:
+        calls.append((selector, device))
+        return original(self, selector, device)
 
     monkeypatch.setattr(CelEnvironment, "matches", counting)
     cluster = Cluster(a30_pool(), [mig_class("1g")])

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from alloc_builders import Cluster, a30_pool, claim, devices_of, exact, mig_class
-from kubernetes.client import V1DeviceConstraint
+from k8s_fields import attributes_of, slice_devices
+from kubernetes.client import V1DeviceConstraint, V1ResourceSlice
 
 from pkg.dra.domain import Unschedulable
 
 PCI = "gpu.deckhouse.io/pciAddress"
 
 
-def two_cards() -> list[object]:
+def two_cards() -> list[V1ResourceSlice]:
     second = a30_pool(card="gpu-0000-03-00-0", profiles=("1g",))
-    for d in second[1].spec.devices:
-        d.attributes["pciAddress"].string = "0000:03:00.0"
+    for d in slice_devices(second[1]):
+        attributes_of(d)["pciAddress"].string = "0000:03:00.0"
     return a30_pool(profiles=("1g",)) + second
 
 

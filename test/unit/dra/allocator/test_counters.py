@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alloc_builders import Cluster, a30_pool, claim, exact, mig_class, physical_class
+from k8s_fields import meta
 from kubernetes.client import V1ResourceSlice
 
 from pkg.dra.allocator import Allocator
@@ -53,7 +54,7 @@ def test_mps_cannot_join_a_card_with_mig() -> None:
 
 def _versioned(slices: list[V1ResourceSlice]) -> list[V1ResourceSlice]:
     for rs in slices:
-        rs.metadata.resource_version = "1"  # pools (and best fit's per-card memo) are cached
+        meta(rs).resource_version = "1"  # pools (and best fit's per-card memo) are cached
     return slices
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
+from k8s_fields import counter_sets, meta, slice_devices
 from kubernetes.client import V1Device
 
 from pkg.dra.allocator.pools import PoolCache, gather_pools
@@ -23,7 +24,7 @@ def test_incomplete_pool_is_skipped() -> None:
 def test_old_generation_is_ignored() -> None:
     old = a30_pool("node-a", card="gpu-old", generation=1)
     new = a30_pool("node-a", card="gpu-old", generation=2)
-    new[1].spec.devices = [d for d in new[1].spec.devices if d.name.endswith("mig-1g-3")]
+    new[1].spec.devices = [d for d in slice_devices(new[1]) if d.name.endswith("mig-1g-3")]
     cluster = Cluster([*old, *new], [mig_class("1g")])
 
     assert cluster.take("mig-1g") == ["gpu-old-mig-1g-3"]
@@ -77,13 +78,13 @@ def test_same_slice_objects_reuse_the_last_answer_and_new_objects_do_not() -> No
     first = gather_pools(slices, node=None, cache=cache)
     assert gather_pools(list(slices), node=None, cache=cache) is first
     changed = [slices[0], slices[1].model_copy(deep=True)]
-    changed[1].metadata.resource_version = "2"
+    meta(changed[1]).resource_version = "2"
     again = gather_pools(changed, node=None, cache=cache)
     assert again is not first
     assert again[0] is not first[0]  # rebuilt: a slice of the pool changed
     unversioned = [s.model_copy(deep=True) for s in slices]
     for rs in unversioned:
-        rs.metadata.resource_version = None
+        meta(rs).resource_version = None
     assert gather_pools(unversioned, node=None, cache=cache) is not gather_pools(
         unversioned, node=None, cache=cache
     )
@@ -92,7 +93,7 @@ def test_same_slice_objects_reuse_the_last_answer_and_new_objects_do_not() -> No
 def test_unknown_counter_makes_the_pool_invalid_even_when_its_consumption_was_seen_before() -> None:
     good = a30_pool("node-a")
     bad = a30_pool("node-b")
-    bad[0].spec.shared_counters[0].counters.pop("memory-slice-3")  # a 1g offer consumes it
+    counter_sets(bad[0])[0].counters.pop("memory-slice-3")  # a 1g offer consumes it
     pools = {str(p.id): p for p in gather_pools([*good, *bad], node=None)}
     assert pools["gpu.deckhouse.io/gpus-node-a-gpu-0000-02-00-0"].invalid is None
     invalid = pools["gpu.deckhouse.io/gpus-node-b-gpu-0000-02-00-0"].invalid

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alloc_builders import (
     Cluster,
     a30_pool,
+    allocated,
     claim,
     device,
     device_class,
@@ -15,6 +16,7 @@ from alloc_builders import (
     physical_class,
     resource_slice,
 )
+from k8s_fields import allocation_results
 
 from pkg.dra.domain import Unschedulable
 
@@ -27,7 +29,7 @@ def test_first_available_falls_through_to_the_next_subrequest() -> None:
         claim("c", first_available("gpu", ("whole", "physical-exclusive"), ("slice", "mig-1g")))
     )
 
-    assert result.devices.results[0].request == "gpu/slice"
+    assert allocation_results(allocated(result))[0].request == "gpu/slice"
     assert devices_of(result) == ["gpu-0000-02-00-0-mig-1g-1"]
 
 
@@ -36,7 +38,7 @@ def test_first_available_prefers_the_first_subrequest() -> None:
     result = cluster.allocate(
         claim("c", first_available("gpu", ("whole", "physical-exclusive"), ("slice", "mig-1g")))
     )
-    assert result.devices.results[0].request == "gpu/whole"
+    assert allocation_results(allocated(result))[0].request == "gpu/whole"
 
 
 def test_all_takes_every_matching_device() -> None:
@@ -74,7 +76,7 @@ def test_admin_access_only_in_a_labelled_namespace() -> None:
     assert isinstance(refused, Unschedulable)
     assert refused.fatal
     assert devices_of(granted) == ["gpu"]  # admin access does not care who holds the device
-    assert granted.devices.results[0].admin_access is True
+    assert allocation_results(allocated(granted))[0].admin_access is True
 
 
 def test_unknown_class_is_a_fatal_error() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alloc_builders import (
     Cluster,
     a30_pool,
+    allocated,
     claim,
     device,
     device_class,
@@ -13,6 +14,7 @@ from alloc_builders import (
     mig_class,
     resource_slice,
 )
+from k8s_fields import allocation_config, allocation_results, present
 from kubernetes.client import V1AllocationResult
 
 from pkg.dra.allocator import Allocator
@@ -34,18 +36,24 @@ def test_results_config_and_node_selector() -> None:
     result = cluster.allocate(c)
 
     assert isinstance(result, V1AllocationResult)
-    assert [r.request for r in result.devices.results] == ["a", "b", "c/big"]
-    assert {r.driver for r in result.devices.results} == {"gpu.deckhouse.io"}
-    assert result.devices.results[0].pool == "gpus-node-a-gpu-0000-02-00-0"
-    config = [(e.source, e.requests, e.opaque.parameters) for e in result.devices.config]
+    assert [r.request for r in allocation_results(result)] == ["a", "b", "c/big"]
+    assert {r.driver for r in allocation_results(result)} == {"gpu.deckhouse.io"}
+    assert allocation_results(result)[0].pool == "gpus-node-a-gpu-0000-02-00-0"
+    config = [
+        (e.source, e.requests, present(e.opaque, "opaque").parameters) for e in allocation_config(result)
+    ]
     assert config == [
         ("FromClass", ["a", "b"], {"mode": "mig"}),
         ("FromClaim", None, {"all": True}),
         ("FromClaim", ["b"], {"only": "b"}),
         ("FromClaim", ["c/big"], {"sub": True}),
     ]
-    term = result.node_selector.node_selector_terms[0]
-    assert term.match_fields[0].to_dict() == {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+    term = present(result.node_selector, "nodeSelector").node_selector_terms[0]
+    assert present(term.match_fields, "matchFields")[0].to_dict() == {
+        "key": "metadata.name",
+        "operator": "In",
+        "values": ["node-a"],
+    }
     assert term.match_expressions is None
 
 
@@ -54,7 +62,7 @@ def test_class_config_used_by_every_request_applies_to_all() -> None:
     result = Cluster(a30_pool(profiles=("1g",)), [mig]).allocate(
         claim("c", exact("a", "mig-1g"), exact("b", "mig-1g"))
     )
-    assert result.devices.config[0].requests is None
+    assert allocation_config(allocated(result))[0].requests is None
 
 
 def test_network_attached_devices_need_no_node_selector() -> None:
@@ -76,5 +84,6 @@ def test_without_a_node_the_first_local_device_fixes_the_node() -> None:
     result = cluster.allocate(claim("c", exact("r", "mig-1g", count=6)), node=None)
     assert not isinstance(result, V1AllocationResult)  # 4 slices per node, one node per claim
     result = cluster.allocate(claim("c", exact("r", "mig-1g", count=3)), node=None)
-    assert {r.pool for r in result.devices.results} == {"gpus-node-a-gpu-0000-02-00-0"}
-    assert result.node_selector.node_selector_terms[0].match_fields[0].values == ["node-a"]
+    assert {r.pool for r in allocation_results(allocated(result))} == {"gpus-node-a-gpu-0000-02-00-0"}
+    terms = present(allocated(result).node_selector, "nodeSelector").node_selector_terms
+    assert present(terms[0].match_fields, "matchFields")[0].values == ["node-a"]

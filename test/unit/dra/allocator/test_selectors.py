@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, claim, device_class, exact, explained
+from alloc_builders import Cluster, a30_pool, allocated, claim, device_class, exact, explained
+from k8s_fields import allocation_results
 
 from pkg.dra.domain import Unschedulable
 
@@ -62,4 +63,4 @@ def test_claim_selectors_narrow_the_class() -> None:
         ),
     )
     result = cluster.allocate(c)
-    assert result.devices.results[0].device == "gpu-0000-02-00-0-mig-2g-0"
+    assert allocation_results(allocated(result))[0].device == "gpu-0000-02-00-0-mig-2g-0"

@@ -17,7 +17,9 @@ from alloc_builders import (
     physical_class,
     with_allocation,
 )
+from k8s_fields import counter_sets, name_of, slice_devices
 from kubernetes.client import (
+    ResourceV1ResourceClaim,
     V1AllocationResult,
     V1DeviceAllocationResult,
     V1DeviceRequestAllocationResult,
@@ -26,13 +28,14 @@ from kubernetes.client import (
 
 from pkg.dra.allocator import AllocationInputs, BestFit
 from pkg.dra.allocator.context import AllocationContext
+from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.strategy import CandidateStream
 
 A, B = "gpu-0000-02-00-0", "gpu-0000-03-00-0"
 
 
-def holding(*devices: str) -> object:
+def holding(*devices: str) -> ResourceV1ResourceClaim:
     """A claim that already holds the given devices of the cards above."""
     results = [
         V1DeviceRequestAllocationResult(
@@ -76,7 +79,7 @@ def test_smaller_free_card_before_larger_free_card() -> None:
     small = a30_pool(card=B)
     large = a30_pool(card=A)
     # Make A look larger: two more memory slices that no offer uses.
-    for counter_set in large[0].spec.shared_counters:
+    for counter_set in counter_sets(large[0]):
         counter_set.counters |= {
             "memory-slice-4": counter_set.counters["memory-slice-0"],
             "memory-slice-5": counter_set.counters["memory-slice-0"],
@@ -116,10 +119,10 @@ def _interleaved_pool() -> list[V1ResourceSlice]:
     before B, by first 2g offer B does."""
     a, b = a30_pool("node-c", card=A), a30_pool("node-c", card=B)
     counters, devices = a[0], a[1]
-    counters.spec.shared_counters += b[0].spec.shared_counters
-    first, rest = a[1].spec.devices[:4], a[1].spec.devices[4:]
+    counters.spec.shared_counters = counter_sets(counters) + counter_sets(b[0])
+    first, rest = slice_devices(a[1])[:4], slice_devices(a[1])[4:]
     loose = device("no-counters", attributes={"deviceType": "MIG", "migProfile": "1g"})
-    devices.spec.devices = [*first, *b[1].spec.devices, loose, *rest]
+    devices.spec.devices = [*first, *slice_devices(b[1]), loose, *rest]
     for rs in (counters, devices):
         rs.spec.pool.name = "interleaved"
     return [counters, devices]
@@ -129,13 +132,13 @@ def _multi_set_pool() -> list[V1ResourceSlice]:
     """Two cards in one pool and a device on both counter sets: charging it changes the other card."""
     a, b = a30_pool("node-d", card=A), a30_pool("node-d", card=B)
     counters, devices = a[0], a[1]
-    counters.spec.shared_counters += b[0].spec.shared_counters
+    counters.spec.shared_counters = counter_sets(counters) + counter_sets(b[0])
     bridge = device(
         "bridge",
         attributes={"deviceType": "MIG", "migProfile": "1g"},
         consumes={A: {"memory-slice-0": "1"}, B: {"memory-slice-3": "1"}},
     )
-    devices.spec.devices = [*a[1].spec.devices, bridge, *b[1].spec.devices]
+    devices.spec.devices = [*slice_devices(a[1]), bridge, *slice_devices(b[1])]
     for rs in (counters, devices):
         rs.spec.pool.name = "bridged"
     return [counters, devices]
@@ -152,7 +155,7 @@ def test_lazy_search_order_equals_the_eager_ranking() -> None:
         *_multi_set_pool(),
     ]
     classes = [mig_class(), mig_class("1g"), mig_class("2g"), physical_class(), physical_class("ts")]
-    names = [str(c.metadata.name) for c in classes]
+    names = [name_of(c) for c in classes]
     cluster = Cluster(slices, classes)
     rng = random.Random(17)
     compared = 0
@@ -172,7 +175,7 @@ def test_lazy_search_order_equals_the_eager_ranking() -> None:
                 alt = ctx.plans[0].alternatives[0]
                 eager = BestFit().order(ctx.eligible(alt), counters=ctx.counters, fits=ctx.fits_counters)
                 stream = BestFit().search_order(ctx, alt)
-                lazy = []
+                lazy: list[Candidate] = []
                 while stream.has(len(lazy)):
                     lazy.append(stream[len(lazy)])
                 assert [c.id for c in lazy] == [c.id for c in eager], (step, cls, where)

@@ -81,7 +81,7 @@ def test_two_devices_of_one_claim_leave_the_card_with_both_taken() -> None:
         ]
 
 
-def _result(device: str) -> object:
+def _result(device: str) -> V1AllocationResult:
 
     return V1AllocationResult(
         devices=V1DeviceAllocationResult(

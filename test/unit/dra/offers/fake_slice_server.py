@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from k8s_fields import meta
 from kubernetes.client import V1ResourceSlice
 
 from pkg.dra.allocator.quantity import parse_quantity
@@ -33,7 +34,7 @@ class FakeSliceServer:
     def apply(self, kind: ResourceKind[Any], obj: V1ResourceSlice, *, force: bool = True) -> V1ResourceSlice:
         assert kind is RESOURCE_SLICE
         assert force
-        name = str(obj.metadata.name)
+        name = str(meta(obj).name)
         self.writes.append(("apply", name))
         data = RESOURCE_SLICE.encode(obj)
         for device in data["spec"].get("devices") or []:
@@ -42,7 +43,7 @@ class FakeSliceServer:
             for cap in (device.get("capacity") or {}).values():
                 cap["value"] = str(parse_quantity(cap["value"]))
         old = self.slices.get(name)
-        data["metadata"]["uid"] = old.metadata.uid if old else f"uid-{name}"
+        data["metadata"]["uid"] = meta(old).uid if old else f"uid-{name}"
         data["metadata"]["resourceVersion"] = str(next(self._versions))
         stored = RESOURCE_SLICE.decode(data)
         self.slices[name] = stored
@@ -54,8 +55,8 @@ class FakeSliceServer:
         stored = self.slices.get(name)
         if stored is None:
             raise NotFoundError(status=404, reason="NotFound", message=name)
-        if kw.get("uid") and kw["uid"] != stored.metadata.uid:
-            raise AssertionError(f"uid precondition {kw['uid']} does not match {stored.metadata.uid}")
+        if kw.get("uid") and kw["uid"] != meta(stored).uid:
+            raise AssertionError(f"uid precondition {kw['uid']} does not match {meta(stored).uid}")
         del self.slices[name]
 
     # -- SliceReader -------------------------------------------------------------------------

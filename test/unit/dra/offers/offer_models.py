@@ -1,4 +1,5 @@
-"""GPU models for offer tests: the best estimates of ``data/mig-profiles.yaml``, restated as data.
+"""GPU models for offer tests: the best estimates of ``test/fixtures/facts/mig-profiles.yaml``,
+restated as data.
 
 Each profile row is ``(name, profile ID, memory MiB, compute slices, max instances, engines,
 placements)`` with engines ``(SMs, copy engines, decoders, encoders, JPEG, OFA)`` and placements

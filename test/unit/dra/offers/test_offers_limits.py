@@ -29,7 +29,7 @@ POLICY = V1CapacityRequestPolicy(default="0")
 
 
 def device(name: str = "gpu-0", **fields: object) -> V1Device:
-    return V1Device(name=name, **fields)  # type: ignore[arg-type]
+    return V1Device(name=name, **fields)
 
 
 def use(counter_set: str, **counters: str) -> V1DeviceCounterConsumption:

@@ -1,4 +1,6 @@
-"""Offers of every MIG model in data/mig-profiles.yaml, and of an L4: names, counters, consumption."""
+"""Offers of every MIG model in test/fixtures/facts/mig-profiles.yaml, and of an L4: names, counters,
+consumption.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from k8s_fields import attributes_of, capacity_of, consumption_of, present
+from kubernetes.client import V1Device
 from offer_checks import by_name, mig
 from offer_models import MIG_MODELS, MODELS, card
 
@@ -18,8 +22,8 @@ BASE = "gpu-0000-02-00-0"
 ENGINE_COUNTERS = ("multiprocessors", "copy-engines", "decoders", "encoders", "jpeg-engines", "ofa-engines")
 
 
-def counters_of(offer_device: object) -> dict[str, str]:
-    uses = offer_device.consumes_counters  # type: ignore[attr-defined]
+def counters_of(offer_device: V1Device) -> dict[str, str]:
+    uses = consumption_of(offer_device)
     assert len(uses) == 1
     assert uses[0].counter_set == BASE
     return {k: v.value for k, v in uses[0].counters.items()}
@@ -87,13 +91,13 @@ def test_mig_offer_consumes_its_memory_placement_slices_and_engines(model: str) 
         )
         engines = {k: n for k, n in zip(ENGINE_COUNTERS, row[5], strict=True) if n > 0}
         assert {k: int(v) for k, v in uses.items() if k in ENGINE_COUNTERS} == engines
-        attrs = offer.device.attributes
+        attrs = attributes_of(offer.device)
         assert attrs["gpu.deckhouse.io/deviceType"].string == "MIG"
         assert attrs["gpu.deckhouse.io/migProfile"].string == row[0]
         assert attrs["gpu.deckhouse.io/profileID"].int == row[1]
         assert attrs["gpu.deckhouse.io/placementStart"].int == start
         assert attrs["gpu.deckhouse.io/placementSize"].int == size
-        assert offer.device.capacity["memory"].value == mib_quantity(row[2])
+        assert capacity_of(offer.device)["memory"].value == mib_quantity(row[2])
         assert offer.device.allow_multiple_allocations is None
 
 
@@ -111,23 +115,23 @@ def test_mig_offers_are_ordered_smallest_first_and_top_down(model: str) -> None:
     offers = mig(build_offers(card(model)))
     keys = [
         (
-            o.placement.size,
-            o.profile.slice_count,
-            o.profile.memory_mib,
-            o.profile.engines.media(),
-            o.profile.profile_id,
-        )  # type: ignore[union-attr]
+            present(o.placement, "placement").size,
+            present(o.profile, "profile").slice_count,
+            present(o.profile, "profile").memory_mib,
+            present(o.profile, "profile").engines.media(),
+            present(o.profile, "profile").profile_id,
+        )
         for o in offers
     ]
     assert keys == sorted(keys)
     for a, b in itertools.pairwise(offers):
         if a.profile == b.profile:
-            assert a.placement.start > b.placement.start  # type: ignore[union-attr]
+            assert present(a.placement, "placement").start > present(b.placement, "placement").start
 
 
 def test_physical_offer_attributes() -> None:
     physical = by_name(build_offers(card("H100", "0000:9a:00.0")))["gpu-0000-9a-00-0"]
-    attrs = physical.device.attributes
+    attrs = attributes_of(physical.device)
     assert physical.device_type is DeviceType.PHYSICAL
     assert physical.sharing is SharingStrategy.EXCLUSIVE
     assert {k: (a.string, a.int, a.version) for k, a in attrs.items()} == {
@@ -144,9 +148,10 @@ def test_physical_offer_attributes() -> None:
         "gpu.deckhouse.io/ccMinor": (None, 0, None),
         "resource.kubernetes.io/pciBusID": ("0000:9a:00.0", None, None),
     }
-    assert physical.device.capacity == {"memory": physical.device.capacity["memory"]}
-    assert physical.device.capacity["memory"].value == "81559Mi"
-    assert physical.device.capacity["memory"].request_policy is None
+    capacity = capacity_of(physical.device)
+    assert capacity == {"memory": capacity["memory"]}
+    assert capacity["memory"].value == "81559Mi"
+    assert capacity["memory"].request_policy is None
 
 
 def test_shared_offers_policies() -> None:
@@ -154,19 +159,23 @@ def test_shared_offers_policies() -> None:
     for suffix, strategy in (("-ts", "TimeSlicing"), ("-mps", "MPS")):
         device = names[BASE + suffix].device
         assert device.allow_multiple_allocations is True
-        assert device.attributes["gpu.deckhouse.io/sharingStrategy"].string == strategy
-        assert device.attributes["gpu.deckhouse.io/deviceType"].string == "Physical"
-        assert "resource.kubernetes.io/pciBusID" not in device.attributes
-        share = device.capacity["sharePercent"]
+        assert attributes_of(device)["gpu.deckhouse.io/sharingStrategy"].string == strategy
+        assert attributes_of(device)["gpu.deckhouse.io/deviceType"].string == "Physical"
+        assert "resource.kubernetes.io/pciBusID" not in attributes_of(device)
+        share = capacity_of(device)["sharePercent"]
         assert share.value == "100"
-        assert share.request_policy.default == "100"
-        assert (share.request_policy.valid_range.min, share.request_policy.valid_range.max) == ("1", "100")
-        assert share.request_policy.valid_range.step == "1"
-        memory = device.capacity["memory"]
+        share_policy = present(share.request_policy, "sharePercent.requestPolicy")
+        share_range = present(share_policy.valid_range, "sharePercent.requestPolicy.validRange")
+        assert share_policy.default == "100"
+        assert (share_range.min, share_range.max) == ("1", "100")
+        assert share_range.step == "1"
+        memory = capacity_of(device)["memory"]
         assert memory.value == "24Gi"
-        assert memory.request_policy.default == "0"
-        assert memory.request_policy.valid_range.min == "0"
-        assert memory.request_policy.valid_range.max is None
+        memory_policy = present(memory.request_policy, "memory.requestPolicy")
+        memory_range = present(memory_policy.valid_range, "memory.requestPolicy.validRange")
+        assert memory_policy.default == "0"
+        assert memory_range.min == "0"
+        assert memory_range.max is None
 
 
 def test_l4_has_no_mig_and_only_a_memory_counter() -> None:
@@ -184,16 +193,16 @@ def test_mig_not_allowed_keeps_counters_but_offers_no_mig() -> None:
 
 def test_optional_identity_is_left_out_and_odd_versions_are_not_published() -> None:
     bare = card("A30", uuid=None, architecture=None, compute_capability=None, driver_version="r580-beta")
-    attrs = by_name(build_offers(bare))[BASE].device.attributes
+    attrs = attributes_of(by_name(build_offers(bare))[BASE].device)
     for name in ("uuid", "architecture", "ccMajor", "ccMinor", "driverVersion"):
         assert f"gpu.deckhouse.io/{name}" not in attrs
-    short = by_name(build_offers(replace(bare, driver_version="565.77")))[BASE].device.attributes
+    short = attributes_of(by_name(build_offers(replace(bare, driver_version="565.77")))[BASE].device)
     assert short["gpu.deckhouse.io/driverVersion"].version == "565.77.0"
 
 
 def test_long_product_name_is_clipped_to_64_bytes() -> None:
     offers = build_offers(card("A30", product_name="NVIDIA " + "Ä" * 60))
-    value = by_name(offers)[BASE].device.attributes["gpu.deckhouse.io/productName"].string
+    value = present(attributes_of(by_name(offers)[BASE].device)["gpu.deckhouse.io/productName"].string)
     assert len(value.encode()) <= 64
     assert value.startswith("NVIDIA ÄÄ")
 

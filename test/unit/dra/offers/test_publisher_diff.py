@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k8s_fields import counter_sets, slice_devices
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 from offer_models import card
 
@@ -10,10 +11,14 @@ from pkg.dra.domain.slices import Layout, build_slices
 from pkg.dra.publisher import content, dropped_fields, slice_changes
 
 
-def a30_slices(generation: int = 1, **kw: object) -> list[V1ResourceSlice]:
+def a30_slices(generation: int = 1, owner: V1OwnerReference | None = None) -> list[V1ResourceSlice]:
     return build_slices(
-        node="n", cards=[build_offers(card("A30"))], generation=generation, layout=Layout.SEPARATE, **kw
-    )  # type: ignore[arg-type]
+        node="n",
+        cards=[build_offers(card("A30"))],
+        generation=generation,
+        layout=Layout.SEPARATE,
+        owner=owner,
+    )
 
 
 def test_generation_is_not_content_but_owners_are() -> None:
@@ -25,9 +30,9 @@ def test_generation_is_not_content_but_owners_are() -> None:
 def test_quantities_compare_by_value() -> None:
     ours = a30_slices()[0]
     stored = ours.model_copy(deep=True)
-    stored.spec.shared_counters[0].counters["memory"].value = "24576Mi"
+    counter_sets(stored)[0].counters["memory"].value = "24576Mi"
     assert content(stored) == content(ours)
-    stored.spec.shared_counters[0].counters["memory"].value = "24577Mi"
+    counter_sets(stored)[0].counters["memory"].value = "24577Mi"
     assert content(stored) != content(ours)
 
 
@@ -35,9 +40,9 @@ def test_dropped_fields_names_the_missing_paths() -> None:
     sent = a30_slices()[1]
     stored = sent.model_copy(deep=True)
     assert dropped_fields(sent, stored) == []
-    for device in stored.spec.devices:
+    for device in slice_devices(stored):
         device.allow_multiple_allocations = None
-    stored.spec.devices[0].consumes_counters = None
+    slice_devices(stored)[0].consumes_counters = None
     assert dropped_fields(sent, stored) == [
         "spec.devices[0].consumesCounters",
         "spec.devices[13].allowMultipleAllocations",

@@ -7,6 +7,7 @@ from typing import cast
 
 import pytest
 from fake_slice_server import FakeSliceServer
+from k8s_fields import meta, name_of
 from kubernetes.client import V1ObjectMeta, V1ResourcePool, V1ResourceSlice, V1ResourceSliceSpec
 from offer_models import card
 from pytest_mock import MockerFixture
@@ -57,13 +58,13 @@ def test_unchanged_offers_make_no_write() -> None:
     server = FakeSliceServer()
     pub = publisher(server)
     pub.publish(NODE, h100s(0x18))
-    versions = {n: rs.metadata.resource_version for n, rs in server.slices.items()}
+    versions = {n: meta(rs).resource_version for n, rs in server.slices.items()}
     server.writes.clear()
     result = pub.publish(NODE, h100s(0x18))
     assert server.writes == []
     assert not result.changed
     assert result.generation == 1
-    assert {n: rs.metadata.resource_version for n, rs in server.slices.items()} == versions
+    assert {n: meta(rs).resource_version for n, rs in server.slices.items()} == versions
 
 
 def test_any_change_rewrites_the_whole_pool_at_the_next_generation() -> None:
@@ -190,4 +191,4 @@ def test_readers_filter_by_driver_and_node(mocker: MockerFixture) -> None:
         rs("b", "other.io", "n1"),
         rs("c", "gpu.deckhouse.io", "n2"),
     ]
-    assert [r.metadata.name for r in StoreSliceReader(store).list_slices("n1")] == ["a"]
+    assert [name_of(r) for r in StoreSliceReader(store).list_slices("n1")] == ["a"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from k8s_fields import consumption_of, counter_sets, meta, name_of, slice_devices
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 from offer_models import card
 
@@ -30,12 +31,12 @@ def devices(rs: V1ResourceSlice) -> list[str]:
 
 def test_eight_h100_cards_split_into_device_slices_of_whole_cards() -> None:
     slices = build_slices(node="node-a", cards=cards("H100", 8), generation=3, layout=Layout.SEPARATE)
-    names = [rs.metadata.name for rs in slices]
+    names = [name_of(rs) for rs in slices]
     assert names == ["gpu-node-a-counters-00", *(f"gpu-node-a-devices-0{i}" for i in range(4))]
     assert names == sorted(names)
     counter_slice, *device_slices = slices
     assert counter_slice.spec.devices is None
-    assert [s.name for s in counter_slice.spec.shared_counters] == [
+    assert [s.name for s in counter_sets(counter_slice)] == [
         f"gpu-0000-{0x10 * (i + 1):02x}-00-0" for i in range(8)
     ]
     for rs in slices:
@@ -46,8 +47,8 @@ def test_eight_h100_cards_split_into_device_slices_of_whole_cards() -> None:
         assert rs.spec.driver == "gpu.deckhouse.io"
     for rs in device_slices:
         assert rs.spec.shared_counters is None
-        assert len(rs.spec.devices) == 56  # two cards of 28 offers; a third would pass 64
-        sets = {u.counter_set for d in rs.spec.devices for u in d.consumes_counters}
+        assert len(slice_devices(rs)) == 56  # two cards of 28 offers; a third would pass 64
+        sets = {u.counter_set for d in slice_devices(rs) for u in consumption_of(d)}
         assert len(sets) == 2
     # Card order follows the PCI address, and a card's offers stay together and in order.
     order = [d for rs in device_slices for d in devices(rs)]
@@ -64,7 +65,7 @@ def test_mixed_cards_start_a_new_slice_when_64_would_be_passed() -> None:
 
 def test_more_than_eight_cards_need_a_second_counter_slice() -> None:
     slices = build_slices(node="n", cards=cards("L4", 9), generation=1, layout=Layout.SEPARATE)
-    assert [rs.metadata.name for rs in slices] == [
+    assert [name_of(rs) for rs in slices] == [
         "gpu-n-counters-00",
         "gpu-n-counters-01",
         "gpu-n-devices-00",
@@ -75,14 +76,14 @@ def test_more_than_eight_cards_need_a_second_counter_slice() -> None:
 @pytest.mark.parametrize(("model", "per_slice"), [("H100", 2), ("A30", 3), ("L4", 8)])
 def test_inline_layout_keeps_counter_sets_beside_their_devices(model: str, per_slice: int) -> None:
     slices = build_slices(node="n", cards=cards(model, 8), generation=1, layout=Layout.INLINE)
-    assert all(rs.metadata.name.startswith("gpu-n-devices-") for rs in slices)
-    assert [len(rs.spec.shared_counters) for rs in slices[:-1]] == [per_slice] * (len(slices) - 1)
-    assert sum(len(rs.spec.shared_counters) for rs in slices) == 8
+    assert all(name_of(rs).startswith("gpu-n-devices-") for rs in slices)
+    assert [len(counter_sets(rs)) for rs in slices[:-1]] == [per_slice] * (len(slices) - 1)
+    assert sum(len(counter_sets(rs)) for rs in slices) == 8
     for rs in slices:
         assert rs.spec.pool.resource_slice_count == len(slices)
-        sets = {s.name for s in rs.spec.shared_counters}
-        assert {u.counter_set for d in rs.spec.devices for u in d.consumes_counters} == sets
-        assert sum(len(s.counters) for s in rs.spec.shared_counters) <= 32
+        sets = {s.name for s in counter_sets(rs)}
+        assert {u.counter_set for d in slice_devices(rs) for u in consumption_of(d)} == sets
+        assert sum(len(s.counters) for s in counter_sets(rs)) <= 32
 
 
 def test_no_cards_no_slices() -> None:
@@ -92,7 +93,7 @@ def test_no_cards_no_slices() -> None:
 def test_owner_reference_is_set_on_every_slice() -> None:
     owner = V1OwnerReference(api_version="v1", kind="Node", name="n", uid="u-1", controller=True)
     slices = build_slices(node="n", cards=cards("A30", 1), generation=1, layout=Layout.SEPARATE, owner=owner)
-    assert all(rs.metadata.owner_references == [owner] for rs in slices)
+    assert all(meta(rs).owner_references == [owner] for rs in slices)
 
 
 def test_long_node_names_keep_slice_names_valid_and_distinct() -> None:
