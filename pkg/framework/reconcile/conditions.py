@@ -1,7 +1,7 @@
 """Status conditions with Kubernetes semantics, over the client's ``V1Condition``.
 
 Conditions are how our objects report state to users and to other controllers, so every
-controller must treat them alike (spec §10.4: one model of statuses and reasons). The rules are
+controller must treat them alike (one model of statuses and reasons for every object). The rules are
 those of apimachinery's ``meta.SetStatusCondition``:
 
 * ``lastTransitionTime`` moves only when ``status`` changes. It answers "since when is this
