@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from api.gpu.v1alpha1 import DriverType
-from pkg.backends import BackendOptions, VendorIdentity, VendorRegistry, VerdictStatus
+from pkg.backends import BackendError, BackendOptions, VendorIdentity, VendorRegistry, VerdictStatus
 from pkg.backends import registry as registry_module
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 from pkg.backends.nvidia.identity import NVIDIA as NVIDIA_PLUGIN
@@ -106,12 +106,16 @@ def test_the_example_backend_implements_the_port(tmp_path: Path) -> None:
     )
     assert backend.driver_type is DriverType.UNKNOWN
     gpu = physical_gpu("0000:01:00.0", vendor_id="abcd", device_id="0001", driver_type=DriverType.UNKNOWN)
-    assert backend.validate(gpu).status is VerdictStatus.FALSE  # not bound to its driver
+    with pytest.raises(BackendError):
+        backend.offer_inputs(gpu)  # not bound to its driver
     device = tmp_path / "bus/pci/devices/0000:01:00.0"
     device.mkdir(parents=True)
     (tmp_path / "drivers/abcd-gpu").mkdir(parents=True)
     (device / "driver").symlink_to(tmp_path / "drivers/abcd-gpu")
-    assert backend.validate(gpu).status is VerdictStatus.TRUE
     assert backend.enrich(gpu).capabilities is None  # the API's Vendor enum has no "Example"
     assert backend.offer_inputs(gpu).product_name == "Example Accelerator X1"
     assert backend.health(gpu).status is VerdictStatus.TRUE
+    events = backend.health_events(["0000:01:00.0"])
+    assert events.wait(0.01) == ()  # the example library has no events
+    events.close()
+    assert events.wait(10) == ()  # closed: returns at once
