@@ -57,7 +57,7 @@ def test_a_broken_plugin_is_logged_and_skipped(monkeypatch: pytest.MonkeyPatch, 
         def identity(self) -> VendorIdentity:
             raise RuntimeError("NVML headers missing")
 
-    clone = VendorIdentity(name="clone", pci_vendor_id="10de", display_name="Clone")
+    clone = VendorIdentity(name="clone", pci_vendor_id="10de")
 
     class ClonePlugin:
         identity = clone
@@ -71,7 +71,7 @@ def test_a_broken_plugin_is_logged_and_skipped(monkeypatch: pytest.MonkeyPatch, 
             [
                 _EntryPoint("a-broken", error=ImportError("no module named rocm_smi")),
                 _EntryPoint("b-exploding", Exploding()),
-                _EntryPoint("c-identity-only", _IdentityOnly(VendorIdentity("amd", "1002", "Amd"))),
+                _EntryPoint("c-identity-only", _IdentityOnly(VendorIdentity("amd", "1002"))),
                 _EntryPoint("nvidia", NVIDIA_PLUGIN),
                 _EntryPoint("z-clone", ClonePlugin()),  # claims 10de with another identity
             ],
