@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import pytest
+from extra_kinds import SERVICE_ACCOUNT
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import NAMESPACE, SERVICE_ACCOUNT
+from pkg.framework.client.builtin_kinds import NAMESPACE
 from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -144,10 +144,6 @@ class VendorBackend(Protocol):
         """``HardwareHealthy`` of the card; a check that could not run says ``Unknown``."""
         ...
 
-    def validate(self, gpu: PhysicalGPU) -> CardVerdict:
-        """``DriverReady`` of the card: whether its driver answers through the library."""
-        ...
-
     def health_events(self, addresses: Sequence[str]) -> HealthEventSource:
         """A source of the health events of the cards at ``addresses`` (PCI addresses), opened
         lazily on the first wait; the caller closes it and opens a new one when the set of cards

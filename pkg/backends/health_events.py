@@ -20,7 +20,6 @@ blocks at most ``timeout`` seconds so that thread can stop promptly.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -65,17 +64,3 @@ class HealthEventSource(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class NoHealthEvents:
-    """The source of a backend whose library has no events: waits, and reports nothing."""
-
-    def __init__(self) -> None:
-        self._closed = threading.Event()
-
-    def wait(self, timeout: float) -> Sequence[HealthEvent]:
-        self._closed.wait(timeout)
-        return ()
-
-    def close(self) -> None:
-        self._closed.set()

@@ -54,13 +54,12 @@ class VendorIdentity:
     """How a vendor's cards are recognised and named.
 
     ``name`` is the value of the ``gpu.deckhouse.io/vendor`` label (a DNS label, e.g. ``nvidia``);
-    ``display_name`` the spelling of the API's Vendor enum (``Nvidia``); ``driver_types`` maps the
-    kernel drivers this vendor's cards are bound to onto the driver type reported in the status.
+    ``driver_types`` maps the kernel drivers this vendor's cards are bound to onto the driver type
+    reported in the status.
     """
 
     name: str
     pci_vendor_id: str
-    display_name: str
     driver_types: Mapping[str, DriverType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -74,7 +74,7 @@ class HostInfo:
     os_version: str | None  # os-release VERSION_ID, e.g. "22.04"
     os_name: str | None  # os-release NAME, e.g. "Ubuntu"
     kernel_release: str | None  # e.g. "5.15.0-105-generic"
-    # Decided from positive evidence: read_host_info always answers True or False; None is left to
+    # Decided from positive evidence: host_info_from always answers True or False; None is left to
     # callers that build a HostInfo without reading one, meaning "not known", which counts as a VM.
     bare_metal: bool | None
     bare_metal_reason: str = ""  # which rule decided, e.g. "the CPU reports a hypervisor"
@@ -84,16 +84,6 @@ class HostInfo:
 
     def failed_sources(self) -> frozenset[str]:
         return frozenset(source for source, _ in self.failed)
-
-
-def read_host_info(*, os_release: Path, kernel_osrelease: Path, dmi_dir: Path, cpuinfo: Path) -> HostInfo:
-    """Read the four sources (see the module docstring); never raises."""
-    return host_info_from(
-        os_release=read_os_release(os_release),
-        kernel=read_kernel_release(kernel_osrelease),
-        dmi=read_dmi(dmi_dir),
-        cpu_flags=read_cpu_flags(cpuinfo),
-    )
 
 
 def host_info_from(
@@ -144,14 +134,6 @@ def classify(*, dmi: Reading[tuple[str, str]], cpu_flags: Reading[frozenset[str]
     if ec2_metal:
         machine = f"the EC2 bare-metal instance {product_name!r}"
     return True, f"no hypervisor: DMI names {machine} and the CPU flags have no 'hypervisor'"
-
-
-def classify_dmi(*, sys_vendor: str | None, product_name: str | None) -> tuple[bool, str]:
-    """DMI alone, with a CPU that shows no hypervisor: what the DMI rules decide (for tests, logs)."""
-    dmi: Reading[tuple[str, str]] = Reading()
-    if sys_vendor is not None and product_name is not None:
-        dmi = Reading(value=(sys_vendor, product_name))
-    return classify(dmi=dmi, cpu_flags=Reading(value=frozenset()))
 
 
 def read_os_release(path: Path) -> Reading[dict[str, str]]:

@@ -25,7 +25,6 @@ import hashlib
 import re
 
 MAX_LABEL_VALUE_LENGTH = 63
-LABEL_VALUE_PATTERN = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 _INVALID_RUN = re.compile(r"[^a-z0-9._-]+")
 _DASH_RUN = re.compile(r"-{2,}")
@@ -35,11 +34,6 @@ _HASH_LENGTH = 8
 # pci.ids puts the marketing name in brackets after the chip name: "GH100 [H100 SXM5 80GB]".
 _BRACKETED = re.compile(r"\[([^\[\]]*[A-Za-z0-9][^\[\]]*)\]")
 _VENDOR_PREFIX = re.compile(r"^(nvidia|amd|intel)(\s+corporation)?\s+", re.IGNORECASE)
-
-
-def is_valid_label_value(value: str) -> bool:
-    """Whether the API server accepts ``value`` as a label value (the empty value included)."""
-    return len(value) <= MAX_LABEL_VALUE_LENGTH and LABEL_VALUE_PATTERN.fullmatch(value) is not None
 
 
 def to_label_value(text: str) -> str:

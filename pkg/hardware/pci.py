@@ -8,7 +8,7 @@ that, and every function here keeps them:
   out with a warning naming it; a device that disappears while being read (hot unplug races the
   scan) is left out quietly, because it is gone and the next scan says so.
 - *An empty answer means "nothing there", never "could not look".* When the devices directory
-  itself cannot be listed, :func:`scan_pci_devices` raises :class:`OSError` instead of returning
+  itself cannot be listed, :func:`scan_pci` raises :class:`OSError` instead of returning
   ``[]``, which the agent would take as every card removed.
 
 IDs are normalised once here (lower-case hex, no ``0x``) so that callers compare strings safely.
@@ -79,14 +79,6 @@ def scan_pci(sysfs_root: Path) -> PciScanResult:
         else:
             result.unread[name] = device
     return result
-
-
-def scan_pci_devices(sysfs_root: Path) -> list[PciDevice]:
-    """Every readable PCI function under ``<sysfs_root>/bus/pci/devices``, sorted by address.
-
-    Raises :class:`OSError` when the directory itself cannot be listed (see the module docstring).
-    """
-    return scan_pci(sysfs_root).devices
 
 
 def read_pci_device(sysfs_root: Path, address: str) -> PciDevice | None:

@@ -8,7 +8,7 @@ The format (https://pci-ids.ucw.cz) is line based, indented with tabs::
 
     10de  NVIDIA Corporation                 vendor
     <TAB>20b7  GA100GL [A30 PCIe]            device of the vendor above
-    <TAB><TAB>10de 1532  GA100GL [A30 PCIe]  subsystem (subvendor subdevice) of that device
+    <TAB><TAB>10de 1532  GA100GL [A30 PCIe]  subsystem (subvendor subdevice) of that device (not kept)
     C 03  Display controller                 class; from here on, tabs mean subclasses
     <TAB>02  3D controller                   subclass 0302
     <TAB><TAB>00  ...                        programming interface (not kept)
@@ -64,7 +64,6 @@ class PciIds:
     def __init__(self) -> None:
         self._vendors: dict[str, str] = {}
         self._devices: dict[str, str] = {}  # "vvvv:dddd"
-        self._subsystems: dict[str, str] = {}  # "vvvv:dddd:ssss:ssss"
         self._classes: dict[str, str] = {}  # "03" and "0302"
 
     @classmethod
@@ -94,7 +93,7 @@ class PciIds:
     def parse(cls, text: str) -> PciIds:
         """Parse the text of a pci.ids file. Lines that fit no rule are ignored, as lspci does."""
         db = cls()
-        vendor = device = klass = ""
+        vendor = klass = ""
         in_classes = False
         for line in text.splitlines():
             if not line.strip() or line[0] == "#":
@@ -107,7 +106,6 @@ class PciIds:
                         db._classes[klass] = name
                 else:
                     vendor, name = _entry(line)
-                    device = ""
                     if vendor:
                         db._vendors[vendor] = name
             elif not line.startswith("\t\t"):
@@ -118,12 +116,7 @@ class PciIds:
                     if klass:
                         db._classes[klass + key] = name
                 elif vendor:
-                    device = f"{vendor}:{key}"
-                    db._devices[device] = name
-            elif not in_classes and device:
-                key, name = _entry(line[2:])
-                if key:
-                    db._subsystems[f"{device}:{key.replace(' ', ':')}"] = name
+                    db._devices[f"{vendor}:{key}"] = name
         return db
 
     @property
@@ -136,12 +129,6 @@ class PciIds:
 
     def device_name(self, vendor_id: str, device_id: str) -> str | None:
         return self._devices.get(f"{_norm(vendor_id)}:{_norm(device_id)}")
-
-    def subsystem_name(
-        self, vendor_id: str, device_id: str, subvendor_id: str, subdevice_id: str
-    ) -> str | None:
-        key = ":".join(_norm(i) for i in (vendor_id, device_id, subvendor_id, subdevice_id))
-        return self._subsystems.get(key)
 
     def class_name(self, class_code: str) -> str | None:
         """``"0302"`` → ``"3D controller"``; an unknown subclass falls back to its base class name.

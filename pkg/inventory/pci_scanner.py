@@ -1,10 +1,10 @@
 """The PCI scanner service: every PCI function of the host, and those present but unreadable.
 
-:func:`pkg.hardware.pci.scan_pci_devices` leaves an unreadable device out (with a warning naming it).
-For the agent, "left out" would read as "removed" and delete the card's PhysicalGPU, losing what
-other components wrote into it because of one failed read. So the scanner also lists the
-directory and reports addresses that are there but were not read; the cleanup step keeps their
-objects until a later scan either reads the device or no longer lists it.
+:func:`pkg.hardware.pci.scan_pci` leaves an unreadable device out of its devices (with a warning
+naming it). For the agent, "left out" would read as "removed" and delete the card's PhysicalGPU,
+losing what other components wrote into it because of one failed read. So the scanner also reports
+the addresses that are listed but were not read (``scan_pci``'s ``unread``); the cleanup step keeps
+their objects until a later scan either reads the device or no longer lists it.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from extra_kinds import CORE_EVENT
 from gpu_nodes import gpu_pod, run_and_show
 from k8s_fields import name_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta
@@ -35,7 +36,7 @@ from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import ManagedProcess, free_port, ready, wait_until
 from pkg.framework.client import AlreadyExistsError, KubeClient
-from pkg.framework.client.builtin_kinds import CORE_EVENT, NAMESPACE, POD, RESOURCE_CLAIM
+from pkg.framework.client.builtin_kinds import NAMESPACE, POD, RESOURCE_CLAIM
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "charts" / "gpu-control-plane" / "files" / "prometheus" / "recording-rules.yaml"

@@ -94,6 +94,12 @@ class _Candidate:
             self.error = exc
 
 
+def _leads(manager: Manager, lease_name: str) -> bool:
+    """Whether ``manager`` holds ``lease_name``, as its leader-election gauge says."""
+    gauge = manager.metrics.full_name("leader_election_master_status")
+    return manager.metrics.registry.get_sample_value(gauge, {"name": lease_name}) == 1
+
+
 def _candidate(kube: KubeClient, *, identity: str, lease_name: str, namespace: str) -> _Candidate:
     config = LeaderElectionConfig(
         lease_name=lease_name,
@@ -205,8 +211,8 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         assert lease.spec is not None
         assert lease.spec.holder_identity == leader_id
         assert lease.spec.lease_transitions == 0
-        assert leader.manager.is_leading()
-        assert not follower.manager.is_leading()
+        assert _leads(leader.manager, lease_name)
+        assert not _leads(follower.manager, lease_name)
         assert not follower.work.started.is_set(), "the follower ran leader-only work"
         renewals = [s for s in history.snapshot() if s.holder == leader_id]
         assert len(renewals) >= LEASE_DURATION / (RETRY_PERIOD * (1 + JITTER_FACTOR)), renewals
@@ -230,10 +236,10 @@ def test_one_manager_leads_and_a_clean_stop_hands_over_at_once(
         release_delay = released.at - stopped_at
         logger.info("clean stop: lease released after %.3fs", release_delay)
         assert release_delay < 2 * RETRY_PERIOD, f"release took {release_delay:.2f}s"
-        assert not leader.manager.is_leading()
+        assert not _leads(leader.manager, lease_name)
         assert taken.holder == follower.identity
         assert taken.transitions == 1
-        assert follower.manager.is_leading()
+        assert _leads(follower.manager, lease_name)
         history.close()
         follower.stop()  # its release ends the watch
     finally:

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 from dra_objects import DRIVER, create_ready_node
+from extra_kinds import SERVICE_ACCOUNT
 from k8s_fields import meta, name_of, present, uid_of
 from kubernetes.client import (
     ApiClient,
@@ -53,7 +54,7 @@ from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.processes import free_port
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import ApiError, KubeClient, NotFoundError, PatchType
-from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, POD, RESOURCE_SLICE, SERVICE_ACCOUNT
+from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, POD, RESOURCE_SLICE
 from pkg.hardware.labels import to_label_value
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from api.gpu.v1alpha1 import (
 from pkg.backends.backend import CardVerdict, Enrichment, claimed_gpus, pci_address
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.events import NvmlHealthEvents
-from pkg.backends.nvidia.health import check_driver, check_health
+from pkg.backends.nvidia.health import check_health
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.nvidia.nvml_port import Nvml
 from pkg.backends.nvidia.preparer import NvidiaPreparer
@@ -85,9 +85,6 @@ class NvidiaBackend:
 
     def health(self, gpu: PhysicalGPU) -> CardVerdict:
         return check_health(self._nvml, pci_address(gpu))
-
-    def validate(self, gpu: PhysicalGPU) -> CardVerdict:
-        return check_driver(self._nvml, pci_address(gpu))
 
     def health_events(self, addresses: Sequence[str]) -> NvmlHealthEvents:
         return NvmlHealthEvents(self._nvml, addresses)

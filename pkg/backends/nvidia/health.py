@@ -1,4 +1,4 @@
-"""``HardwareHealthy`` and ``DriverReady`` of an NVIDIA card, from what NVML says simply.
+"""``HardwareHealthy`` of an NVIDIA card, from what NVML says simply.
 
 Health is a short list of signals that mean "do not give this card to new work" and that NVML
 reports without interpretation (XID streams and ECC counters need history and belong to DCGM):
@@ -31,7 +31,6 @@ from pkg.backends.nvidia.nvml_port import (
 
 REASON_HEALTHY: Final = "Healthy"
 REASON_CHECK_FAILED: Final = "HealthCheckFailed"
-REASON_DRIVER_RESPONDING: Final = "DriverResponding"
 _FATAL: Final = {NvmlReturn.GPU_IS_LOST: "GpuLost", NvmlReturn.RESET_REQUIRED: "ResetRequired"}
 
 
@@ -90,13 +89,3 @@ def check_health(nvml: Nvml, address: str) -> CardVerdict:
     return CardVerdict.true(
         REASON_HEALTHY, "no pending page retirement, row remapping failure or thermal slowdown"
     )
-
-
-def check_driver(nvml: Nvml, address: str) -> CardVerdict:
-    """``DriverReady``: NVML loads, knows the driver and answers for this card."""
-    try:
-        version = nvml.driver_version()
-        uuid = nvml.uuid(address)
-    except NvmlError as exc:
-        return CardVerdict.false(exc.reason, str(exc))
-    return CardVerdict.true(REASON_DRIVER_RESPONDING, f"driver {version} answers for {uuid}")

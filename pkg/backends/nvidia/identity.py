@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 IDENTITY: Final = VendorIdentity(
     name="nvidia",
     pci_vendor_id="10de",
-    display_name="Nvidia",
     driver_types={"nvidia": DriverType.NVIDIA, "vfio-pci": DriverType.VFIO},
 )
 

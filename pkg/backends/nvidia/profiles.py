@@ -99,8 +99,3 @@ def all_models() -> tuple[ModelFacts, ...]:
 def model_for_pci_device(device_id: str) -> ModelFacts | None:
     """The model of NVIDIA PCI device ``device_id`` (``"20b7"``, any case), or ``None``."""
     return _models().get(device_id.lower())
-
-
-def model_for_product_name(product_name: str) -> ModelFacts | None:
-    """The model NVML names ``product_name`` (``"NVIDIA A30"``), or ``None``."""
-    return next((m for m in _models().values() if m.product_name == product_name), None)

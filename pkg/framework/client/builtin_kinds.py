@@ -10,11 +10,9 @@ in :mod:`pkg.domain.kinds`, because the framework imports nothing of ``api/``.
 from __future__ import annotations
 
 from kubernetes.client import (
-    CoreV1Event,
     EventsV1Event,
     ResourceV1ResourceClaim,
     V1ConfigMap,
-    V1CustomResourceDefinition,
     V1DaemonSet,
     V1DeviceClass,
     V1Lease,
@@ -22,7 +20,6 @@ from kubernetes.client import (
     V1Node,
     V1Pod,
     V1ResourceSlice,
-    V1ServiceAccount,
 )
 
 from pkg.framework.client.kinds import ResourceKind
@@ -34,17 +31,6 @@ NAMESPACE = ResourceKind(
 )
 CONFIG_MAP = ResourceKind(
     group="", version="v1", kind="ConfigMap", plural="configmaps", namespaced=True, model=V1ConfigMap
-)
-SERVICE_ACCOUNT = ResourceKind(
-    group="",
-    version="v1",
-    kind="ServiceAccount",
-    plural="serviceaccounts",
-    namespaced=True,
-    model=V1ServiceAccount,
-)
-CORE_EVENT = ResourceKind(
-    group="", version="v1", kind="Event", plural="events", namespaced=True, model=CoreV1Event
 )
 
 DAEMON_SET = ResourceKind(
@@ -81,13 +67,4 @@ DEVICE_CLASS = ResourceKind(
     plural="deviceclasses",
     namespaced=False,
     model=V1DeviceClass,
-)
-
-CUSTOM_RESOURCE_DEFINITION = ResourceKind(
-    group="apiextensions.k8s.io",
-    version="v1",
-    kind="CustomResourceDefinition",
-    plural="customresourcedefinitions",
-    namespaced=False,
-    model=V1CustomResourceDefinition,
 )

@@ -145,12 +145,6 @@ class Controller:
                 )
             self._generic_sources.append((source, listener))
 
-    @property
-    def generic_sources(self) -> tuple[Source, ...]:
-        """The non-informer sources this controller watches, in the order they were added."""
-        with self._lock:
-            return tuple(source for source, _listener in self._generic_sources)
-
     def run(self, stop: threading.Event) -> None:
         """Waits for the caches, then reconciles until ``stop`` is set. A controller runs once."""
         with self._lock:

@@ -119,11 +119,6 @@ class Manager:
         self._error: BaseException | None = None
         self._caches_synced = False
         self._started = False
-        self._leading = threading.Event()
-
-    @property
-    def monitoring_server(self) -> MonitoringServer | None:
-        return self._server
 
     def add(self, runnable: Runnable) -> None:
         if self._started:
@@ -132,9 +127,6 @@ class Manager:
 
     def add_readyz_check(self, name: str, check: HealthCheck) -> None:
         self._readyz.add(name, check)
-
-    def is_leading(self) -> bool:
-        return self._leading.is_set()
 
     def run(self, stop: threading.Event) -> None:
         """Runs until ``stop`` is set (returns) or something fails (raises, after stopping all)."""
@@ -186,13 +178,11 @@ class Manager:
 
     def _on_started_leading(self, _stop_leading: threading.Event) -> None:
         # Losing the lease is handled in _on_stopped_leading; the manager stops the leader group.
-        self._leading.set()
         for runnable in self._runnables:
             if runnable.needs_leader_election:
                 self._spawn("leader", runnable)
 
     def _on_stopped_leading(self) -> None:
-        self._leading.clear()
         if not self._stops["election"].is_set():
             self._fail(LeaderElectionLostError("leader election lost: stopping to restart clean"))
 

@@ -133,14 +133,6 @@ def set_condition(
     return changed
 
 
-def remove_condition(conditions: list[V1Condition], condition_type: str) -> bool:
-    """Remove every condition of ``condition_type`` in place; return whether one was present."""
-    kept = [c for c in conditions if c.type != condition_type]
-    removed = len(kept) != len(conditions)
-    conditions[:] = kept
-    return removed
-
-
 def condition_status(conditions: Sequence[V1Condition] | None, condition_type: str) -> ConditionStatus:
     """The status of ``condition_type``; missing (or an unrecognized value) is ``Unknown``."""
     found = find_condition(conditions, condition_type)
@@ -153,16 +145,6 @@ def condition_status(conditions: Sequence[V1Condition] | None, condition_type: s
 def is_true(conditions: Sequence[V1Condition] | None, condition_type: str) -> bool:
     """Whether ``condition_type`` is present with status ``True``."""
     return condition_status(conditions, condition_type) is ConditionStatus.TRUE
-
-
-def is_false(conditions: Sequence[V1Condition] | None, condition_type: str) -> bool:
-    """Whether ``condition_type`` is present with status ``False``."""
-    return condition_status(conditions, condition_type) is ConditionStatus.FALSE
-
-
-def is_unknown(conditions: Sequence[V1Condition] | None, condition_type: str) -> bool:
-    """Whether ``condition_type`` is missing or has status ``Unknown``."""
-    return condition_status(conditions, condition_type) is ConditionStatus.UNKNOWN
 
 
 def conditions_equal(a: Sequence[V1Condition] | None, b: Sequence[V1Condition] | None) -> bool:

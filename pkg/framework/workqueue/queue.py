@@ -13,12 +13,11 @@ the queue, so the change that arrived mid-flight is seen by a later pass and nev
 
 After :meth:`Queue.shut_down`, adds are ignored, :meth:`Queue.get` still hands out what is already
 queued and then raises :class:`ShutDownError` (client-go's ``shutdown == true``), waking every
-blocked getter. :meth:`Queue.shut_down_with_drain` also waits until the items being processed
-are done. Callers who must stop promptly simply stop calling ``get``.
+blocked getter. Callers who must stop promptly simply stop calling ``get``.
 
-Concurrency: one lock guards all state; separate conditions on it wake getters (``_not_empty``),
-drainers (``_idle``) and the delay timer (``_timer``), so a notification meant for one kind of
-waiter can never be swallowed by another. :class:`DelayingQueue` keeps delayed items in a heap
+Concurrency: one lock guards all state; separate conditions on it wake getters (``_not_empty``)
+and the delay timer (``_timer``), so a notification meant for one kind of waiter can never be
+swallowed by another. :class:`DelayingQueue` keeps delayed items in a heap
 served by one timer thread, started on the first delayed add and ended by shut-down: no thread
 per item. Time comes from a :class:`~pkg.framework.clock.Clock` so tests can move it by hand.
 """
@@ -55,13 +54,11 @@ class Queue(Generic[T]):
         self._clock: Clock = clock or SYSTEM_CLOCK
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
-        self._idle = threading.Condition(self._lock)
         self._queue: deque[T] = deque()
         self._dirty: set[T] = set()
         self._processing: dict[T, float] = {}  # item -> when get handed it out
         self._added_at: dict[T, float] = {}  # item -> when it became dirty
         self._shutting_down = False
-        self._draining = False
         self._metrics = QueueMetrics(name, provider=metrics or MetricsProvider())
         # Weak: a registry outlives every queue; it must not keep a discarded queue alive.
         ref = weakref.ref(self)
@@ -100,8 +97,6 @@ class Queue(Generic[T]):
                 self._queue.append(item)
                 self._metrics.requeued(queue_len=len(self._queue))
                 self._not_empty.notify()
-            elif not self._processing:
-                self._idle.notify_all()
 
     def __len__(self) -> int:
         """Items waiting in the queue (not those being processed)."""
@@ -109,22 +104,9 @@ class Queue(Generic[T]):
             return len(self._queue)
 
     def shut_down(self) -> None:
-        """Stops accepting items and wakes every waiter; a pending drain stops waiting too."""
+        """Stops accepting items and wakes every waiter."""
         with self._lock:
-            self._draining = False
             self._shut_down_locked()
-
-    def shut_down_with_drain(self) -> None:
-        """Like :meth:`shut_down`, then blocks until every item being processed is done."""
-        with self._lock:
-            self._draining = True
-            self._shut_down_locked()
-            while self._processing and self._draining:
-                self._idle.wait()
-
-    def shutting_down(self) -> bool:
-        with self._lock:
-            return self._shutting_down
 
     def _add_locked(self, item: T) -> None:
         if self._shutting_down or item in self._dirty:
@@ -140,7 +122,6 @@ class Queue(Generic[T]):
     def _shut_down_locked(self) -> None:
         self._shutting_down = True
         self._not_empty.notify_all()
-        self._idle.notify_all()
 
     def _in_flight_seconds(self) -> tuple[float, float]:
         """(summed, longest) age of the items being processed."""

@@ -14,7 +14,7 @@ from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import BackendError, BackendOptions, VerdictStatus
-from pkg.backends.health_events import HealthEvent, NoHealthEvents, Severity
+from pkg.backends.health_events import HealthEvent, Severity
 from pkg.backends.nvidia.events import NvmlHealthEvents, health_event, xid_severity
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.nvml_port import (
@@ -156,10 +156,3 @@ def test_a_lost_gpu_is_a_fatal_event_and_a_broken_set_is_a_backend_error() -> No
     broken = NvmlHealthEvents(Nvml(NvmlReturn.UNKNOWN, None), [A])  # type: ignore[arg-type]
     with pytest.raises(BackendError, match="boom"):
         broken.wait(0.1)
-
-
-def test_a_backend_without_events_waits_and_reports_nothing() -> None:
-    source = NoHealthEvents()
-    assert source.wait(0.01) == ()
-    source.close()
-    assert source.wait(10) == ()  # closed: returns at once

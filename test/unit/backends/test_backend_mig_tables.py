@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from pkg.backends.nvidia.profiles import ModelFacts, all_models, model_for_pci_device, model_for_product_name
+from pkg.backends.nvidia.profiles import ModelFacts, all_models, model_for_pci_device
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,7 +48,6 @@ def test_lookups() -> None:
     a30 = model_for_pci_device("20B7")
     assert a30 is not None
     assert a30.product_name == "NVIDIA A30"
-    assert model_for_product_name("NVIDIA A30") == a30
     assert model_for_pci_device("27b8") is None  # the L4 has no MIG
     eighty = {m.pci_device_id: m.product_name for m in all_models() if m.key == "A100_80GB"}
     assert eighty == {"20b2": "NVIDIA A100-SXM4-80GB", "20b5": "NVIDIA A100 80GB PCIe"}

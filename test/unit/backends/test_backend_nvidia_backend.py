@@ -219,16 +219,6 @@ def test_health(mocker: MockerFixture, card: FakeCard, status: VerdictStatus, re
     assert report.message
 
 
-def test_validate_reports_whether_the_driver_answers_for_the_card(mocker: MockerFixture) -> None:
-    install(
-        mocker, {A: FakeCard(), B: FakeCard(errors={"nvmlDeviceGetUUID": pynvml.NVML_ERROR_NO_PERMISSION})}
-    )
-    nvidia = backend()
-    assert nvidia.validate(physical_gpu(A)).status is VerdictStatus.TRUE
-    failed = nvidia.validate(physical_gpu(B))
-    assert (failed.status, failed.reason) == (VerdictStatus.FALSE, "NvmlNoPermission")
-
-
 def test_offer_inputs_carry_placements_and_engine_counts(mocker: MockerFixture) -> None:
     install(mocker, {A: FakeCard()})
     gpu = physical_gpu(A, labels={"gpu.deckhouse.io/device": "a100-sxm4-40gb"})

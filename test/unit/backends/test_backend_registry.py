@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from api.gpu.v1alpha1 import DriverType
-from pkg.backends import BackendOptions, VendorIdentity, VendorRegistry, VerdictStatus
+from pkg.backends import BackendError, BackendOptions, VendorIdentity, VendorRegistry, VerdictStatus
 from pkg.backends import registry as registry_module
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 from pkg.backends.nvidia.identity import NVIDIA as NVIDIA_PLUGIN
@@ -57,7 +57,7 @@ def test_a_broken_plugin_is_logged_and_skipped(monkeypatch: pytest.MonkeyPatch, 
         def identity(self) -> VendorIdentity:
             raise RuntimeError("NVML headers missing")
 
-    clone = VendorIdentity(name="clone", pci_vendor_id="10de", display_name="Clone")
+    clone = VendorIdentity(name="clone", pci_vendor_id="10de")
 
     class ClonePlugin:
         identity = clone
@@ -71,7 +71,7 @@ def test_a_broken_plugin_is_logged_and_skipped(monkeypatch: pytest.MonkeyPatch, 
             [
                 _EntryPoint("a-broken", error=ImportError("no module named rocm_smi")),
                 _EntryPoint("b-exploding", Exploding()),
-                _EntryPoint("c-identity-only", _IdentityOnly(VendorIdentity("amd", "1002", "Amd"))),
+                _EntryPoint("c-identity-only", _IdentityOnly(VendorIdentity("amd", "1002"))),
                 _EntryPoint("nvidia", NVIDIA_PLUGIN),
                 _EntryPoint("z-clone", ClonePlugin()),  # claims 10de with another identity
             ],
@@ -106,12 +106,16 @@ def test_the_example_backend_implements_the_port(tmp_path: Path) -> None:
     )
     assert backend.driver_type is DriverType.UNKNOWN
     gpu = physical_gpu("0000:01:00.0", vendor_id="abcd", device_id="0001", driver_type=DriverType.UNKNOWN)
-    assert backend.validate(gpu).status is VerdictStatus.FALSE  # not bound to its driver
+    with pytest.raises(BackendError):
+        backend.offer_inputs(gpu)  # not bound to its driver
     device = tmp_path / "bus/pci/devices/0000:01:00.0"
     device.mkdir(parents=True)
     (tmp_path / "drivers/abcd-gpu").mkdir(parents=True)
     (device / "driver").symlink_to(tmp_path / "drivers/abcd-gpu")
-    assert backend.validate(gpu).status is VerdictStatus.TRUE
     assert backend.enrich(gpu).capabilities is None  # the API's Vendor enum has no "Example"
     assert backend.offer_inputs(gpu).product_name == "Example Accelerator X1"
     assert backend.health(gpu).status is VerdictStatus.TRUE
+    events = backend.health_events(["0000:01:00.0"])
+    assert events.wait(0.01) == ()  # the example library has no events
+    events.close()
+    assert events.wait(10) == ()  # closed: returns at once

@@ -75,7 +75,6 @@ def test_every_model_enriches_as_its_data_says(tmp_path: Path, model: SimulatedM
         card = backend.offer_inputs(gpu)
         assert card.memory_slices == model.mig.memory_slices
     assert backend.health(gpu).status is VerdictStatus.TRUE
-    assert backend.validate(gpu).status is VerdictStatus.TRUE
 
 
 @pytest.mark.parametrize(
@@ -99,7 +98,6 @@ def test_a_card_not_bound_to_nvidia_is_invisible_like_to_real_nvml() -> None:
     with pytest.raises(BackendError) as caught:
         backend.enrich(physical_gpu("0000:ca:00.0", device_id="27b8"))
     assert caught.value.reason == "NvmlNotFound"
-    assert backend.validate(physical_gpu("0000:ca:00.0")).status is VerdictStatus.FALSE
     assert backend.enrich(physical_gpu("0000:4a:00.0", device_id="27b8")).capabilities is not None
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from host_readings import read_host_info
 
-from pkg.hardware.hostinfo import read_host_info
-from pkg.hardware.pci import scan_pci_devices
+from pkg.hardware.pci import scan_pci
 
 # scenario -> (bare metal, os id, [(address, vendor:device, class, driver, numa node, iommu group)])
 EXPECTED: dict[str, tuple[bool, str, list[tuple[str, str, str, str | None, int | None, str | None]]]] = {
@@ -94,7 +94,7 @@ def test_links_are_relative(sysfs_fixtures: Path) -> None:
 def test_scenario_scans_to_the_expected_devices(sysfs_fixtures: Path, name: str) -> None:
     _, _, expected = EXPECTED[name]
 
-    devices = scan_pci_devices(sysfs_fixtures / name)
+    devices = scan_pci(sysfs_fixtures / name).devices
 
     assert [
         (d.address, f"{d.vendor_id}:{d.device_id}", d.class_code, d.driver, d.numa_node, d.iommu_group)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from host_readings import classify_dmi, read_host_info
 
-from pkg.hardware.hostinfo import HostInfo, classify_dmi, parse_os_release, read_host_info
+from pkg.hardware.hostinfo import HostInfo, parse_os_release
 
 
 def _read(root: Path) -> HostInfo:

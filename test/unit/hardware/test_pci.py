@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 from pkg.hardware import pci
-from pkg.hardware.pci import PciDevice, iommu_group_members, read_pci_device, scan_pci_devices
+from pkg.hardware.pci import PciDevice, iommu_group_members, read_pci_device, scan_pci
 
 
 def _device(root: Path, address: str, **files: str) -> Path:
@@ -53,14 +53,14 @@ def test_ids_are_normalised_to_lower_case_hex_without_prefix(tmp_path: Path) -> 
 
 
 def test_unbound_device_has_no_driver(sysfs_fixtures: Path) -> None:
-    (device,) = scan_pci_devices(sysfs_fixtures / "unbound")
+    (device,) = scan_pci(sysfs_fixtures / "unbound").devices
 
     assert device.driver is None
     assert device.device_id == "20b7"
 
 
 def test_driver_is_the_name_of_the_bound_driver(sysfs_fixtures: Path) -> None:
-    drivers = {d.address: d.driver for d in scan_pci_devices(sysfs_fixtures / "l4")}
+    drivers = {d.address: d.driver for d in scan_pci(sysfs_fixtures / "l4").devices}
 
     assert drivers == {"0000:4a:00.0": "nvidia", "0000:ca:00.0": "vfio-pci"}
 
@@ -108,7 +108,7 @@ def test_unreadable_device_is_skipped_with_a_warning_naming_it(
     _device(tmp_path, "0000:03:00.0")
 
     with caplog.at_level(logging.WARNING, logger="pkg.hardware.pci"):
-        devices = scan_pci_devices(tmp_path)
+        devices = scan_pci(tmp_path).devices
 
     assert [d.address for d in devices] == ["0000:03:00.0"]
     (record,) = caplog.records
@@ -121,7 +121,7 @@ def test_device_without_a_required_file_is_skipped(tmp_path: Path, caplog: pytes
     (_device(tmp_path, "0000:02:00.0") / "vendor").unlink()
 
     with caplog.at_level(logging.WARNING, logger="pkg.hardware.pci"):
-        assert scan_pci_devices(tmp_path) == []
+        assert scan_pci(tmp_path).devices == []
 
     assert [r.__dict__["pci_address"] for r in caplog.records] == ["0000:02:00.0"]
 
@@ -140,7 +140,7 @@ def test_device_vanishing_mid_read_is_skipped_quietly(
 
     monkeypatch.setattr(pci, "_text", unplug_then_read)
     with caplog.at_level(logging.WARNING, logger="pkg.hardware.pci"):
-        devices = scan_pci_devices(tmp_path)
+        devices = scan_pci(tmp_path).devices
 
     assert [d.address for d in devices] == ["0000:03:00.0"]
     assert caplog.records == []
@@ -158,14 +158,14 @@ def test_device_vanishing_after_its_ids_were_read_is_not_reported_half_read(
 
     monkeypatch.setattr(pci, "_numa_node", unplug_then_read)
 
-    assert scan_pci_devices(tmp_path) == []
+    assert scan_pci(tmp_path).devices == []
 
 
 def test_scan_is_sorted_by_address(tmp_path: Path) -> None:
     for address in ("0000:d8:00.0", "0001:00:00.0", "0000:3b:00.1", "0000:3b:00.0", "0000:00:1f.3"):
         _device(tmp_path, address)
 
-    addresses = [d.address for d in scan_pci_devices(tmp_path)]
+    addresses = [d.address for d in scan_pci(tmp_path).devices]
 
     assert addresses == ["0000:00:1f.3", "0000:3b:00.0", "0000:3b:00.1", "0000:d8:00.0", "0001:00:00.0"]
 
@@ -175,14 +175,14 @@ def test_entry_with_a_foreign_name_is_skipped(tmp_path: Path, caplog: pytest.Log
     (tmp_path / "bus" / "pci" / "devices" / "stray").mkdir()
 
     with caplog.at_level(logging.WARNING, logger="pkg.hardware.pci"):
-        assert [d.address for d in scan_pci_devices(tmp_path)] == ["0000:02:00.0"]
+        assert [d.address for d in scan_pci(tmp_path).devices] == ["0000:02:00.0"]
 
     assert len(caplog.records) == 1
 
 
 def test_missing_devices_directory_raises_instead_of_reporting_no_devices(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        scan_pci_devices(tmp_path)
+        scan_pci(tmp_path)
 
 
 def test_absent_device_reads_as_none(sysfs_fixtures: Path) -> None:
@@ -213,14 +213,14 @@ def test_trees_are_relocatable(sysfs_fixtures: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(sysfs_fixtures / "rtx-workstation", copy, symlinks=True)
 
-    assert scan_pci_devices(copy) == scan_pci_devices(sysfs_fixtures / "rtx-workstation")
+    assert scan_pci(copy).devices == scan_pci(sysfs_fixtures / "rtx-workstation").devices
 
 
 def test_fixture_builder_table_and_reader_agree_on_a_custom_tree(tmp_path: Path, builder: ModuleType) -> None:
     function = builder.Function("0000:41:00.0", "10de:2330", "030200", "10de:16c1", "vfio-pci", 1, 7)
     builder.build(tmp_path, (builder.Scenario("custom", ("Acme", "X1"), "ID=x\n", "6.1", (function,)),))
 
-    (device,) = scan_pci_devices(tmp_path / "custom")
+    (device,) = scan_pci(tmp_path / "custom").devices
 
     assert (device.address, device.device_id, device.driver, device.numa_node, device.iommu_group) == (
         "0000:41:00.0",

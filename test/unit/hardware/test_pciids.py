@@ -34,12 +34,6 @@ def test_unknown_ids_have_no_name(db: PciIds) -> None:
     assert db.device_name("1234", "20b7") is None
 
 
-def test_subsystem_names(db: PciIds) -> None:
-    assert db.subsystem_name("8086", "1521", "103c", "8157") == "Ethernet 1Gb 4-port 366T Adapter"
-    assert db.subsystem_name("8086", "29c0", "1af4", "1100") == "QEMU Virtual Machine"
-    assert db.subsystem_name("8086", "1521", "1af4", "1100") is None
-
-
 @pytest.mark.parametrize(
     ("code", "expected"),
     [
@@ -71,7 +65,6 @@ def test_programming_interfaces_and_comments_do_not_disturb_the_structure() -> N
     db = PciIds.parse(text)
 
     assert db.device_name("10de", "20b7") == "GA100GL [A30 PCIe]"
-    assert db.subsystem_name("10de", "20b7", "10de", "1532") == "A30 board"
     assert db.vendor_name("8086") == "Intel Corporation"
     assert db.class_name("0300") == "VGA compatible controller"
     assert db.class_name("0302") == "3D controller"

@@ -281,7 +281,6 @@ _NAMED_PCI_IDS = [
 _NAMES = (
     "NVIDIA Corporation",
     "GA100GL [A30 PCIe]",
-    "GA100GL [A30 PCIe]",
     "Intel Corporation",
     "I350 Gigabit Network Connection",
     "Ethernet controller",
@@ -295,7 +294,6 @@ def _all_names(path: Path) -> tuple[str | None, ...]:
     return (
         db.vendor_name("10de"),
         db.device_name("10de", "20b7"),
-        db.subsystem_name("10de", "20b7", "10de", "1532"),
         db.vendor_name("8086"),
         db.device_name("8086", "1521"),
         db.class_name("0200"),

@@ -7,6 +7,7 @@ A plain module (not conftest) so tests import it by name, as the integration tes
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,8 @@ FIXTURES = ROOT / "test" / "fixtures"
 SYSFS = FIXTURES / "sysfs"
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 NODE = "node-1"
+# The Kubernetes label-value rule (k8s.io/apimachinery validation.IsValidLabelValue), length aside.
+LABEL_VALUE_PATTERN = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def device(

@@ -75,7 +75,7 @@ def test_setup_wires_own_node_watches_and_triggers(mocker: Any, udev: bool) -> N
     runnables = manager._runnables
     assert controller in runnables
     assert controller.needs_leader_election is False
-    sources = controller.generic_sources
+    sources = [source for source, _listener in controller._generic_sources]
     assert any(isinstance(s, PeriodicSource) and s.every.period == 2.0 for s in sources)
     assert any(isinstance(s, UdevSource) for s in sources) is udev
     assert any(isinstance(s, StartSource) for s in sources)  # the start-up sync

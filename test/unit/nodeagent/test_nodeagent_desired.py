@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubernetes.client import V1Condition
-from nodeagent_fakes import T0, device, host
+from nodeagent_fakes import LABEL_VALUE_PATTERN, T0, device, host
 
 from api.gpu.v1alpha1 import (
     Capabilities,
@@ -15,7 +15,6 @@ from api.gpu.v1alpha1 import (
     PhysicalGPUStatus,
     Vendor,
 )
-from pkg.hardware.labels import LABEL_VALUE_PATTERN
 from pkg.hardware.pciids import PciIds
 from pkg.inventory.desired import (
     LABEL_BAREMETAL,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from nodeagent_fakes import gpu_object
+from nodeagent_fakes import LABEL_VALUE_PATTERN, gpu_object
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo, PhysicalGPUStatus
-from pkg.hardware.labels import LABEL_VALUE_PATTERN
 from pkg.inventory.naming import (
     ADDRESS_LABEL,
     address_key,

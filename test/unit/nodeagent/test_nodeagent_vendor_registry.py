@@ -12,7 +12,7 @@ from pkg.backends import KNOWN_DRIVERS, VendorIdentity, VendorRegistry, default_
 from pkg.backends import registry as registry_module
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 
-AMD = VendorIdentity(name="amd", pci_vendor_id="1002", display_name="Amd", driver_types={})
+AMD = VendorIdentity(name="amd", pci_vendor_id="1002", driver_types={})
 
 
 class _EntryPoint:
@@ -49,7 +49,7 @@ def test_nvidia_is_installed_as_an_entry_point() -> None:
     ],
 )
 def test_identity_rejects_names_labels_would_reject(kwargs: dict[str, str], message: str) -> None:
-    values = {"name": "nvidia", "pci_vendor_id": "10de", "display_name": "Nvidia"} | kwargs
+    values = {"name": "nvidia", "pci_vendor_id": "10de"} | kwargs
     with pytest.raises(ValueError, match=message):
         VendorIdentity(**values)  # type: ignore[arg-type]
 
@@ -58,7 +58,7 @@ def test_broken_plugins_are_logged_and_skipped(monkeypatch: pytest.MonkeyPatch, 
     found = [
         _EntryPoint("amd", _Backend(AMD)),
         _EntryPoint("broken", error=ImportError("no module named rocm_smi")),
-        _EntryPoint("clone", _Backend(VendorIdentity(name="clone", pci_vendor_id="10de", display_name="C"))),
+        _EntryPoint("clone", _Backend(VendorIdentity(name="clone", pci_vendor_id="10de"))),
         _EntryPoint("faceless", _Backend("not an identity")),
         _EntryPoint("nvidia", _Backend(NVIDIA)),
     ]

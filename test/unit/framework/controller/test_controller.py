@@ -346,7 +346,9 @@ def test_stop_lets_the_current_reconcile_finish_and_takes_no_more() -> None:
     thread.join(WAIT)
     assert not thread.is_alive()
     assert reconciler.calls == [Request("first")]
-    assert controller.queue.shutting_down()
+    waiting = len(controller.queue)
+    controller.queue.add(Request("late"))
+    assert len(controller.queue) == waiting, "the queue is shut down: adds are ignored"
 
 
 def test_watch_applies_predicates() -> None:

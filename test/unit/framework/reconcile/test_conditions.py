@@ -12,14 +12,12 @@ from pydantic import ValidationError
 from pkg.framework.reconcile.conditions import (
     ConditionStatus,
     DesiredCondition,
+    condition_status,
     conditions_equal,
     find_condition,
-    is_false,
     is_true,
-    is_unknown,
     normalize_time,
     now_utc,
-    remove_condition,
     set_condition,
 )
 
@@ -148,10 +146,9 @@ def test_times_are_normalized_to_utc_and_naive_is_rejected() -> None:
 
 
 def test_missing_condition_is_unknown() -> None:
-    assert is_unknown([], Type.READY)
-    assert is_unknown(None, Type.READY)
+    assert condition_status([], Type.READY) is ConditionStatus.UNKNOWN
+    assert condition_status(None, Type.READY) is ConditionStatus.UNKNOWN
     assert not is_true(None, Type.READY)
-    assert not is_false(None, Type.READY)
     assert find_condition(None, Type.READY) is None
 
 
@@ -162,26 +159,17 @@ def test_status_predicates() -> None:
         conditions, DesiredCondition(type="Prepared", status=ConditionStatus.FALSE, reason="Pending"), now=T0
     )
     assert is_true(conditions, Type.READY)
-    assert is_false(conditions, "Prepared")
-    assert not is_unknown(conditions, Type.READY)
+    assert condition_status(conditions, "Prepared") is ConditionStatus.FALSE
+    assert not is_true(conditions, "Prepared")
 
     set_condition(conditions, ready(ConditionStatus.UNKNOWN, Reason.DRIVER_STARTING), now=T1)
-    assert is_unknown(conditions, Type.READY)
+    assert condition_status(conditions, Type.READY) is ConditionStatus.UNKNOWN
+    assert not is_true(conditions, Type.READY)
 
 
 def test_unrecognized_status_counts_as_unknown() -> None:
     odd = V1Condition(type="Ready", status="Maybe", reason="X", message="", last_transition_time=T0)
-    assert is_unknown([odd], "Ready")
-
-
-def test_remove_condition() -> None:
-    conditions: list[V1Condition] = []
-    set_condition(conditions, ready(ConditionStatus.TRUE, Reason.DRIVER_READY), now=T0)
-
-    assert not remove_condition(conditions, Type.PREPARED)
-    assert remove_condition(conditions, Type.READY)
-    assert conditions == []
-    assert find_condition(conditions, Type.READY) is None
+    assert condition_status([odd], "Ready") is ConditionStatus.UNKNOWN
 
 
 def test_conditions_equal_ignores_transition_time_and_order() -> None:
