@@ -22,6 +22,7 @@ from kubernetes.client import (
     V1DeviceCapacity,
     V1DeviceCounterConsumption,
     V1DeviceRequestAllocationResult,
+    V1NodeSelector,
     V1ObjectMeta,
     V1PodSpec,
     V1ResourceSlice,
@@ -78,6 +79,21 @@ def annotations_of(obj: HasMetadata) -> dict[str, str]:
     return dict(meta(obj).annotations or {})
 
 
+def namespace_of(obj: HasMetadata) -> str:
+    """metadata.namespace."""
+    return present(meta(obj).namespace, "metadata.namespace")
+
+
+def resource_version_of(obj: HasMetadata) -> str:
+    """metadata.resourceVersion."""
+    return present(meta(obj).resource_version, "metadata.resourceVersion")
+
+
+def finalizers_of(obj: HasMetadata) -> list[str]:
+    """metadata.finalizers, which the test expects set."""
+    return present(meta(obj).finalizers, "metadata.finalizers")
+
+
 def spec_of(obj: HasSpec[S_co]) -> S_co:
     """The object's spec."""
     return present(obj.spec, "spec")
@@ -93,6 +109,16 @@ def template_pod(workload: V1DaemonSet | V1Deployment | V1StatefulSet) -> V1PodS
     spec = workload.spec
     assert spec is not None, "spec is not set"
     return present(spec.template.spec, "spec.template.spec")
+
+
+def allocation_of(claim: ResourceV1ResourceClaim) -> V1AllocationResult:
+    """A claim's status.allocation."""
+    return present(status_of(claim).allocation, "status.allocation")
+
+
+def allocated_node_selector(claim: ResourceV1ResourceClaim) -> V1NodeSelector:
+    """A claim's status.allocation.nodeSelector."""
+    return present(allocation_of(claim).node_selector, "status.allocation.nodeSelector")
 
 
 def allocation_results(

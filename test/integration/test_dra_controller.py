@@ -29,6 +29,7 @@ from dra_controller_process import (
     written_by_us,
 )
 from dra_objects import DRIVER
+from k8s_fields import allocated_node_selector, allocation_results, annotations_of, finalizers_of, present
 from process_helpers import eventually
 
 from pkg.framework.client import KubeClient
@@ -45,12 +46,12 @@ def test_pre_provisioned_claim_is_allocated(
     assert len(devices) == 1
     assert devices[0].startswith("gpu-0000-02-00-0-mig-14-")
     claim = kube.get(RESOURCE_CLAIM, "shared", namespace)
-    assert claim.metadata.annotations[ALLOCATED_BY] == "gpu-dra-controller"
-    assert FINALIZER in claim.metadata.finalizers
-    result = claim.status.allocation.devices.results[0]
+    assert annotations_of(claim)[ALLOCATED_BY] == "gpu-dra-controller"
+    assert FINALIZER in finalizers_of(claim)
+    result = allocation_results(claim)[0]
     assert (result.driver, result.pool) == (DRIVER, f"gpus/{gpu_node.name}")
-    term = claim.status.allocation.node_selector.node_selector_terms[0]
-    assert term.match_fields[0].values == [gpu_node.name]
+    term = allocated_node_selector(claim).node_selector_terms[0]
+    assert present(term.match_fields)[0].values == [gpu_node.name]
     notes = eventually(lambda: events_for(kube, namespace, "shared", "Allocated"), what="an Allocated event")
     assert f"{DRIVER}/gpus/{gpu_node.name}/{devices[0]}" in notes[0]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{controller}/metrics", timeout=5).read().decode()

@@ -25,6 +25,7 @@ import re
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from dra_controller_process import (
     GpuNode,
@@ -35,6 +36,7 @@ from dra_controller_process import (
     pending_pod,
     written_by_us,
 )
+from k8s_fields import meta
 from process_helpers import eventually
 
 from pkg.framework.client import KubeClient, WatchEventType, WatchStreamClosedError
@@ -72,9 +74,9 @@ class ClaimRecorder:
                     continue
                 claim = RESOURCE_CLAIM.decode(event.raw)
                 with self._lock:
-                    self.seen.add(str(claim.metadata.name))
+                    self.seen.add(str(meta(claim).name))
                     if written_by_us(claim):
-                        self.written.add(str(claim.metadata.name))
+                        self.written.add(str(meta(claim).name))
         except WatchStreamClosedError:
             pass  # the namespace or the server went away after the test; a gap fails the barrier
 
@@ -132,7 +134,7 @@ def test_pods_created_just_before_their_claims_never_get_them_allocated(
     eventually(lambda: not undecided(), timeout=120, what="the controller's verdict on every pair claim")
     for i in range(CONTROL_CLAIMS):
         eventually(
-            lambda i=i: allocated_devices(kube, namespace, f"control-{i}"),
+            partial(allocated_devices, kube, namespace, f"control-{i}"),
             timeout=60,
             what=f"control claim {i} allocated",
         )

@@ -19,6 +19,7 @@ from unittest.mock import MagicMock
 
 from alloc_builders import DRIVER, device_class
 from dependency_injector import providers
+from k8s_fields import meta, name_of, namespace_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1DeviceClass,
@@ -88,10 +89,11 @@ class FakeClaimApi:
 
     def put(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
         claim = claim.model_copy(deep=True)
-        claim.metadata.uid = claim.metadata.uid or f"uid-{next(self._uid)}"
-        claim.metadata.creation_timestamp = claim.metadata.creation_timestamp or T0 - timedelta(seconds=age)
-        claim.metadata.resource_version = str(next(self._rv))
-        key = f"{claim.metadata.namespace}/{claim.metadata.name}"
+        metadata = meta(claim)
+        metadata.uid = metadata.uid or f"uid-{next(self._uid)}"
+        metadata.creation_timestamp = metadata.creation_timestamp or T0 - timedelta(seconds=age)
+        metadata.resource_version = str(next(self._rv))
+        key = f"{metadata.namespace}/{metadata.name}"
         self.objects[key] = RESOURCE_CLAIM.encode(claim)
         return RESOURCE_CLAIM.decode(self.objects[key])
 
@@ -146,10 +148,10 @@ class FakeClaimApi:
         return RESOURCE_CLAIM.decode(doc)
 
     def update_status(self, kind: Any, obj: ResourceV1ResourceClaim) -> Any:
-        key = f"{obj.metadata.namespace}/{obj.metadata.name}"
+        key = f"{meta(obj).namespace}/{meta(obj).name}"
         self.writes.append(("status", key, obj))
         stored = self._stored(key)
-        if stored["metadata"]["resourceVersion"] != obj.metadata.resource_version:
+        if stored["metadata"]["resourceVersion"] != meta(obj).resource_version:
             raise ConflictError(status=409, reason="Conflict", message="the object has been modified")
         doc = copy.deepcopy(stored)
         body = RESOURCE_CLAIM.encode(obj)
@@ -194,7 +196,7 @@ class Env:
         self.container.inventory.override(providers.Object(self.inventory))
         self.container.writer.override(providers.Object(self.writer))
         self.container.allocator.override(providers.Object(self.allocator))
-        self.container.pod_references.override(providers.Object(PodReferenceReader(self.api)))  # type: ignore[arg-type]
+        self.container.pod_references.override(providers.Object(PodReferenceReader(self.api)))
         self.reconciler = self.container.reconciler()
 
     def add(self, claim: ResourceV1ResourceClaim, *, age: int = 0) -> ResourceV1ResourceClaim:
@@ -214,12 +216,10 @@ class Env:
             self.claims.update(self.api.get(key))
 
     def reconcile(self, claim: ResourceV1ResourceClaim) -> Result:
-        return self.reconciler.reconcile(
-            Request(name=claim.metadata.name, namespace=claim.metadata.namespace)
-        )
+        return self.reconciler.reconcile(Request(name=name_of(claim), namespace=namespace_of(claim)))
 
     def stored(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim:
-        return self.api.get(f"{claim.metadata.namespace}/{claim.metadata.name}")
+        return self.api.get(f"{meta(claim).namespace}/{meta(claim).name}")
 
     def events(self) -> list[tuple[str, str, str]]:
         return [

@@ -8,6 +8,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
+from k8s_fields import allocation_of, meta
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -149,7 +150,7 @@ def test_allocation_time_comes_from_the_timestamp_else_the_owner_of_status_alloc
     c = claim(allocated=T0, status_write=T0 + 50)
     assert allocated_at(c) == T0
     assert last_status_write(c) == T0 + 50
-    c.status.allocation.allocation_timestamp = datetime.fromtimestamp(T0 - 3, UTC)
+    allocation_of(c).allocation_timestamp = datetime.fromtimestamp(T0 - 3, UTC)
     assert allocated_at(c) == T0 - 3
     assert allocated_at(claim(allocated=None)) is None
 
@@ -182,18 +183,18 @@ class MemoryConfigMaps:
         return self._write(obj, expected=None)
 
     def update(self, kind: Any, obj: V1ConfigMap, *, subresource: str | None = None) -> V1ConfigMap:
-        return self._write(obj, expected=obj.metadata.resource_version)
+        return self._write(obj, expected=meta(obj).resource_version)
 
     def _write(self, obj: V1ConfigMap, expected: str | None) -> V1ConfigMap:
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
-        current = None if self.stored is None else self.stored.metadata.resource_version
+        current = None if self.stored is None else meta(self.stored).resource_version
         if expected != current:
             raise ConflictError(status=409, reason="Conflict", message="conflict")
         self.version += 1
         obj = obj.model_copy(deep=True)
-        obj.metadata.resource_version = str(self.version)
+        meta(obj).resource_version = str(self.version)
         self.stored = obj
         return obj
 
@@ -201,7 +202,7 @@ class MemoryConfigMaps:
 class Recorded:
     def __init__(self) -> None:
         self.created: list[str] = []
-        self.released: list[tuple[str, float]] = []
+        self.released: list[tuple[str, object]] = []  # object: compared with pytest.approx
 
     def created_(self, devices: list[HeldDevice]) -> None:
         self.created += [d.claim for d in devices]

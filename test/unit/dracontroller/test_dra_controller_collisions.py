@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from alloc_builders import a30_pool, claim, exact, with_allocation
 from dra_controller_fakes import Env, our_mig_class, our_physical_class
+from k8s_fields import allocation_results, annotations_of, meta, status_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -45,9 +48,9 @@ def held(
         V1AllocationResult(devices=V1DeviceAllocationResult(results=results)),
     )
     if ours:
-        c.metadata.annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
+        meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
     if reserved:
-        c.status.reserved_for = [V1ResourceClaimConsumerReference(resource="pods", name="p", uid="u")]
+        status_of(c).reserved_for = [V1ResourceClaimConsumerReference(resource="pods", name="p", uid="u")]
     return c
 
 
@@ -77,8 +80,8 @@ def test_a_claim_we_did_not_allocate_never_yields() -> None:
 def test_of_two_of_ours_the_newer_yields() -> None:
     older = held("older", f"{CARD}-mig-1g-0", ours=True)
     newer = held("newer", f"{CARD}-mig-1g-0", ours=True)
-    older.metadata.creation_timestamp = "2026-01-01T00:00:00Z"
-    newer.metadata.creation_timestamp = "2026-01-02T00:00:00Z"
+    meta(older).creation_timestamp = datetime(2026, 1, 1, tzinfo=UTC)
+    meta(newer).creation_timestamp = datetime(2026, 1, 2, tzinfo=UTC)
     older = older.model_validate(older.model_dump())
     newer = newer.model_validate(newer.model_dump())
     assert verdict(older, newer) is None
@@ -115,14 +118,14 @@ def test_reconciler_releases_and_then_reallocates_elsewhere() -> None:
     ours = e.add(held("ours", f"{CARD}-mig-1g-0", ours=True))
     assert e.reconcile(ours) == Result(requeue=True)
     stored = e.stored(ours)
-    assert stored.status.allocation is None
-    assert ALLOCATED_BY not in (stored.metadata.annotations or {})
+    assert status_of(stored).allocation is None
+    assert ALLOCATED_BY not in annotations_of(stored)
     [(kind, reason, message)] = e.events()
     assert (kind, reason) == ("Warning", "Reallocating")
     assert "is also allocated to default/theirs" in message
     e.sync()
     assert e.reconcile(ours) == Result()
-    results = e.stored(ours).status.allocation.devices.results
+    results = allocation_results(e.stored(ours))
     assert [r.device for r in results] != [f"{CARD}-mig-1g-0"]
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from alloc_builders import claim, device_class, exact, first_available
 from dra_controller_fakes import our_mig_class
+from k8s_fields import meta, name_of
 from kubernetes.client import (
     V1DeviceClass,
     V1DeviceClassConfiguration,
@@ -24,9 +25,7 @@ from kubernetes.client import (
 from pkg.dracontroller.internal.eligibility import claims_of_pod, is_our_class, judge
 from pkg.dracontroller.internal.names import EXTENDED_RESOURCE_CLAIM
 
-CLASSES = {
-    c.metadata.name: c for c in (our_mig_class("1g"), device_class("other", 'device.driver == "x.io"'))
-}
+CLASSES = {name_of(c): c for c in (our_mig_class("1g"), device_class("other", 'device.driver == "x.io"'))}
 
 
 @pytest.mark.parametrize(
@@ -71,13 +70,11 @@ def test_unreferenced_claim_of_our_class_is_eligible() -> None:
 
 def test_reasons_in_order() -> None:
     deleted = claim("c", exact("gpu", "mig-1g"))
-    deleted.metadata.deletion_timestamp = datetime(2026, 1, 1, tzinfo=UTC)
+    meta(deleted).deletion_timestamp = datetime(2026, 1, 1, tzinfo=UTC)
     extended = claim("c", exact("gpu", "mig-1g"))
-    extended.metadata.annotations = {EXTENDED_RESOURCE_CLAIM: "true"}
+    meta(extended).annotations = {EXTENDED_RESOURCE_CLAIM: "true"}
     generated = claim("c", exact("gpu", "mig-1g"))
-    generated.metadata.owner_references = [
-        V1OwnerReference(api_version="v1", kind="Pod", name="web-0", uid="u")
-    ]
+    meta(generated).owner_references = [V1OwnerReference(api_version="v1", kind="Pod", name="web-0", uid="u")]
     cases = {
         "being deleted": (deleted, ()),
         "an extended-resource claim of the scheduler": (extended, ()),

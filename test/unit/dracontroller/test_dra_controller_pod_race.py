@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import Env, our_mig_class
+from k8s_fields import annotations_of, meta, resource_version_of, status_of
 from kubernetes.client import (
     V1ObjectMeta,
     V1Pod,
@@ -78,7 +79,7 @@ def test_pod_created_during_the_write_gets_the_allocation_given_back() -> None:
     assert e.reconcile(c) == Result()
     assert [verb for verb, _, _ in e.api.writes] == ["patch", "status", "status", "patch"]
     assert allocation(e, c) is None
-    assert ALLOCATED_BY not in (e.stored(c).metadata.annotations or {})
+    assert ALLOCATED_BY not in annotations_of(e.stored(c))
     [(_, reason, message)] = e.events()
     assert reason == "LeftToScheduler"
     assert "referenced by pod default/late (created while the allocation was being written" in message
@@ -94,10 +95,10 @@ def test_allocation_the_scheduler_reserved_meanwhile_is_kept() -> None:
             return
         e.api.put_pod(pod("late", "c"))
         stored = e.stored(c)
-        stored.status.reserved_for = [
+        status_of(stored).reserved_for = [
             V1ResourceClaimConsumerReference(resource="pods", name="late", uid="pod-late")
         ]
-        stored.metadata.resource_version = str(int(stored.metadata.resource_version) + 50)
+        meta(stored).resource_version = str(int(resource_version_of(stored)) + 50)
         e.api.objects["default/c"] = RESOURCE_CLAIM.encode(stored)
 
     e.api.on_write.append(scheduler_reserves)
@@ -127,7 +128,7 @@ def test_reader_pages_and_reads_generated_claim_statuses() -> None:
         resource_claim_statuses=[V1PodResourceClaimStatus(name="g", resource_claim_name="c")]
     )
     e.api.put_pod(generated)
-    reader = PodReferenceReader(e.api, page_size=2)  # type: ignore[arg-type]
+    reader = PodReferenceReader(e.api, page_size=2)
     assert reader.referencing(claim("c", exact("gpu", "mig-1g"), namespace="default")) == ["default/gen"]
     assert len(e.api.pod_lists) == 3  # 6 Pods, 2 per page
 

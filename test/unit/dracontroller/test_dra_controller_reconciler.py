@@ -6,6 +6,15 @@ from unittest.mock import patch
 
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import Env, our_mig_class, our_physical_class
+from k8s_fields import (
+    allocated_node_selector,
+    allocation_results,
+    annotations_of,
+    finalizers_of,
+    meta,
+    present,
+    spec_of,
+)
 from kubernetes.client import (
     V1CELDeviceSelector,
     V1DeviceSelector,
@@ -41,7 +50,7 @@ def devices(e: Env, c: object) -> list[str]:
     stored = e.stored(c)  # type: ignore[arg-type]
     assert stored.status is not None
     assert stored.status.allocation is not None
-    return [r.device for r in stored.status.allocation.devices.results]
+    return [r.device for r in allocation_results(stored.status.allocation)]
 
 
 def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event() -> None:
@@ -49,10 +58,11 @@ def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event() -> N
     c = e.add(claim("shared", exact("gpu", "mig-1g"), namespace="default"))
     assert e.reconcile(c) == Result()
     stored = e.stored(c)
-    assert DELETE_PROTECTION_FINALIZER in stored.metadata.finalizers
-    assert stored.metadata.annotations[ALLOCATED_BY] == ALLOCATED_BY_US
+    assert DELETE_PROTECTION_FINALIZER in finalizers_of(stored)
+    assert annotations_of(stored)[ALLOCATED_BY] == ALLOCATED_BY_US
     assert devices(e, c) == [f"{CARD}-mig-1g-0"]
-    assert stored.status.allocation.node_selector.node_selector_terms[0].match_fields[0].values == ["node-a"]
+    term = allocated_node_selector(stored).node_selector_terms[0]
+    assert present(term.match_fields)[0].values == ["node-a"]
     # Metadata first (guarded by the version we decided on), then the status.
     verbs = [w[0] for w in e.api.writes]
     assert verbs == ["patch", "status"]
@@ -66,10 +76,10 @@ def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event() -> N
 def test_existing_finalizers_are_kept() -> None:
     e = env()
     c = claim("shared", exact("gpu", "mig-1g"))
-    c.metadata.finalizers = ["example.com/keep"]
+    meta(c).finalizers = ["example.com/keep"]
     c = e.add(c)
     e.reconcile(c)
-    assert e.stored(c).metadata.finalizers == ["example.com/keep", DELETE_PROTECTION_FINALIZER]
+    assert meta(e.stored(c)).finalizers == ["example.com/keep", DELETE_PROTECTION_FINALIZER]
 
 
 def test_claim_referenced_by_a_pod_is_left_to_the_scheduler() -> None:
@@ -96,9 +106,9 @@ def test_claim_referenced_by_a_pod_is_left_to_the_scheduler() -> None:
 def test_scheduler_claims_are_never_written() -> None:
     e = env()
     extended = claim("pod-extended-resources-abc", exact("gpu", "mig-1g"))
-    extended.metadata.annotations = {EXTENDED_RESOURCE_CLAIM: "true"}
+    meta(extended).annotations = {EXTENDED_RESOURCE_CLAIM: "true"}
     generated = claim("pod-gpu-xyz", exact("gpu", "mig-1g"))
-    generated.metadata.owner_references = [
+    meta(generated).owner_references = [
         V1OwnerReference(api_version="v1", kind="Pod", name="pod", uid="u1", controller=True)
     ]
     for c in (extended, generated):
@@ -141,7 +151,7 @@ def test_a_failure_is_explained_from_the_attempt_taken_without_allocating_again(
 
 def test_broken_selector_is_fatal_and_not_retried() -> None:
     broken = our_mig_class("1g", name="broken")
-    broken.spec.selectors.append(
+    present(spec_of(broken).selectors, "spec.selectors").append(
         V1DeviceSelector(
             cel=V1CELDeviceSelector(expression='device.attributes["gpu.deckhouse.io"].nosuch == "x"')
         )
@@ -199,7 +209,7 @@ def test_allocated_claim_is_not_reallocated() -> None:
 def test_stale_mark_is_removed_when_a_pod_takes_the_claim() -> None:
     e = env()
     c = claim("c", exact("gpu", "mig-1g"))
-    c.metadata.annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
+    meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
     c = e.add(c)
     e.pods.update(
         V1Pod(
@@ -210,5 +220,5 @@ def test_stale_mark_is_removed_when_a_pod_takes_the_claim() -> None:
         )
     )
     e.reconcile(c)
-    assert ALLOCATED_BY not in (e.stored(c).metadata.annotations or {})
+    assert ALLOCATED_BY not in annotations_of(e.stored(c))
     assert e.stored(c).status is None

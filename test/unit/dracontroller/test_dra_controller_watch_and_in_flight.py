@@ -6,6 +6,7 @@ from typing import Any
 
 from alloc_builders import a30_pool, claim, exact, with_allocation
 from dra_controller_fakes import our_mig_class
+from k8s_fields import meta, spec_of
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
@@ -52,7 +53,7 @@ def allocated(name: str, pool: str = "p1", *, ours: bool = False) -> Any:
         claim(name, exact("gpu", "mig-1g")),
         V1AllocationResult(devices=V1DeviceAllocationResult(results=[result])),
     )
-    c.metadata.annotations = {ALLOCATED_BY: ALLOCATED_BY_US} if ours else None
+    meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US} if ours else None
     return c
 
 
@@ -61,9 +62,9 @@ def test_in_flight_serves_the_written_version_until_the_cache_moves() -> None:
     cached = versioned(claim("c", exact("gpu", "x")), "1")
     in_flight.record(versioned(cached, "2"), superseded=["1"])
     in_flight.record(versioned(cached, "3"), superseded=["2"])
-    assert in_flight.resolve(cached).metadata.resource_version == "3"
-    assert in_flight.resolve(versioned(cached, "2")).metadata.resource_version == "3"
-    assert in_flight.resolve(versioned(cached, "3")).metadata.resource_version == "3"
+    assert meta(in_flight.resolve(cached)).resource_version == "3"
+    assert meta(in_flight.resolve(versioned(cached, "2"))).resource_version == "3"
+    assert meta(in_flight.resolve(versioned(cached, "3"))).resource_version == "3"
     assert len(in_flight) == 0  # caught up: dropped
     in_flight.record(versioned(cached, "4"), superseded=["3"])
     in_flight.prune(set())
@@ -74,7 +75,7 @@ def test_claim_indexes() -> None:
     store: Store[Any] = Store(indexers=CLAIM_INDEXERS)
     pending = claim("pending", exact("gpu", "mig-1g"))
     generated = claim("generated", exact("gpu", "mig-1g"))
-    generated.metadata.owner_references = [V1OwnerReference(api_version="v1", kind="Pod", name="p", uid="u")]
+    meta(generated).owner_references = [V1OwnerReference(api_version="v1", kind="Pod", name="p", uid="u")]
     for c in (pending, generated, allocated("theirs"), allocated("ours", ours=True)):
         store.update(c)
     assert [c.metadata.name for c in store.by_index(CLAIM_PENDING, PENDING)] == ["pending"]
@@ -118,7 +119,7 @@ class Source:
 
 def watched(watcher: Any) -> RecordingController:
     controller = RecordingController()
-    watcher.watch(Source(), controller)  # type: ignore[arg-type]
+    watcher.watch(Source(), controller)
     return controller
 
 
@@ -155,7 +156,7 @@ def test_slice_change_wakes_pending_and_ours_in_its_pool() -> None:
 def test_class_change_wakes_the_claims_naming_it() -> None:
     controller = watched(class_watch(claim_store()))
     old, new = our_mig_class("1g"), our_mig_class("1g")
-    new.spec.selectors = []
+    spec_of(new).selectors = []
     assert controller.update(old, new) == ["pending"]
 
 
@@ -163,7 +164,7 @@ def test_pod_referencing_a_claim_wakes_it() -> None:
     controller = watched(pod_watch())
     bare = V1Pod(metadata=V1ObjectMeta(name="p", namespace="default"), spec=V1PodSpec(containers=[]))
     with_claim = bare.model_copy(deep=True)
-    with_claim.spec.resource_claims = [V1PodResourceClaim(name="g", resource_claim_name="pending")]
+    spec_of(with_claim).resource_claims = [V1PodResourceClaim(name="g", resource_claim_name="pending")]
     assert controller.update(bare, with_claim) == ["pending"]
     assert controller.update(with_claim, with_claim) == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from alloc_builders import claim, exact
 from dra_controller_fakes import FakeClaimApi
+from k8s_fields import allocation_of, annotations_of, meta, present, status_of
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
@@ -38,7 +39,7 @@ def test_allocate_patches_metadata_then_puts_status_with_the_patched_version() -
     (verb1, _, ops), (verb2, _, body) = api.writes
     assert verb1 == "patch"
     assert ops == [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": c.metadata.resource_version},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta(c).resource_version},
         {"op": "add", "path": "/metadata/finalizers", "value": [DELETE_PROTECTION_FINALIZER]},
         {"op": "add", "path": "/metadata/annotations", "value": {ALLOCATED_BY: "gpu-dra-controller"}},
     ]
@@ -46,7 +47,7 @@ def test_allocate_patches_metadata_then_puts_status_with_the_patched_version() -
     assert body.metadata.resource_version == "101"  # the version the patch returned
     assert body.status.allocation == ALLOCATION
     assert written is not None
-    assert written.status.allocation == ALLOCATION
+    assert status_of(written).allocation == ALLOCATION
     # The cache still holds the version we decided on: readers must see the written claim.
     assert in_flight.resolve(c) is written
 
@@ -56,7 +57,7 @@ def test_allocate_keeps_reserved_for_and_other_status() -> None:
     c = claim("c", exact("gpu", "x"))
     c.status = V1ResourceClaimStatus(devices=None)
     c = api.put(c)
-    assert writer.allocate(c, ALLOCATION).status.allocation == ALLOCATION
+    assert allocation_of(present(writer.allocate(c, ALLOCATION))) == ALLOCATION
 
 
 def test_a_failed_resource_version_test_is_a_conflict() -> None:
@@ -96,7 +97,7 @@ def test_a_status_conflict_after_the_patch() -> None:
 def test_gone_claims_return_none() -> None:
     _, writer, _ = setup()
     c = claim("gone", exact("gpu", "x"))
-    c.metadata.resource_version = "1"
+    meta(c).resource_version = "1"
     assert writer.allocate(c, ALLOCATION) is None
     assert writer.release(c) is None
 
@@ -106,13 +107,13 @@ def test_release_clears_allocation_then_the_mark_and_keeps_the_finalizer() -> No
     c = api.put(claim("c", exact("gpu", "x")))
     allocated = writer.allocate(c, ALLOCATION)
     api.writes.clear()
-    released = writer.release(allocated)
+    released = present(writer.release(present(allocated)))
     assert [w[0] for w in api.writes] == ["status", "patch"]
     assert api.writes[0][2].status.allocation is None
-    assert released.status.allocation is None
-    assert ALLOCATED_BY not in (released.metadata.annotations or {})
-    assert released.metadata.finalizers == [DELETE_PROTECTION_FINALIZER]
-    assert in_flight.resolve(allocated).status.allocation is None
+    assert status_of(released).allocation is None
+    assert ALLOCATED_BY not in annotations_of(released)
+    assert meta(released).finalizers == [DELETE_PROTECTION_FINALIZER]
+    assert status_of(in_flight.resolve(present(allocated))).allocation is None
 
 
 def test_forget_mark_without_a_mark_writes_nothing() -> None:
