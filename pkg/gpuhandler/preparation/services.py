@@ -7,7 +7,7 @@
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
 * :class:`CheckpointStore` — the node's checkpoint, bound to this boot: the one reader and writer
-  of the file, which tells an observer (the VFIO holds) what every load and save found;
+  of the file (under the node lock);
 * :class:`ClaimEvents` — Kubernetes Events on the claim (and, for a failed prepare, on the
   PhysicalGPU of each card it was for, so ``kubectl describe physicalgpu`` shows it too);
 * :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
@@ -91,34 +91,22 @@ def _find(slices: list[V1ResourceSlice], pool: str, name: str) -> V1Device | Non
 
 
 class CheckpointStore:
-    """The checkpoint file and this boot's ID: what every step reads and writes (under the node lock).
+    """The checkpoint file and this boot's ID: what Prepare, Unprepare and start-up read and write
+    (under the node lock)."""
 
-    ``observe`` is told the data after every load and every save: what the file says now (the VFIO
-    holds follow it, and read nothing themselves).
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        boot_id: Callable[[], str],
-        observe: Callable[[CheckpointData], None] = lambda data: None,
-    ) -> None:
+    def __init__(self, path: Path, boot_id: Callable[[], str]) -> None:
         self.file = CheckpointFile(path)
         self._boot_id = boot_id
-        self._observe = observe
 
     @property
     def boot_id(self) -> str:
         return self._boot_id()
 
     def load(self) -> CheckpointData:
-        data = self.file.load(boot_id=self.boot_id)
-        self._observe(data)
-        return data
+        return self.file.load(boot_id=self.boot_id)
 
     def save(self, data: CheckpointData) -> None:
         self.file.save(data)
-        self._observe(data)
 
 
 class ClaimEvents(Protocol):

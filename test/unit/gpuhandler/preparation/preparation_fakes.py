@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
 
+import pytest
 from dependency_injector import providers
 from kubernetes.client import (
     ResourceV1ResourceClaim,
@@ -41,7 +42,7 @@ from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation import metrics
+from pkg.gpuhandler.preparation import crash, metrics
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
@@ -52,6 +53,27 @@ NODE = "node-a"
 POOL = f"gpus/{NODE}"
 A30 = "0000:3b:00.0"
 A30_B = "0000:d8:00.0"
+
+
+class Killed(BaseException):
+    """SIGKILL as a test sees it: no ``except Exception`` runs, so nothing rolls back."""
+
+
+def _killed(where: str) -> None:
+    raise Killed(where)
+
+
+def kill_at(n: Node, monkeypatch: pytest.MonkeyPatch, where: str, claim: ClaimRef) -> None:
+    """Runs the pipeline ``where`` names (``<pipeline>:<point>:<before|after>``, as
+    ``GPU_HANDLER_CRASH_AT``) for ``claim`` through a fresh instance, which dies there."""
+    monkeypatch.setenv(crash.CRASH_AT_ENV, where)
+    monkeypatch.setattr(crash, "die", _killed)
+    doomed = n.another_instance()  # reads the variable when it builds its Prepare and Unprepare
+    call = doomed.driver.prepare if where.startswith("prepare:") else doomed.driver.unprepare
+    with pytest.raises(Killed) as killed:
+        call([claim])
+    assert str(killed.value) == where  # the point exists and was passed
+    monkeypatch.delenv(crash.CRASH_AT_ENV)
 
 
 def prepare_failures(reason: str) -> float:
