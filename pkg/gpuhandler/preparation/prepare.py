@@ -49,6 +49,7 @@ from pkg.gpuhandler.preparation import crash
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
+    CheckpointStore,
     ClaimRecord,
     DeviceRecord,
     MigRecord,
@@ -68,7 +69,7 @@ from pkg.gpuhandler.preparation.plan import (
     plan_claim,
 )
 from pkg.gpuhandler.preparation.release import ClaimRelease
-from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex, PodReader
+from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
 
 logger = logging.getLogger(__name__)

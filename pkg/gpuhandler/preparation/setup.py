@@ -37,7 +37,7 @@ from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, read_boot_id
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import Kinds
@@ -49,7 +49,6 @@ from pkg.gpuhandler.preparation.prepare import ClaimPreparer
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import (
     CardChanges,
-    CheckpointStore,
     KubeClaimReader,
     KubePodReader,
     OfferIndex,

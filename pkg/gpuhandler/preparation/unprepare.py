@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation import crash
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.checkpoint import CheckpointStore
 from pkg.gpuhandler.preparation.prepare import Attempt, forget
 from pkg.gpuhandler.preparation.release import ClaimRelease
-from pkg.gpuhandler.preparation.services import CheckpointStore
 
 
 class ClaimUnpreparer:

@@ -18,13 +18,13 @@ from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointFile,
+    CheckpointStore,
     ClaimRecord,
     DeviceRecord,
     PrepareState,
     VfioFunctionRecord,
     VfioRecord,
 )
-from pkg.gpuhandler.preparation.services import CheckpointStore
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing.selection import select_cards
 
