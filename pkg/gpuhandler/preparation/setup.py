@@ -215,11 +215,11 @@ class PreparationContainer(containers.DeclarativeContainer):
         release=release,
         cdi=cdi,
     )
-    unclaim_preparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
+    claim_unpreparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
     driver = providers.Singleton(
         GpuDriver,
         preparer=claim_preparer,
-        unpreparer=unclaim_preparer,
+        unpreparer=claim_unpreparer,
         holds=holds,
         lock_path=settings.provided.lock_path,
         lock_timeout=settings.provided.lock_timeout,
