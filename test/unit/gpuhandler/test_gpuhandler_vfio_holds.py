@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuhandler_fakes import A30_FIRST, CountingBackend, condition, gpu, harness, simulated, stored
+from k8s_fields import status_of
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU
 from pkg.framework.reconcile.contract import Request
@@ -51,7 +52,7 @@ def _passed_through(*cards: str) -> CheckpointData:
 def _on_vfio(ready: PhysicalGPU) -> PhysicalGPU:
     """``ready`` after gpu-node-agent saw the card on vfio-pci (it removes the NVIDIA block the CRD
     forbids under ``VFIO`` itself)."""
-    status = ready.status.model_copy(deep=True)
+    status = status_of(ready).model_copy(deep=True)
     status.current_state = CurrentState(driver_type=DriverType.VFIO)
     return ready.model_copy(update={"status": status})
 

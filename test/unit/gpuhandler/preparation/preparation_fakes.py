@@ -17,6 +17,7 @@ from unittest.mock import MagicMock
 
 import pytest
 from dependency_injector import providers
+from k8s_fields import name_of, uid_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -157,9 +158,7 @@ class Claims:
             ),
             status=V1ResourceClaimStatus(
                 reserved_for=[
-                    V1ResourceClaimConsumerReference(
-                        resource="pods", name=str(p.metadata.name), uid=str(p.metadata.uid)
-                    )
+                    V1ResourceClaimConsumerReference(resource="pods", name=name_of(p), uid=uid_of(p))
                     for p in reserved_for
                 ]
                 or None,
@@ -239,15 +238,17 @@ class Node:
 
     @property
     def mps_root(self) -> Path:
-        return self.container.settings().mps_root  # type: ignore[no-any-return]
+        return self.container.settings().mps_root
 
     @property
     def driver(self) -> GpuDriver:
-        return self.container.driver()  # type: ignore[no-any-return]
+        return self.container.driver()
 
     @property
     def backend(self) -> SimulatedBackend:
-        return self.container.backend()  # type: ignore[no-any-return]
+        backend = self.container.backend()
+        assert isinstance(backend, SimulatedBackend)
+        return backend
 
     def reconcile(self, cards: Sequence[str] = (A30, A30_B)) -> StartupReport:
         """Start-up reconciliation as gpu-handler runs it, over this node's cards."""

@@ -28,7 +28,7 @@ def _instances(n: Node, card: str = A30) -> list[int]:
 
 
 def _mig_mode(n: Node) -> int:
-    return int(n.backend._nvml.mig_mode(A30)[0])  # type: ignore[attr-defined]
+    return int(n.backend._nvml.mig_mode(A30)[0])
 
 
 def _mig_claim(n: Node, start: int = 3) -> ClaimRef:
@@ -37,11 +37,11 @@ def _mig_claim(n: Node, start: int = 3) -> ClaimRef:
 
 
 def _preparer(n: Node) -> ClaimPreparer:
-    return n.container.claim_preparer()  # type: ignore[no-any-return]
+    return n.container.claim_preparer()
 
 
 def _unpreparer(n: Node) -> ClaimUnpreparer:
-    return n.container.claim_unpreparer()  # type: ignore[no-any-return]
+    return n.container.claim_unpreparer()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from k8s_fields import present
 from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
@@ -241,7 +242,7 @@ def test_a_crash_after_each_prepare_step_converges(
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert (_driver(restarted, RTX), _driver(restarted, RTX_AUDIO)) == ("vfio-pci", "vfio-pci")
     [record] = restarted.container.store().load().claims.values()
-    assert [f.driver for f in record.devices[0].vfio.functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
 
     assert restarted.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(restarted)
@@ -301,6 +302,6 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
         retry = n.driver.prepare([claim])[claim.uid]
     assert retry.error == ""
     [record] = n.container.store().load().claims.values()
-    assert [f.driver for f in record.devices[0].vfio.functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
     assert n.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(n)
