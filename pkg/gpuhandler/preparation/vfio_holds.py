@@ -17,9 +17,10 @@ reader, under the node lock. The driver (:mod:`.driver`) tells it the checkpoint
 and Unprepare left it, at the end of the call and still under the lock (a bind is held from the
 end of its call, before gpu-node-agent can report it); start-up tells it after its reconciliation
 (before the plugin serves: until then nothing is held), and the MPS watchdog at each periodic
-read (another instance, in a rolling update, may have changed the checkpoint). A card released stays *returning* until its PhysicalGPU no longer
-says ``VFIO`` — gpu-node-agent notices the driver change on its next scan — so the gap between the
-rebind and that report does not withdraw the offers either.
+read (another instance, in a rolling update, may have changed the checkpoint). A card released
+stays *returning* until its PhysicalGPU no longer says ``VFIO`` — gpu-node-agent notices the
+driver change on its next scan — so the gap between the rebind and that report does not withdraw
+the offers either.
 """
 
 from __future__ import annotations
