@@ -1,7 +1,7 @@
 """NodePrepare/NodeUnprepare latency of the gpu-handler's kubelet plugin, below the socket.
 
-The real pipelines, the NVIDIA preparer and the simulated driver on a simulated A30 host (the node
-the preparation unit tests build, ``preparation_fakes.node``), with claims and offers in memory
+The real Prepare and Unprepare, the NVIDIA preparer and the simulated driver on a simulated A30
+host (the node the preparation unit tests build, ``preparation_fakes.node``), with claims and offers in memory
 and the simulated driver's state in memory too: what is measured is our work per claim — node
 lock, checkpoint reads and durable writes (two fsyncs each), the NVML calls' logic, the CDI spec
 — not the hardware's (creating a real MIG instance takes NVML tens to hundreds of milliseconds

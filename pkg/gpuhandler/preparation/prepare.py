@@ -168,9 +168,11 @@ class ClaimPreparer:
                 record = record_started(plan)
                 checkpoint.claims[plan.uid] = record
                 self._store.save(checkpoint)
-                changed = attempt.changed_cards
                 started = work = ClaimWork(
-                    record=record, checkpoint=checkpoint, resource=resource, changed_cards=changed
+                    record=record,
+                    checkpoint=checkpoint,
+                    resource=resource,
+                    changed_cards=attempt.changed_cards,
                 )
 
             with attempt.phase("prepare-devices"):
