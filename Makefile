@@ -70,14 +70,11 @@ lint: $(STAMP) ## ruff lint and format check, and the layer contract (import-lin
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# TEMP: excluded until the i27 merges (the same folders as pyproject.toml's mypy exclude).
-MYPY_TEMP_EXCLUDED := -not -path 'test/unit/gpuhandler/*'
-
 # pytest imports each conftest.py as a module named "conftest", so mypy checks them one per run
 # (pyproject.toml's exclude keeps them out of the first run).
 typecheck: $(STAMP) ## mypy, strict, on pkg/, api/, hack/ and test/
 	$(BIN)/mypy pkg api hack test
-	find test -name conftest.py -not -path 'test/fixtures/sysfs/*/*' $(MYPY_TEMP_EXCLUDED) | sort | \
+	find test -name conftest.py -not -path 'test/fixtures/sysfs/*/*' | sort | \
 		xargs -n1 $(BIN)/mypy --no-warn-unused-configs
 
 test-unit: $(STAMP) tools  # chart tests render with helm

@@ -1,7 +1,7 @@
 """NodePrepare/NodeUnprepare latency of the gpu-handler's kubelet plugin, below the socket.
 
-The real pipelines, the NVIDIA preparer and the simulated driver on a simulated A30 host (the node
-the preparation unit tests build, ``preparation_fakes.node``), with claims and offers in memory
+The real Prepare and Unprepare, the NVIDIA preparer and the simulated driver on a simulated A30
+host (the node the preparation unit tests build, ``preparation_fakes.node``), with claims and offers in memory
 and the simulated driver's state in memory too: what is measured is our work per claim — node
 lock, checkpoint reads and durable writes (two fsyncs each), the NVML calls' logic, the CDI spec
 — not the hardware's (creating a real MIG instance takes NVML tens to hundreds of milliseconds
@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, which preparation_fakes uses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
 
 from preparation_fakes import A30, Node, mig_offer, node, whole_offer

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, which preparation_fakes uses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
 
 from preparation_fakes import A30, mig_offer, node

@@ -1,12 +1,15 @@
-"""Crash safety of Prepare and Unprepare: SIGKILL at every step, restart, and the node converges.
+"""Crash safety of Prepare and Unprepare: SIGKILL at every crash point, restart, and the node
+converges.
 
-For each step of each pipeline, gpu-handler is restarted with ``GPU_HANDLER_CRASH_AT`` naming the
-step; the kubelet's call makes it kill itself right after that step (no rollback, no cleanup, as
-a power loss would); it is started again without the variable; the kubelet retries (or start-up
-reconciliation finishes the job); and the node must end up exactly as if nothing had happened:
-one MIG device per prepared claim, one CDI spec per prepared claim, a checkpoint that says so —
-and after the Pod is gone, nothing at all. An MPS share is crashed at the steps that start and stop
-its card's daemon: no daemon without a share, none left changed once the share is gone.
+For each phase of the straight Prepare and Unprepare (their crash points,
+``crash.PREPARE_POINTS``/``UNPREPARE_POINTS``), gpu-handler is restarted with
+``GPU_HANDLER_CRASH_AT`` naming it; the kubelet's call makes it kill itself right after that phase
+(no rollback, no cleanup, as a power loss would); it is started again without the variable; the
+kubelet retries (or start-up reconciliation finishes the job); and the node must end up exactly as
+if nothing had happened: one MIG device per prepared claim, one CDI spec per prepared claim, a
+checkpoint that says so — and after the Pod is gone, nothing at all. An MPS share is crashed at the
+phases that start and stop its card's daemon: no daemon without a share, none left changed once
+the share is gone.
 """
 
 from __future__ import annotations
@@ -36,18 +39,7 @@ from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
-
-PREPARE_STEPS = [
-    "load-checkpoint",
-    "recorded-answer",
-    "plan",
-    "refuse-double-allocation",
-    "record-started",
-    "prepare-devices",
-    "write-cdi-spec",
-    "record-completed",
-]
-UNPREPARE_STEPS = ["load-checkpoint", "nothing-to-unprepare", "release-claim", "forget-claim"]
+from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
 
 
 @pytest.fixture
@@ -71,7 +63,7 @@ def _nothing_left(components: GpuComponents) -> bool:
     return not checkpoint(node) and not gpu_instances(node) and not cdi_specs(node)
 
 
-@pytest.mark.parametrize("step", PREPARE_STEPS)
+@pytest.mark.parametrize("step", PREPARE_POINTS)
 def test_a_crash_after_each_prepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents, step: str
 ) -> None:
@@ -92,7 +84,7 @@ def test_a_crash_after_each_prepare_step_converges(
     wait_until(lambda: _nothing_left(handler), timeout=90, what="the claim to be unprepared")
 
 
-@pytest.mark.parametrize("step", UNPREPARE_STEPS)
+@pytest.mark.parametrize("step", UNPREPARE_POINTS)
 def test_a_crash_after_each_unprepare_step_converges(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, handler: GpuComponents, step: str
 ) -> None:

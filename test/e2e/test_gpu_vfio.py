@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from gpu_nodes import checkpoint, claim_pod, crashed, normal_handler, pod_gone, restart_handler, shared_claim
+from k8s_fields import meta, name_of, status_of
 from kubernetes.client import V1Pod
 
 from pkg.devcluster.cluster import ControlPlane
@@ -170,8 +171,8 @@ def _events(plane: ControlPlane, namespace: str, kind: str, name: str) -> list[d
 
 def _claim_of(kube: KubeClient, namespace: str, pod: str) -> str:
     claims, _ = kube.list(RESOURCE_CLAIM, namespace=namespace)
-    [claim] = [c for c in claims if str(c.metadata.name).startswith(pod)]
-    return str(claim.metadata.name)
+    [claim] = [c for c in claims if name_of(c).startswith(pod)]
+    return name_of(claim)
 
 
 def _refused(plane: ControlPlane, kube: KubeClient, namespace: str, pod: str, *words: str) -> None:
@@ -185,7 +186,7 @@ def _refused(plane: ControlPlane, kube: KubeClient, namespace: str, pod: str, *w
     claim = _claim_of(kube, namespace, pod)
     wait_until(lambda: said("ResourceClaim", claim), timeout=90, what=f"a PrepareFailed event on {claim}")
     wait_until(lambda: said("Pod", pod), timeout=90, what=f"the refusal in Pod {pod}'s events")
-    assert kube.get(POD, pod, namespace).status.phase == "Pending"
+    assert status_of(kube.get(POD, pod, namespace)).phase == "Pending"
 
 
 def test_a_vm_pod_on_a_vm_node_is_refused_with_the_reason_on_the_claim_and_the_pod(
@@ -210,7 +211,7 @@ def test_vfio_for_a_mig_device_or_a_share_is_refused(
     claim = shared_claim("ts", "gpu-timeslicing", share_percent=50, card="0000:3b:00.0")
     kube.create(RESOURCE_CLAIM, claim, namespace=namespace)
     pod = claim_pod("ts", "ts", node=node.name)
-    pod.metadata.annotations = {"gpu.deckhouse.io/vfio": "true"}
+    meta(pod).annotations = {"gpu.deckhouse.io/vfio": "true"}
     kube.create(POD, pod, namespace=namespace)
     _refused(control_plane, kube, namespace, "ts", "VfioNotAllowed", "TimeSlicing share")
     kube.delete(POD, "ts", namespace)

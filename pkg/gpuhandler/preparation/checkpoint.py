@@ -30,6 +30,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -196,6 +197,25 @@ class CheckpointFile:
             "data": body,
         }
         write_atomically(self.path, json.dumps(envelope, indent=1, sort_keys=True).encode() + b"\n")
+
+
+class CheckpointStore:
+    """The checkpoint file bound to this boot's ID: the one reader and writer of the node's record
+    (Prepare, Unprepare, start-up, the health feed and the MPS watchdog), under the node lock."""
+
+    def __init__(self, path: Path, boot_id: Callable[[], str]) -> None:
+        self.file = CheckpointFile(path)
+        self._boot_id = boot_id
+
+    @property
+    def boot_id(self) -> str:
+        return self._boot_id()
+
+    def load(self) -> CheckpointData:
+        return self.file.load(boot_id=self._boot_id())
+
+    def save(self, data: CheckpointData) -> None:
+        self.file.save(data)
 
 
 def _min_reader(data: CheckpointData) -> int:

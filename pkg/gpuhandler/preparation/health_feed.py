@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.kubeletplugin.types import DeviceHealth, HealthBoard, HealthStatus
 from pkg.gpuhandler.health import CardHealth
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError, PrepareState
-from pkg.gpuhandler.preparation.services import CheckpointStore
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, PrepareState
 
 logger = logging.getLogger(__name__)
 

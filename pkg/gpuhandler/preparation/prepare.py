@@ -1,8 +1,11 @@
-"""Prepare, one claim: a straight pipeline whose steps are named for the crash points.
+"""Prepare, one claim: one straight function, read top to bottom, each phase a crash point.
 
-1. ``load-checkpoint`` — the node's record, read fresh under the node lock.
-2. ``recorded-answer`` — a claim already ``PrepareCompleted`` gets its recorded answer (Stop):
-   the kubelet retries and restarts, and a second prepare must change nothing.
+:meth:`ClaimPreparer.prepare` runs, under the node lock (:mod:`.driver` takes it):
+
+1. ``load-checkpoint`` — the node's record, read fresh.
+2. ``recorded-answer`` — a claim already ``PrepareCompleted`` gets its recorded answer and
+   nothing else happens: the kubelet retries and restarts, and a second prepare must change
+   nothing.
 3. ``plan`` — the claim read fresh from the API server and turned into the devices this node must
    prepare (:mod:`.plan`); when the Pod reserving it asks for VFIO passthrough, whether it may
    have it and which functions go with each card (:mod:`.vfio_plan`; a retry keeps the drivers an
@@ -17,26 +20,36 @@
 8. ``record-completed`` — the MIG instances' IDs and the CDI device IDs recorded, the claim
    ``PrepareCompleted``; the answer for the kubelet.
 
-A failure after ``record-started`` rolls the claim back through the one release order
-(:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found, and
-then forgets the record. A crash anywhere leaves a ``PrepareStarted`` record that start-up
-(:mod:`.startup`) releases, or that the kubelet's retry prepares again: every step is
-idempotent.
+One ``try``: a failure after ``record-started`` rolls the claim back through the one release
+order (:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found,
+and then forgets the record (a failed release keeps it when only it says how to finish). A crash
+anywhere leaves a ``PrepareStarted`` record that start-up (:mod:`.startup`) releases, or that the
+kubelet's retry prepares again: every phase is idempotent. The phases' names are the crash points
+(:data:`~.crash.PREPARE_POINTS`); :class:`Attempt` is what one call did, for the driver's answer,
+log, events and metrics.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubernetes.client import ResourceV1ResourceClaim
+
 from api.gpu.v1alpha1 import SharingStrategy
 from pkg.framework.client import NotFoundError
-from pkg.framework.kubeletplugin.types import PreparedDevice, PrepareOutcome
-from pkg.framework.steptaker import Continue, StepOutcome, Stop
+from pkg.framework.kubeletplugin.types import ClaimRef, PreparedDevice, PrepareOutcome
+from pkg.gpuhandler.preparation import crash
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
+    CheckpointStore,
     ClaimRecord,
     DeviceRecord,
     MigRecord,
@@ -45,7 +58,6 @@ from pkg.gpuhandler.preparation.checkpoint import (
     VfioFunctionRecord,
     VfioRecord,
 )
-from pkg.gpuhandler.preparation.context import StepContext, StepOrderError
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.plan import (
@@ -57,83 +69,184 @@ from pkg.gpuhandler.preparation.plan import (
     plan_claim,
 )
 from pkg.gpuhandler.preparation.release import ClaimRelease
-from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader, OfferIndex, PodReader
+from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
 
-
-class LoadCheckpoint:
-    name = "load-checkpoint"
-
-    def __init__(self, store: CheckpointStore) -> None:
-        self._store = store
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        ctx.checkpoint = self._store.load()
-        return Continue()
+logger = logging.getLogger(__name__)
 
 
-class RecordedAnswer:
-    name = "recorded-answer"
+@dataclass
+class Attempt:
+    """What one Prepare or Unprepare of a claim did.
 
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        record = checkpoint.claims.get(ctx.claim.uid)
-        if record is None or record.state is not PrepareState.PREPARE_COMPLETED:
-            return Continue()
-        ctx.answer = answer_of(record)
-        return Stop("already prepared: the recorded answer")
+    ``answer`` is the kubelet's (Prepare, when it succeeded); ``error`` and ``failed_at`` (the
+    phase) say why not; ``note`` why it ended early, if it did. ``plan`` names the devices in a
+    failure's events, even when the plan itself was refused (VFIO). ``changed_cards`` are the
+    cards whose mode changed, ``checkpoint`` the record as the call left it (the VFIO holds
+    follow it).
+    """
+
+    pipeline: str
+    crash_at: tuple[str, crash.When] | None = None
+    answer: PrepareOutcome | None = None
+    error: Exception | None = None
+    failed_at: str | None = None
+    note: str = "done"
+    plan: ClaimPlan | None = None
+    changed_cards: set[str] = field(default_factory=set)
+    checkpoint: CheckpointData | None = None
+
+    @contextmanager
+    def phase(self, point: str) -> Iterator[None]:
+        """One phase, named for its crash point: dies before or after it when ``crash_at`` names
+        it there; a failure in it is noted as ``failed_at``."""
+        if self.crash_at == (point, "before"):
+            crash.die(f"{self.pipeline}:{point}:before")
+        try:
+            yield
+        except Exception:
+            self.failed_at = point
+            raise
+        if self.crash_at == (point, "after"):
+            crash.die(f"{self.pipeline}:{point}:after")
 
 
-class PlanClaim:
-    name = "plan"
-
+class ClaimPreparer:
     def __init__(
         self,
         *,
+        store: CheckpointStore,
         claims: ClaimReader,
         offers: OfferIndex,
-        pool: str,
         pods: PodReader,
         host: HostKind,
         sysfs_root: Path,
+        pool: str,
+        kinds: Kinds,
+        release: ClaimRelease,
+        cdi: CdiSpecs,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
+        self._store = store
         self._claims = claims
         self._offers = offers
-        self._pool = pool
         self._pods = pods
         self._host = host
         self._sysfs_root = sysfs_root
+        self._pool = pool
+        self._kinds = kinds
+        self._release = release
+        self._cdi = cdi
+        self._crash_at = crash.crash_at("prepare", crash.PREPARE_POINTS, environ)
 
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        claim = ctx.claim
+    def prepare(self, claim: ClaimRef) -> Attempt:
+        """Prepares ``claim`` (call with the node lock held); never raises for a failure."""
+        attempt = Attempt("prepare", self._crash_at)
+        started: ClaimWork | None = None  # from record-started on: what a rollback releases
         try:
-            resource = self._claims.get(claim.namespace, claim.name)
-        except NotFoundError:
-            raise PrepareFailedError(
-                "ClaimNotFound", f"claim {claim.namespace}/{claim.name} does not exist"
-            ) from None
-        uid = resource.metadata.uid if resource.metadata else None
-        if uid != claim.uid:
-            raise PrepareFailedError(
-                "ClaimNotFound", f"claim {claim.namespace}/{claim.name} is now {uid}, not {claim.uid}"
+            with attempt.phase("load-checkpoint"):
+                attempt.checkpoint = checkpoint = self._store.load()
+
+            with attempt.phase("recorded-answer"):
+                recorded = checkpoint.claims.get(claim.uid)
+                if recorded is not None and recorded.state is PrepareState.PREPARE_COMPLETED:
+                    attempt.answer = answer_of(recorded)
+                    attempt.note = "already prepared: the recorded answer"
+                    return attempt
+
+            with attempt.phase("plan"):
+                resource = read_claim(self._claims, claim)
+                attempt.plan = plan = plan_devices(resource, pool=self._pool, offers=self._offers)
+                if vfio_requested(resource, self._pods):
+                    plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
+                    attempt.plan = plan = with_recorded_drivers(plan, checkpoint.claims.get(plan.uid))
+
+            with attempt.phase("refuse-double-allocation"):
+                refuse_double_allocation(plan, checkpoint)
+
+            with attempt.phase("record-started"):
+                record = record_started(plan)
+                checkpoint.claims[plan.uid] = record
+                self._store.save(checkpoint)
+                started = work = ClaimWork(
+                    record=record,
+                    checkpoint=checkpoint,
+                    resource=resource,
+                    changed_cards=attempt.changed_cards,
+                )
+
+            with attempt.phase("prepare-devices"):
+                edits = {d.device: self._kinds.of(d).prepare(d, work) for d in record.devices}
+
+            with attempt.phase("write-cdi-spec"):
+                cdi_ids = dict(zip(edits, self._cdi.write(claim.uid, edits), strict=True))
+
+            with attempt.phase("record-completed"):
+                record_completed(record, cdi_ids)
+                self._store.save(checkpoint)
+        except Exception as exc:
+            attempt.error = exc
+            if started is not None:
+                self._roll_back(started, attempt)
+            return attempt
+        attempt.answer = answer_of(record)
+        return attempt
+
+    def _roll_back(self, work: ClaimWork, attempt: Attempt) -> None:
+        """Releases whatever this attempt did, then forgets the claim; a failed release keeps a
+        record that alone says how to finish it. A rollback's own failure is logged: the answer
+        is the failure that caused it."""
+        record, checkpoint = work.record, work.checkpoint
+        try:
+            try:
+                changed = self._release.release(record, checkpoint, found_mig_modes=work.found_mig_modes)
+            except Exception:
+                if not self._release.record_needed(record):
+                    forget(self._store, checkpoint, record.uid)
+                raise
+            attempt.changed_cards |= changed
+            forget(self._store, checkpoint, record.uid)
+        except Exception as exc:
+            logger.error(
+                "rolling back claim %s failed: %s", record, exc, exc_info=exc, extra={"claim_uid": record.uid}
             )
-        ctx.resource = resource
-        try:
-            plan = plan_claim(resource, pool=self._pool, offers=self._offers.device)
-        except PlanError as exc:
-            raise PrepareFailedError("InvalidAllocation", str(exc)) from None
-        ctx.plan = plan  # named in the failure's events even when VFIO is refused
-        if vfio_requested(resource, self._pods):
-            plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
-            earlier = checkpoint.claims.get(plan.uid)
-            ctx.plan = _with_recorded_drivers(plan, earlier) if earlier is not None else plan
-        return Continue()
 
 
-def _with_recorded_drivers(plan: ClaimPlan, earlier: ClaimRecord) -> ClaimPlan:
+def forget(store: CheckpointStore, checkpoint: CheckpointData, uid: str) -> None:
+    """The claim's record removed, durably."""
+    checkpoint.claims.pop(uid, None)
+    store.save(checkpoint)
+
+
+def read_claim(claims: ClaimReader, claim: ClaimRef) -> ResourceV1ResourceClaim:
+    """The claim as the API server has it now; the kubelet's UID must still be its UID."""
+    try:
+        resource = claims.get(claim.namespace, claim.name)
+    except NotFoundError:
+        raise PrepareFailedError(
+            "ClaimNotFound", f"claim {claim.namespace}/{claim.name} does not exist"
+        ) from None
+    uid = resource.metadata.uid if resource.metadata else None
+    if uid != claim.uid:
+        raise PrepareFailedError(
+            "ClaimNotFound", f"claim {claim.namespace}/{claim.name} is now {uid}, not {claim.uid}"
+        )
+    return resource
+
+
+def plan_devices(resource: ResourceV1ResourceClaim, *, pool: str, offers: OfferIndex) -> ClaimPlan:
+    """The devices of ``resource`` this node prepares (:func:`~.plan.plan_claim`)."""
+    try:
+        return plan_claim(resource, pool=pool, offers=offers.device)
+    except PlanError as exc:
+        raise PrepareFailedError("InvalidAllocation", str(exc)) from None
+
+
+def with_recorded_drivers(plan: ClaimPlan, earlier: ClaimRecord | None) -> ClaimPlan:
     """``plan`` with the functions' drivers as an earlier, unfinished attempt recorded them: from
     before its first bind, which sysfs no longer shows while a function is still on vfio-pci."""
+    if earlier is None:
+        return plan
     recorded = {d.device: d.vfio for d in earlier.devices if d.vfio is not None}
     devices = []
     for planned in plan.devices:
@@ -147,27 +260,42 @@ def _with_recorded_drivers(plan: ClaimPlan, earlier: ClaimRecord) -> ClaimPlan:
     return dataclasses.replace(plan, devices=tuple(devices))
 
 
-class RefuseDoubleAllocation:
-    name = "refuse-double-allocation"
+def refuse_double_allocation(plan: ClaimPlan, checkpoint: CheckpointData) -> None:
+    """Raises when a device of ``plan`` cannot be prepared next to what other claims hold."""
+    others = [c for c in checkpoint.claims.values() if c.uid != plan.uid]
+    for device in plan.devices:
+        for other in others:
+            for held in other.devices:
+                if held.card != device.card:
+                    continue
+                conflict = _conflict(device, held)
+                if conflict is not None:
+                    reason, problem = conflict
+                    raise PrepareFailedError(
+                        reason,
+                        f"claim {plan}: device {device.device} on card {device.card} {problem} "
+                        f"(device {held.device} of claim {other})",
+                    )
 
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        plan = ctx.require(ctx.plan, "the plan", self.name)
-        others = [c for c in checkpoint.claims.values() if c.uid != plan.uid]
-        for device in plan.devices:
-            for other in others:
-                for held in other.devices:
-                    if held.card != device.card:
-                        continue
-                    conflict = _conflict(device, held)
-                    if conflict is not None:
-                        reason, problem = conflict
-                        raise PrepareFailedError(
-                            reason,
-                            f"claim {plan}: device {device.device} on card {device.card} {problem} "
-                            f"(device {held.device} of claim {other})",
-                        )
-        return Continue()
+
+def record_started(plan: ClaimPlan) -> ClaimRecord:
+    """The claim's record before anything changes on the node: all a release needs."""
+    return ClaimRecord(
+        uid=plan.uid,
+        namespace=plan.namespace,
+        name=plan.name,
+        state=PrepareState.PREPARE_STARTED,
+        devices=[_record(device) for device in plan.devices],
+        updated=datetime.now(UTC),
+    )
+
+
+def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str]) -> None:
+    """``record`` completed: each device's CDI device ID (by DRA device name), ``PrepareCompleted``."""
+    for device in record.devices:
+        device.cdi_device_ids = [cdi_ids[device.device]]
+    record.state = PrepareState.PREPARE_COMPLETED
+    record.updated = datetime.now(UTC)
 
 
 def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:
@@ -198,48 +326,6 @@ def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | No
             "for the shares already on it",
         )
     return None
-
-
-class RecordStarted:
-    name = "record-started"
-
-    def __init__(self, store: CheckpointStore, release: ClaimRelease) -> None:
-        self._store = store
-        self._release = release
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        plan = ctx.require(ctx.plan, "the plan", self.name)
-        checkpoint.claims[plan.uid] = ClaimRecord(
-            uid=plan.uid,
-            namespace=plan.namespace,
-            name=plan.name,
-            state=PrepareState.PREPARE_STARTED,
-            devices=[_record(device) for device in plan.devices],
-            updated=datetime.now(UTC),
-        )
-        self._store.save(checkpoint)
-        return Continue()
-
-    def rollback(self, ctx: StepContext) -> None:
-        """Releases whatever the later steps did, then forgets the claim; a failed release keeps
-        a record that alone says how to finish it."""
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        record = checkpoint.claims.get(ctx.claim.uid)
-        if record is None:
-            return
-        try:
-            changed = self._release.release(record, checkpoint, found_mig_modes=ctx.found_mig_modes)
-        except Exception:
-            if not self._release.record_needed(record):
-                self._forget(checkpoint, ctx.claim.uid)
-            raise
-        ctx.changed_cards |= changed
-        self._forget(checkpoint, ctx.claim.uid)
-
-    def _forget(self, checkpoint: CheckpointData, uid: str) -> None:
-        del checkpoint.claims[uid]
-        self._store.save(checkpoint)
 
 
 def _record(device: PlannedDevice) -> DeviceRecord:
@@ -273,63 +359,6 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         sharing=sharing,
         vfio=vfio,
     )
-
-
-class PrepareDevices:
-    """Each recorded device by its kind; a failure is released by ``record-started``'s rollback."""
-
-    name = "prepare-devices"
-
-    def __init__(self, kinds: Kinds) -> None:
-        self._kinds = kinds
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        work = ClaimWork(
-            record=checkpoint.claims[ctx.claim.uid],
-            checkpoint=checkpoint,
-            resource=ctx.require(ctx.resource, "the claim", self.name),
-            changed_cards=ctx.changed_cards,
-            found_mig_modes=ctx.found_mig_modes,
-        )
-        for device in work.record.devices:
-            ctx.edits[device.device] = self._kinds.of(device).prepare(device, work)
-        return Continue()
-
-
-class WriteCdiSpec:
-    name = "write-cdi-spec"
-
-    def __init__(self, cdi: CdiSpecs) -> None:
-        self._cdi = cdi
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        plan = ctx.require(ctx.plan, "the plan", self.name)
-        if missing := [d.device for d in plan.devices if d.device not in ctx.edits]:
-            raise StepOrderError(
-                f"step {self.name!r} needs the container edits of {missing}, which no step made"
-            )
-        ids = self._cdi.write(ctx.claim.uid, ctx.edits)
-        ctx.cdi_device_ids = dict(zip(ctx.edits, ids, strict=True))
-        return Continue()
-
-
-class RecordCompleted:
-    name = "record-completed"
-
-    def __init__(self, store: CheckpointStore) -> None:
-        self._store = store
-
-    def take(self, ctx: StepContext) -> StepOutcome:
-        checkpoint = ctx.require(ctx.checkpoint, "the checkpoint", self.name)
-        record = checkpoint.claims[ctx.claim.uid]
-        for device in record.devices:
-            device.cdi_device_ids = [ctx.cdi_device_ids[device.device]]
-        record.state = PrepareState.PREPARE_COMPLETED
-        record.updated = datetime.now(UTC)
-        self._store.save(checkpoint)
-        ctx.answer = answer_of(record)
-        return Continue()
 
 
 def answer_of(record: ClaimRecord) -> PrepareOutcome:

@@ -6,8 +6,6 @@
 * :class:`OfferIndex` — a device of this node's pool as published (its attributes say what it
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
-* :class:`CheckpointStore` — the node's checkpoint, bound to this boot: the one reader and writer
-  of the file, which tells an observer (the VFIO holds) what every load and save found;
 * :class:`ClaimEvents` — Kubernetes Events on the claim (and, for a failed prepare, on the
   PhysicalGPU of each card it was for, so ``kubectl describe physicalgpu`` shows it too);
 * :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
@@ -17,7 +15,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1Pod, V1ResourceSlice
@@ -29,7 +26,6 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.events.recorder import EventRecorderLogger, EventType
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointFile
 
 
 class ClaimReader(Protocol):
@@ -88,37 +84,6 @@ def _find(slices: list[V1ResourceSlice], pool: str, name: str) -> V1Device | Non
             if device.name == name:
                 return device
     return None
-
-
-class CheckpointStore:
-    """The checkpoint file and this boot's ID: what every step reads and writes (under the node lock).
-
-    ``observe`` is told the data after every load and every save: what the file says now (the VFIO
-    holds follow it, and read nothing themselves).
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        boot_id: Callable[[], str],
-        observe: Callable[[CheckpointData], None] = lambda data: None,
-    ) -> None:
-        self.file = CheckpointFile(path)
-        self._boot_id = boot_id
-        self._observe = observe
-
-    @property
-    def boot_id(self) -> str:
-        return self._boot_id()
-
-    def load(self) -> CheckpointData:
-        data = self.file.load(boot_id=self.boot_id)
-        self._observe(data)
-        return data
-
-    def save(self, data: CheckpointData) -> None:
-        self.file.save(data)
-        self._observe(data)
 
 
 class ClaimEvents(Protocol):

@@ -1,6 +1,6 @@
 """Composition root of the gpu-handler's kubelet plugin: Prepare/Unprepare on this node.
 
-:class:`PreparationContainer` builds the pipelines from their steps (:mod:`.prepare`,
+:class:`PreparationContainer` builds the straight Prepare and Unprepare (:mod:`.prepare`,
 :mod:`.unprepare`), the device kinds they prepare and release through (:func:`new_kinds`, the one
 list a new kind is registered in), the one release order (:mod:`.release`), the services they
 use, the driver the kubelet's calls reach and the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,13 +34,10 @@ from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
-from pkg.framework.steptaker import Step, StepTaker
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError, read_boot_id
-from pkg.gpuhandler.preparation.context import StepContext
-from pkg.gpuhandler.preparation.crash import with_crash_points
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, read_boot_id
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import Kinds
@@ -48,33 +45,21 @@ from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
 from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
-from pkg.gpuhandler.preparation.prepare import (
-    LoadCheckpoint,
-    PlanClaim,
-    PrepareDevices,
-    RecordCompleted,
-    RecordedAnswer,
-    RecordStarted,
-    RefuseDoubleAllocation,
-    WriteCdiSpec,
-)
+from pkg.gpuhandler.preparation.prepare import ClaimPreparer
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import (
     CardChanges,
-    CheckpointStore,
-    ClaimReader,
     KubeClaimReader,
     KubePodReader,
     OfferIndex,
-    PodReader,
     RecorderClaimEvents,
     SliceOfferIndex,
 )
 from pkg.gpuhandler.preparation.sharing import CardSharing, MpsWatchdog
 from pkg.gpuhandler.preparation.startup import reconcile_at_startup
-from pkg.gpuhandler.preparation.unprepare import ForgetClaim, NothingToUnprepare, ReleaseClaim
+from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
-from pkg.gpuhandler.preparation.vfio_plan import HostFiles, HostKind
+from pkg.gpuhandler.preparation.vfio_plan import HostFiles
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 from pkg.hardware.pci_binding import PciDriverBinding
 
@@ -139,44 +124,6 @@ def new_kinds(
     )
 
 
-def new_prepare_pipeline(
-    *,
-    store: CheckpointStore,
-    claims: ClaimReader,
-    offers: OfferIndex,
-    pods: PodReader,
-    host: HostKind,
-    sysfs_root: Path,
-    pool: str,
-    kinds: Kinds,
-    release: ClaimRelease,
-    cdi: CdiSpecs,
-) -> StepTaker[StepContext]:
-    steps: Sequence[Step[StepContext]] = [
-        LoadCheckpoint(store),
-        RecordedAnswer(),
-        PlanClaim(claims=claims, offers=offers, pool=pool, pods=pods, host=host, sysfs_root=sysfs_root),
-        RefuseDoubleAllocation(),
-        RecordStarted(store, release),
-        PrepareDevices(kinds),
-        WriteCdiSpec(cdi),
-        RecordCompleted(store),
-    ]
-    return StepTaker(name="prepare", steps=with_crash_points("prepare", steps))
-
-
-def new_unprepare_pipeline(
-    *, store: CheckpointStore, release: ClaimRelease, cdi: CdiSpecs
-) -> StepTaker[StepContext]:
-    steps: Sequence[Step[StepContext]] = [
-        LoadCheckpoint(store),
-        NothingToUnprepare(cdi),
-        ReleaseClaim(release),
-        ForgetClaim(store),
-    ]
-    return StepTaker(name="unprepare", steps=with_crash_points("unprepare", steps))
-
-
 def new_binding(backend: VendorBackend, settings: PluginSettings) -> PciDriverBinding:
     """Driver binding through the host's sysfs; a simulated backend brings the kernel's part."""
     kernel = getattr(backend, "sysfs_kernel", None)
@@ -216,12 +163,7 @@ class PreparationContainer(containers.DeclarativeContainer):
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
     boot_id = providers.Object(read_boot_id)
-    store = providers.Singleton(
-        CheckpointStore,
-        path=settings.provided.checkpoint_path,
-        boot_id=boot_id,
-        observe=holds.provided.update,
-    )
+    store = providers.Singleton(CheckpointStore, path=settings.provided.checkpoint_path, boot_id=boot_id)
     claims = providers.Singleton(KubeClaimReader, client=client)
     pods = providers.Singleton(KubePodReader, client=client)
     host_kind = providers.Singleton(
@@ -260,8 +202,8 @@ class PreparationContainer(containers.DeclarativeContainer):
         dev_root=settings.provided.dev_root,
     )
     release = providers.Singleton(ClaimRelease, kinds=kinds, preparer=preparer, cdi=cdi)
-    prepare_pipeline = providers.Singleton(
-        new_prepare_pipeline,
+    claim_preparer = providers.Singleton(
+        ClaimPreparer,
         store=store,
         claims=claims,
         offers=offers,
@@ -273,11 +215,12 @@ class PreparationContainer(containers.DeclarativeContainer):
         release=release,
         cdi=cdi,
     )
-    unprepare_pipeline = providers.Singleton(new_unprepare_pipeline, store=store, release=release, cdi=cdi)
+    claim_unpreparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
     driver = providers.Singleton(
         GpuDriver,
-        prepare=prepare_pipeline,
-        unprepare=unprepare_pipeline,
+        preparer=claim_preparer,
+        unpreparer=claim_unpreparer,
+        holds=holds,
         lock_path=settings.provided.lock_path,
         lock_timeout=settings.provided.lock_timeout,
         events=events,
@@ -323,10 +266,13 @@ class PluginRunnable:
     def _watch_mps(self, settings: PluginSettings) -> None:
         watchdog: MpsWatchdog = self._container.watchdog()
         store: CheckpointStore = self._container.store()
+        holds: VfioHolds = self._container.holds()
         try:
             # A short wait: a busy lock means Prepare/Unprepare are at work; the next round comes soon.
             with node_lock(settings.lock_path, timeout=1.0):
-                watchdog.check(store.load())
+                checkpoint = store.load()
+                holds.update(checkpoint)  # another instance (a rolling update) may have changed it
+                watchdog.check(checkpoint)
         except (NodeLockTimeoutError, CheckpointError) as exc:
             logger.debug("MPS watchdog round skipped: %s", exc)
         except Exception:  # the next round tries again; the plugin keeps serving
@@ -351,6 +297,8 @@ class PluginRunnable:
                     vm_files=self._container.vm_files(),
                     cards=lambda: cards,
                 )
+                holds: VfioHolds = self._container.holds()
+                holds.update(self._container.store().load())  # until now nothing is held
         except CheckpointError as exc:
             # Serve anyway: every prepare then fails with this reason, visibly, on each claim.
             logger.error("start-up reconciliation skipped: %s", exc)

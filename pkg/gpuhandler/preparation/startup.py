@@ -38,9 +38,9 @@ from pkg.backends.backend import BackendError
 from pkg.backends.preparation import CardPreparer
 from pkg.framework.client import ApiError, NotFoundError
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointStore, PrepareState
 from pkg.gpuhandler.preparation.release import ClaimRelease
-from pkg.gpuhandler.preparation.services import CheckpointStore, ClaimReader
+from pkg.gpuhandler.preparation.services import ClaimReader
 from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 

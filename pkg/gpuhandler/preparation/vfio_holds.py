@@ -12,13 +12,15 @@ kubelet plugin keeps this set, and the readers treat a held card as allocated:
 * the publisher keeps offering the card as last described (its exclusive allocation already
   consumes every counter of the card, so nothing else can be allocated from it).
 
-The set follows the checkpoint as the plugin's :class:`~.services.CheckpointStore` loads and
-saves it (``record-started`` before the first bind, ``forget-claim`` after the last rebind,
-start-up reconciliation, and every periodic read), and reads nothing itself: the checkpoint has
-one reader, under the node lock. Until the store first loads (start-up reconciliation, before the
-plugin serves) nothing is held. A card released stays *returning* until its PhysicalGPU no longer
-says ``VFIO`` — gpu-node-agent notices the driver change on its next scan — so the gap between the
-rebind and that report does not withdraw the offers either.
+The set follows the checkpoint as it is told it, and reads nothing itself: the checkpoint has one
+reader, under the node lock. The driver (:mod:`.driver`) tells it the checkpoint as each Prepare
+and Unprepare left it, at the end of the call and still under the lock (a bind is held from the
+end of its call, before gpu-node-agent can report it); start-up tells it after its reconciliation
+(before the plugin serves: until then nothing is held), and the MPS watchdog at each periodic
+read (another instance, in a rolling update, may have changed the checkpoint). A card released
+stays *returning* until its PhysicalGPU no longer says ``VFIO`` — gpu-node-agent notices the
+driver change on its next scan — so the gap between the rebind and that report does not withdraw
+the offers either.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from gpuhandler_fakes import (
     simulated,
     stored,
 )
+from k8s_fields import status_of
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
@@ -121,8 +122,10 @@ def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() ->
     enriched = stored(h.objects[NAME], h.writer.applied[0][1])
     h.objects[NAME] = enriched.model_copy(
         update={
-            "status": enriched.status.model_copy(update={"conditions": [condition("DriverReady", "False")]})
-        }  # type: ignore[union-attr]
+            "status": status_of(enriched).model_copy(
+                update={"conditions": [condition("DriverReady", "False")]}
+            )
+        }
     )
     assert h.reconciler.reconcile(Request(NAME)).is_zero
     assert h.writer.withdrawn == [NAME]
@@ -130,7 +133,9 @@ def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() ->
     assert h.cards.snapshot()[NAME].ready is False  # kept, but not offerable
 
 
-def test_a_read_failure_still_writes_health_keeps_the_snapshot_and_fails_the_pass(tmp_path: Path) -> None:
+def test_a_read_failure_still_writes_health_keeps_the_snapshot_and_fails_the_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state_dir = tmp_path
     (state_dir / "0000:3b:00.0.health").write_text("False GpuLost the GPU fell off the bus\n")
     backend = CountingBackend(simulated(state_dir=state_dir))
@@ -142,7 +147,7 @@ def test_a_read_failure_still_writes_health_keeps_the_snapshot_and_fails_the_pas
     def lost(_gpu: object) -> Enrichment:
         raise BackendError(address="0000:3b:00.0", reason="NvmlGpuIsLost", message="GPU is lost")
 
-    backend.enrich = lost  # type: ignore[method-assign]
+    monkeypatch.setattr(backend, "enrich", lost)
     (state_dir / "0000:3b:00.0.health").write_text("False GpuLost the GPU fell off the bus again\n")
     with pytest.raises(EnrichmentFailedError, match="GPU is lost"):
         h.reconciler.reconcile(Request(NAME))

@@ -216,12 +216,12 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
     from pkg.framework.kubeletplugin.types import HealthBoard, HealthStatus
     from pkg.gpuhandler.preparation.checkpoint import (
         CheckpointData,
+        CheckpointStore,
         ClaimRecord,
         DeviceRecord,
         PrepareState,
     )
     from pkg.gpuhandler.preparation.health_feed import HealthFeed
-    from pkg.gpuhandler.preparation.services import CheckpointStore
 
     store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "boot")
     device = DeviceRecord.model_validate(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpuhandler_fakes import SYSFS
+from k8s_fields import meta, name_of, present
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.dra.domain.slices import Layout, ServerVersion
@@ -81,11 +82,11 @@ def test_two_a30s_as_the_agent_names_them_and_the_handler_enriches_them() -> Non
 
 def test_the_slices_are_the_newest_layout_at_generation_one_without_an_owner() -> None:
     result = offers(request())
-    names = [rs.metadata.name for rs in result.slices]
+    names = [name_of(rs) for rs in result.slices]
     assert names == ["gpu-worker-1-counters-00", "gpu-worker-1-devices-00"]
     assert {rs.spec.pool.name for rs in result.slices} == {"gpus/worker-1"}
     assert {rs.spec.pool.generation for rs in result.slices} == {1}
-    assert all(rs.metadata.owner_references is None for rs in result.slices)
+    assert all(meta(rs).owner_references is None for rs in result.slices)
     # Per A30: 13 MIG placements (1g x4, 1g+me x4, 2g x2, 2g+me x2, 4g), 2 shared, 1 whole.
     assert len(devices(result)) == 2 * 16
     assert sum("-mig-" in name for name in devices(result)) == 2 * 13
@@ -117,7 +118,7 @@ def test_a_sick_card_is_offered_with_a_noschedule_taint_on_every_offer(tmp_path:
     assert tainted
     for device in all_devices:
         if device.name in tainted:
-            [taint] = device.taints
+            [taint] = present(device.taints)
             assert (taint.key, taint.value, taint.effect) == (
                 "gpu.deckhouse.io/unhealthy",
                 "RowRemappingFailed",

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import pytest
 from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
+from k8s_fields import name_of
 from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
@@ -104,7 +105,7 @@ class World:
     def __post_init__(self) -> None:
         self.reconciler = PublishReconciler(
             node_name=NODE,
-            get_node=lambda name: self.node if self.node and self.node.metadata.name == name else None,
+            get_node=lambda name: self.node if self.node and name_of(self.node) == name else None,
             list_gpus=lambda: list(self.gpus.values()),
             card_specs=self.cards,
             publisher=self.publisher,

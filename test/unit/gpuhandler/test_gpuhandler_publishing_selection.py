@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import UTC, datetime
+from typing import TypedDict
 
 import pytest
 from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
@@ -22,7 +23,14 @@ from pkg.gpuhandler.publishing.selection import (
 )
 
 A30_SECOND = "0000:d8:00.0"
-NVIDIA = {"pci_vendor_id": "10de", "driver_type": DriverType.NVIDIA}
+
+
+class _Vendor(TypedDict):
+    pci_vendor_id: str
+    driver_type: DriverType
+
+
+NVIDIA: _Vendor = {"pci_vendor_id": "10de", "driver_type": DriverType.NVIDIA}
 
 
 def healthy(

@@ -14,6 +14,7 @@ from pkg.dra.domain.slices import Layout, UnsupportedServerError
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
+from pkg.framework.controller.controller import Controller
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.publishing import PUBLISH, PUBLISH_CONTROLLER
@@ -45,6 +46,7 @@ def test_publishing_watches_only_this_nodes_objects_and_runs_one_worker(mocker: 
         (RESOURCE_SLICE, "informer-resourceslice[spec.nodeName=node-1,spec.driver=gpu.deckhouse.io]"),
     }
     [controller] = [r for r in manager._runnables if getattr(r, "name", "") == PUBLISH_CONTROLLER]
+    assert isinstance(controller, Controller)
     assert controller.needs_leader_election is False
     assert controller._workers == 1  # publishes of one node never overlap
     # The controller starts its sources when it runs; here each is started by hand, into the

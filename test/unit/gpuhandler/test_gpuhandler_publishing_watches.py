@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuhandler_fakes import condition, gpu
+from k8s_fields import meta
 from kubernetes.client import (
     V1Node,
     V1NodeCondition,
@@ -69,7 +70,7 @@ def test_node_updates_wake_a_publish_when_the_mig_decision_changes() -> None:
     assert not events.update(node(), node({"team": "ml"}))
     assert not events.update(node(), node(heartbeat="KubeletStillReady"))
     deleting = node()
-    deleting.metadata.deletion_timestamp = datetime.now(UTC)
+    meta(deleting).deletion_timestamp = datetime.now(UTC)
     assert events.update(node(), deleting)
     assert events.create(node())
     assert events.delete(node())

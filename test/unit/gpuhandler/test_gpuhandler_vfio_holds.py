@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuhandler_fakes import A30_FIRST, CountingBackend, condition, gpu, harness, simulated, stored
+from k8s_fields import status_of
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU
 from pkg.framework.reconcile.contract import Request
@@ -18,13 +19,13 @@ from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointFile,
+    CheckpointStore,
     ClaimRecord,
     DeviceRecord,
     PrepareState,
     VfioFunctionRecord,
     VfioRecord,
 )
-from pkg.gpuhandler.preparation.services import CheckpointStore
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing.selection import select_cards
 
@@ -51,7 +52,7 @@ def _passed_through(*cards: str) -> CheckpointData:
 def _on_vfio(ready: PhysicalGPU) -> PhysicalGPU:
     """``ready`` after gpu-node-agent saw the card on vfio-pci (it removes the NVIDIA block the CRD
     forbids under ``VFIO`` itself)."""
-    status = ready.status.model_copy(deep=True)
+    status = status_of(ready).model_copy(deep=True)
     status.current_state = CurrentState(driver_type=DriverType.VFIO)
     return ready.model_copy(update={"status": status})
 
@@ -115,17 +116,20 @@ def test_the_publisher_keeps_a_held_card_until_the_agent_reports_it_back_on_nvid
     assert not _offered(on_vfio, holds)  # and the hold is over
 
 
-def test_holds_follow_what_the_checkpoint_store_loads_and_saves(tmp_path: Path) -> None:
+def test_holds_follow_the_checkpoint_they_are_told_and_read_nothing(tmp_path: Path) -> None:
     holds = VfioHolds()
     CheckpointFile(tmp_path / "checkpoint.json").save(_passed_through(A30_FIRST))  # an earlier instance
-    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "b", observe=holds.update)
+    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "b")
+    data = store.load()
     assert holds.cards() == frozenset()  # nothing is read by the holds themselves
 
-    data = store.load()  # start-up reconciliation's load
+    holds.update(data)  # start-up, after its reconciliation (and each Prepare/Unprepare, at its end)
     assert holds.cards() == {A30_FIRST}
     assert holds.held(A30_FIRST, reported_vfio=True)
 
     data.claims.clear()
-    store.save(data)  # forget-claim after the functions went back
+    store.save(data)  # Unprepare forgot the claim after the functions went back
+    assert holds.cards() == {A30_FIRST}  # the store tells no one: the driver does, once per call
+    holds.update(data)
     assert holds.cards() == frozenset()
     assert holds.held(A30_FIRST, reported_vfio=True)  # returning, while the agent still says VFIO

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock
 
+import pytest
 from dependency_injector import providers
+from k8s_fields import name_of, uid_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -41,7 +43,7 @@ from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation import metrics
+from pkg.gpuhandler.preparation import crash, metrics
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
@@ -52,6 +54,27 @@ NODE = "node-a"
 POOL = f"gpus/{NODE}"
 A30 = "0000:3b:00.0"
 A30_B = "0000:d8:00.0"
+
+
+class Killed(BaseException):
+    """SIGKILL as a test sees it: no ``except Exception`` runs, so nothing rolls back."""
+
+
+def _killed(where: str) -> None:
+    raise Killed(where)
+
+
+def kill_at(n: Node, monkeypatch: pytest.MonkeyPatch, where: str, claim: ClaimRef) -> None:
+    """Runs the pipeline ``where`` names (``<pipeline>:<point>:<before|after>``, as
+    ``GPU_HANDLER_CRASH_AT``) for ``claim`` through a fresh instance, which dies there."""
+    monkeypatch.setenv(crash.CRASH_AT_ENV, where)
+    monkeypatch.setattr(crash, "die", _killed)
+    doomed = n.another_instance()  # reads the variable when it builds its Prepare and Unprepare
+    call = doomed.driver.prepare if where.startswith("prepare:") else doomed.driver.unprepare
+    with pytest.raises(Killed) as killed:
+        call([claim])
+    assert str(killed.value) == where  # the point exists and was passed
+    monkeypatch.delenv(crash.CRASH_AT_ENV)
 
 
 def prepare_failures(reason: str) -> float:
@@ -135,9 +158,7 @@ class Claims:
             ),
             status=V1ResourceClaimStatus(
                 reserved_for=[
-                    V1ResourceClaimConsumerReference(
-                        resource="pods", name=str(p.metadata.name), uid=str(p.metadata.uid)
-                    )
+                    V1ResourceClaimConsumerReference(resource="pods", name=name_of(p), uid=uid_of(p))
                     for p in reserved_for
                 ]
                 or None,
@@ -217,15 +238,17 @@ class Node:
 
     @property
     def mps_root(self) -> Path:
-        return self.container.settings().mps_root  # type: ignore[no-any-return]
+        return self.container.settings().mps_root
 
     @property
     def driver(self) -> GpuDriver:
-        return self.container.driver()  # type: ignore[no-any-return]
+        return self.container.driver()
 
     @property
     def backend(self) -> SimulatedBackend:
-        return self.container.backend()  # type: ignore[no-any-return]
+        backend = self.container.backend()
+        assert isinstance(backend, SimulatedBackend)
+        return backend
 
     def reconcile(self, cards: Sequence[str] = (A30, A30_B)) -> StartupReport:
         """Start-up reconciliation as gpu-handler runs it, over this node's cards."""

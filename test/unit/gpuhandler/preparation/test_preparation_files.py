@@ -45,7 +45,7 @@ def _claim(uid: str = UID, *, state: PrepareState = PrepareState.PREPARE_COMPLET
                 card="0000:3b:00.0",
                 device_type="MIG",
                 mig=MigRecord(
-                    profileID=14, placementStart=3, placementSize=1, gpuInstance=5, computeInstance=0
+                    profile_id=14, placement_start=3, placement_size=1, gpu_instance=5, compute_instance=0
                 ),
                 cdi_device_ids=[device_id(uid, "gpu-0000-3b-00-0-mig-14-3")],
             )

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from k8s_fields import present
 from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
@@ -27,7 +29,7 @@ def _gpu_instances(n: Node, card: str = A30) -> list[tuple[int, int]]:
 
 
 def _mig_mode(n: Node, card: str = A30) -> int:
-    return int(n.backend._nvml.mig_mode(card)[0])  # type: ignore[attr-defined]
+    return int(n.backend._nvml.mig_mode(card)[0])
 
 
 def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(tmp_path: Path) -> None:
@@ -45,10 +47,10 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert _gpu_instances(n) == [(14, 3)]
     record = n.container.store().load().claims[claim.uid]
     assert record.state is PrepareState.PREPARE_COMPLETED
-    assert record.devices[0].mig.uuid.startswith("MIG-")
+    assert present(present(record.devices[0].mig).uuid).startswith("MIG-")
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     env = spec["devices"][0]["containerEdits"]["env"]
-    assert env == [f"NVIDIA_VISIBLE_DEVICES={record.devices[0].mig.uuid}"]
+    assert env == [f"NVIDIA_VISIBLE_DEVICES={present(record.devices[0].mig).uuid}"]
     assert n.cards_changed == [A30]  # MIG mode changed: the enrichment must look again
 
 
@@ -181,7 +183,7 @@ def test_a_failure_after_the_hardware_step_rolls_the_card_back(tmp_path: Path) -
     ],
 )
 def test_an_invalid_config_fails_naming_the_claim_and_the_field(
-    tmp_path: Path, config: dict, expected: str
+    tmp_path: Path, config: dict[str, Any], expected: str
 ) -> None:
     n = node(tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))

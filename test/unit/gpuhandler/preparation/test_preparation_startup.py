@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from preparation_fakes import A30, A30_B, Node, mig_offer, node
 
-from pkg.framework.steptaker import Continue, StepTaker
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
-from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, CrashPoint, with_crash_points
+from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, PREPARE_POINTS, UNPREPARE_POINTS, When, crash_at
+from pkg.gpuhandler.preparation.prepare import Attempt
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
@@ -104,27 +104,24 @@ def test_an_unreadable_checkpoint_stops_reconciliation_before_it_removes_anythin
 # -- crash points -----------------------------------------------------------------------------------
 
 
-class _Step:
-    name = "work"
-
-    def take(self, ctx: list[str]) -> Continue:
-        ctx.append("worked")
-        return Continue()
-
-
-def test_crash_points_wrap_only_the_named_step_of_the_named_pipeline() -> None:
-    steps = [_Step()]
-    assert with_crash_points("prepare", steps, {}) == steps
-    assert with_crash_points("prepare", steps, {CRASH_AT_ENV: "unprepare:work:after"}) == steps
-    assert with_crash_points("prepare", steps, {CRASH_AT_ENV: "prepare:work:sideways"}) == steps
-    [wrapped] = with_crash_points("prepare", steps, {CRASH_AT_ENV: "prepare:work:after"})
-    assert isinstance(wrapped, CrashPoint)
-    assert wrapped.name == "work"
+def test_a_crash_point_is_read_only_for_a_point_of_its_own_pipeline() -> None:
+    assert crash_at("prepare", PREPARE_POINTS, {}) is None
+    assert crash_at("prepare", PREPARE_POINTS, {CRASH_AT_ENV: "unprepare:plan:after"}) is None
+    assert crash_at("prepare", PREPARE_POINTS, {CRASH_AT_ENV: "prepare:plan:sideways"}) is None
+    assert crash_at("prepare", PREPARE_POINTS, {CRASH_AT_ENV: "prepare:no-such-point:after"}) is None
+    assert crash_at("unprepare", UNPREPARE_POINTS, {CRASH_AT_ENV: "unprepare:plan:after"}) is None
+    assert crash_at("prepare", PREPARE_POINTS, {CRASH_AT_ENV: "prepare:plan:after"}) == ("plan", "after")
+    assert crash_at("unprepare", UNPREPARE_POINTS, {CRASH_AT_ENV: "unprepare:forget-claim:before"}) == (
+        "forget-claim",
+        "before",
+    )
 
 
-def _run_crashing(when: str, marker: str) -> None:
+def _run_crashing(when: When, marker: str) -> None:
     done: list[str] = []
-    StepTaker(name="prepare", steps=[CrashPoint(_Step(), pipeline="prepare", when=when)]).run(done)
+    attempt = Attempt("prepare", ("plan", when))
+    with attempt.phase("plan"):
+        done.append("worked")
     Path(marker).write_text(",".join(done))  # reached only if the process did not die
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from preparation_fakes import A30, POOL, Node, mig_offer, node, prepare_failures, whole_offer
+from k8s_fields import present
+from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, PrepareState
-from pkg.gpuhandler.preparation.context import StepContext
+from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
 from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
 
@@ -223,45 +223,17 @@ def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path) -> None:
     assert _override(n, RTX) in ("", "(null)")
 
 
-# -- kill -9 at every step ----------------------------------------------------------------------------
+# -- kill -9 at every crash point ----------------------------------------------------------------------------
 
 
-def _steps(n: Node, pipeline: str) -> Sequence[Any]:
-    taker = n.container.prepare_pipeline() if pipeline == "prepare" else n.container.unprepare_pipeline()
-    return taker.steps
-
-
-PREPARE_STEPS = [
-    "load-checkpoint",
-    "recorded-answer",
-    "plan",
-    "refuse-double-allocation",
-    "record-started",
-    "prepare-devices",
-    "write-cdi-spec",
-    "record-completed",
-]
-UNPREPARE_STEPS = ["load-checkpoint", "nothing-to-unprepare", "release-claim", "forget-claim"]
-
-
-def _die_after(n: Node, pipeline: str, step: str, claim: ClaimRef) -> None:
-    """Runs ``pipeline`` up to and including ``step`` and stops dead: no rollback, as SIGKILL."""
-    steps = list(_steps(n, pipeline))
-    assert [s.name for s in steps] == (PREPARE_STEPS if pipeline == "prepare" else UNPREPARE_STEPS)
-    ctx = StepContext(claim=claim)
-    for taken in steps:
-        taken.take(ctx)
-        if taken.name == step:
-            return
-    raise AssertionError(f"no step {step}")
-
-
-@pytest.mark.parametrize("step", PREPARE_STEPS)
-def test_a_crash_after_each_prepare_step_converges(tmp_path: Path, step: str) -> None:
+@pytest.mark.parametrize("step", PREPARE_POINTS)
+def test_a_crash_after_each_prepare_step_converges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
     n = node(tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
-    _die_after(n, "prepare", step, claim)
+    kill_at(n, monkeypatch, f"prepare:{step}:after", claim)
 
     restarted = n.another_instance()
     restarted.reconcile(cards=[RTX])
@@ -270,19 +242,21 @@ def test_a_crash_after_each_prepare_step_converges(tmp_path: Path, step: str) ->
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert (_driver(restarted, RTX), _driver(restarted, RTX_AUDIO)) == ("vfio-pci", "vfio-pci")
     [record] = restarted.container.store().load().claims.values()
-    assert [f.driver for f in record.devices[0].vfio.functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
 
     assert restarted.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(restarted)
 
 
-@pytest.mark.parametrize("step", UNPREPARE_STEPS)
-def test_a_crash_after_each_unprepare_step_converges(tmp_path: Path, step: str) -> None:
+@pytest.mark.parametrize("step", UNPREPARE_POINTS)
+def test_a_crash_after_each_unprepare_step_converges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
     n = node(tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     assert n.driver.prepare([claim])[claim.uid].error == ""
-    _die_after(n, "unprepare", step, claim)
+    kill_at(n, monkeypatch, f"unprepare:{step}:after", claim)
 
     restarted = n.another_instance()
     restarted.reconcile(cards=[RTX])
@@ -328,6 +302,6 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
         retry = n.driver.prepare([claim])[claim.uid]
     assert retry.error == ""
     [record] = n.container.store().load().claims.values()
-    assert [f.driver for f in record.devices[0].vfio.functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
     assert n.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(n)
