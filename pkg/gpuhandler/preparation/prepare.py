@@ -70,6 +70,7 @@ from pkg.gpuhandler.preparation.plan import (
 )
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
+from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class ClaimPreparer:
         kinds: Kinds,
         release: ClaimRelease,
         cdi: CdiSpecs,
+        holds: VfioHolds,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         self._store = store
@@ -137,6 +139,7 @@ class ClaimPreparer:
         self._kinds = kinds
         self._release = release
         self._cdi = cdi
+        self._holds = holds
         self._crash_at = crash.crash_at("prepare", crash.PREPARE_POINTS, environ)
 
     def prepare(self, claim: ClaimRef) -> Attempt:
@@ -168,6 +171,10 @@ class ClaimPreparer:
                 record = record_started(plan)
                 checkpoint.claims[plan.uid] = record
                 self._store.save(checkpoint)
+                # A card to pass through is held before it leaves the NVIDIA driver, so the
+                # enrichment never takes the bind for a lost card (the driver tells the holds
+                # again, with the outcome, at the end of the call).
+                self._holds.update(checkpoint)
                 started = work = ClaimWork(
                     record=record,
                     checkpoint=checkpoint,

@@ -214,6 +214,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         kinds=kinds,
         release=release,
         cdi=cdi,
+        holds=holds,
     )
     claim_unpreparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
     driver = providers.Singleton(

@@ -13,9 +13,10 @@ kubelet plugin keeps this set, and the readers treat a held card as allocated:
   consumes every counter of the card, so nothing else can be allocated from it).
 
 The set follows the checkpoint as it is told it, and reads nothing itself: the checkpoint has one
-reader, under the node lock. The driver (:mod:`.driver`) tells it the checkpoint as each Prepare
-and Unprepare left it, at the end of the call and still under the lock (a bind is held from the
-end of its call, before gpu-node-agent can report it); start-up tells it after its reconciliation
+reader, under the node lock. A Prepare tells it the checkpoint once the claim is recorded, before
+any bind (so the enrichment never sees a card leave the NVIDIA driver unheld), and the driver
+(:mod:`.driver`) tells it the checkpoint as each Prepare and Unprepare left it, at the end of the
+call and still under the lock; start-up tells it after its reconciliation
 (before the plugin serves: until then nothing is held), and the MPS watchdog at each periodic
 read (another instance, in a rolling update, may have changed the checkpoint). A card released
 stays *returning* until its PhysicalGPU no longer says ``VFIO`` — gpu-node-agent notices the

@@ -126,6 +126,26 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     assert n.driver.unprepare([claim]) == {claim.uid: ""}  # idempotent
 
 
+def test_the_card_is_held_before_it_leaves_its_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = node(tmp_path, fixture="rtx-workstation")
+    [offer] = n.offers.publish(whole_offer(RTX))
+    claim = _vfio_claim(n, offer)
+    binding = n.container.binding()
+    bind = binding.bind
+    held_at_bind: list[bool] = []
+
+    def watched(address: str, driver: str) -> None:
+        held_at_bind.append(RTX in n.container.holds().cards())
+        bind(address, driver)
+
+    monkeypatch.setattr(binding, "bind", watched)
+
+    assert n.driver.prepare([claim])[claim.uid].error == ""
+    assert held_at_bind == [True, True]  # the card and its audio function: both after the hold
+
+
 def test_a_pod_without_the_annotation_gets_the_card_on_its_driver(tmp_path: Path) -> None:
     n = node(tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
