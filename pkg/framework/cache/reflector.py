@@ -201,13 +201,13 @@ class Reflector(Generic[ModelT]):
         target = _as_int(resource_version)
         if target is None:
             return False
-        deadline = self._clock() + timeout
+        deadline = time.monotonic() + timeout  # real time: the condition waits in real time
         with self._rv_changed:
             while True:
                 current = _as_int(self._last_rv)
                 if current is not None and current >= target:
                     return True
-                remaining = deadline - self._clock()
+                remaining = deadline - time.monotonic()
                 if remaining <= 0 or (current is None and self._last_rv):
                     return False
                 self._rv_changed.wait(remaining)

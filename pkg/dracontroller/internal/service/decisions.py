@@ -162,7 +162,7 @@ class Decisions:
         self._writer = writer
         self._allocator = allocator
         self._pods = pods
-        self._after_write = after_write or AfterWriteChecks()
+        self._after_write = AfterWriteChecks() if after_write is None else after_write  # empty is falsy
         self._after_write_wait = after_write_wait
 
     def allocate(self, claim: ResourceV1ResourceClaim, *, namespace: str) -> AllocationDecision:
