@@ -17,12 +17,11 @@ Why: "no Pod references it" must hold when the allocation is written, not only i
 the Pod cache, which can lag the claim cache — a Pod created a moment before its claim may be
 missing from our cache when the claim arrives, and an allocation written then may sit on a node
 the Pod cannot use, leaving it Pending forever. So right before writing (and once more right
-after, see ``decisions.py``) the decisions service asks this reader.
+after, see ``decisions.py``) the decisions service asks the barrier, which asks this reader when
+the Pod cache is late.
 
 The read is a LIST of the claim's namespace without ``resourceVersion``: a consistent read
-(KEP-2340,
-https://github.com/kubernetes/enhancements/tree/master/keps/sig-api-machinery/2340-Consistent-reads-from-cache;
-served from the API server's watch cache once it has caught up with etcd's current
+(served from the API server's watch cache once it has caught up with etcd's current
 revision), so it sees every Pod created before the read started — in particular every Pod created
 before the claim we decided on. Only the claim's namespace is read, because a Pod can reference
 claims of its own namespace only, and Pods that are done are filtered on the server
