@@ -16,6 +16,7 @@ claims and Pods wake it sooner), with a process-wide bucket of 10 retries per se
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -63,7 +64,7 @@ from pkg.dracontroller.reconciler import ClaimReconciler
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Indexers
-from pkg.framework.client import KubeClient, ResourceKind
+from pkg.framework.client import ApiError, KubeClient, NotFoundError, ResourceKind
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
@@ -75,6 +76,8 @@ from pkg.framework.workqueue.ratelimiter import (
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 2
 DEFAULT_LEDGER = "gpu-dra-allocation-ledger"
@@ -247,6 +250,33 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         ledger=config.accounting.ledger,
         period=config.accounting.period,
     )
+
+
+CUSTOM_KINDS: tuple[ResourceKind[Any], ...] = (PHYSICAL_GPU,)
+"""Our CRDs the controller watches (the accountant reads PhysicalGPUs)."""
+
+
+class MissingCustomResourceError(RuntimeError):
+    """The API server does not serve a CRD the controller watches."""
+
+
+def require_custom_kinds(client: KubeClient, kinds: Iterable[ResourceKind[Any]] = CUSTOM_KINDS) -> None:
+    """Fails at once, naming the CRD, when the API server does not serve one of ``kinds``.
+
+    Why: an informer of a kind the server does not know lists, gets 404, backs off and retries
+    forever, and the manager reports only that caches did not sync minutes later; the operator
+    then has to guess which kind is missing. One LIST of one item per kind at start-up says it.
+    Only a 404 is conclusive; any other error is left to the informers, which retry with backoff."""
+    for kind in kinds:
+        try:
+            client.list_page(kind, limit=1)
+        except NotFoundError as exc:
+            raise MissingCustomResourceError(
+                f"the API server does not serve {kind.plural}.{kind.group}/{kind.version}: "
+                f"install the CustomResourceDefinition {kind.plural}.{kind.group} (config/crd)"
+            ) from exc
+        except ApiError as exc:
+            logger.warning("cannot check that %s is served: %s", kind, exc)
 
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
