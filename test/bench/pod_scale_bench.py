@@ -10,7 +10,7 @@ export of the commit before issue 30) to compare before and after on the same ma
 
 Printed per run: allocations per second (slope of ``gpu_dra_allocation_latency_seconds_count``),
 p50/p99 of that histogram, the controller's resident memory once done, and the bytes the API
-server answered to LISTs of Pods during the run per allocation (``apiserver_response_sizes_bytes``;
+server answered to LISTs of Pods during the run per allocation (``apiserver_response_sizes``;
 this includes the controller's one initial list of all Pods).
 """
 
@@ -54,7 +54,7 @@ def rss_kib(pid: int) -> int:
 
 def pod_list_bytes(bp: BenchPlane) -> float:
     text = bp.plane.kubectl("get", "--raw", "/metrics")
-    return total(text, "apiserver_response_sizes_bytes_sum", {"resource": "pods", "verb": "LIST"})
+    return total(text, "apiserver_response_sizes_sum", {"resource": "pods", "verb": "LIST"})
 
 
 def run(bp: BenchPlane, *, pods: int, claims: int, kib: int, tree: Path | None, work: Path) -> str:
