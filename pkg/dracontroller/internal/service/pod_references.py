@@ -131,6 +131,7 @@ class PodReferenceReader:
         return sorted(pods)
 
     def referencing_if_current(self, claim: ResourceV1ResourceClaim) -> list[str] | None:
+        """A consistent read is always current, so it always answers (and never defers)."""
         return self.referencing(claim)
 
 
