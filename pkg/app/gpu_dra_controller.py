@@ -20,6 +20,7 @@ from pkg.dracontroller.setup import (
     DEFAULT_ACCOUNTING_PERIOD,
     DEFAULT_LEDGER,
     ResourceClaimContainer,
+    require_custom_kinds,
     setup_controller,
 )
 from pkg.framework.manager.manager import Manager
@@ -58,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = manager_options(parsed)
 
     def setup(runtime: RuntimeContainer, manager: Manager) -> Callable[[], None]:
+        require_custom_kinds(runtime.client())  # a missing CRD is named now, not as a sync timeout
         container = ResourceClaimContainer(
             client=runtime.client(), informers=runtime.informers(), recorder=runtime.recorder()
         )

@@ -12,8 +12,12 @@
   class is broken; not retried until it changes) and ``conflict`` (someone wrote first; retried).
 * ``gpu_dra_allocation_collisions_total`` — allocations we gave back because another claim holds
   the same device, shares or counters (``internal/collisions.py``).
-* ``gpu_dra_pod_check_seconds`` — one consistent read of the Pods that reference a claim, made
-  right before (and right after) writing an allocation (``internal/service/pod_references.py``).
+* ``gpu_dra_pod_check_seconds`` — one check of the Pods that reference a claim, made right before
+  writing an allocation (``internal/service/pod_references.py``): the wait for the Pod cache to
+  sync past the claim, or that wait plus a consistent read when the cache was not in time.
+* ``gpu_dra_pod_barrier_total{outcome}`` — where such checks (and the checks after a write) got
+  their answer: ``cache`` or ``fallback`` (the consistent LIST; a rising rate means a lagging Pod
+  watch, and each costs a read of the namespace's Pods).
 * ``gpu_dra_pod_reference_races_total{when}`` — how often that read found a Pod the Pod cache did
   not show yet: ``before-write`` (the allocation was not written) or ``after-write`` (a Pod created
   while the allocation was being written; the allocation was given back). Non-zero values are the
@@ -60,7 +64,16 @@ pod_reference_races = METRICS.counter(
     "Pods referencing a claim that the consistent read found and the Pod cache did not show yet.",
     labelnames=["when"],
 )
+pod_barrier = METRICS.counter(
+    "dra_pod_barrier",
+    "Pod reference checks by where the answer came from: the Pod cache once synced past the claim "
+    "(cache) or a consistent LIST because it was not in time (fallback).",
+    labelnames=["outcome"],
+)
 RACE_MOMENTS = ("before-write", "after-write")
+BARRIER_OUTCOMES = ("cache", "fallback")
+for _outcome in BARRIER_OUTCOMES:
+    pod_barrier.labels(outcome=_outcome)
 for _reason in FAILURE_REASONS:
     allocation_failures.labels(reason=_reason)
 for _when in RACE_MOMENTS:
@@ -114,12 +127,14 @@ class AllocationCollector(Collector):
 
 
 __all__ = [
+    "BARRIER_OUTCOMES",
     "FAILURE_REASONS",
     "RACE_MOMENTS",
     "AllocationCollector",
     "allocation_collisions",
     "allocation_failures",
     "allocation_latency",
+    "pod_barrier",
     "pod_check_latency",
     "pod_reference_races",
 ]

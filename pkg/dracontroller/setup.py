@@ -15,6 +15,8 @@ claims and Pods wake it sooner), with a process-wide bucket of 10 retries per se
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,15 +33,22 @@ from pkg.dracontroller.accounting.devices import HeldDevice, device_index, held_
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.store import LedgerStore
 from pkg.dracontroller.heap import HeapSettler
-from pkg.dracontroller.internal.handler import AllocateHandler, CollisionHandler, EligibilityHandler
+from pkg.dracontroller.internal.handler import (
+    AfterWriteHandler,
+    AllocateHandler,
+    CollisionHandler,
+    EligibilityHandler,
+)
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
+from pkg.dracontroller.internal.pod_projection import project_pod
 from pkg.dracontroller.internal.service import (
     ClaimWriter,
     Decisions,
     Handover,
     InFlight,
     Inventory,
+    PodReferenceBarrier,
     PodReferenceReader,
 )
 from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
@@ -55,7 +64,7 @@ from pkg.dracontroller.reconciler import ClaimReconciler
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Indexers
-from pkg.framework.client import KubeClient, ResourceKind
+from pkg.framework.client import ApiError, KubeClient, NotFoundError, ResourceKind
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
@@ -67,6 +76,8 @@ from pkg.framework.workqueue.ratelimiter import (
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 2
 DEFAULT_LEDGER = "gpu-dra-allocation-ledger"
@@ -80,6 +91,16 @@ def informer(
     shared = informers.get_informer(kind)
     shared.ensure_indexers(indexers or {})
     return shared
+
+
+def pod_informer(*, informers: InformerFactory) -> SharedInformer[V1Pod]:
+    """The cluster-wide Pod informer, projected to what the controller reads (``pod_projection``):
+    the cache then grows by a few hundred bytes per Pod instead of tens of KiB. Set before the
+    informer is created; if another part of the process created it first (it would then read full
+    Pods), the projection is left out rather than taken from under it."""
+    with contextlib.suppress(RuntimeError):
+        informers.set_transform(POD, project_pod)
+    return informer(informers=informers, kind=POD, indexers=POD_INDEXERS)
 
 
 def rate_limiter() -> MaxOfRateLimiter[Request]:
@@ -177,7 +198,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     claim_informer = providers.Singleton(
         informer, informers=informers, kind=RESOURCE_CLAIM, indexers=CLAIM_INDEXERS
     )
-    pod_informer = providers.Singleton(informer, informers=informers, kind=POD, indexers=POD_INDEXERS)
+    pod_informer = providers.Singleton(pod_informer, informers=informers)
     slice_informer = providers.Singleton(informer, informers=informers, kind=RESOURCE_SLICE)
     class_informer = providers.Singleton(informer, informers=informers, kind=DEVICE_CLASS)
     namespace_informer = providers.Singleton(informer, informers=informers, kind=NAMESPACE)
@@ -197,13 +218,15 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     )
     writer = providers.Singleton(ClaimWriter, client=client, in_flight=in_flight)
     allocator = providers.Singleton(Allocator, pool_cache=pool_cache)  # best fit
-    pod_references = providers.Singleton(PodReferenceReader, client=client)
+    pod_reader = providers.Singleton(PodReferenceReader, client=client)
+    pod_references = providers.Singleton(PodReferenceBarrier, pods=pod_informer, fallback=pod_reader)
     handover = providers.Singleton(Handover, recorder=recorder)
     decisions = providers.Singleton(
         Decisions, inventory=inventory, writer=writer, allocator=allocator, pods=pod_references
     )
     handlers = providers.List(
         providers.Singleton(EligibilityHandler, writer=writer, handover=handover),
+        providers.Singleton(AfterWriteHandler, decisions=decisions, handover=handover),
         providers.Singleton(CollisionHandler, decisions=decisions, recorder=recorder),
         providers.Singleton(
             AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator, handover=handover
@@ -227,6 +250,33 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         ledger=config.accounting.ledger,
         period=config.accounting.period,
     )
+
+
+CUSTOM_KINDS: tuple[ResourceKind[Any], ...] = (PHYSICAL_GPU,)
+"""Our CRDs the controller watches (the accountant reads PhysicalGPUs)."""
+
+
+class MissingCustomResourceError(RuntimeError):
+    """The API server does not serve a CRD the controller watches."""
+
+
+def require_custom_kinds(client: KubeClient, kinds: Iterable[ResourceKind[Any]] = CUSTOM_KINDS) -> None:
+    """Fails at once, naming the CRD, when the API server does not serve one of ``kinds``.
+
+    Why: an informer of a kind the server does not know lists, gets 404, backs off and retries
+    forever, and the manager reports only that caches did not sync minutes later; the operator
+    then has to guess which kind is missing. One LIST of one item per kind at start-up says it.
+    Only a 404 is conclusive; any other error is left to the informers, which retry with backoff."""
+    for kind in kinds:
+        try:
+            client.list_page(kind, limit=1)
+        except NotFoundError as exc:
+            raise MissingCustomResourceError(
+                f"the API server does not serve {kind.plural}.{kind.group}/{kind.version}: "
+                f"install the CustomResourceDefinition {kind.plural}.{kind.group} (config/crd)"
+            ) from exc
+        except ApiError as exc:
+            logger.warning("cannot check that %s is served: %s", kind, exc)
 
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:

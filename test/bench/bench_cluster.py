@@ -29,6 +29,7 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.config import new_api_client
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -42,7 +43,8 @@ class BenchPlane:
 def bench_plane(
     *, controllers: tuple[str, ...] = CONTROLLERS, apiserver_args: tuple[str, ...] = ()
 ) -> Iterator[BenchPlane]:
-    """etcd, kube-apiserver, kube-scheduler (metrics on a port) and kube-controller-manager."""
+    """etcd, kube-apiserver (with our CRDs), kube-scheduler (metrics on a port) and
+    kube-controller-manager."""
     port = free_port()
     scheduler_args = (f"--secure-port={port}", "--authorization-always-allow-paths=/healthz,/readyz,/metrics")
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as work:
@@ -56,6 +58,10 @@ def bench_plane(
         )
         plane.start()
         try:
+            # Our components watch our kinds (gpu-dra-controller's accountant reads PhysicalGPUs):
+            # without the CRDs they cannot start, as in test/integration's control plane.
+            plane.kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd"))
+            plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
             kube = KubeClient(new_api_client(str(plane.kubeconfig)), field_manager="bench")
             yield BenchPlane(plane, kube, f"https://127.0.0.1:{port}/metrics")
         finally:

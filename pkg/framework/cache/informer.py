@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceListener
-from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS, ListerWatcher, Reflector
+from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS, ListerWatcher, RawTransform, Reflector
 from pkg.framework.cache.store import Indexers, Store
 from pkg.framework.client import ResourceKind
 from pkg.framework.keys import object_key
@@ -89,6 +89,7 @@ class SharedInformer(Generic[ModelT]):
         page_size: int = 500,
         read_timeout: float = 90.0,
         min_watch_timeout_seconds: int = MIN_WATCH_TIMEOUT_SECONDS,
+        transform: RawTransform | None = None,
     ) -> None:
         scope = "".join(f"[{part}]" for part in (namespace, label_selector, field_selector) if part)
         self.name = f"informer-{kind.kind.lower()}{scope}"  # distinct per watch, for logs and the manager
@@ -105,7 +106,7 @@ class SharedInformer(Generic[ModelT]):
             client=client, kind=kind, store=_DeltaStore(self), namespace=namespace,
             label_selector=label_selector, field_selector=field_selector,
             page_size=page_size, read_timeout=read_timeout,
-            min_watch_timeout_seconds=min_watch_timeout_seconds,
+            min_watch_timeout_seconds=min_watch_timeout_seconds, transform=transform,
         )  # fmt: skip
         self._log_extra = {"kind": str(kind), "namespace": namespace or "", "selector": label_selector}
 
@@ -121,6 +122,12 @@ class SharedInformer(Generic[ModelT]):
     @property
     def last_sync_resource_version(self) -> str:
         return self._reflector.last_sync_resource_version
+
+    def wait_for_resource_version(self, resource_version: str, timeout: float) -> bool:
+        """Whether the store (and its indexes) reflect every change up to ``resource_version``
+        within ``timeout`` seconds; see :meth:`Reflector.wait_for_resource_version`. Listeners may
+        not have been called yet: this is about the store, which is written first."""
+        return self._reflector.wait_for_resource_version(resource_version, timeout)
 
     def add_listener(self, listener: ResourceListener[ModelT]) -> None:
         """Registers a listener, before or after start; it first gets adds for current objects."""

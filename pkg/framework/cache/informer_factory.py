@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from pkg.framework.cache.informer import SharedInformer
-from pkg.framework.cache.reflector import ListerWatcher
+from pkg.framework.cache.reflector import ListerWatcher, RawTransform
 from pkg.framework.client import ResourceKind
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -62,6 +62,18 @@ class InformerFactory:
         self._threads: list[threading.Thread] = []
         self._stop: threading.Event | None = None
         self._failure: BaseException | None = None
+        self._transforms: dict[ResourceKind[Any], RawTransform] = {}
+
+    def set_transform(self, kind: ResourceKind[Any], transform: RawTransform) -> None:
+        """Projects every object of ``kind`` before it is decoded and cached, in every informer of
+        ``kind`` created from now on (see :mod:`pkg.framework.cache.reflector`). Informers are
+        shared, so a projection must keep what every controller of the process reads: it is set
+        once, by the composition root, before the informers are requested. Raises if an informer of
+        ``kind`` exists already, because it would keep full objects while the caller assumes not."""
+        with self._lock:
+            if any(key[0] == kind for key in self._informers):
+                raise RuntimeError(f"an informer of {kind} exists already; set its transform first")
+            self._transforms[kind] = transform
 
     def get_informer(
         self,
@@ -80,7 +92,7 @@ class InformerFactory:
                     client=self._client, kind=kind, namespace=namespace,
                     label_selector=label_selector, field_selector=field_selector,
                     resync_period=self._resync_period, page_size=self._page_size,
-                    read_timeout=self._read_timeout,
+                    read_timeout=self._read_timeout, transform=self._transforms.get(kind),
                 )  # fmt: skip
                 self._informers[key] = informer
                 if self._stop is not None:

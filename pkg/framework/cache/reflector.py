@@ -26,6 +26,18 @@ write and after each event or wake-up, so :meth:`run` returns at the latest ``re
 ``stop`` (the server's bookmarks, about one a minute, and any event wake it sooner), and nothing is
 written to the store once ``stop`` is seen. :class:`~pkg.framework.cache.informer.SharedInformer` runs
 the reflector in a daemon thread so that its own ``run`` returns within a second.
+
+Read barrier. :meth:`Reflector.wait_for_resource_version` blocks until the store holds everything up
+to a resourceVersion the caller got from the API server (client-go has no such call; controllers that
+need "my cache has caught up with X" build it on ``LastSyncResourceVersion``). The last synced
+resourceVersion only ever moves after the store write it stands for, so once it reaches X every
+event up to X is in the store. resourceVersions are opaque to clients in general; the barrier
+compares them as integers (what etcd-backed servers hand out) and answers False at once for any
+that is not, so a caller falls back to a consistent read instead of waiting on a guess.
+
+Projection. ``transform`` maps each raw object (list item or watch event) before it is decoded, like
+client-go's ``SetTransform`` but ahead of the decoding: a controller that needs a few fields of a
+large kind (Pods) keeps only those, so neither the decode nor the cache pays for the rest.
 """
 
 from __future__ import annotations
@@ -51,6 +63,9 @@ MIN_WATCH_TIMEOUT_SECONDS = 300
 SHORT_WATCH_SECONDS = 1.0
 LIST_RESTARTS = 2
 """How often an expired continue token restarts the list before the failure is backed off."""
+
+RawTransform = Callable[[dict[str, Any]], dict[str, Any]]
+"""Maps a raw object (JSON as a dict) to the part of it to decode and store."""
 
 SleepFunc = Callable[[threading.Event, float], bool]
 """Waits ``seconds`` unless ``stop`` is set first; returns True when stopped (``Event.wait``)."""
@@ -149,8 +164,10 @@ class Reflector(Generic[ModelT]):
         sleep: SleepFunc = threading.Event.wait,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        transform: RawTransform | None = None,
     ) -> None:
         self._client = client
+        self._transform = transform
         self._kind = kind
         self._store = store
         self._scope: dict[str, Any] = {
@@ -167,6 +184,7 @@ class Reflector(Generic[ModelT]):
         self._sleep = sleep
         self._clock = clock
         self._last_rv = ""
+        self._rv_changed = threading.Condition()
         self.name = f"reflector-{kind.kind.lower()}"
         self._log_extra = {"kind": str(kind), "namespace": namespace or "", "selector": label_selector}
 
@@ -174,6 +192,30 @@ class Reflector(Generic[ModelT]):
     def last_sync_resource_version(self) -> str:
         """The newest resourceVersion seen: of the last list, event or bookmark ("" before any)."""
         return self._last_rv
+
+    def wait_for_resource_version(self, resource_version: str, timeout: float) -> bool:
+        """Whether the store holds every change up to ``resource_version`` within ``timeout`` seconds.
+
+        False at once when either version is not an integer (see the module docs), and on timeout:
+        the caller decides what a late cache costs (typically a consistent read instead)."""
+        target = _as_int(resource_version)
+        if target is None:
+            return False
+        deadline = time.monotonic() + timeout  # real time: the condition waits in real time
+        with self._rv_changed:
+            while True:
+                current = _as_int(self._last_rv)
+                if current is not None and current >= target:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (current is None and self._last_rv):
+                    return False
+                self._rv_changed.wait(remaining)
+
+    def _set_last_rv(self, resource_version: str) -> None:
+        with self._rv_changed:
+            self._last_rv = resource_version
+            self._rv_changed.notify_all()
 
     def run(self, stop: threading.Event) -> None:
         """Lists, then watches and resumes, until ``stop``; errors are logged and retried."""
@@ -211,7 +253,7 @@ class Reflector(Generic[ModelT]):
             return
         items, resource_version = listed
         self._store.replace(items, resource_version)
-        self._last_rv = resource_version
+        self._set_last_rv(resource_version)
         logger.info("listed", extra=self._extra(count=len(items)))
 
     def _list(self, stop: threading.Event) -> tuple[list[ModelT], str] | None:
@@ -276,12 +318,12 @@ class Reflector(Generic[ModelT]):
                 else:
                     self._store.delete(obj)
         if event.resource_version:
-            self._last_rv = event.resource_version
+            self._set_last_rv(event.resource_version)
 
     def _decode(self, raw: dict[str, Any]) -> ModelT | None:
         # One malformed object must not blind the whole informer: it is logged and skipped.
         try:
-            return self._kind.decode(raw)
+            return self._kind.decode(raw if self._transform is None else self._transform(raw))
         except ValidationError as exc:
             name = (raw.get("metadata") or {}).get("name")
             logger.error("cannot decode object; skipped", extra=self._extra(object_name=name, error=str(exc)))
@@ -289,3 +331,10 @@ class Reflector(Generic[ModelT]):
 
     def _extra(self, **fields: Any) -> dict[str, Any]:
         return {**self._log_extra, "resource_version": self._last_rv, **fields}
+
+
+def _as_int(resource_version: str) -> int | None:
+    try:
+        return int(resource_version)
+    except ValueError:
+        return None

@@ -18,15 +18,19 @@ delivered yet. The allocator (best fit) returns either the ``status.allocation``
 
 A write conflict propagates as ``ConflictRequeue``: the reconciler requeues without an event.
 
-A Pod that references the claim and that the Pod cache did not show yet (found by the decisions
-service's consistent read, before or right after the write) ends the chain with the
-``LeftToScheduler`` Event and ``gpu_dra_pod_reference_races_total{when}``; no requeue: the Pod's
-arrival in the cache wakes the claim, and from then on eligibility declines it.
+A Pod that references the claim and that the Pod cache did not show when the claim was judged
+(found by the decisions service's check as of the claim's version, before or right after the
+write) ends the chain with the ``LeftToScheduler`` Event and
+``gpu_dra_pod_reference_races_total{when}``; no requeue: the Pod's arrival in the cache wakes the
+claim, and from then on eligibility declines it. When the check after the write had to be left
+pending (the Pod cache was not past the written version yet), the claim is requeued for
+``AfterWriteHandler`` (``after_write.py``) to finish it.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from pkg.dra.allocator import AllocationAttempt, Allocator, explain
 from pkg.dra.domain import Unschedulable
@@ -86,6 +90,8 @@ class AllocateHandler:
             message=f"allocated {describe_allocation(outcome)}",
             kind=RESOURCE_CLAIM,
         )
+        if decision.check_pending:
+            return Result(requeue_after=timedelta(seconds=0.05))
         return None
 
     def _failed(

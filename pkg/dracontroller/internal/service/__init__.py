@@ -1,17 +1,31 @@
 """I/O of the allocation controller: cache reads (:class:`Inventory`), writes (:class:`ClaimWriter`),
 the record of writes the caches have not shown yet (:class:`InFlight`), the decisions taken
-under its lock (:class:`Decisions`), the consistent read of the Pods that reference a claim
-(:class:`PodReferenceReader`) and the Event that hands a claim over to the scheduler
+under its lock (:class:`Decisions`), the check of the Pods that reference a claim
+(:class:`PodReferenceBarrier`, falling back to the consistent read
+:class:`PodReferenceReader`) and the Event that hands a claim over to the scheduler
 (:class:`Handover`)."""
 
 from pkg.dracontroller.internal.service.claim_writer import ClaimWriter, ClaimWrites
-from pkg.dracontroller.internal.service.decisions import AllocationDecision, Decisions, Release, YieldCheck
+from pkg.dracontroller.internal.service.decisions import (
+    AfterWrite,
+    AfterWriteChecks,
+    AllocationDecision,
+    Decisions,
+    Release,
+    YieldCheck,
+)
 from pkg.dracontroller.internal.service.handover import FoundBy, Handover
 from pkg.dracontroller.internal.service.in_flight import InFlight
 from pkg.dracontroller.internal.service.inventory import Inventory
-from pkg.dracontroller.internal.service.pod_references import PodReferenceReader, PodReferences
+from pkg.dracontroller.internal.service.pod_references import (
+    PodReferenceBarrier,
+    PodReferenceReader,
+    PodReferences,
+)
 
 __all__ = [
+    "AfterWrite",
+    "AfterWriteChecks",
     "AllocationDecision",
     "ClaimWriter",
     "ClaimWrites",
@@ -20,6 +34,7 @@ __all__ = [
     "Handover",
     "InFlight",
     "Inventory",
+    "PodReferenceBarrier",
     "PodReferenceReader",
     "PodReferences",
     "Release",

@@ -7,20 +7,31 @@ held from the reads through the write, and it is held *here*, by the service tha
 locked operations, never by a handler: a handler asks for a decision and acts on its answer
 (events, metrics, results) after the lock is released.
 
-Before an allocation is written, the Pods that reference the claim are read afresh
-(:class:`~.pod_references.PodReferences`): the decision was taken from caches, and the Pod cache
-may not show a Pod created just before the claim. A Pod found there means no write at
-all. The read cannot be atomic with the write, so it is repeated once the write has landed: a Pod
-created in between (during the write's round trip) makes the service give the allocation back at
-once, compare-and-swap on the version it just wrote — so if the scheduler reserved the claim for
-that Pod in the meantime (the Pod fits the allocation's node), the release conflicts and the
-allocation stays, as it should.
+Before an allocation is written, the Pods that reference the claim are checked as of the claim's
+version (:class:`~.pod_references.PodReferences`: the Pod cache behind a read barrier, a consistent
+read if the cache is late): the decision was taken from caches, and the Pod cache may not show a
+Pod created just before the claim. A Pod found there means no write at all.
+
+The check cannot be atomic with the write, so it is repeated as of the version written: a Pod
+created in between (during the write's round trip) makes the service give the allocation back,
+compare-and-swap on the claim as cached — so if the scheduler reserved the claim for that Pod in
+the meantime (the Pod fits the allocation's node), the release conflicts or is skipped and the
+allocation stays, as it should. That second check is made at once if the Pod cache is already past
+the written version, and otherwise *after the lock is released*: the claim is remembered in
+:class:`AfterWriteChecks` and the reconciler comes back to it (:meth:`Decisions.check_after_write`)
+until the cache has caught up, or, after ``after_write_wait`` seconds, asks the API server. Waiting
+under the lock would stall every decision on the Pod watch, which on a quiet cluster advances only
+with the API server's bookmarks (about once a minute). A Pod created before the claim is never
+at stake here: the first check already saw every one of them.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
@@ -29,6 +40,7 @@ from pkg.dra.domain import Unschedulable
 from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
 from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import PodReferences
+from pkg.framework.keys import object_key
 
 YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 """Why ``claim`` must give its allocation back (a collision), or None; see ``internal/collisions``."""
@@ -48,6 +60,7 @@ class AllocationDecision:
     written: ResourceV1ResourceClaim | None = None
     referenced_by: tuple[str, ...] = ()
     given_back: bool = False
+    check_pending: bool = False  # written; the check as of the written version comes later
 
     @property
     def outcome(self) -> V1AllocationResult | Unschedulable:
@@ -62,14 +75,95 @@ class Release:
     released: ResourceV1ResourceClaim | None
 
 
+@dataclass(frozen=True)
+class AfterWrite:
+    """Outcome of a deferred check: ``retry_in`` seconds (still pending), or done — with the Pods
+    found and whether the allocation was given back (``released``: the claim as written then)."""
+
+    retry_in: float | None = None
+    referenced_by: tuple[str, ...] = ()
+    given_back: bool = False
+    released: ResourceV1ResourceClaim | None = None
+
+
+AFTER_WRITE_WAIT_SECONDS = 90.0
+"""How long a deferred check waits for the Pod cache before reading from the API server: past the
+API server's bookmark interval (about a minute), so a healthy but quiet watch gets there first."""
+FIRST_RETRY_SECONDS, MAX_RETRY_SECONDS = 0.05, 2.0
+
+
+@dataclass
+class _Pending:
+    written: ResourceV1ResourceClaim
+    since: float
+    delay: float = FIRST_RETRY_SECONDS
+    uid: str = field(default="")
+
+
+class AfterWriteChecks:
+    """Claims written whose check as of the written version is still to be made (by claim key).
+
+    Bounded (oldest forgotten first) so claims deleted while pending cannot grow it; a forgotten
+    entry, like one lost to a restart, leaves only the window a write's round trip is long, which
+    the check before the write had already narrowed to Pods created after the claim."""
+
+    def __init__(self, *, capacity: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: OrderedDict[str, _Pending] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+        self._clock = clock
+
+    def add(self, written: ResourceV1ResourceClaim) -> float:
+        """Remembers ``written``; returns the delay before the first retry."""
+        uid = (written.metadata.uid if written.metadata else None) or ""
+        with self._lock:
+            self._entries[object_key(written)] = _Pending(written, self._clock(), uid=uid)
+            if len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        return FIRST_RETRY_SECONDS
+
+    def get(self, claim: ResourceV1ResourceClaim) -> _Pending | None:
+        uid = (claim.metadata.uid if claim.metadata else None) or ""
+        with self._lock:
+            entry = self._entries.get(object_key(claim))
+        return entry if entry is not None and entry.uid == uid else None
+
+    def elapsed(self, entry: _Pending) -> float:
+        return self._clock() - entry.since
+
+    def backoff(self, entry: _Pending) -> float:
+        """The next retry's delay: doubling from 50 ms to 2 s."""
+        with self._lock:
+            delay = entry.delay
+            entry.delay = min(delay * 2, MAX_RETRY_SECONDS)
+        return delay
+
+    def done(self, claim: ResourceV1ResourceClaim) -> None:
+        with self._lock:
+            self._entries.pop(object_key(claim), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
 class Decisions:
     def __init__(
-        self, *, inventory: Inventory, writer: ClaimWrites, allocator: Allocator, pods: PodReferences
+        self,
+        *,
+        inventory: Inventory,
+        writer: ClaimWrites,
+        allocator: Allocator,
+        pods: PodReferences,
+        after_write: AfterWriteChecks | None = None,
+        after_write_wait: float = AFTER_WRITE_WAIT_SECONDS,
     ) -> None:
         self._inventory = inventory
         self._writer = writer
         self._allocator = allocator
         self._pods = pods
+        self._after_write = AfterWriteChecks() if after_write is None else after_write  # empty is falsy
+        self._after_write_wait = after_write_wait
 
     def allocate(self, claim: ResourceV1ResourceClaim, *, namespace: str) -> AllocationDecision:
         """Allocates ``claim`` from the in-flight view and writes the allocation unless a Pod
@@ -93,11 +187,39 @@ class Decisions:
             written = self._writer.allocate(claim, outcome)
             if written is None:
                 return AllocationDecision(attempt)
-            late = self._pods.referencing(written)
+            late = self._pods.referencing_if_current(written)
             if late:
                 self._writer.release(written)
                 return AllocationDecision(attempt, referenced_by=tuple(late), given_back=True)
+            if late is None:
+                self._after_write.add(written)
+                return AllocationDecision(attempt, written=written, check_pending=True)
         return AllocationDecision(attempt, written=written)
+
+    def check_after_write(self, claim: ResourceV1ResourceClaim, *, reserved: bool) -> AfterWrite | None:
+        """The deferred check of an allocation written by :meth:`allocate` (see the module docs);
+        None when none is pending for ``claim`` (the cached claim, in-flight writes applied)."""
+        entry = self._after_write.get(claim)
+        if entry is None:
+            return None
+        if reserved:  # a consumer holds the claim: the scheduler placed it where the allocation is
+            self._after_write.done(claim)
+            return AfterWrite()
+        late = self._pods.referencing_if_current(entry.written)
+        if late is None:
+            if self._after_write.elapsed(entry) < self._after_write_wait:
+                return AfterWrite(retry_in=self._after_write.backoff(entry))
+            late = self._pods.referencing(entry.written)  # the cache is late: ask the API server
+        if not late:
+            self._after_write.done(claim)
+            return AfterWrite()
+        with self._inventory.in_flight.lock:
+            released = self._writer.release(claim)  # compare-and-swap: a conflict is retried
+        self._after_write.done(claim)
+        return AfterWrite(referenced_by=tuple(late), given_back=True, released=released)
+
+    def pending_after_write(self) -> int:
+        return len(self._after_write)
 
     def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
         """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""
@@ -108,4 +230,4 @@ class Decisions:
             return Release(reason=reason, released=self._writer.release(claim))
 
 
-__all__ = ["AllocationDecision", "Decisions", "Release", "YieldCheck"]
+__all__ = ["AfterWrite", "AfterWriteChecks", "AllocationDecision", "Decisions", "Release", "YieldCheck"]

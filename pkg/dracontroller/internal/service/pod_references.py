@@ -1,15 +1,27 @@
-"""Which Pods reference a claim *now*: a consistent read from the API server, not the cache.
+"""Which Pods reference a claim, as of a given claim version: the Pod cache behind a read barrier,
+or, when the cache cannot show it is current, a consistent read from the API server.
+
+:class:`PodReferenceBarrier` is what the controller uses (the design and its alternatives are
+argued in docs/allocator.md, "Pods created just before their claims"): every Pod created before a
+claim version ``v`` has a resourceVersion below ``v``, so once the Pod informer has synced past
+``v`` its claim -> Pods index answers "which Pods referenced this claim at ``v``" without a request,
+in time independent of how many Pods the namespace holds. If the informer does not get there
+within a bounded wait (a lagging or re-listing watch, a quiet cluster whose Pod watch has
+nothing to deliver before the next bookmark, versions that are not integers), the answer comes from
+:class:`PodReferenceReader` instead, counted in ``gpu_dra_pod_barrier_total{outcome="fallback"}``.
+
+:class:`PodReferenceReader` (below) is that fallback, and what the controller did for every claim
+before the barrier existed:
 
 Why: "no Pod references it" must hold when the allocation is written, not only in
 the Pod cache, which can lag the claim cache — a Pod created a moment before its claim may be
 missing from our cache when the claim arrives, and an allocation written then may sit on a node
 the Pod cannot use, leaving it Pending forever. So right before writing (and once more right
-after, see ``decisions.py``) the decisions service asks this reader.
+after, see ``decisions.py``) the decisions service asks the barrier, which asks this reader when
+the Pod cache is late.
 
 The read is a LIST of the claim's namespace without ``resourceVersion``: a consistent read
-(KEP-2340,
-https://github.com/kubernetes/enhancements/tree/master/keps/sig-api-machinery/2340-Consistent-reads-from-cache;
-served from the API server's watch cache once it has caught up with etcd's current
+(served from the API server's watch cache once it has caught up with etcd's current
 revision), so it sees every Pod created before the read started — in particular every Pod created
 before the claim we decided on. Only the claim's namespace is read, because a Pod can reference
 claims of its own namespace only, and Pods that are done are filtered on the server
@@ -29,7 +41,8 @@ from typing import Any, Protocol
 from kubernetes.client import ResourceV1ResourceClaim
 
 from pkg.dracontroller.internal.eligibility import claims_of_pod
-from pkg.dracontroller.metrics import pod_check_latency
+from pkg.dracontroller.internal.indexes import POD_BY_CLAIM
+from pkg.dracontroller.metrics import pod_barrier, pod_check_latency
 from pkg.framework.client import ListPage, ResourceKind
 from pkg.framework.client.builtin_kinds import POD
 from pkg.framework.keys import object_key
@@ -55,9 +68,25 @@ class PodLister(Protocol):
 
 
 class PodReferences(Protocol):
-    """Keys (``namespace/name``) of the Pods that may still run and reference a claim, read now."""
+    """Keys (``namespace/name``) of the Pods that may still run and reference a claim, as of (at
+    least) the claim's resourceVersion."""
 
-    def referencing(self, claim: ResourceV1ResourceClaim) -> list[str]: ...
+    def referencing(self, claim: ResourceV1ResourceClaim) -> list[str]:
+        """Always answers: may wait (bounded) and may read from the API server."""
+        ...
+
+    def referencing_if_current(self, claim: ResourceV1ResourceClaim) -> list[str] | None:
+        """Answers without waiting, or None when that cannot be done yet (the caller asks again)."""
+        ...
+
+
+class PodIndex(Protocol):
+    """The part of the Pod :class:`~pkg.framework.cache.informer.SharedInformer` the barrier uses."""
+
+    def wait_for_resource_version(self, resource_version: str, timeout: float) -> bool: ...
+
+    @property
+    def store(self) -> Any: ...
 
 
 def _names_claim(raw: dict[str, Any], claim_name: str) -> bool:
@@ -68,6 +97,8 @@ def _names_claim(raw: dict[str, Any], claim_name: str) -> bool:
 
 
 class PodReferenceReader:
+    """The consistent LIST of the claim's namespace: O(live Pods of the namespace) per call."""
+
     def __init__(self, client: PodLister, *, page_size: int = PAGE_SIZE) -> None:
         self._client = client
         self._page_size = page_size
@@ -98,3 +129,48 @@ class PodReferenceReader:
             token = page.continue_token
         pod_check_latency.observe(time.monotonic() - started)
         return sorted(pods)
+
+    def referencing_if_current(self, claim: ResourceV1ResourceClaim) -> list[str] | None:
+        """A consistent read is always current, so it always answers (and never defers)."""
+        return self.referencing(claim)
+
+
+DEFAULT_WAIT_SECONDS = 1.0
+"""How long a barrier waits for the Pod informer before reading from the API server. Longer than
+a watch event takes to arrive on a healthy control plane (milliseconds), shorter than a re-list of
+a large cluster, so a lagging cache costs one consistent read, not a stall of every decision."""
+
+
+class PodReferenceBarrier:
+    """Answers from the Pod cache once it has synced past the claim's version; see the module docs."""
+
+    def __init__(
+        self, *, pods: PodIndex, fallback: PodReferences, wait_seconds: float = DEFAULT_WAIT_SECONDS
+    ) -> None:
+        self._pods = pods
+        self._fallback = fallback
+        self._wait = wait_seconds
+
+    def referencing(self, claim: ResourceV1ResourceClaim) -> list[str]:
+        started = time.monotonic()
+        found = self._from_cache(claim, self._wait)
+        if found is None:
+            pod_barrier.labels(outcome="fallback").inc()
+            return self._fallback.referencing(claim)  # observes pod_check_latency itself
+        pod_barrier.labels(outcome="cache").inc()
+        pod_check_latency.observe(time.monotonic() - started)
+        return found
+
+    def referencing_if_current(self, claim: ResourceV1ResourceClaim) -> list[str] | None:
+        found = self._from_cache(claim, 0.0)
+        if found is not None:
+            pod_barrier.labels(outcome="cache").inc()
+        return found
+
+    def _from_cache(self, claim: ResourceV1ResourceClaim, wait: float) -> list[str] | None:
+        meta = claim.metadata
+        if meta is None or not meta.name:
+            return []
+        if not self._pods.wait_for_resource_version(meta.resource_version or "", wait):
+            return None
+        return sorted(self._pods.store.index_keys(POD_BY_CLAIM, object_key(claim)))

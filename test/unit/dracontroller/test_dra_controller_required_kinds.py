@@ -1,0 +1,33 @@
+"""A missing CRD is named at start-up, instead of surfacing minutes later as a cache-sync timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import MagicMock
+
+import pytest
+
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.dracontroller.setup import MissingCustomResourceError, require_custom_kinds
+from pkg.framework.client import ApiError, KubeClient, ListPage, NotFoundError
+
+
+def client(error: Exception | None) -> Any:
+    fake = MagicMock(spec=KubeClient)
+    fake.list_page.side_effect = error or (lambda *a, **k: ListPage([], "1", ""))
+    return fake
+
+
+def test_missing_crd_is_named() -> None:
+    with pytest.raises(MissingCustomResourceError, match=r"physicalgpus\.gpu\.deckhouse\.io"):
+        require_custom_kinds(client(NotFoundError(status=404, reason="NotFound", message="not found")))
+
+
+def test_served_kinds_pass_with_one_small_list_each() -> None:
+    fake = client(None)
+    require_custom_kinds(fake)
+    fake.list_page.assert_called_once_with(PHYSICAL_GPU, limit=1)
+
+
+def test_other_errors_are_left_to_the_informers_retries() -> None:
+    require_custom_kinds(client(ApiError(status=503, reason="ServiceUnavailable", message="etcd")))
