@@ -25,7 +25,7 @@ from pathlib import Path
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.backends import default_registry
-from pkg.dra.domain.slices import ServerVersion
+from pkg.dra.model.slices import ServerVersion
 from pkg.framework.logging import setup_logging
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.offline import (

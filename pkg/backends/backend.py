@@ -15,7 +15,7 @@ The port is split by who asks:
 * ``health`` and ``validate``: the facts behind ``HardwareHealthy`` and ``DriverReady``;
   ``health_events``: what the vendor library reports the moment a card fails
   (:mod:`pkg.backends.health_events`), behind the device taints.
-* ``offer_inputs``: what the DRA offer builder needs about one card (:class:`~pkg.dra.domain.card.Card`),
+* ``offer_inputs``: what the DRA offer builder needs about one card (:class:`~pkg.dra.model.card.Card`),
   including per-profile engine counts, which the PhysicalGPU schema does not carry.
 
 Every method takes the PhysicalGPU (its ``status.pciInfo.address`` names the card) and works on
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pkg.backends.health_events import HealthEventSource
     from pkg.backends.preparation import CardPreparer
     from pkg.backends.registry import VendorIdentity
-    from pkg.dra.domain.card import Card
+    from pkg.dra.model.card import Card
 
 GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})  # VGA compatible controller, 3D controller
 

@@ -37,8 +37,8 @@ from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
-from pkg.dra.domain.offers import with_taints
-from pkg.dra.domain.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
+from pkg.dra.model.offers import with_taints
+from pkg.dra.model.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
 from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs

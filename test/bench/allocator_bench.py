@@ -1,7 +1,7 @@
 """Allocator benchmark: decision speed at cluster scale, and fragmentation, best fit vs first fit.
 
 Run: ``make bench`` (or ``.venv/bin/python test/bench/run.py``). Two parts, both on H100 80GB
-cards published exactly as the gpu-handler publishes them (``pkg.dra.domain.offers`` and
+cards published exactly as the gpu-handler publishes them (``pkg.dra.model.offers`` and
 ``slices``: one counter set per card with ``memory``, ``memory-slice-0..7`` and the engine
 counters; every MIG profile at every placement, time-slicing, MPS and the Physical offer — 28
 devices per card; 1.35+ layout, one pool per node):
@@ -51,9 +51,9 @@ from kubernetes.client import (
 )
 
 from pkg.dra.allocator import Allocator, BestFit, FirstFit, Strategy, Unschedulable
-from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
-from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.offers import CardOffers, build_offers
+from pkg.dra.model.slices import Layout, build_slices
 
 DRIVER = "gpu.deckhouse.io"
 PCI = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",

@@ -52,8 +52,8 @@ from scheduler_bench import claim_for, pod_for
 
 from pkg.devcluster.nodes import create_ready_node
 from pkg.dra.allocator import Allocator, BestFit, FirstFit, Strategy, Unschedulable
-from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.model.offers import CardOffers, build_offers
+from pkg.dra.model.slices import Layout, build_slices
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import highspy
 
 from pkg.dra.allocator import parse_quantity
-from pkg.dra.domain.offers import CardOffers
+from pkg.dra.model.offers import CardOffers
 
 
 @dataclass(frozen=True)

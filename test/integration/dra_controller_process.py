@@ -3,7 +3,7 @@
 Shared by ``test_dra_controller.py`` and ``test_dra_controller_race.py``: each test module runs one
 controller (the ``controller`` fixture, module-scoped; import it into the module to use it), and
 every test publishes its own node with one A30 built by the real offer builder
-(``pkg.dra.domain.offers``/``slices``) and DeviceClasses that select only that node's card model
+(``pkg.dra.model.offers``/``slices``) and DeviceClasses that select only that node's card model
 (a unique ``device`` attribute), so tests never see each other's devices.
 """
 
@@ -32,9 +32,9 @@ from kubernetes.client import (
 from process_helpers import eventually, running
 
 from pkg.devcluster.processes import free_port, ready
-from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
-from pkg.dra.domain.offers import build_offers
-from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.offers import build_offers
+from pkg.dra.model.slices import Layout, build_slices
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import (
     DEVICE_CLASS,

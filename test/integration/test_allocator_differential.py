@@ -51,9 +51,9 @@ from kubernetes.client import (
 )
 
 from pkg.dra.allocator import Allocator, FirstFit, Unschedulable, parse_quantity
-from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
-from pkg.dra.domain.offers import build_offers
-from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.offers import build_offers
+from pkg.dra.model.slices import Layout, build_slices
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 

@@ -42,8 +42,8 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.dra.domain.slices import Layout, build_slices, read_server_version
+from pkg.dra.model.offers import CardOffers, build_offers
+from pkg.dra.model.slices import Layout, build_slices, read_server_version
 from pkg.dra.publisher import KubeSliceReader, SlicePublisher, content
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE

@@ -40,7 +40,7 @@ from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
 from pkg.backends.registry import VendorIdentity
-from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model
 from pkg.hardware.pci import PciDevice
 

@@ -27,7 +27,7 @@ from pkg.dra.allocator.explain import DeviceVerdict, Explanation, RequestTrace, 
 from pkg.dra.allocator.quantity import Quantity, QuantityError, parse_quantity
 from pkg.dra.allocator.state import AllocatedState
 from pkg.dra.allocator.strategy import BestFit, FirstFit, Strategy
-from pkg.dra.domain import DeviceID, PoolID, Unschedulable
+from pkg.dra.model import DeviceID, PoolID, Unschedulable
 
 __all__ = [
     "AllocatedState",

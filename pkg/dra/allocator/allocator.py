@@ -8,7 +8,7 @@ later device always comes after the earlier one in the order, so combinations ar
 permutations. The first complete solution wins — which is why :mod:`.strategy` decides the policy.
 
 Contract of :meth:`Allocator.allocate`: it returns the ``V1AllocationResult`` to write into
-``status.allocation`` (it never writes it), or :class:`~pkg.dra.domain.Unschedulable`: not fatal
+``status.allocation`` (it never writes it), or :class:`~pkg.dra.model.Unschedulable`: not fatal
 when capacity is missing (retry when slices or claims change), fatal when the claim or a class is
 broken (CEL error, unknown class, admin access outside an admin namespace). The search is bounded
 by ``max_steps`` tried devices. ``allocate`` is thread-safe; selector results and compiled CEL
@@ -41,7 +41,7 @@ from pkg.dra.allocator.result import Chosen, build_result
 from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
 from pkg.dra.allocator.strategy import BestFit, CandidateStream, Strategy
 from pkg.dra.allocator.taints import blocking_taint
-from pkg.dra.domain import DeviceID, Unschedulable, UnschedulableKind
+from pkg.dra.model import DeviceID, Unschedulable, UnschedulableKind
 
 Undo = Callable[[], None]
 

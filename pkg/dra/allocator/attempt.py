@@ -20,7 +20,7 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 
 def _class_index(

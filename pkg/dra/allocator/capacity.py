@@ -26,7 +26,7 @@ from kubernetes.client import V1DeviceCapacity
 
 from pkg.dra.allocator.quantity import Quantity, parse_quantity
 from pkg.dra.allocator.state import AllocatedState
-from pkg.dra.domain import DeviceID
+from pkg.dra.model import DeviceID
 
 
 @dataclass(frozen=True, slots=True)

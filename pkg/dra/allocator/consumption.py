@@ -28,7 +28,7 @@ from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.quantity import Format, Quantity, parse_quantity
 from pkg.dra.allocator.requests import Alternative
-from pkg.dra.domain import DeviceID, PoolID
+from pkg.dra.model import DeviceID, PoolID
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from pkg.dra.allocator.pools import Candidate, Pool
 from pkg.dra.allocator.state import AllocatedState
-from pkg.dra.domain import PoolID
+from pkg.dra.model import PoolID
 
 CounterKey = tuple[PoolID, str]
 _NONE: dict[str, int] = {}

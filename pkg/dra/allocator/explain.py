@@ -30,7 +30,7 @@ from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, ClaimError, claim_label
 from pkg.dra.allocator.selection import SelectorEvaluationError, selector_error
 from pkg.dra.allocator.taints import blocking_taint
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 FITS = "fits"
 

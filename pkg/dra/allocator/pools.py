@@ -48,7 +48,7 @@ from pkg.dra.allocator.capacity import CapacitySpec
 from pkg.dra.allocator.cel_env import input_problem
 from pkg.dra.allocator.nodes import reachable
 from pkg.dra.allocator.quantity import QuantityError, parse_quantity
-from pkg.dra.domain import DeviceID, PoolID
+from pkg.dra.model import DeviceID, PoolID
 
 MEMORY_COUNTER = "memory"
 SLICE_COUNTER_PREFIX = "memory-slice-"

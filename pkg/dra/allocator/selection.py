@@ -22,7 +22,7 @@ import threading
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, Selector
-from pkg.dra.domain import DeviceID
+from pkg.dra.model import DeviceID
 
 _MAX_CACHE_ENTRIES = 200_000
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
 from pkg.dra.allocator.quantity import parse_quantity
-from pkg.dra.domain import DeviceID
+from pkg.dra.model import DeviceID
 
 
 @dataclass(slots=True)

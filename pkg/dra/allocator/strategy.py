@@ -57,7 +57,7 @@ from pkg.dra.allocator.counters import CounterTally
 from pkg.dra.allocator.pools import MEMORY_COUNTER, Candidate, CardRank, Pool
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.selection import SelectorEvaluationError
-from pkg.dra.domain import PoolID
+from pkg.dra.model import PoolID
 
 _MAX_STATIC_ORDERS = 512  # per pool
 _MAX_CARD_MEMOS = 512  # selector keys per pool

@@ -9,7 +9,7 @@ Public surface:
   :class:`StoreSliceReader` (an informer store);
 * :class:`FieldsDroppedError` — the server did not keep counters or consumable capacity.
 
-The offers and the slice layout are built by :mod:`pkg.dra.domain` (``build_offers``,
+The offers and the slice layout are built by :mod:`pkg.dra.model` (``build_offers``,
 ``build_slices``, ``read_server_version``); this package only compares and writes.
 """
 

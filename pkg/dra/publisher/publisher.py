@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 
 from pkg.domain.names import DRIVER
-from pkg.dra.domain.offers import CardOffers
-from pkg.dra.domain.slices import Layout, build_slices, pool_name
+from pkg.dra.model.offers import CardOffers
+from pkg.dra.model.slices import Layout, build_slices, pool_name
 from pkg.dra.publisher.diff import dropped_fields, slice_changes
 from pkg.dra.publisher.metrics import OfferSeries, set_node_offers
 from pkg.dra.publisher.readers import SliceReader
@@ -76,7 +76,7 @@ class FieldsDroppedError(RuntimeError):
 
 
 class SlicePublisher:
-    """Writes a node's slices in one API-server layout (:func:`pkg.dra.domain.slices.read_server_version`)."""
+    """Writes a node's slices in one API-server layout (:func:`pkg.dra.model.slices.read_server_version`)."""
 
     def __init__(
         self, *, kube: KubeClient, reader: SliceReader, layout: Layout, driver: str = DRIVER

@@ -29,7 +29,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1DeviceRequestAllocation
 from pkg.dra.allocator import parse_quantity
 from pkg.dra.allocator.pools import Candidate, Pool
 from pkg.dra.allocator.requests import claim_label
-from pkg.dra.domain import DeviceID, PoolID
+from pkg.dra.model import DeviceID, PoolID
 
 
 def results_of(claim: ResourceV1ResourceClaim) -> list[V1DeviceRequestAllocationResult]:

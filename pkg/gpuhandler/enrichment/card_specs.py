@@ -1,7 +1,7 @@
 """The cards of this node as the offer builder needs them: the enrichment's hook for the publisher.
 
 The enrichment reads every card through the vendor backend anyway; it leaves the result here, one
-:class:`~pkg.dra.domain.card.Card` per PhysicalGPU, so the ResourceSlice publisher gets engine
+:class:`~pkg.dra.model.card.Card` per PhysicalGPU, so the ResourceSlice publisher gets engine
 counts and placements (which the PhysicalGPU schema does not carry) without a second NVML pass
 and without knowing any vendor. The publisher depends on :class:`CardSpecProvider` only:
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
-from pkg.dra.domain.card import Card
+from pkg.dra.model.card import Card
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from pkg.backends import VendorBackend
 from pkg.backends.preparation import CardPreparer
 from pkg.domain.informers import node_resource_slices, node_slices_selector
 from pkg.domain.names import DRIVER
-from pkg.dra.domain.slices import pool_name
+from pkg.dra.model.slices import pool_name
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient

@@ -1,7 +1,7 @@
 """The slice layout of this cluster, read from the API server once, on the first publish.
 
 1.34 keeps counter sets beside the devices; 1.35 and newer want them in a slice of their own
-(:class:`~pkg.dra.domain.slices.Layout`). The version cannot change under a running process
+(:class:`~pkg.dra.model.slices.Layout`). The version cannot change under a running process
 without a restart of the API server it talks to, and an upgrade that changes the layout also
 restarts the node's pods soon enough; reading it per publish would only add a request. Reading it
 on first use rather than at construction keeps the composition root free of API calls (and
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from kubernetes.client import V1OwnerReference
 
-from pkg.dra.domain.offers import CardOffers
-from pkg.dra.domain.slices import read_server_version
+from pkg.dra.model.offers import CardOffers
+from pkg.dra.model.slices import read_server_version
 from pkg.dra.publisher import PublishResult, SlicePublisher, SliceReader
 from pkg.framework.client import KubeClient
 

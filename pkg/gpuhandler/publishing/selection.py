@@ -40,9 +40,9 @@ from typing import Final
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
-from pkg.dra.domain.card import Card
-from pkg.dra.domain.limits import SliceLimitError
-from pkg.dra.domain.offers import CardOffers, build_offers
+from pkg.dra.model.card import Card
+from pkg.dra.model.limits import SliceLimitError
+from pkg.dra.model.offers import CardOffers, build_offers
 from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.enrichment.readiness import Holds, Readiness, readiness
 
@@ -114,7 +114,7 @@ def _withheld_because(
 def build_card_offers(cards: Sequence[Card]) -> list[CardOffers]:
     """Every card's offers; a card the API would refuse is logged and left out, the rest go on.
 
-    A :class:`~pkg.dra.domain.limits.SliceLimitError` is a bug in the offer model for one GPU
+    A :class:`~pkg.dra.model.limits.SliceLimitError` is a bug in the offer model for one GPU
     model; withholding that card keeps the node's other cards on offer.
     """
     offers: list[CardOffers] = []

@@ -30,8 +30,8 @@ from kubernetes.client import V1Node, V1OwnerReference
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends import VendorBackend
 from pkg.domain.informers import node_named, node_resource_slices
-from pkg.dra.domain.offers import CardOffers
-from pkg.dra.domain.slices import UnsupportedServerError
+from pkg.dra.model.offers import CardOffers
+from pkg.dra.model.slices import UnsupportedServerError
 from pkg.dra.publisher import FieldsDroppedError, KubeSliceReader, PublishResult
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory

@@ -17,7 +17,7 @@ from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.profiles import model_for_pci_device
 from pkg.backends.nvidia.reading import cuda_version, watts
-from pkg.dra.domain.card import Engines, Placement
+from pkg.dra.model.card import Engines, Placement
 from pkg.hardware.pci import PciDevice
 
 A, B = "0000:3b:00.0", "0000:d8:00.0"

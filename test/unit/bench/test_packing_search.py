@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra" / "offers"))
 from offer_models import card
 from packing_search import Event, optimum
 
-from pkg.dra.domain.offers import build_offers
+from pkg.dra.model.offers import build_offers
 
 A30 = [build_offers(card("A30"))]
 

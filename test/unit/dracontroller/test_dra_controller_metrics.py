@@ -6,7 +6,7 @@ from alloc_builders import a30_pool, claim, exact, first_available, with_allocat
 from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
 from prometheus_client import CollectorRegistry, generate_latest
 
-from pkg.dra.domain import Unschedulable, UnschedulableKind
+from pkg.dra.model import Unschedulable, UnschedulableKind
 from pkg.dracontroller.internal.handler.allocate import failure_reason
 from pkg.dracontroller.metrics import AllocationCollector
 

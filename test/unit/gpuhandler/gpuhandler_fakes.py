@@ -28,7 +28,7 @@ from api.gpu.v1alpha1 import (
 )
 from pkg.backends import BackendOptions, CardVerdict, Enrichment, VendorBackend
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA
-from pkg.dra.domain.card import Card
+from pkg.dra.model.card import Card
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.owned import OwnedStatus
 from pkg.gpuhandler.enrichment.reconciler import EnrichmentReconciler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pkg.dra.domain.card import Card
+from pkg.dra.model.card import Card
 from pkg.gpuhandler.enrichment.card_specs import CardEntry, CardSpecs
 
 A30 = Card(

@@ -19,7 +19,7 @@ from pkg.backends import CardVerdict, VendorBackend
 from pkg.backends.health_events import HealthEvent, Severity
 from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.events import inject_event, recover
-from pkg.dra.domain.limits import SliceLimitError, validate_device
+from pkg.dra.model.limits import SliceLimitError, validate_device
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.gpuhandler.enrichment.handler import HealthHandler
 from pkg.gpuhandler.enrichment.readiness import Readiness, readable_by

@@ -10,7 +10,7 @@ import yaml
 from gpuhandler_fakes import SYSFS
 
 from pkg.app.gpu_handler import main, parser, settings_from
-from pkg.dra.domain.slices import ServerVersion
+from pkg.dra.model.slices import ServerVersion
 
 PCI_IDS = Path(__file__).resolve().parents[3] / "test" / "fixtures" / "pci.ids"
 HOST = SYSFS / "a30-x2"

@@ -14,7 +14,7 @@ from gpuhandler_fakes import SYSFS
 from k8s_fields import meta, name_of, present
 
 from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.dra.domain.slices import Layout, ServerVersion
+from pkg.dra.model.slices import Layout, ServerVersion
 from pkg.gpuhandler.offline import (
     OfflineInputError,
     OfflineRequest,

@@ -20,8 +20,8 @@ from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.backends import CardVerdict
 from pkg.backends.health_events import HealthEvent, Severity
-from pkg.dra.domain.offers import CardOffers
-from pkg.dra.domain.slices import Layout
+from pkg.dra.model.offers import CardOffers
+from pkg.dra.model.slices import Layout
 from pkg.dra.publisher import PublishResult, SlicePublisher
 from pkg.framework.client import KubeClient
 from pkg.framework.reconcile.contract import Result

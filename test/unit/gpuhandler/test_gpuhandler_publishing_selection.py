@@ -12,7 +12,7 @@ from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
-from pkg.dra.domain.card import Card
+from pkg.dra.model.card import Card
 from pkg.gpuhandler.enrichment.card_specs import CardEntry
 from pkg.gpuhandler.publishing.selection import (
     LABEL_ALLOW_MIG,

@@ -10,7 +10,7 @@ import pytest
 from gpuhandler_fakes import SYSFS, gpu
 
 from pkg.domain.kinds import PHYSICAL_GPU
-from pkg.dra.domain.slices import Layout, UnsupportedServerError
+from pkg.dra.model.slices import Layout, UnsupportedServerError
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE

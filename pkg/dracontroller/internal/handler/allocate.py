@@ -33,8 +33,8 @@ import time
 from datetime import timedelta
 
 from pkg.dra.allocator import AllocationAttempt, Allocator, explain
-from pkg.dra.domain import Unschedulable
 from pkg.dra.explain.render import describe_allocation, summary
+from pkg.dra.model import Unschedulable
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
 from pkg.dracontroller.internal.service import Decisions, FoundBy, Handover

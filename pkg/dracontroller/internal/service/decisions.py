@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
 from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import PodReferences

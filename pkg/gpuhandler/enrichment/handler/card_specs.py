@@ -1,6 +1,6 @@
 """Step 5, card specs: the offer builder's description of the card, for the publisher.
 
-A readable card's :class:`~pkg.dra.domain.card.Card` is stored in
+A readable card's :class:`~pkg.dra.model.card.Card` is stored in
 :class:`~pkg.gpuhandler.enrichment.card_specs.CardSpecs`; a card that is not readable keeps its last
 description, marked not ready; a card held for VFIO keeps its description as it is. A read
 failure is recorded like the enrichment's.

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from kubernetes.client import V1Node, V1OwnerReference
 
-from pkg.dra.domain.offers import CardOffers, with_taints
+from pkg.dra.model.offers import CardOffers, with_taints
 from pkg.dra.publisher import PublishResult
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Result

@@ -13,7 +13,7 @@ from kubernetes.client import (
 
 from pkg.dra.allocator import parse_quantity
 from pkg.dra.allocator.capacity import CapacitySpec, consumed_amount, consumption
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 
 def share(percent: str) -> ResourceV1ResourceClaim:

@@ -6,7 +6,7 @@ from alloc_builders import Cluster, a30_pool, claim, devices_of, exact, mig_clas
 from k8s_fields import attributes_of, slice_devices
 from kubernetes.client import V1DeviceConstraint, V1ResourceSlice
 
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 PCI = "gpu.deckhouse.io/pciAddress"
 

@@ -7,7 +7,7 @@ from k8s_fields import meta
 from kubernetes.client import V1ResourceSlice
 
 from pkg.dra.allocator import Allocator
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 
 def test_physical_excludes_mig_on_the_same_card() -> None:

@@ -8,7 +8,7 @@ from k8s_fields import counter_sets, meta, slice_devices
 from kubernetes.client import V1Device
 
 from pkg.dra.allocator.pools import PoolCache, gather_pools
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 
 def test_incomplete_pool_is_skipped() -> None:

@@ -18,7 +18,7 @@ from alloc_builders import (
 )
 from k8s_fields import allocation_results
 
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 
 def test_first_available_falls_through_to_the_next_subrequest() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alloc_builders import Cluster, a30_pool, allocated, claim, device_class, exact, explained
 from k8s_fields import allocation_results
 
-from pkg.dra.domain import Unschedulable
+from pkg.dra.model import Unschedulable
 
 MISSING = 'device.attributes["gpu.deckhouse.io"].noSuchAttribute == "x"'
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pkg.dra.allocator.quantity import parse_quantity
-from pkg.dra.domain.offers import CardOffers, Offer
+from pkg.dra.model.offers import CardOffers, Offer
 
 
 def available(card: CardOffers) -> dict[str, int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pkg.dra.domain.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 
 Row = tuple[str, int, int, int, int, tuple[int, int, int, int, int, int], tuple[tuple[int, int], ...]]
 

@@ -15,7 +15,7 @@ import pytest
 from offer_checks import by_name, fits, mig, overdrawn
 from offer_models import MIG_MODELS, card, max_instances
 
-from pkg.dra.domain.offers import CardOffers, Offer, build_offers
+from pkg.dra.model.offers import CardOffers, Offer, build_offers
 
 BASE = "gpu-0000-02-00-0"
 

@@ -21,9 +21,9 @@ from kubernetes.client import (
 )
 from offer_models import card
 
-from pkg.dra.domain.card import Engines, MigProfileSpec, Placement
-from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice
-from pkg.dra.domain.offers import build_offers, with_taints
+from pkg.dra.model.card import Engines, MigProfileSpec, Placement
+from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice
+from pkg.dra.model.offers import build_offers, with_taints
 
 POLICY = V1CapacityRequestPolicy(default="0")
 

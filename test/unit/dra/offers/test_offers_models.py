@@ -15,8 +15,8 @@ from offer_models import MIG_MODELS, MODELS, card
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
 from pkg.dra.allocator.quantity import parse_quantity
-from pkg.dra.domain.attributes import mib_quantity
-from pkg.dra.domain.offers import build_offers
+from pkg.dra.model.attributes import mib_quantity
+from pkg.dra.model.offers import build_offers
 
 BASE = "gpu-0000-02-00-0"
 ENGINE_COUNTERS = ("multiprocessors", "copy-engines", "decoders", "encoders", "jpeg-engines", "ofa-engines")

@@ -6,8 +6,8 @@ from k8s_fields import counter_sets, slice_devices
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 from offer_models import card
 
-from pkg.dra.domain.offers import build_offers
-from pkg.dra.domain.slices import Layout, build_slices
+from pkg.dra.model.offers import build_offers
+from pkg.dra.model.slices import Layout, build_slices
 from pkg.dra.publisher import content, dropped_fields, slice_changes
 
 

@@ -13,8 +13,8 @@ from offer_models import card
 from pytest_mock import MockerFixture
 
 from pkg.domain.metrics import registry
-from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.dra.domain.slices import Layout
+from pkg.dra.model.offers import CardOffers, build_offers
+from pkg.dra.model.slices import Layout
 from pkg.dra.publisher import (
     FieldsDroppedError,
     KubeSliceReader,

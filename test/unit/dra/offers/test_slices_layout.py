@@ -9,8 +9,8 @@ from k8s_fields import consumption_of, counter_sets, meta, name_of, slice_device
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
 from offer_models import card
 
-from pkg.dra.domain.offers import CardOffers, build_offers
-from pkg.dra.domain.slices import (
+from pkg.dra.model.offers import CardOffers, build_offers
+from pkg.dra.model.slices import (
     Layout,
     ServerVersion,
     UnsupportedServerError,

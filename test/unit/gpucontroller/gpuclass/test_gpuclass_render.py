@@ -18,8 +18,8 @@ from kubernetes.client import V1ObjectMeta
 from api.gpu.v1alpha1 import GPUClass, parse_gpu_config
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
-from pkg.dra.domain.card import Card, MigProfileSpec, Placement
-from pkg.dra.domain.offers import build_offers
+from pkg.dra.model.card import Card, MigProfileSpec, Placement
+from pkg.dra.model.offers import build_offers
 from pkg.gpucontroller.gpuclass.render import (
     cel_string,
     default_extended_resource_name,

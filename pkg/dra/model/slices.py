@@ -34,7 +34,7 @@ from kubernetes.client import (
 )
 
 from pkg.domain.names import DRIVER
-from pkg.dra.domain.limits import (
+from pkg.dra.model.limits import (
     INLINE_MAX_CONSUMED_COUNTERS,
     INLINE_MAX_SHARED_COUNTERS,
     MAX_COUNTER_SETS,
@@ -42,7 +42,7 @@ from pkg.dra.domain.limits import (
     MAX_SUBDOMAIN_LENGTH,
     validate_slice,
 )
-from pkg.dra.domain.offers import CardOffers
+from pkg.dra.model.offers import CardOffers
 
 _LONGEST_SUFFIX = len("-counters-000")
 _DIGITS = re.compile(r"\d+")

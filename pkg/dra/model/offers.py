@@ -48,7 +48,7 @@ from kubernetes.client import (
 )
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
-from pkg.dra.domain.attributes import (
+from pkg.dra.model.attributes import (
     PCI_BUS_ID,
     AttributeValue,
     card_identity,
@@ -56,8 +56,8 @@ from pkg.dra.domain.attributes import (
     mib_quantity,
     to_attribute,
 )
-from pkg.dra.domain.card import Card, MigProfileSpec, Placement
-from pkg.dra.domain.limits import SliceLimitError, validate_counter_set, validate_device
+from pkg.dra.model.card import Card, MigProfileSpec, Placement
+from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device
 
 SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 

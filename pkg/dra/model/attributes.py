@@ -18,8 +18,8 @@ import re
 from kubernetes.client import V1DeviceAttribute
 
 from pkg.domain.names import DOMAIN
-from pkg.dra.domain.card import Card
-from pkg.dra.domain.limits import MAX_ATTRIBUTE_VALUE_LENGTH
+from pkg.dra.model.card import Card
+from pkg.dra.model.limits import MAX_ATTRIBUTE_VALUE_LENGTH
 
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 
