@@ -10,8 +10,8 @@ unchanged.
 
 It is the framework's :class:`~pkg.framework.reconcile.SingletonReconciler`, which fixes the one
 worker this relies on (two syncs of one node must never overlap). Why a handler chain rather
-than the StepTaker: the steps are level-based and idempotent, and a failed sync is simply run
-again, so there is nothing to roll back; what the chain adds is what a sync needs (ordered steps
+than steps with rollback: the steps are level-based and idempotent, and a failed sync is simply
+run again, so there is nothing to roll back; what the chain adds is what a sync needs (ordered steps
 over one scratch state, stop on the first raised error). The template's writer is the write
 barrier: the steps wrote through the writer service (each object its own write), and the pass
 waits until the caches hold those writes, so the next pass does not act on a stale cache.

@@ -12,7 +12,7 @@ devices per card; 1.35+ layout, one pool per node):
    decisions per second, p50/p99 latency, the restart cost ("pool build": the first decision of
    every class from a cold allocator — building the pools, evaluating selectors where the search
    looks, settling the heap), and a digest of every decision, printed beside the figures before
-   issue 17 and its targets. Equal digests mean equal decisions. Every node reuses the same
+   the restart/decision work and its targets. Equal digests mean equal decisions. Every node reuses the same
    device objects (identical servers; 224k distinct pydantic trees would not fit a laptop), so no
    cache of the allocator may key on object identity below the slice — none does: interning is
    by content, which identical real servers share too.
@@ -285,9 +285,9 @@ class Reference:
     digest: str = ""
 
 
-# Issue 17. "before": make bench at cdf92ab (the allocator before the restart/decision work), on
+# "before": make bench at cdf92ab (the allocator before the restart/decision work), on
 # the same 2-core machine as the targets are measured on; its digests are what "decisions
-# unchanged" means. "target": the issue's targets for this machine, one run.
+# unchanged" means. "target": the targets set for this machine, one run.
 BEFORE = {
     100: Reference("before", 3.44, 114.2, 8.41, 14.93, "5e2d36dd4a7619db"),
     1000: Reference("before", 47.99, 6.9, 71.99, 2219.34, "fe88844ace84abc0"),

@@ -1,4 +1,4 @@
-"""gpu-dra-controller with N live Pods in the claims' namespace (issue 30): rate, latency, memory, bytes.
+"""gpu-dra-controller with N live Pods in the claims' namespace: rate, latency, memory, bytes.
 
 Usage: ``.venv/bin/python test/bench/pod_scale_bench.py [--nodes 100] [--claims 200]
 [--pods 0,1000] [--pod-kib 8] [--tree DIR]``. One control plane (with our CRDs) and ``--nodes``
@@ -6,7 +6,7 @@ fake nodes of 8 H100 are loaded once; then, per Pod count, a fresh namespace get
 (which reference no claim and which no scheduler picks up, so the Pod watch stays quiet, the hard
 case for a read barrier) and ``--claims`` claims of the scheduler bench's mix, and the controller
 is started and allocates them. ``--tree`` runs the controller from another checkout (e.g. an
-export of the commit before issue 30) to compare before and after on the same machine.
+export of 267c47d, before the read barrier) to compare before and after on the same machine.
 
 Printed per run: allocations per second (slope of ``gpu_dra_allocation_latency_seconds_count``),
 p50/p99 of that histogram, the controller's resident memory once done, and the bytes the API

@@ -1,4 +1,4 @@
-"""Who holds which GPU, on a real node: device-seconds, the info series and the Events (issue 21).
+"""Who holds which GPU, on a real node: device-seconds, the info series and the Events.
 
 Two Pods on different classes (a MIG 1g slice and a whole A30) are allocated by the real
 kube-scheduler and prepared by our kubelet plugin; gpu-dra-controller runs as a process and is

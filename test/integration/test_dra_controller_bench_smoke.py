@@ -1,5 +1,5 @@
 """The allocation bench's own harness still runs: a bench control plane starts gpu-dra-controller
-and it allocates (issue 30: table 1 of ``make bench`` had rotted unnoticed, because the bench's
+and it allocates (table 1 of ``make bench`` once rotted unnoticed, because the bench's
 control plane lacked our CRDs and the controller never synced its caches).
 
 Small on purpose (5 nodes, 10 claims, about a minute on 2 CPUs); the figures are not asserted, only

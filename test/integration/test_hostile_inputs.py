@@ -1,6 +1,6 @@
 """Hostile inputs as the real API server (kube-apiserver 1.37) judges them, and as we judge them.
 
-Issue 18 asks that our limits and messages line up with the API server's, so each case is put to
+Our limits and messages must line up with the API server's, so each case is put to
 both:
 
 * **selectors**: the same hostile expressions go into a DeviceClass (a server-side dry run) and

@@ -48,10 +48,6 @@ class Result:
     requeue: bool = False
     requeue_after: timedelta | None = None
 
-    @property
-    def is_zero(self) -> bool:
-        return not self.requeue and self.requeue_after is None
-
 
 class TerminalError(Exception):
     """An error that retrying cannot fix; the request is dropped until the next event."""

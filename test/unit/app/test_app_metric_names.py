@@ -25,8 +25,8 @@ BEFORE = {
     "gpu_dra_allocation_collisions",
     "gpu_dra_allocation_failures",
     "gpu_dra_allocation_latency_seconds",
-    "gpu_dra_pod_check_seconds",  # issue 17: the consistent read of a claim's Pods
-    "gpu_dra_pod_reference_races",  # issue 17
+    "gpu_dra_pod_check_seconds",  # the check of a claim's Pods before writing
+    "gpu_dra_pod_reference_races",  # Pods found by that check
     "gpu_dra_resourceslice_offers",
     "gpu_leader_election_master_status",
     "gpu_leader_election_transitions",
@@ -50,8 +50,8 @@ SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_cla
 # Added since the refactor, each on purpose: the kubelet plugin's prepare metrics
 # (docs/architecture.md#metrics-behind-kube-rbac-proxy).
 ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds", "gpu_dra_mps_daemon_restarts"}
-ADDED |= {"gpu_dra_pod_barrier"}  # issue 30: Pod reference checks answered by the cache or a LIST
-HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health (issue 15)
+ADDED |= {"gpu_dra_pod_barrier"}  # Pod reference checks answered by the cache or a LIST
+HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health
 
 
 def _client(field_manager: str) -> MagicMock:

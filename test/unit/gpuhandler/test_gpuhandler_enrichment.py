@@ -21,7 +21,7 @@ from k8s_fields import status_of
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
-from pkg.framework.reconcile.contract import Request
+from pkg.framework.reconcile.contract import Request, Result
 from pkg.gpuhandler.enrichment.reconciler import EnrichmentFailedError
 
 NAME = "node-1-0-10de-20b7"
@@ -31,7 +31,7 @@ NAME = "node-1-0-10de-20b7"
 def test_nothing_is_read_or_written_until_driver_ready_is_true(driver_ready: str | None) -> None:
     backend = CountingBackend(simulated())
     h = harness(backend, gpu(driver_ready=driver_ready))
-    assert h.reconciler.reconcile(Request(NAME)).is_zero  # waits for the next event
+    assert h.reconciler.reconcile(Request(NAME)) == Result()  # waits for the next event
     assert backend.reads == 0
     assert h.writer.applied == []
     assert h.writer.withdrawn == []
@@ -127,7 +127,7 @@ def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() ->
             )
         }
     )
-    assert h.reconciler.reconcile(Request(NAME)).is_zero
+    assert h.reconciler.reconcile(Request(NAME)) == Result()
     assert h.writer.withdrawn == [NAME]
     assert len(h.writer.applied) == 1  # no apply: capabilities and health stay as they are
     assert h.cards.snapshot()[NAME].ready is False  # kept, but not offerable
@@ -186,7 +186,7 @@ def test_a_gone_card_is_forgotten() -> None:
     h.reconciler.reconcile(Request(NAME))
     assert NAME in h.cards.snapshot()
     del h.objects[NAME]
-    assert h.reconciler.reconcile(Request(NAME)).is_zero
+    assert h.reconciler.reconcile(Request(NAME)) == Result()
     assert h.cards.snapshot() == {}
 
 

@@ -1,4 +1,4 @@
-"""The hostile-input suite: generated and adversarial inputs against every boundary of issue 18.
+"""The hostile-input suite: generated and adversarial inputs at every boundary where input enters.
 
 Makes the helpers beside this file (``bounded``, ``hostile_inputs``) importable by bare name, as the
 allocator tests do, and registers the Hypothesis profile the unit tier runs with: derandomized
