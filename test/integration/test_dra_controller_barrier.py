@@ -19,6 +19,8 @@ import time
 
 from dra_controller_process import new_claim, pending_pod
 from informer_helpers import ObservedClient, eventually, running
+from k8s_fields import resource_version_of, spec_of
+from kubernetes.client import V1Pod
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.domain.metrics import registry
@@ -26,6 +28,7 @@ from pkg.dracontroller.internal.indexes import POD_INDEXERS
 from pkg.dracontroller.internal.pod_projection import project_pod
 from pkg.dracontroller.internal.service import PodReferenceBarrier, PodReferenceReader
 from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
@@ -37,11 +40,15 @@ def outcome(name: str) -> float:
 
 
 def pod_informer(
-    kubeconfig: str, namespace: str, client: ObservedClient | None = None, **options: int
-) -> SharedInformer[object]:
+    kubeconfig: str,
+    namespace: str,
+    client: ObservedClient | None = None,
+    *,
+    min_watch_timeout_seconds: int = MIN_WATCH_TIMEOUT_SECONDS,
+) -> SharedInformer[V1Pod]:
     return SharedInformer(
         client=client or ObservedClient(kubeconfig), kind=POD, namespace=namespace,
-        indexers=POD_INDEXERS, transform=project_pod, **options,
+        indexers=POD_INDEXERS, transform=project_pod, min_watch_timeout_seconds=min_watch_timeout_seconds,
     )  # fmt: skip
 
 
@@ -60,7 +67,7 @@ def test_barrier_answers_from_the_cache_once_past_the_claim(
         assert (outcome("cache"), outcome("fallback")) == (before[0] + 1, before[1])
         cached = informer.store.get_by_key(f"{namespace}/first")
         assert cached is not None
-        assert cached.spec.node_selector is None, "the cache holds the projection, not the whole Pod"
+        assert spec_of(cached).node_selector is None, "the cache holds the projection, not the whole Pod"
 
 
 def test_quiet_pod_watch_is_bounded_then_passes_on_the_next_pod_change(
@@ -70,7 +77,7 @@ def test_quiet_pod_watch_is_bounded_then_passes_on_the_next_pod_change(
     with running(informer):
         assert informer.wait_for_sync(SYNC_TIMEOUT)
         claim = kube.create(RESOURCE_CLAIM, new_claim("later", namespace, "no-such-class"))
-        version = str(claim.metadata.resource_version)
+        version = resource_version_of(claim)
         begun = time.monotonic()
         assert not informer.wait_for_resource_version(version, 0.5), "no Pod event past the claim yet"
         assert time.monotonic() - begun < 2.0
@@ -110,7 +117,7 @@ def test_relist_after_compaction_passes_the_barrier(
             assert control_plane.compact_etcd() > resume_from
         finally:
             client.release_watches()
-        assert informer.wait_for_resource_version(str(claim.metadata.resource_version), 30.0)
+        assert informer.wait_for_resource_version(resource_version_of(claim), 30.0)
         cached = (outcome("cache"), outcome("fallback"))
         assert barrier.referencing(claim) == [f"{namespace}/hidden"]
         assert (outcome("cache"), outcome("fallback")) == (cached[0] + 1, cached[1])

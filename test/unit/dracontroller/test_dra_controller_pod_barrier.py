@@ -12,6 +12,7 @@ from typing import Any
 from alloc_builders import claim, exact
 from dependency_injector import providers
 from dra_controller_fakes import Env
+from k8s_fields import annotations_of, meta, name_of, resource_version_of, spec_of, status_of, uid_of
 from test_dra_controller_pod_race import env, pod
 
 from pkg.domain.metrics import registry
@@ -49,7 +50,7 @@ def barrier_env(*, synced_to: int = 10**9) -> tuple[Env, FakePodIndex, Clock]:
     e = env()
     index = FakePodIndex(e.pods)
     index.synced_to = synced_to
-    barrier = PodReferenceBarrier(pods=index, fallback=PodReferenceReader(e.api), wait_seconds=0.5)  # type: ignore[arg-type]
+    barrier = PodReferenceBarrier(pods=index, fallback=PodReferenceReader(e.api), wait_seconds=0.5)
     clock = Clock()
     e.container.reset_singletons()  # rebuilt over the overrides below, as the process builds them
     e.container.pod_references.override(providers.Object(barrier))
@@ -71,9 +72,9 @@ def test_synced_cache_answers_without_reading_the_api_server() -> None:
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     before = barrier("cache")
     assert e.reconcile(c) == Result()
-    assert e.stored(c).status.allocation is not None
+    assert status_of(e.stored(c)).allocation is not None
     assert e.api.pod_lists == [], "no LIST of the namespace's Pods"
-    assert index.waits[0] == (c.metadata.resource_version, 0.5), "the barrier is the claim's version"
+    assert index.waits[0] == (resource_version_of(c), 0.5), "the barrier is the claim's version"
     assert barrier("cache") == before + 2  # before the write and right after it
 
 
@@ -111,10 +112,10 @@ def test_late_cache_falls_back_to_the_consistent_read() -> None:
 def test_check_after_the_write_waits_off_the_lock_then_gives_back() -> None:
     e, index, clock = barrier_env()
     c = e.add(claim("c", exact("gpu", "mig-1g")))
-    index.synced_to = int(c.metadata.resource_version)  # past the claim, not past our write
+    index.synced_to = int(resource_version_of(c))  # past the claim, not past our write
     result = e.reconcile(c)
     assert result.requeue_after is not None, "the check after the write is left pending"
-    assert e.stored(c).status.allocation is not None
+    assert status_of(e.stored(c)).allocation is not None
     e.sync()
     clock.now = 1.0
     assert e.reconcile(c).requeue_after is not None, "still not past the written version: retried"
@@ -124,8 +125,8 @@ def test_check_after_the_write_waits_off_the_lock_then_gives_back() -> None:
     index.synced_to = 10**9
     before = races("after-write")
     assert e.reconcile(c) == Result()
-    assert e.stored(c).status.allocation is None
-    assert ALLOCATED_BY not in (e.stored(c).metadata.annotations or {})
+    assert status_of(e.stored(c)).allocation is None
+    assert ALLOCATED_BY not in annotations_of(e.stored(c))
     assert races("after-write") == before + 1
     assert e.container.decisions().pending_after_write() == 0
 
@@ -133,21 +134,21 @@ def test_check_after_the_write_waits_off_the_lock_then_gives_back() -> None:
 def test_pending_check_clears_when_no_pod_came() -> None:
     e, index, _ = barrier_env()
     c = e.add(claim("c", exact("gpu", "mig-1g")))
-    index.synced_to = int(c.metadata.resource_version)
+    index.synced_to = int(resource_version_of(c))
     assert e.reconcile(c).requeue_after is not None
     e.sync()
     index.synced_to = 10**9
     writes = len(e.api.writes)
     assert e.reconcile(c) == Result()
     assert len(e.api.writes) == writes
-    assert e.stored(c).status.allocation is not None
+    assert status_of(e.stored(c)).allocation is not None
     assert e.container.decisions().pending_after_write() == 0
 
 
 def test_pending_check_past_its_wait_asks_the_api_server() -> None:
     e, index, clock = barrier_env()
     c = e.add(claim("c", exact("gpu", "mig-1g")))
-    index.synced_to = int(c.metadata.resource_version)
+    index.synced_to = int(resource_version_of(c))
     assert e.reconcile(c).requeue_after is not None
     e.sync()
     e.api.put_pod(pod("late", "c"))  # on the server, never delivered by the stuck watch
@@ -155,13 +156,13 @@ def test_pending_check_past_its_wait_asks_the_api_server() -> None:
     before = barrier("fallback")
     assert e.reconcile(c) == Result()
     assert barrier("fallback") == before + 1
-    assert e.stored(c).status.allocation is None
+    assert status_of(e.stored(c)).allocation is None
 
 
 def test_pending_checks_back_off() -> None:
     checks = AfterWriteChecks(clock=Clock())
     c = claim("c", exact("gpu", "mig-1g"))
-    c.metadata.uid = "u"
+    meta(c).uid = "u"
     checks.add(c)
     entry = checks.get(c)
     assert entry is not None
@@ -170,16 +171,16 @@ def test_pending_checks_back_off() -> None:
 
 def test_projection_keeps_what_the_rule_reads_and_little_else() -> None:
     full = pod("p", "c", phase="Running")
-    full.metadata.labels = {"app": "x" * 1000}
-    full.metadata.annotations = {"note": "y" * 5000}
-    full.spec.node_name = "node-1"
+    meta(full).labels = {"app": "x" * 1000}
+    meta(full).annotations = {"note": "y" * 5000}
+    spec_of(full).node_name = "node-1"
     raw = POD.encode(full)
     projected = POD.decode(project_pod(raw))
     assert claims_of_pod(projected) == claims_of_pod(full) == ["default/c"]
-    assert (projected.metadata.name, projected.metadata.uid) == ("p", "pod-p")
-    assert projected.spec.node_name == "node-1"
-    assert projected.status.phase == "Running"
-    assert projected.metadata.labels is None
-    assert projected.metadata.annotations is None
+    assert (name_of(projected), uid_of(projected)) == ("p", "pod-p")
+    assert spec_of(projected).node_name == "node-1"
+    assert status_of(projected).phase == "Running"
+    assert meta(projected).labels is None
+    assert meta(projected).annotations is None
     done = POD.encode(pod("q", "c", phase="Succeeded"))
     assert claims_of_pod(POD.decode(project_pod(done))) == []

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from k8s_fields import present
 from kubernetes.client import V1ConfigMap
 
 from pkg.framework.cache.informer_factory import InformerFactory
@@ -37,14 +38,17 @@ class _Store:
     def delete(self, obj: V1ConfigMap) -> None:
         self.store.delete(obj)
 
-    def replace(self, objs: list[V1ConfigMap], resource_version: str) -> None:
+    def replace(self, objs: Sequence[V1ConfigMap], resource_version: str) -> None:
         self.store.replace(objs, resource_version)
+
+
+Start = Callable[..., tuple[Reflector[V1ConfigMap], _Store]]
 
 
 @pytest.fixture
 def started(
     informer_fake_server: Any, informer_kind: ResourceKind[V1ConfigMap], informer_run_thread: RunThread
-) -> Callable[..., tuple[Reflector[V1ConfigMap], _Store]]:
+) -> Start:
     def start(**kwargs: Any) -> tuple[Reflector[V1ConfigMap], _Store]:
         store = _Store()
         reflector = Reflector(
@@ -69,7 +73,7 @@ def _wait_in_thread(reflector: Reflector[Any], rv: str, timeout: float) -> tuple
     return thread, result
 
 
-def test_barrier_passes_once_the_store_holds_the_event(informer_fake_server: Any, started: Any) -> None:
+def test_barrier_passes_once_the_store_holds_the_event(informer_fake_server: Any, started: Start) -> None:
     reflector, store = started()
     assert reflector.wait_for_resource_version("100", 0.0), "the list's version is reached at once"
     thread, result = _wait_in_thread(reflector, "101", 2.0)
@@ -81,7 +85,7 @@ def test_barrier_passes_once_the_store_holds_the_event(informer_fake_server: Any
     assert store.store.get_by_key("default/a") is not None, "the store was written before the barrier opened"
 
 
-def test_quiet_watch_times_out_then_a_bookmark_passes_it(informer_fake_server: Any, started: Any) -> None:
+def test_quiet_watch_times_out_then_a_bookmark_passes_it(informer_fake_server: Any, started: Start) -> None:
     reflector, _ = started()
     begun = time.monotonic()
     assert not reflector.wait_for_resource_version("150", 0.1)
@@ -92,7 +96,7 @@ def test_quiet_watch_times_out_then_a_bookmark_passes_it(informer_fake_server: A
     assert result == [True]
 
 
-def test_relist_after_compaction_passes_the_barrier(informer_fake_server: Any, started: Any) -> None:
+def test_relist_after_compaction_passes_the_barrier(informer_fake_server: Any, started: Start) -> None:
     reflector, store = started()
     informer_fake_server.put("late", event=False)  # rv 101, missed by the watch
     informer_fake_server.push(GoneError(status=410, reason="Expired", message="too old resource version"))
@@ -100,7 +104,7 @@ def test_relist_after_compaction_passes_the_barrier(informer_fake_server: Any, s
     assert store.store.get_by_key("default/late") is not None
 
 
-def test_versions_that_are_not_integers_fail_at_once(informer_fake_server: Any, started: Any) -> None:
+def test_versions_that_are_not_integers_fail_at_once(informer_fake_server: Any, started: Start) -> None:
     reflector, _ = started()
     begun = time.monotonic()
     assert not reflector.wait_for_resource_version("abc", 5.0)
@@ -108,7 +112,7 @@ def test_versions_that_are_not_integers_fail_at_once(informer_fake_server: Any, 
     assert time.monotonic() - begun < 0.5
 
 
-def test_transform_projects_listed_and_watched_objects(informer_fake_server: Any, started: Any) -> None:
+def test_transform_projects_listed_and_watched_objects(informer_fake_server: Any, started: Start) -> None:
     informer_fake_server.put("listed", data={"keep": "1", "drop": "x" * 100}, event=False)
 
     def keep_only(raw: dict[str, Any]) -> dict[str, Any]:
@@ -117,8 +121,8 @@ def test_transform_projects_listed_and_watched_objects(informer_fake_server: Any
     reflector, store = started(transform=keep_only)
     informer_fake_server.put("watched", data={"keep": "2", "drop": "y"})
     assert reflector.wait_for_resource_version("102", 2.0)
-    assert store.store.get_by_key("default/listed").data == {"keep": "1"}  # type: ignore[union-attr]
-    assert store.store.get_by_key("default/watched").data == {"keep": "2"}  # type: ignore[union-attr]
+    assert present(store.store.get_by_key("default/listed"), "default/listed").data == {"keep": "1"}
+    assert present(store.store.get_by_key("default/watched"), "default/watched").data == {"keep": "2"}
 
 
 def test_factory_transform_reaches_new_informers_and_refuses_late_ones(
