@@ -4,8 +4,8 @@ size) or ``.venv/bin/python test/bench/run.py [--quick] [--only allocation,packi
 The four comparison tables of docs/performance.md come first — 1. allocation (the real
 kube-scheduler beside gpu-dra-controller), 2. packing (fractions of the exact optimum), 3. the
 framework beside kopf, 4. the node components' footprint (real nodes: root, and the machine's
-real-node lock) — then, in the full run, the allocator's own benchmarks (decisions against issue
-17's figures, fragmentation, CEL engines, NodePrepare latency).
+real-node lock) — then, in the full run, the allocator's own benchmarks (decisions against the
+figures before the restart/decision work, fragmentation, CEL engines, NodePrepare latency).
 
 A script rather than ``python -m test.bench``: the standard library has a regular package named
 ``test``, which wins over this repository's ``test`` folder (a namespace package, no
