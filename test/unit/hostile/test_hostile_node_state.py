@@ -17,12 +17,14 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 from bounded import run_bounded
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 
 from pkg.backends.preparation import ContainerEdits
+from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation import atomic_file, plan
 from pkg.gpuhandler.preparation.atomic_file import AtomicWriteError, write_atomically
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
@@ -39,6 +41,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
 )
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, validate_claim_ref
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
@@ -383,9 +386,7 @@ def test_a_checkpoint_that_cannot_be_saved_names_its_file(
     file = CheckpointFile(path)
     file.save(CheckpointData(boot_id="boot"))
     before = path.read_bytes()
-    monkeypatch.setattr(
-        os, "fsync", lambda _: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
-    )
+    monkeypatch.setattr(os, "fsync", lambda _: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(OSError, match=str(path)):
         file.save(CheckpointData(boot_id="boot", claims={UID: _record()}))
     monkeypatch.undo()
@@ -418,3 +419,13 @@ def _plan_error(fn: Callable[..., Any], *args: Any) -> str:
         return f"returned {fn(*args)!r:.100}"
     except plan.PlanError as exc:
         return f"PlanError: {exc}"
+
+
+@pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
+def test_unprepare_refuses_a_path_bearing_uid_before_reading_or_removing_anything(uid: str) -> None:
+    store, release, cdi = Mock(), Mock(), Mock()
+    unpreparer = ClaimUnpreparer(store=store, release=release, cdi=cdi, environ={})
+    attempt = unpreparer.unprepare(ClaimRef(namespace="team", name="c", uid=uid))
+    assert isinstance(attempt.error, PrepareFailedError)
+    assert attempt.error.reason == "InvalidClaim"
+    assert store.mock_calls == release.mock_calls == cdi.mock_calls == []
