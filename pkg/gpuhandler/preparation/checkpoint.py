@@ -272,9 +272,10 @@ class CheckpointFile:
         if not isinstance(record, dict) or record.get("uid") != key:
             uid = record.get("uid") if isinstance(record, dict) else None
             raise CheckpointUnreadable(self.path, f"the record under it is of claim {uid!r}", claim=key)
-        for device in record.get("devices") or []:
+        devices = record.get("devices")
+        for device in devices if isinstance(devices, list) else []:  # the model refuses the rest
             if not isinstance(device, dict):
-                continue  # the model refuses it
+                continue
             _known(self.path, key, "deviceType", device.get("deviceType"), DeviceType)
             sharing = device.get("sharing")
             if isinstance(sharing, dict):

@@ -156,12 +156,26 @@ def test_a_dangling_link_a_folder_and_an_unopenable_path_are_not_no_checkpoint(t
         pytest.param(b"\xff\xfe{}", "not JSON", id="not-utf8"),
         pytest.param(b"", "not JSON", id="empty"),
         pytest.param(b"[]", "no data object", id="not-an-object"),
+        pytest.param(
+            b'{"minReaderVersion": 1, "data": {"n": [' + b"0," * 8_000_000 + b"0]}}",
+            "checksum mismatch",
+            id="wide",
+        ),
     ],
 )
 def test_malformed_content_is_unreadable_within_bounds(tmp_path: Path, content: bytes, expected: str) -> None:
     path = tmp_path / "checkpoint.json"
     path.write_bytes(content)
     _refused(path, expected)
+
+
+@pytest.mark.parametrize("devices", [5, "x", {"a": 1}, [5], None])
+def test_records_of_the_wrong_shape_are_invalid_content(tmp_path: Path, devices: Any) -> None:
+    body = _body(_record())
+    body["claims"][UID]["devices"] = devices
+    path = tmp_path / "checkpoint.json"
+    path.write_bytes(_envelope(body))
+    _refused(path, "invalid content")
 
 
 def test_brackets_inside_strings_are_not_nesting(tmp_path: Path) -> None:
