@@ -23,11 +23,13 @@ from typing import Any, Final
 
 from pkg.backends.preparation import ContainerEdits
 from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
+from pkg.gpuhandler.preparation.claim_ref import checked_uid
 
 CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
 CDI_CLASS: Final = "claim"
 CDI_KIND: Final = f"{CDI_VENDOR}/{CDI_CLASS}"
 _FILE = re.compile(rf"^{re.escape(CDI_VENDOR)}-{CDI_CLASS}_(?P<uid>[0-9a-f-]+)\.json$")
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The oldest CDI version that knows a field (CDI SPEC.md, "Released versions").
 _FIELD_VERSIONS: Final = {"hostPath": (0, 5, 0), "annotations": (0, 6, 0), "additionalGids": (0, 7, 0)}
 _BASE_VERSION: Final = (0, 3, 0)
@@ -94,6 +96,9 @@ class CdiSpecs:
         self.folder = folder
 
     def path_of(self, claim_uid: str) -> Path:
+        """The claim's spec file; :class:`~claim_ref.InvalidClaimRefError` (a ``ValueError``) for a
+        UID not of the API server's form, which could name a file outside the folder."""
+        checked_uid(claim_uid)
         return self.folder / f"{CDI_VENDOR}-{CDI_CLASS}_{claim_uid}.json"
 
     def write(self, claim_uid: str, devices: Mapping[str, ContainerEdits]) -> list[str]:
@@ -117,7 +122,7 @@ class CdiSpecs:
             return {}
         found = {}
         for path in self.folder.iterdir():
-            if match := _FILE.match(path.name):
+            if (match := _FILE.match(path.name)) and _UID.fullmatch(match["uid"]):
                 found[match["uid"]] = path
         return found
 

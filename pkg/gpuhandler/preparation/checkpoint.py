@@ -28,8 +28,12 @@ the record of which MIG instances belong to running workloads is not lost.
 from __future__ import annotations
 
 import enum
+import errno
 import hashlib
 import json
+import os
+import re
+import stat
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +41,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.gpu.v1alpha1 import DeviceType, SharingStrategy, TimeSlicingInterval
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
+from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
 FORMAT_VERSION: Final = 3
 MIN_READER_VERSION: Final = 1
@@ -51,6 +57,28 @@ class CheckpointError(Exception):
     def __init__(self, path: Path, problem: str) -> None:
         super().__init__(f"checkpoint {path}: {problem}")
         self.path = path
+
+
+class CheckpointUnreadable(CheckpointError):  # noqa: N818 (the documented name of the condition)
+    """The checkpoint exists but cannot be used: not a regular file, too large, unreadable, not
+    JSON, too deep, numbers too large, a failed checksum or reader version, invalid content. The
+    message names the file, and the claim when one record is at fault (``claim``). It is never
+    taken for "no checkpoint" and never overwritten."""
+
+    def __init__(self, path: Path, problem: str, *, claim: str | None = None) -> None:
+        shown = claim if claim is None or len(claim) <= 80 else claim[:77] + "..."
+        super().__init__(path, problem if claim is None else f"claim {shown!r}: {problem}")
+        self.claim = claim
+
+
+# Bounds on what the reader accepts (docs/kubelet-plugin.md, "Hostile node state"). A record is
+# about a kilobyte; a node's checkpoint of even thousands of claims is a few megabytes, nested
+# about ten deep, and holds no number beyond 64 bits.
+MAX_BYTES: Final = 16 << 20
+MAX_DEPTH: Final = 32
+MAX_NUMBER_CHARS: Final = 24
+_STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class _Record(BaseModel):
@@ -159,34 +187,122 @@ class CheckpointFile:
         self.path = path
 
     def load(self, *, boot_id: str) -> CheckpointData:
-        """The stored data; an empty checkpoint for this boot when there is no file yet."""
+        """The stored data; an empty checkpoint for this boot when there is no file yet.
+
+        "No file" is only a path that does not exist: a link (dangling or not), a folder, a FIFO,
+        a device, a file over :data:`MAX_BYTES` or one that cannot be read is
+        :class:`CheckpointUnreadable`. The checkpoint is only ever written by renaming a regular
+        file over the path, so a link there was put by someone else; following it would read (and
+        a dangling one would hide) a record that is not ours."""
         try:
-            raw = self.path.read_bytes()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return CheckpointData(boot_id=boot_id)
         except OSError as exc:
-            raise CheckpointError(self.path, f"cannot be read: {exc}") from exc
+            problem = (
+                "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be opened: {exc.strerror}"
+            )
+            raise CheckpointUnreadable(self.path, problem) from exc
+        try:
+            raw = self._read(fd)
+        finally:
+            os.close(fd)
         return self.parse(raw)
 
-    def parse(self, raw: bytes) -> CheckpointData:
+    def _read(self, fd: int) -> bytes:
         try:
-            envelope = json.loads(raw)
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise CheckpointUnreadable(self.path, f"is not a regular file ({_kind(info.st_mode)})")
+            if info.st_size > MAX_BYTES:
+                raise CheckpointUnreadable(
+                    self.path, f"is {info.st_size} bytes, over the limit of {MAX_BYTES}"
+                )
+            chunks, size = [], 0
+            while chunk := os.read(fd, min(1 << 20, MAX_BYTES + 1 - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise CheckpointUnreadable(self.path, f"is over the limit of {MAX_BYTES} bytes")
+        except OSError as exc:
+            raise CheckpointUnreadable(self.path, f"cannot be read: {exc.strerror or exc}") from exc
+        return b"".join(chunks)
+
+    def parse(self, raw: bytes) -> CheckpointData:
+        """The data of the checkpoint ``raw``; :class:`CheckpointUnreadable` for anything else."""
+        if len(raw) > MAX_BYTES:
+            raise CheckpointUnreadable(self.path, f"is {len(raw)} bytes, over the limit of {MAX_BYTES}")
+        if (depth := _depth(raw)) > MAX_DEPTH:
+            raise CheckpointUnreadable(self.path, f"nests deeper than {MAX_DEPTH} levels ({depth} or more)")
+        try:
+            envelope = json.loads(
+                raw, parse_int=self._int, parse_float=self._float, parse_constant=self._constant
+            )
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(self.path, f"is not JSON ({exc})") from exc
+            raise CheckpointUnreadable(self.path, f"is not JSON ({exc})") from exc
+        except RecursionError:
+            raise CheckpointUnreadable(self.path, "nests too deep") from None
         if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), dict):
-            raise CheckpointError(self.path, "has no data object")
+            raise CheckpointUnreadable(self.path, "has no data object")
         min_reader = envelope.get("minReaderVersion")
-        if not isinstance(min_reader, int) or min_reader > FORMAT_VERSION:
-            raise CheckpointError(
+        if type(min_reader) is not int or min_reader > FORMAT_VERSION:
+            raise CheckpointUnreadable(
                 self.path,
                 f"needs a reader of format version {min_reader!r}; this release reads up to {FORMAT_VERSION}",
             )
         if envelope.get("checksum") != checksum(envelope["data"]):
-            raise CheckpointError(self.path, "checksum mismatch: the file was changed or damaged")
+            raise CheckpointUnreadable(self.path, "checksum mismatch: the file was changed or damaged")
+        claims = envelope["data"].get("claims")
+        if isinstance(claims, dict):
+            for key, record in claims.items():
+                self._check_record(key, record)
         try:
             return CheckpointData.model_validate(envelope["data"])
         except ValidationError as exc:
-            raise CheckpointError(self.path, f"has invalid content: {exc}") from exc
+            raise CheckpointUnreadable(self.path, f"has invalid content: {exc}") from exc
+
+    def _check_record(self, key: str, record: Any) -> None:
+        """A record is filed under its own UID, a UID of the API server's form, and holds only
+        values this release acts on; a value a newer release added needs its ``minReaderVersion``,
+        so here it means damage, refused rather than misread (an unknown strategy taken for MPS)."""
+        try:
+            checked_uid(key)
+        except InvalidClaimRefError as exc:
+            raise CheckpointUnreadable(self.path, f"a record's key: {exc}", claim=key) from None
+        if not isinstance(record, dict) or record.get("uid") != key:
+            uid = record.get("uid") if isinstance(record, dict) else None
+            raise CheckpointUnreadable(self.path, f"the record under it is of claim {uid!r}", claim=key)
+        devices = record.get("devices")
+        for device in devices if isinstance(devices, list) else []:  # the model refuses the rest
+            if not isinstance(device, dict):
+                continue
+            _known(self.path, key, "deviceType", device.get("deviceType"), DeviceType)
+            sharing = device.get("sharing")
+            if isinstance(sharing, dict):
+                _known(self.path, key, "sharing strategy", sharing.get("strategy"), SharingStrategy)
+                _known(
+                    self.path,
+                    key,
+                    "time-slice interval",
+                    sharing.get("interval", "Default"),
+                    TimeSlicingInterval,
+                )
+
+    def _int(self, text: str) -> int:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise CheckpointUnreadable(self.path, f"holds a number of {len(text)} digits: {text[:20]}...")
+        return int(text)
+
+    def _float(self, text: str) -> float:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise CheckpointUnreadable(self.path, f"holds a number of {len(text)} characters: {text[:20]}...")
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise CheckpointUnreadable(self.path, f"holds the number {text}, too large")
+        return value
+
+    def _constant(self, text: str) -> Any:
+        raise CheckpointUnreadable(self.path, f"holds {text}, which is not JSON")
 
     def save(self, data: CheckpointData) -> None:
         body = data.model_dump(mode="json", by_alias=True)
@@ -222,6 +338,40 @@ def _min_reader(data: CheckpointData) -> int:
     if data.vfio_cards():
         return VFIO_READER_VERSION
     return SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION
+
+
+def _depth(raw: bytes) -> int:
+    """How deep ``raw`` nests, counting up to :data:`MAX_DEPTH` + 1 (brackets in strings do not count)."""
+    depth = deepest = 0
+    for bracket in _STRINGS.sub(b'""', raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_DEPTH:
+                break
+    return deepest
+
+
+def _known(path: Path, claim: str, what: str, value: Any, kind: type[enum.StrEnum]) -> None:
+    if value is not None and value not in {member.value for member in kind}:
+        raise CheckpointUnreadable(
+            path,
+            f"{what} {value!r} is unknown to this release (a newer one must raise minReaderVersion)",
+            claim=claim,
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def read_boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:

@@ -18,9 +18,10 @@ when it asked for none, its ``sharePercent`` of the card's memory. A config whos
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1DeviceRequestAllocationResult, V1ObjectMeta
 
@@ -41,6 +42,14 @@ MEMORY = "memory"
 MIB = 2**20
 
 OfferLookup = Callable[[str, str], V1Device | None]
+
+# What the hardware can have, checked before anything is sized by a slice's numbers: a card has at
+# most 8 MIG slots today (64 leaves room for any successor); profile IDs are small; no card has a
+# pebibyte of memory, and no quantity we plan with is larger.
+MAX_MIG_SLOTS: Final = 64
+MAX_PROFILE_ID: Final = 1 << 16
+MAX_QUANTITY: Final = 1 << 50
+_PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 class PlanError(ValueError):
@@ -147,12 +156,18 @@ def _planned(
     )
     mig = None
     if device_type is DeviceType.MIG:
-        size = _attribute(device, "placementSize", int, where)
-        mig = MigPlacement(
-            profile_id=_attribute(device, "profileID", int, where),
-            start=_attribute(device, "placementStart", int, where),
-            size=size,
+        profile_id = _bounded(
+            _attribute(device, "profileID", int, where), 0, MAX_PROFILE_ID, "profileID", where
         )
+        start = _bounded(
+            _attribute(device, "placementStart", int, where), 0, MAX_MIG_SLOTS - 1, "placementStart", where
+        )
+        size = _bounded(
+            _attribute(device, "placementSize", int, where), 1, MAX_MIG_SLOTS, "placementSize", where
+        )
+        if start + size > MAX_MIG_SLOTS:
+            raise PlanError(f"{where} has placement {start}+{size}, beyond a card's {MAX_MIG_SLOTS} slots")
+        mig = MigPlacement(profile_id=profile_id, start=start, size=size)
     wanted = config.sharing.strategy if config is not None and config.sharing is not None else None
     if wanted is not None and wanted is not sharing:
         raise PlanError(
@@ -165,7 +180,7 @@ def _planned(
         request=str(result.request),
         pool=str(result.pool),
         device=str(result.device),
-        card=_attribute(device, "pciAddress", str, where),
+        card=_pci_address(_attribute(device, "pciAddress", str, where), where),
         device_type=device_type,
         sharing=sharing,
         mig=mig,
@@ -215,7 +230,22 @@ def _quantity(text: str, what: str, where: str) -> int:
     whole = value.value()
     if whole < 0 or value.nanos != whole * 10**9:
         raise PlanError(f"{where} has {what} {text!r}, not a whole non-negative number")
+    if whole > MAX_QUANTITY:
+        raise PlanError(f"{where} has {what} {text!r}, over {MAX_QUANTITY} (more than a card can have)")
     return whole
+
+
+def _bounded(value: int, low: int, high: int, name: str, where: str) -> int:
+    if not low <= value <= high:
+        raise PlanError(f"{where} has {name} {value}, not between {low} and {high}")
+    return value
+
+
+def _pci_address(value: str, where: str) -> str:
+    """The card's PCI address, which names folders and sysfs paths: only ``dddd:bb:dd.f`` passes."""
+    if not _PCI_ADDRESS.fullmatch(value):
+        raise PlanError(f"{where} has pciAddress {value[:80]!r}, not a PCI address (0000:3b:00.0)")
+    return value
 
 
 def _attribute(device: V1Device, name: str, kind: type, where: str, default: Any = None) -> Any:

@@ -24,6 +24,7 @@ from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation import crash
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointStore
+from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
 from pkg.gpuhandler.preparation.prepare import Attempt, forget
 from pkg.gpuhandler.preparation.release import ClaimRelease
 
@@ -46,6 +47,7 @@ class ClaimUnpreparer:
         """Unprepares ``claim`` (call with the node lock held); never raises for a failure."""
         attempt = Attempt("unprepare", self._crash_at)
         try:
+            validate_claim_ref(claim)  # InvalidClaim before its UID reaches a path (claim_ref)
             with attempt.phase("load-checkpoint"):
                 attempt.checkpoint = checkpoint = self._store.load()
 

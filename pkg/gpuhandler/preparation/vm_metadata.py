@@ -36,6 +36,7 @@ from pkg.backends.preparation import Mount
 from pkg.domain.names import DRIVER
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
+from pkg.gpuhandler.preparation.claim_ref import checked_label, checked_subdomain, checked_uid
 
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
@@ -46,7 +47,7 @@ VEP10_METADATA_ROOT: Final = "/var/run/dra-device-attributes"
 HOOK_ROOT: Final = f"/var/run/{DRIVER}/vfio"
 ON_RELEASE: Final = "KeepBound"
 _READ_ONLY: Final = ("ro", "nosuid", "nodev", "bind")
-_UID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
+_UID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def metadata_document(
@@ -120,9 +121,9 @@ class VmFiles:
         self.folder = folder
 
     def claim_folder(self, claim_uid: str) -> Path:
-        if not _UID.fullmatch(claim_uid):
-            raise ValueError(f"{claim_uid!r} is not a claim UID")
-        return self.folder / claim_uid
+        """The claim's folder; :class:`~claim_ref.InvalidClaimRefError` (a ``ValueError``) for a UID
+        not of the API server's form, which could name a folder outside ``folder``."""
+        return self.folder / checked_uid(claim_uid)
 
     def write(
         self,
@@ -132,7 +133,14 @@ class VmFiles:
         """Writes the claim's files; returns the mounts, by the DRA device name that carries them
         (the first device of each request: one mount of a path per container)."""
         meta = claim.metadata or V1ObjectMeta()
-        folder = self.claim_folder(str(meta.uid))
+        folder = self.claim_folder(checked_uid(meta.uid))
+        checked_subdomain(meta.name, "claim name")  # it names paths inside the containers
+        pod_claim = _pod_claim_name(claim)
+        if pod_claim is not None:
+            checked_label(pod_claim, f"annotation {POD_CLAIM_NAME_ANNOTATION}")
+        for request in requests:
+            for part in request.split("/"):  # a subrequest is <request>/<subrequest>
+                checked_label(part, "request name")
         mounts: dict[str, tuple[Mount, ...]] = {}
         hook = folder / "qemu-hook.json"
         records = [record for devices in requests.values() for record, _ in devices]
@@ -144,7 +152,6 @@ class VmFiles:
             write_atomically(
                 host, _json(metadata_document(claim, request, devices)), mode=0o644, durable=False
             )
-            pod_claim = _pod_claim_name(claim)
             where = f"resourceclaimtemplates/{pod_claim}" if pod_claim else f"resourceclaims/{meta.name}"
             found = [
                 Mount(str(host), f"{METADATA_ROOT}/{where}/{top}/{DRIVER}-metadata.json", _READ_ONLY),

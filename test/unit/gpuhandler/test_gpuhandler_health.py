@@ -228,10 +228,19 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
         {"pool": "gpus/node-1", "device": "gpu-0000-3b-00-0-mig-14-3", "card": A30_FIRST, "deviceType": "MIG"}
     )
     claim = ClaimRecord(
-        uid="u1", namespace="ns", name="c", state=PrepareState.PREPARE_COMPLETED, devices=[device]
+        uid="5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3",
+        namespace="ns",
+        name="c",
+        state=PrepareState.PREPARE_COMPLETED,
+        devices=[device],
     )
     store.save(
-        CheckpointData.model_validate({"bootID": "boot", "claims": {"u1": claim.model_dump(by_alias=True)}})
+        CheckpointData.model_validate(
+            {
+                "bootID": "boot",
+                "claims": {"5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3": claim.model_dump(by_alias=True)},
+            }
+        )
     )
     board = HealthBoard()
     t = HealthTracker(quiet_period=0.0, now=lambda: T0)

@@ -44,9 +44,15 @@ def _passed_through(*cards: str) -> CheckpointData:
         for i, card in enumerate(cards)
     ]
     claim = ClaimRecord(
-        uid="u1", namespace="vms", name="vm", state=PrepareState.PREPARE_COMPLETED, devices=devices
+        uid="5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3",
+        namespace="vms",
+        name="vm",
+        state=PrepareState.PREPARE_COMPLETED,
+        devices=devices,
     )
-    return CheckpointData(boot_id="b", claims={"u1": claim} if cards else {})
+    return CheckpointData(
+        boot_id="b", claims={"5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3": claim} if cards else {}
+    )
 
 
 def _on_vfio(ready: PhysicalGPU) -> PhysicalGPU:

@@ -17,6 +17,7 @@ from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
 from pkg.gpuhandler.preparation.release import ClaimRelease
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
+OTHER = "0f9e8d7c-6b5a-4948-8372-615049382716"
 
 
 def _record(*devices: DeviceRecord, uid: str = UID) -> ClaimRecord:
@@ -72,10 +73,10 @@ def test_a_rollback_puts_the_card_back_out_of_mig_mode_and_removes_everything(tm
 def test_unprepare_leaves_mig_mode_on_and_a_rollback_leaves_a_card_another_claim_uses(tmp_path: Path) -> None:
     n = node(tmp_path)
     preparer = n.container.preparer()
-    mine, theirs = _record(_mig(A30, 0)), _record(_mig(A30, 3), uid="other")
+    mine, theirs = _record(_mig(A30, 0)), _record(_mig(A30, 3), uid=OTHER)
     checkpoint, work = _prepared(n, mine)
     assert work.found_mig_modes == {A30: False}
-    checkpoint.claims["other"] = theirs
+    checkpoint.claims[OTHER] = theirs
     MigKind(preparer).prepare(theirs.devices[0], ClaimWork(record=theirs, checkpoint=checkpoint))
     release: ClaimRelease = n.container.release()
 
