@@ -183,7 +183,9 @@ class ClaimPreparer:
                 )
 
             with attempt.phase("prepare-devices"):
-                edits = {d.device: self._kinds.of(d).prepare(d, work) for d in record.devices}
+                # Keyed by device and share ID: two shares of one card in one claim are two CDI
+                # devices, each with its own limits.
+                edits = {cdi_key(d): self._kinds.of(d).prepare(d, work) for d in record.devices}
 
             with attempt.phase("write-cdi-spec"):
                 cdi_ids = dict(zip(edits, self._cdi.write(claim.uid, edits), strict=True))
@@ -200,17 +202,17 @@ class ClaimPreparer:
         return attempt
 
     def _roll_back(self, work: ClaimWork, attempt: Attempt) -> None:
-        """Releases whatever this attempt did, then forgets the claim; a failed release keeps a
-        record that alone says how to finish it. A rollback's own failure is logged: the answer
-        is the failure that caused it."""
+        """Releases whatever this attempt did, then forgets the claim. A failed release keeps the
+        claim's ``PrepareStarted`` record: it owns what is still on the node (a MIG device that
+        would not go, the card's functions on vfio-pci), so no orphan sweep mistakes it for free,
+        and the kubelet's retry or start-up releases it again. A rollback's own failure is
+        logged: the answer is the failure that caused it."""
         record, checkpoint = work.record, work.checkpoint
         try:
             try:
                 changed = self._release.release(record, checkpoint, found_mig_modes=work.found_mig_modes)
-            except Exception:
-                if not self._release.record_needed(record):
-                    forget(self._store, checkpoint, record.uid)
-                raise
+            finally:
+                attempt.changed_cards |= work.changed_cards
             attempt.changed_cards |= changed
             forget(self._store, checkpoint, record.uid)
         except Exception as exc:
@@ -298,11 +300,18 @@ def record_started(plan: ClaimPlan) -> ClaimRecord:
 
 
 def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str]) -> None:
-    """``record`` completed: each device's CDI device ID (by DRA device name), ``PrepareCompleted``."""
+    """``record`` completed: each device's CDI device ID (by :func:`cdi_key`), ``PrepareCompleted``."""
     for device in record.devices:
-        device.cdi_device_ids = [cdi_ids[device.device]]
+        device.cdi_device_ids = [cdi_ids[cdi_key(device)]]
     record.state = PrepareState.PREPARE_COMPLETED
     record.updated = datetime.now(UTC)
+
+
+def cdi_key(device: DeviceRecord) -> str:
+    """The name of ``device``'s CDI device within its claim: the DRA device name, and for a share
+    its share ID too (one claim may hold two shares of one card, each with its own limits). The
+    CDI device IDs are recorded per device, so records written before keep answering as written."""
+    return device.device if device.share_id is None else f"{device.device}-{device.share_id}"
 
 
 def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:

@@ -53,13 +53,23 @@ class ClaimRelease:
                 logger.error("releasing device %s of claim %s failed: %s", device.device, record, exc)
                 failed.append(exc)
         for card, enabled in sorted((found_mig_modes or {}).items()):
-            if self._preparer.mig_enabled(card) == enabled or work.others_on(card):
-                continue
-            if not enabled and self._preparer.mig_devices(card):
-                continue
-            self._preparer.set_mig_mode(card, enabled=enabled)
-            work.changed_cards.add(card)
-        self._cdi.remove(record.uid)
+            try:
+                if self._preparer.mig_enabled(card) == enabled or work.others_on(card):
+                    continue
+                if not enabled and self._preparer.mig_devices(card):
+                    # A device of this claim is still there (its release failed): the mode
+                    # follows once it is gone; the failure below keeps the record for that.
+                    continue
+                self._preparer.set_mig_mode(card, enabled=enabled)
+                work.changed_cards.add(card)
+            except Exception as exc:
+                logger.error("putting the MIG mode of %s back failed: %s", card, exc)
+                failed.append(exc)
+        try:
+            self._cdi.remove(record.uid)
+        except Exception as exc:  # e.g. a folder where the spec should be
+            logger.error("removing the CDI spec of claim %s failed: %s", record, exc)
+            failed.append(exc)
         if failed:
             raise failed[0]
         return work.changed_cards
