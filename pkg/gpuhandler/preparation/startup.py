@@ -122,14 +122,22 @@ def reconcile_at_startup(
         del checkpoint.claims[uid]
         return True
 
+    tried: set[str] = set()  # entries whose release failed this round
     if checkpoint.boot_id != store.boot_id:
         for uid, record in list(checkpoint.claims.items()):
             if drop(uid, "stale-boot"):
                 report.stale_boot.append(uid)
                 logger.info("dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid})
-        if not report.failures:  # else the next round still sees the entries as another boot's
-            checkpoint.boot_id = store.boot_id
+            else:
+                # Kept, but prepared for a boot that is gone: a later round (or the kubelet's
+                # retry) rolls it back like a prepare that did not finish. The boot ID moves on,
+                # so claims prepared in this boot are never taken for another boot's.
+                record.state = PrepareState.PREPARE_STARTED
+                tried.add(uid)
+        checkpoint.boot_id = store.boot_id
     for uid, record in list(checkpoint.claims.items()):
+        if uid in tried:
+            continue
         if record.state is PrepareState.PREPARE_STARTED:
             if drop(uid, "roll-back"):
                 report.rolled_back.append(uid)

@@ -179,3 +179,26 @@ def test_a_sharing_value_this_release_does_not_know_is_reported(tmp_path: Path) 
     assert not report.complete
     assert _failures("sharing") > before
     assert claim.uid in store.load().claims  # still prepared: its claim exists
+
+
+def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_boot(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    old = _prepared_mig(n, "old", 0)
+    _move_to_gone_card(n, old, PrepareState.PREPARE_COMPLETED)
+    rebooted = node(
+        tmp_path / "rebooted",
+        existing_host=n.host,
+        claims=n.claims,
+        offers=n.offers,
+        kubelet_root=n.container.settings().kubelet_root,
+        boot_id="boot-2",
+    )
+
+    first = rebooted.reconcile()
+
+    assert [f.step for f in first.failures] == ["stale-boot"]
+    assert rebooted.container.store().load().claims[old].state is PrepareState.PREPARE_STARTED
+    new = _prepared_mig(rebooted, "new", 3)
+    second = rebooted.reconcile()  # the retry round
+    assert new in rebooted.container.store().load().claims
+    assert second.stale_boot == []
