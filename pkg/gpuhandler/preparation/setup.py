@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from dependency_injector import containers, providers
@@ -358,7 +359,7 @@ class PluginRunnable:
             return False
         changes: CardChanges = self._container.card_changes()
         for card in sorted(report.changed_cards):
-            _safely("card change", lambda card=card: changes.changed(card))
+            _safely("card change", partial(changes.changed, card))
         self._warn_cards(report)
         logger.info(
             "start-up reconciliation done",
@@ -388,12 +389,8 @@ class PluginRunnable:
             by_card.setdefault(card, []).append(f"sharing: {error}")
         for card, problems in sorted(by_card.items()):
             message = "start-up reconciliation left work for a later round: " + "; ".join(problems)
-            _safely(
-                "start-up event",
-                lambda card=card, message=message: events.card_warning(
-                    card, reason="StartupIncomplete", message=message[:1000]
-                ),
-            )
+            warn = partial(events.card_warning, card, reason="StartupIncomplete", message=message[:1000])
+            _safely("start-up event", warn)
 
 
 def _safely(what: str, action: Callable[[], object]) -> None:

@@ -79,7 +79,9 @@ class StartupReport:
         """Whether every step finished (else a later round runs start-up again)."""
         return not self.failures and not self.sharing.failed
 
-    def failed(self, step: str, exc: BaseException, *, card: str | None = None, claim_uid: str | None = None) -> None:
+    def failed(
+        self, step: str, exc: BaseException, *, card: str | None = None, claim_uid: str | None = None
+    ) -> None:
         logger.error(
             "start-up step %s failed, left for a later round: %s",
             step,
@@ -127,7 +129,9 @@ def reconcile_at_startup(
         for uid, record in list(checkpoint.claims.items()):
             if drop(uid, "stale-boot"):
                 report.stale_boot.append(uid)
-                logger.info("dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid})
+                logger.info(
+                    "dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid}
+                )
             else:
                 # Kept, but prepared for a boot that is gone: a later round (or the kubelet's
                 # retry) rolls it back like a prepare that did not finish. The boot ID moves on,
@@ -142,10 +146,9 @@ def reconcile_at_startup(
             if drop(uid, "roll-back"):
                 report.rolled_back.append(uid)
                 logger.info("rolled back a prepare that did not finish", extra={"claim": str(record)})
-        elif not _exists(claims, record.namespace, record.name, uid):
-            if drop(uid, "unprepare-gone"):
-                report.unprepared.append(uid)
-                logger.info("unprepared a claim that no longer exists", extra={"claim": str(record)})
+        elif not _exists(claims, record.namespace, record.name, uid) and drop(uid, "unprepare-gone"):
+            report.unprepared.append(uid)
+            logger.info("unprepared a claim that no longer exists", extra={"claim": str(record)})
     try:
         store.save(checkpoint)
     except Exception as exc:  # a full disk: what was released is released; the next round saves
@@ -216,7 +219,9 @@ def _remove_orphans(
                 continue
             report.orphan_mig_devices.append(f"{card}@{device.start}")
             report.changed_cards.add(card)
-            logger.info("removed a MIG device no claim owns", extra={"pci_address": card, "start": device.start})
+            logger.info(
+                "removed a MIG device no claim owns", extra={"pci_address": card, "start": device.start}
+            )
     try:
         report.orphan_cdi_specs = cdi.remove_all_but(list(checkpoint.claims))
     except Exception as exc:  # e.g. a folder where a spec file should be

@@ -35,7 +35,7 @@ def _no_daemon_left_behind(tmp_path: Path) -> object:
 
 
 def _failures(step: str) -> float:
-    return metrics.startup_failures.labels(step=step)._value.get()
+    return float(metrics.startup_failures.labels(step=step)._value.get())
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:

@@ -15,10 +15,10 @@ from dependency_injector import providers
 from preparation_fakes import A30, Node, mig_offer, node, whole_offer
 
 from pkg.backends.preparation import PreparationError
-from pkg.gpuhandler.preparation import metrics, setup
+from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
 from pkg.gpuhandler.preparation.setup import PluginRunnable
-from pkg.gpuhandler.preparation.startup import StartupReport
+from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
@@ -42,7 +42,8 @@ def test_two_mps_shares_of_one_card_in_one_claim_are_two_cdi_devices(tmp_path: P
 
     assert result.error == ""
     ids = [cdi_id for device in result.devices for cdi_id in device.cdi_device_ids]
-    assert len(ids) == 2 and len(set(ids)) == 2
+    assert len(ids) == 2
+    assert len(set(ids)) == 2
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     assert len(spec["devices"]) == 2
     record = n.container.store().load().claims[claim.uid]
@@ -122,7 +123,8 @@ def test_a_rollback_whose_first_release_fails_keeps_the_record_for_start_up(
 
     assert _instances(n) == [0]
     [kept] = n.container.store().load().claims.values()
-    assert kept.uid == claim.uid and kept.state is PrepareState.PREPARE_STARTED
+    assert kept.uid == claim.uid
+    assert kept.state is PrepareState.PREPARE_STARTED
     monkeypatch.undo()
     report = n.reconcile()
     assert report.rolled_back == [claim.uid]
@@ -150,18 +152,21 @@ def _runnable(n: Node, clock: _Clock) -> tuple[PluginRunnable, MagicMock]:
     return PluginRunnable(c, initial_backoff=10.0, max_backoff=40.0, clock=clock), plugin
 
 
+class _Rounds(threading.Event):
+    """A stop event whose waits pass ``seconds`` on ``clock`` and which stops after ``rounds``."""
+
+    def __init__(self, clock: _Clock, rounds: int, seconds: float = 15.0) -> None:
+        super().__init__()
+        self._clock, self._left, self._seconds = clock, rounds, seconds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._clock.now += self._seconds
+        self._left -= 1
+        return self._left < 0
+
+
 def _run_rounds(runnable: PluginRunnable, clock: _Clock, rounds: int) -> None:
-    stop = threading.Event()
-    seen = 0
-
-    def tick(_timeout: float | None = None) -> bool:
-        nonlocal seen
-        seen += 1
-        clock.now += 15.0
-        return seen > rounds
-
-    stop.wait = tick  # type: ignore[method-assign]
-    runnable.run(stop)
+    runnable.run(_Rounds(clock, rounds))
 
 
 def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
@@ -171,7 +176,7 @@ def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
     clock = _Clock()
     runnable, plugin = _runnable(n, clock)
     calls: list[float] = []
-    real = setup.reconcile_at_startup
+    real = reconcile_at_startup
 
     def flaky(**kwargs: Any) -> StartupReport:
         calls.append(clock.now)
@@ -179,7 +184,7 @@ def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
             raise RuntimeError("something nobody expected")
         return real(**kwargs)
 
-    monkeypatch.setattr(setup, "reconcile_at_startup", flaky)
+    monkeypatch.setattr("pkg.gpuhandler.preparation.setup.reconcile_at_startup", flaky)
     before = metrics.startup_failures.labels(step="reconcile")._value.get()
 
     _run_rounds(runnable, clock, rounds=8)
@@ -211,7 +216,8 @@ def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(tmp_path: Path)
     plugin.start.assert_called_once()
     assert runnable.startup_pending
     card, kwargs = events.card_warning.call_args.args[0], events.card_warning.call_args.kwargs
-    assert card == "0000:99:00.0" and kwargs["reason"] == "StartupIncomplete"
+    assert card == "0000:99:00.0"
+    assert kwargs["reason"] == "StartupIncomplete"
     assert events.card_warning.call_count == 2  # the first round and the retry
 
 
