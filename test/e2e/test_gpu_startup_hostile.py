@@ -48,7 +48,7 @@ def _store(components: GpuComponents) -> CheckpointStore:
 def _slices(kube: KubeClient, node: str) -> list[str]:
     items, _ = kube.list(RESOURCE_SLICE)
     return [
-        s.metadata.name
+        str(s.metadata.name)
         for s in items
         if s.spec is not None and s.spec.node_name == node and s.spec.driver == DRIVER and s.metadata
     ]
