@@ -177,6 +177,7 @@ def test_a_sharing_value_this_release_does_not_know_is_reported(tmp_path: Path) 
     report = n.reconcile()
 
     assert not report.complete
+    assert report.sharing.failed[0].startswith(A30)
     assert _failures("sharing") > before
     assert claim.uid in store.load().claims  # still prepared: its claim exists
 
@@ -202,3 +203,14 @@ def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_bo
     second = rebooted.reconcile()  # the retry round
     assert new in rebooted.container.store().load().claims
     assert second.stale_boot == []
+
+
+def test_a_file_where_the_mps_root_goes_is_no_failure(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    n.mps_root.parent.mkdir(parents=True, exist_ok=True)
+    n.mps_root.write_text("not a folder")
+
+    report = n.reconcile()
+
+    assert report.complete
+    assert n.mps_root.read_text() == "not a folder"
