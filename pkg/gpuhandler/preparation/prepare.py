@@ -68,7 +68,7 @@ from pkg.gpuhandler.preparation.plan import (
     VfioPlan,
     plan_claim,
 )
-from pkg.gpuhandler.preparation.release import ClaimRelease
+from pkg.gpuhandler.preparation.release import FOUND_MIG_MODES, ClaimRelease
 from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
@@ -211,14 +211,25 @@ class ClaimPreparer:
         try:
             try:
                 changed = self._release.release(record, checkpoint, found_mig_modes=work.found_mig_modes)
-            finally:
+            except Exception:
                 attempt.changed_cards |= work.changed_cards
+                if work.found_mig_modes:  # the kept record says which mode to put back
+                    remember_found_mig_modes(record, work.found_mig_modes)
+                    self._store.save(checkpoint)
+                raise
             attempt.changed_cards |= changed
             forget(self._store, checkpoint, record.uid)
         except Exception as exc:
             logger.error(
                 "rolling back claim %s failed: %s", record, exc, exc_info=exc, extra={"claim_uid": record.uid}
             )
+
+
+def remember_found_mig_modes(record: ClaimRecord, modes: Mapping[str, bool]) -> None:
+    """Keeps on ``record`` the MIG modes this attempt found its cards in, for whoever finishes its
+    release (:meth:`~.release.ClaimRelease.release`). An extra field of the record: readers that
+    do not know it keep it, and records without it load as before."""
+    setattr(record, FOUND_MIG_MODES, dict(sorted(modes.items())))
 
 
 def forget(store: CheckpointStore, checkpoint: CheckpointData, uid: str) -> None:

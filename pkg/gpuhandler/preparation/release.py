@@ -5,7 +5,8 @@
    (and the claim's VM files removed), a MIG device destroyed at its placement; a whole card stays
    as it is.
 2. A card whose MIG mode this attempt switched goes back to the mode it was found in, unless
-   another claim uses it now (only a rolled-back Prepare knows the mode it found).
+   another claim uses it now (a rolled-back Prepare knows the mode it found; when its rollback
+   could not finish, its kept record says it, ``foundMigModes``, for the release that finishes).
 3. The claim's CDI spec is removed.
 
 Every part is idempotent, so releasing what was never prepared, or released already, is success.
@@ -28,6 +29,11 @@ from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 
 logger = logging.getLogger(__name__)
 
+# The extra field of a kept ``PrepareStarted`` record: the MIG mode (enabled or not) each card was
+# found in by the Prepare whose rollback could not finish, so the release that finishes it (the
+# kubelet's retry, Unprepare or start-up) puts the mode back.
+FOUND_MIG_MODES = "foundMigModes"
+
 
 class ClaimRelease:
     def __init__(self, *, kinds: Kinds, preparer: CardPreparer, cdi: CdiSpecs) -> None:
@@ -45,6 +51,8 @@ class ClaimRelease:
         """Gives back what ``record`` holds (other claims: ``checkpoint``); returns the cards whose
         mode changed."""
         work = ClaimWork(record=record, checkpoint=checkpoint)
+        if found_mig_modes is None:  # a rollback that could not finish recorded them
+            found_mig_modes = recorded_mig_modes(record)
         failed: list[Exception] = []
         for device in reversed(record.devices):
             try:
@@ -77,3 +85,12 @@ class ClaimRelease:
     def record_needed(self, record: ClaimRecord) -> bool:
         """Whether a failed release of ``record`` must keep it: only it says how to finish."""
         return any(self._kinds.of(device).record_needed_to_release for device in record.devices)
+
+
+def recorded_mig_modes(record: ClaimRecord) -> dict[str, bool]:
+    """The MIG modes a kept record says its cards were found in (none when it says nothing or
+    something this release cannot read)."""
+    found = (record.model_extra or {}).get(FOUND_MIG_MODES)
+    if not isinstance(found, dict):
+        return {}
+    return {str(card): enabled for card, enabled in found.items() if isinstance(enabled, bool)}

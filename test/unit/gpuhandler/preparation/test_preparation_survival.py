@@ -125,10 +125,12 @@ def test_a_rollback_whose_first_release_fails_keeps_the_record_for_start_up(
     [kept] = n.container.store().load().claims.values()
     assert kept.uid == claim.uid
     assert kept.state is PrepareState.PREPARE_STARTED
+    assert _mig_mode(n) == 1  # the device that would not go keeps the card in MIG mode for now
     monkeypatch.undo()
     report = n.reconcile()
     assert report.rolled_back == [claim.uid]
     assert _instances(n) == []
+    assert _mig_mode(n) == 0  # the kept record said how the card was found
     assert n.container.store().load().claims == {}
 
 
