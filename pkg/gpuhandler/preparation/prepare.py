@@ -22,7 +22,8 @@
 
 One ``try``: a failure after ``record-started`` rolls the claim back through the one release
 order (:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found,
-and then forgets the record (a failed release keeps it when only it says how to finish). A crash
+and then forgets the record (a failed release keeps it, ``PrepareStarted``, for the retry or
+start-up to finish). A crash
 anywhere leaves a ``PrepareStarted`` record that start-up (:mod:`.startup`) releases, or that the
 kubelet's retry prepares again: every phase is idempotent. The phases' names are the crash points
 (:data:`~.crash.PREPARE_POINTS`); :class:`Attempt` is what one call did, for the driver's answer,

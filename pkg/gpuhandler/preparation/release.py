@@ -11,10 +11,10 @@
 
 Every part is idempotent, so releasing what was never prepared, or released already, is success.
 A device whose release fails does not stop the others; the first failure is raised at the end.
-The caller forgets the claim's record after this returned. When it fails, the record stays if
-it is the only memory of what to give back (a passed-through function's original driver,
-:meth:`ClaimRelease.record_needed`), for the kubelet's retry or start-up to finish; what the
-other kinds leave behind, start-up finds without a record.
+The caller forgets the claim's record after this returned. When it fails, the record stays: it
+still owns what is left on the node (so no orphan sweep takes it for free) and says how to give
+it back (a passed-through function's original driver, the MIG mode a card was found in), for the
+kubelet's retry, Unprepare or start-up to finish.
 """
 
 from __future__ import annotations
@@ -81,10 +81,6 @@ class ClaimRelease:
         if failed:
             raise failed[0]
         return work.changed_cards
-
-    def record_needed(self, record: ClaimRecord) -> bool:
-        """Whether a failed release of ``record`` must keep it: only it says how to finish."""
-        return any(self._kinds.of(device).record_needed_to_release for device in record.devices)
 
 
 def recorded_mig_modes(record: ClaimRecord) -> dict[str, bool]:
