@@ -214,3 +214,21 @@ def test_a_file_where_the_mps_root_goes_is_no_failure(tmp_path: Path) -> None:
 
     assert report.complete
     assert n.mps_root.read_text() == "not a folder"
+
+
+def test_an_api_server_failing_in_any_way_keeps_a_completed_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = node(tmp_path)
+    uid = _prepared_mig(n, "keep", 3)
+
+    def broken(namespace: str, name: str) -> object:
+        raise ConnectionResetError("the API server went away")
+
+    monkeypatch.setattr(n.claims, "get", broken)
+    report = n.reconcile()
+
+    assert report.unprepared == []
+    assert uid in n.container.store().load().claims
+    assert _instances(n) == [3]
+    assert n.container.cdi().path_of(uid).exists()
