@@ -29,3 +29,8 @@ mps_daemon_restarts = METRICS.counter(
     "dra_mps_daemon_restarts_total",
     "MPS control daemons started again after dying while shares used their card.",
 )
+startup_failures = METRICS.counter(
+    "handler_startup_failures_total",
+    "Start-up reconciliation steps that could not finish (retried later), by step.",
+    labelnames=["step"],
+)

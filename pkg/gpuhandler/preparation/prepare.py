@@ -22,7 +22,8 @@
 
 One ``try``: a failure after ``record-started`` rolls the claim back through the one release
 order (:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found,
-and then forgets the record (a failed release keeps it when only it says how to finish). A crash
+and then forgets the record (a failed release keeps it, ``PrepareStarted``, for the retry or
+start-up to finish). A crash
 anywhere leaves a ``PrepareStarted`` record that start-up (:mod:`.startup`) releases, or that the
 kubelet's retry prepares again: every phase is idempotent. The phases' names are the crash points
 (:data:`~.crash.PREPARE_POINTS`); :class:`Attempt` is what one call did, for the driver's answer,
@@ -68,7 +69,7 @@ from pkg.gpuhandler.preparation.plan import (
     VfioPlan,
     plan_claim,
 )
-from pkg.gpuhandler.preparation.release import ClaimRelease
+from pkg.gpuhandler.preparation.release import FOUND_MIG_MODES, ClaimRelease
 from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
@@ -183,7 +184,9 @@ class ClaimPreparer:
                 )
 
             with attempt.phase("prepare-devices"):
-                edits = {d.device: self._kinds.of(d).prepare(d, work) for d in record.devices}
+                # Keyed by device and share ID: two shares of one card in one claim are two CDI
+                # devices, each with its own limits.
+                edits = {cdi_key(d): self._kinds.of(d).prepare(d, work) for d in record.devices}
 
             with attempt.phase("write-cdi-spec"):
                 cdi_ids = dict(zip(edits, self._cdi.write(claim.uid, edits), strict=True))
@@ -200,16 +203,20 @@ class ClaimPreparer:
         return attempt
 
     def _roll_back(self, work: ClaimWork, attempt: Attempt) -> None:
-        """Releases whatever this attempt did, then forgets the claim; a failed release keeps a
-        record that alone says how to finish it. A rollback's own failure is logged: the answer
-        is the failure that caused it."""
+        """Releases whatever this attempt did, then forgets the claim. A failed release keeps the
+        claim's ``PrepareStarted`` record: it owns what is still on the node (a MIG device that
+        would not go, the card's functions on vfio-pci), so no orphan sweep mistakes it for free,
+        and the kubelet's retry or start-up releases it again. A rollback's own failure is
+        logged: the answer is the failure that caused it."""
         record, checkpoint = work.record, work.checkpoint
         try:
             try:
                 changed = self._release.release(record, checkpoint, found_mig_modes=work.found_mig_modes)
             except Exception:
-                if not self._release.record_needed(record):
-                    forget(self._store, checkpoint, record.uid)
+                attempt.changed_cards |= work.changed_cards
+                if work.found_mig_modes:  # the kept record says which mode to put back
+                    remember_found_mig_modes(record, work.found_mig_modes)
+                    self._store.save(checkpoint)
                 raise
             attempt.changed_cards |= changed
             forget(self._store, checkpoint, record.uid)
@@ -217,6 +224,13 @@ class ClaimPreparer:
             logger.error(
                 "rolling back claim %s failed: %s", record, exc, exc_info=exc, extra={"claim_uid": record.uid}
             )
+
+
+def remember_found_mig_modes(record: ClaimRecord, modes: Mapping[str, bool]) -> None:
+    """Keeps on ``record`` the MIG modes this attempt found its cards in, for whoever finishes its
+    release (:meth:`~.release.ClaimRelease.release`). An extra field of the record: readers that
+    do not know it keep it, and records without it load as before."""
+    setattr(record, FOUND_MIG_MODES, dict(sorted(modes.items())))
 
 
 def forget(store: CheckpointStore, checkpoint: CheckpointData, uid: str) -> None:
@@ -298,11 +312,18 @@ def record_started(plan: ClaimPlan) -> ClaimRecord:
 
 
 def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str]) -> None:
-    """``record`` completed: each device's CDI device ID (by DRA device name), ``PrepareCompleted``."""
+    """``record`` completed: each device's CDI device ID (by :func:`cdi_key`), ``PrepareCompleted``."""
     for device in record.devices:
-        device.cdi_device_ids = [cdi_ids[device.device]]
+        device.cdi_device_ids = [cdi_ids[cdi_key(device)]]
     record.state = PrepareState.PREPARE_COMPLETED
     record.updated = datetime.now(UTC)
+
+
+def cdi_key(device: DeviceRecord) -> str:
+    """The name of ``device``'s CDI device within its claim: the DRA device name, and for a share
+    its share ID too (one claim may hold two shares of one card, each with its own limits). The
+    CDI device IDs are recorded per device, so records written before keep answering as written."""
+    return device.device if device.share_id is None else f"{device.device}-{device.share_id}"
 
 
 def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:

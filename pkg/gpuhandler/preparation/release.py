@@ -5,15 +5,16 @@
    (and the claim's VM files removed), a MIG device destroyed at its placement; a whole card stays
    as it is.
 2. A card whose MIG mode this attempt switched goes back to the mode it was found in, unless
-   another claim uses it now (only a rolled-back Prepare knows the mode it found).
+   another claim uses it now (a rolled-back Prepare knows the mode it found; when its rollback
+   could not finish, its kept record says it, ``foundMigModes``, for the release that finishes).
 3. The claim's CDI spec is removed.
 
 Every part is idempotent, so releasing what was never prepared, or released already, is success.
 A device whose release fails does not stop the others; the first failure is raised at the end.
-The caller forgets the claim's record after this returned. When it fails, the record stays if
-it is the only memory of what to give back (a passed-through function's original driver,
-:meth:`ClaimRelease.record_needed`), for the kubelet's retry or start-up to finish; what the
-other kinds leave behind, start-up finds without a record.
+The caller forgets the claim's record after this returned. When it fails, the record stays: it
+still owns what is left on the node (so no orphan sweep takes it for free) and says how to give
+it back (a passed-through function's original driver, the MIG mode a card was found in), for the
+kubelet's retry, Unprepare or start-up to finish.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 
 logger = logging.getLogger(__name__)
+
+# The extra field of a kept ``PrepareStarted`` record: the MIG mode (enabled or not) each card was
+# found in by the Prepare whose rollback could not finish, so the release that finishes it (the
+# kubelet's retry, Unprepare or start-up) puts the mode back.
+FOUND_MIG_MODES = "foundMigModes"
 
 
 class ClaimRelease:
@@ -45,6 +51,8 @@ class ClaimRelease:
         """Gives back what ``record`` holds (other claims: ``checkpoint``); returns the cards whose
         mode changed."""
         work = ClaimWork(record=record, checkpoint=checkpoint)
+        if found_mig_modes is None:  # a rollback that could not finish recorded them
+            found_mig_modes = recorded_mig_modes(record)
         failed: list[Exception] = []
         for device in reversed(record.devices):
             try:
@@ -53,17 +61,32 @@ class ClaimRelease:
                 logger.error("releasing device %s of claim %s failed: %s", device.device, record, exc)
                 failed.append(exc)
         for card, enabled in sorted((found_mig_modes or {}).items()):
-            if self._preparer.mig_enabled(card) == enabled or work.others_on(card):
-                continue
-            if not enabled and self._preparer.mig_devices(card):
-                continue
-            self._preparer.set_mig_mode(card, enabled=enabled)
-            work.changed_cards.add(card)
-        self._cdi.remove(record.uid)
+            try:
+                if self._preparer.mig_enabled(card) == enabled or work.others_on(card):
+                    continue
+                if not enabled and self._preparer.mig_devices(card):
+                    # A device of this claim is still there (its release failed): the mode
+                    # follows once it is gone; the failure below keeps the record for that.
+                    continue
+                self._preparer.set_mig_mode(card, enabled=enabled)
+                work.changed_cards.add(card)
+            except Exception as exc:
+                logger.error("putting the MIG mode of %s back failed: %s", card, exc)
+                failed.append(exc)
+        try:
+            self._cdi.remove(record.uid)
+        except Exception as exc:  # e.g. a folder where the spec should be
+            logger.error("removing the CDI spec of claim %s failed: %s", record, exc)
+            failed.append(exc)
         if failed:
             raise failed[0]
         return work.changed_cards
 
-    def record_needed(self, record: ClaimRecord) -> bool:
-        """Whether a failed release of ``record`` must keep it: only it says how to finish."""
-        return any(self._kinds.of(device).record_needed_to_release for device in record.devices)
+
+def recorded_mig_modes(record: ClaimRecord) -> dict[str, bool]:
+    """The MIG modes a kept record says its cards were found in (none when it says nothing or
+    something this release cannot read)."""
+    found = (record.model_extra or {}).get(FOUND_MIG_MODES)
+    if not isinstance(found, dict):
+        return {}
+    return {str(card): enabled for card, enabled in found.items() if isinstance(enabled, bool)}

@@ -89,7 +89,7 @@ class CardSharing:
         folder no recorded share owns stopped and removed. A card that fails is reported and left
         to the watchdog and the next start."""
         report = SharingReport()
-        for card, interval in sorted(time_slices(checkpoint).items()):
+        for card, interval in sorted(self._recorded_time_slices(checkpoint, report).items()):
             self._try(report, card, partial(self._preparer.set_time_slice, card, interval))
         wanted = mps_cards(checkpoint)
         for card in sorted(wanted):
@@ -105,17 +105,35 @@ class CardSharing:
                 report.mps_orphans_stopped.append(card)
         return report
 
+    @staticmethod
+    def _recorded_time_slices(
+        checkpoint: CheckpointData, report: SharingReport
+    ) -> dict[str, TimeSlicingInterval]:
+        """:func:`time_slices`, a share whose recorded time slice this release does not know
+        reported instead of raised (its card is left as it is)."""
+        slices: dict[str, TimeSlicingInterval] = {}
+        for device in checkpoint.shares():
+            share = device.sharing
+            if share is None or share.strategy != SharingStrategy.TIME_SLICING:
+                continue
+            try:
+                slices[device.card] = TimeSlicingInterval(share.interval)
+            except ValueError as exc:
+                logger.error("a recorded time slice is unknown: %s", exc, extra={"pci_address": device.card})
+                report.failed.append(f"{device.card}: {exc}")
+        return slices
+
     def _folder_cards(self) -> set[str]:
         try:
             return {p.name for p in self._root.iterdir() if p.is_dir()}
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return set()
 
     @staticmethod
     def _try(report: SharingReport, card: str, action: Callable[[], bool | None]) -> bool:
         try:
             return bool(action())
-        except (BackendError, OSError) as exc:
+        except Exception as exc:  # BackendError, OSError, anything: the next card still gets its turn
             logger.error("sharing reconciliation of a card failed: %s", exc, extra={"pci_address": card})
             report.failed.append(f"{card}: {exc}")
             return False

@@ -50,6 +50,7 @@ SCRAPE_TIME = {"gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_cla
 # Added since the refactor, each on purpose: the kubelet plugin's prepare metrics
 # (docs/architecture.md#metrics-behind-kube-rbac-proxy).
 ADDED = {"gpu_dra_prepare_failures", "gpu_dra_prepare_seconds", "gpu_dra_mps_daemon_restarts"}
+ADDED |= {"gpu_handler_startup_failures"}  # start-up steps left for a later round
 ADDED |= {"gpu_dra_pod_barrier"}  # Pod reference checks answered by the cache or a LIST
 HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health
 

@@ -61,13 +61,6 @@ class DeviceKind(Protocol):
         ...
 
     @property
-    def record_needed_to_release(self) -> bool:
-        """Whether only the device's record says how to release it. A failed release of such a
-        device keeps the record (for the retry or start-up); what other kinds leave behind,
-        start-up finds without a record (MIG devices and MPS folders of no claim)."""
-        ...
-
-    @property
     def record_field(self) -> str | None:
         """The field of a device's record that only a device of this kind has (``mig``,
         ``sharing``, ``vfio``); ``None`` for the kind of a device that has none of them."""

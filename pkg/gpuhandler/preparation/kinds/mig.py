@@ -19,7 +19,6 @@ from pkg.gpuhandler.preparation.kinds import ClaimWork
 class MigKind:
     name = "MIG device"
     record_field = "mig"
-    record_needed_to_release = False
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer

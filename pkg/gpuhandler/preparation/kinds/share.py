@@ -18,7 +18,6 @@ from pkg.gpuhandler.preparation.sharing import CardSharing
 class ShareKind:
     name = "share"
     record_field = "sharing"
-    record_needed_to_release = False
 
     def __init__(self, *, preparer: CardPreparer, sharing: CardSharing) -> None:
         self._preparer = preparer

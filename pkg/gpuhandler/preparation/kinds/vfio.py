@@ -40,7 +40,6 @@ REASON_BIND: str = "VfioBindFailed"
 class VfioKind:
     name = "passed-through card"
     record_field = "vfio"
-    record_needed_to_release = True
 
     def __init__(
         self,

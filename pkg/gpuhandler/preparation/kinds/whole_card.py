@@ -33,7 +33,6 @@ def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWor
 class WholeCardKind:
     name = "whole card"
     record_field = None
-    record_needed_to_release = False
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer

@@ -179,6 +179,11 @@ def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(tmp_pa
     assert "claim team/train" in error
     assert prepare_failures("SharingSetupFailed") == before + 1
     assert _card(n)[0] == 0
+    # The folder would not go: the record stays, so start-up finishes the release.
+    [kept] = n.container.store().load().claims.values()
+    assert kept.state is PrepareState.PREPARE_STARTED
+    (n.mps_root / A30).unlink()
+    assert n.reconcile().rolled_back == [claim.uid]
     assert n.container.store().load().claims == {}
 
 
