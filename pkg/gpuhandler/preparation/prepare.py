@@ -59,6 +59,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     VfioFunctionRecord,
     VfioRecord,
 )
+from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.plan import (
@@ -148,6 +149,7 @@ class ClaimPreparer:
         attempt = Attempt("prepare", self._crash_at)
         started: ClaimWork | None = None  # from record-started on: what a rollback releases
         try:
+            validate_claim_ref(claim)  # InvalidClaim before its UID reaches a path (claim_ref)
             with attempt.phase("load-checkpoint"):
                 attempt.checkpoint = checkpoint = self._store.load()
 

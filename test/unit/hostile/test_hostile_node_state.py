@@ -41,6 +41,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
 )
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, validate_claim_ref
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.prepare import ClaimPreparer
 from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 
@@ -443,3 +444,27 @@ def test_unprepare_refuses_a_path_bearing_uid_before_reading_or_removing_anythin
     assert isinstance(attempt.error, PrepareFailedError)
     assert attempt.error.reason == "InvalidClaim"
     assert store.mock_calls == release.mock_calls == cdi.mock_calls == []
+
+
+@pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
+def test_prepare_refuses_a_path_bearing_uid_before_reading_or_writing_anything(uid: str) -> None:
+    store, claims, offers, pods, host, kinds, release, cdi, holds = (Mock() for _ in range(9))
+    preparer = ClaimPreparer(
+        store=store,
+        claims=claims,
+        offers=offers,
+        pods=pods,
+        host=host,
+        sysfs_root=Path("/nonexistent"),
+        pool="node-a",
+        kinds=kinds,
+        release=release,
+        cdi=cdi,
+        holds=holds,
+        environ={},
+    )
+    attempt = preparer.prepare(ClaimRef(namespace="team", name="c", uid=uid))
+    assert isinstance(attempt.error, PrepareFailedError)
+    assert attempt.error.reason == "InvalidClaim"
+    for used in (store, claims, offers, pods, host, kinds, release, cdi, holds):
+        assert used.mock_calls == []
