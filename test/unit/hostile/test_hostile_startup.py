@@ -23,7 +23,7 @@ from preparation_fakes import A30, A30_B, Node, mig_offer, node, whole_offer  # 
 
 from pkg.backends.simulated.sharing import stop_simulated_daemons  # noqa: E402
 from pkg.gpuhandler.preparation import metrics  # noqa: E402
-from pkg.gpuhandler.preparation.checkpoint import PrepareState  # noqa: E402
+from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PrepareState  # noqa: E402
 
 GONE = "0000:99:00.0"  # a card the backend does not see (fallen off the bus, or on vfio-pci)
 
@@ -161,7 +161,9 @@ def test_a_file_in_the_mps_root_is_reported_not_raised(tmp_path: Path) -> None:
     assert (n.mps_root / "stray").read_text() == "not a card's folder"
 
 
-def test_a_sharing_value_this_release_does_not_know_is_reported(tmp_path: Path) -> None:
+def test_a_sharing_value_this_release_does_not_know_leaves_everything_as_it_is(tmp_path: Path) -> None:
+    """The checkpoint reader refuses a value no release it can read writes (a newer one raises
+    minReaderVersion): start-up then changes nothing, and says which file and claim."""
     n = node(tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     claim = n.claims.allocate("share", [offer], consumed={"sharePercent": "10"})
@@ -172,14 +174,15 @@ def test_a_sharing_value_this_release_does_not_know_is_reported(tmp_path: Path) 
     assert sharing is not None
     sharing.interval = "Eternal"
     store.save(data)
-    before = _failures("sharing")
+    written = store.file.path.read_bytes()
+    specs = n.container.cdi().claims()
 
-    report = n.reconcile()
+    with pytest.raises(CheckpointUnreadable, match=f"{claim.uid}.*Eternal") as refused:
+        n.reconcile()
 
-    assert not report.complete
-    assert report.sharing.failed[0].startswith(A30)
-    assert _failures("sharing") > before
-    assert claim.uid in store.load().claims  # still prepared: its claim exists
+    assert str(store.file.path) in str(refused.value)
+    assert store.file.path.read_bytes() == written  # the record stays for a release that knows it
+    assert n.container.cdi().claims() == specs  # its CDI spec too: nothing is swept unknowing
 
 
 def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_boot(tmp_path: Path) -> None:
