@@ -107,3 +107,37 @@ def test_gpu_handler_started_over_hostile_state_stays_registered_and_published(
         if not vm_was_folder and vm_dir.is_file():
             vm_dir.unlink()
         restart_handler(handler)
+
+
+def test_gpu_handler_started_over_an_unreadable_checkpoint_stays_registered_and_changes_nothing(
+    kube: KubeClient, handler: GpuComponents
+) -> None:
+    """A link planted at the checkpoint path (dangling: read as "no checkpoint", start-up would
+    sweep every running claim's devices as orphans): refused, nothing swept, the plugin serves."""
+    node = handler.node
+    store = _store(handler)
+    path = store.file.path
+    saved = path.read_bytes() if path.exists() else None
+    specs = sorted(p.name for p in node.cdi_dir.iterdir())
+    try:
+        if saved is not None:
+            path.unlink()
+        path.symlink_to(path.parent / "nowhere.json")
+
+        since = handler.handler_log_size()
+        restart_handler(handler)  # waits until the kubelet registered the plugin
+
+        time.sleep(15)  # a health round and a start-up retry later
+        assert handler.handler.running(), handler.handler.tail(40)
+        log = handler._handler_log()[since:]
+        assert "start-up reconciliation skipped" in log
+        assert str(path) in log  # the refusal names the file
+        assert _slices(kube, node.name)
+        assert path.is_symlink()  # left for a person to look at, not replaced
+        assert sorted(p.name for p in node.cdi_dir.iterdir()) == specs  # nothing swept unknowing
+    finally:
+        if path.is_symlink():
+            path.unlink()
+        if saved is not None:
+            path.write_bytes(saved)
+        restart_handler(handler)
