@@ -10,6 +10,7 @@ import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -302,10 +303,10 @@ def _check_or_update(path: Path, expected: str) -> None:
     )
 
 
-def options_of_the_binary(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The :class:`~pkg.app.options.ManagerOptions` gpu-controller's own parser makes of ``args``;
-    the run stops right after parsing, before any connection."""
-    import pkg.app.gpu_controller as app
+def options_of_the_binary(app: ModuleType, args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The :class:`~pkg.app.options.ManagerOptions` the component's own parser (``app``, e.g.
+    ``pkg.app.gpu_controller``) makes of ``args``; the run stops right after parsing, before any
+    connection."""
     from pkg.app.options import manager_options
 
     captured: list[Any] = []
@@ -318,3 +319,22 @@ def options_of_the_binary(args: list[str], monkeypatch: pytest.MonkeyPatch) -> A
     with pytest.raises(SystemExit):
         app.main(args)
     return captured[0]
+
+
+def assert_hardened(pod_spec: dict[str, Any], main: dict[str, Any]) -> None:
+    """A controller Pod runs hardened: non-root, no host namespaces, a read-only root filesystem
+    (with a writable /tmp for Python), no capabilities, RuntimeDefault seccomp."""
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["securityContext"]["runAsUser"] != 0
+    assert pod_spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not pod_spec.get(host_namespace), host_namespace
+    security = main["securityContext"]
+    assert security["runAsNonRoot"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "privileged" not in security
+    assert {"name": "tmp", "mountPath": "/tmp"} in main["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}} in pod_spec["volumes"]

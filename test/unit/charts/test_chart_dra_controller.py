@@ -20,6 +20,7 @@ from chart_render import (
     NAMESPACE,
     ROOT,
     _check_or_update,
+    assert_hardened,
     container,
     env_of,
     find,
@@ -27,11 +28,14 @@ from chart_render import (
     granted_by,
     of,
     one,
+    options_of_the_binary,
     render,
     render_plain,
     run_helm,
     set_flags,
 )
+
+import pkg.app.gpu_dra_controller as dra_controller_app
 
 COMPONENT = "gpu-dra-controller"
 LEASE = "gpu-dra-controller-leader"
@@ -247,21 +251,7 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
 
 
 def test_security_context_is_hardened(docs: list[dict[str, Any]]) -> None:
-    spec = pod(docs)
-    assert spec["securityContext"]["runAsNonRoot"] is True
-    assert spec["securityContext"]["runAsUser"] != 0
-    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
-        assert not spec.get(host_namespace), host_namespace
-    security = main_container(docs)["securityContext"]
-    assert security["runAsNonRoot"] is True
-    assert security["allowPrivilegeEscalation"] is False
-    assert security["readOnlyRootFilesystem"] is True
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert "privileged" not in security
-    assert {"name": "tmp", "mountPath": "/tmp"} in main_container(docs)["volumeMounts"]
-    assert {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}} in spec["volumes"]
+    assert_hardened(pod(docs), main_container(docs))
 
 
 def test_service_and_default_affinity_select_exactly_its_pods(docs: list[dict[str, Any]]) -> None:
@@ -331,31 +321,13 @@ def test_schema_rejects_bad_values(helm: Path, values: dict[str, Any], message: 
 # -- the binary accepts what the chart passes ----------------------------------------------------------
 
 
-def options_of_the_binary(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The :class:`~pkg.app.options.ManagerOptions` gpu-dra-controller's own parser makes of ``args``;
-    the run stops right after parsing, before any connection."""
-    import pkg.app.gpu_dra_controller as app
-    from pkg.app.options import manager_options
-
-    captured: list[Any] = []
-
-    def capture(namespace: Any) -> Any:
-        captured.append(manager_options(namespace))
-        raise SystemExit(0)
-
-    monkeypatch.setattr(app, "manager_options", capture)
-    with pytest.raises(SystemExit):
-        app.main(args)
-    return captured[0]
-
-
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_the_binary_accepts_the_rendered_args(
     helm: Path, replicas: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docs = of(render(helm, {"draController.replicas": replicas, "draController.workers": 5}), COMPONENT)
     monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
-    options = options_of_the_binary(main_container(docs)["args"], monkeypatch)
+    options = options_of_the_binary(dra_controller_app, main_container(docs)["args"], monkeypatch)
     assert options.metrics_bind_address == ":8080"
     assert options.leader_elect is (replicas > 1)
     assert options.leader_election_namespace == NAMESPACE
@@ -365,7 +337,7 @@ def test_the_binary_accepts_the_rendered_args(
 
 def test_lease_name_is_the_binary_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """config/rbac grants this Lease name, so a Deployment without the flag works with it too."""
-    assert options_of_the_binary([], monkeypatch).leader_election_id == LEASE
+    assert options_of_the_binary(dra_controller_app, [], monkeypatch).leader_election_id == LEASE
 
 
 def test_console_script_is_the_binary() -> None:

@@ -12,6 +12,7 @@ from chart_render import (
     NAMESPACE,
     RELEASE,
     SERVICE_MONITOR_API,
+    assert_hardened,
     container,
     env_of,
     find,
@@ -22,6 +23,8 @@ from chart_render import (
     options_of_the_binary,
     render,
 )
+
+import pkg.app.gpu_controller as gpu_controller_app
 
 
 @pytest.mark.parametrize(("replicas", "elect"), [(1, False), (2, True), (3, True)])
@@ -45,21 +48,7 @@ def test_leader_election_follows_replicas(helm: Path, replicas: int, elect: bool
 
 def test_security_context_is_hardened(default_docs: list[dict[str, Any]]) -> None:
     pod = one(of(default_docs, "gpu-controller"), "Deployment")["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] != 0
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    for host_namespace in ("hostNetwork", "hostPID", "hostIPC"):
-        assert not pod.get(host_namespace), host_namespace
-    security = container(default_docs)["securityContext"]
-    assert security["runAsNonRoot"] is True
-    assert security["allowPrivilegeEscalation"] is False
-    assert security["readOnlyRootFilesystem"] is True
-    assert security["capabilities"] == {"drop": ["ALL"]}
-    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert "privileged" not in security
-    # A read-only root still leaves Python a writable /tmp.
-    assert {"name": "tmp", "mountPath": "/tmp"} in container(default_docs)["volumeMounts"]
-    assert {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}} in pod["volumes"]
+    assert_hardened(pod, container(default_docs))
 
 
 def test_container_command_args_env_and_probes(default_docs: list[dict[str, Any]]) -> None:
@@ -176,7 +165,7 @@ def test_gpu_controller_accepts_the_rendered_args(
 ) -> None:
     docs = render(helm, {"controller.replicas": replicas, "controller.workers": 5})
     monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
-    options = options_of_the_binary(container(docs)["args"], monkeypatch)
+    options = options_of_the_binary(gpu_controller_app, container(docs)["args"], monkeypatch)
     assert options.metrics_bind_address == ":8080"
     assert options.leader_elect is (replicas > 1)
     assert options.leader_election_namespace == NAMESPACE
@@ -186,4 +175,7 @@ def test_gpu_controller_accepts_the_rendered_args(
 
 def test_lease_name_is_the_binary_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """config/rbac grants this Lease name, so a Deployment without the flag works with it too."""
-    assert options_of_the_binary([], monkeypatch).leader_election_id == "gpu-controller-leader"
+    assert (
+        options_of_the_binary(gpu_controller_app, [], monkeypatch).leader_election_id
+        == "gpu-controller-leader"
+    )
