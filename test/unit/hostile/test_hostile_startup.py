@@ -39,7 +39,7 @@ def _failures(step: str) -> float:
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
-    return [gi.start for gi in n.backend._nvml.state.card(card).gpu_instances]  # type: ignore[attr-defined]
+    return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
 def _prepared_mig(n: Node, name: str, start: int) -> str:

@@ -36,6 +36,8 @@ from kubernetes.client import (
 
 from pkg.backends import BackendOptions
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
+from pkg.backends.simulated.driver_state import CardState
+from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.devcluster.gpuhost import SimulatedGpuHost
 from pkg.domain.names import DRIVER
 from pkg.framework.cache.informer import SharedInformer
@@ -249,6 +251,13 @@ class Node:
         backend = self.container.backend()
         assert isinstance(backend, SimulatedBackend)
         return backend
+
+    def card_state(self, card: str) -> CardState:
+        """What the simulated driver holds for ``card``: its GPU instances and MIG mode, read
+        where NVML would refuse (it lists no instances without MIG mode)."""
+        nvml = self.backend._nvml
+        assert isinstance(nvml, SimulatedNvml)
+        return nvml.state.card(card)
 
     def reconcile(self, cards: Sequence[str] = (A30, A30_B)) -> StartupReport:
         """Start-up reconciliation as gpu-handler runs it, over this node's cards."""

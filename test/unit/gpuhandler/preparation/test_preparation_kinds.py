@@ -66,7 +66,7 @@ def _mig_mode(n: Node, card: str = A30) -> bool:
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
-    return [gi.start for gi in n.backend._nvml.state.card(card).gpu_instances]  # type: ignore[attr-defined]
+    return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
 def _mig(start: int = 3) -> DeviceRecord:
@@ -194,7 +194,7 @@ def test_the_whole_card_kind_leaves_empty_mig_mode_and_refuses_a_card_with_mig_d
 
 
 def _card(n: Node, card: str = A30) -> tuple[int, int]:
-    state = n.backend._nvml.state.card(card)  # type: ignore[attr-defined]
+    state = n.card_state(card)
     return state.compute_mode, state.time_slice
 
 

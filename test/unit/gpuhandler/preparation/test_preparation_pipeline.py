@@ -24,7 +24,7 @@ from pkg.gpuhandler.preparation.checkpoint import PrepareState
 
 def _gpu_instances(n: Node, card: str = A30) -> list[tuple[int, int]]:
     """What the driver holds for the card, read from its state (NVML refuses to list without MIG)."""
-    card_state = n.backend._nvml.state.card(card)  # type: ignore[attr-defined]
+    card_state = n.card_state(card)
     return [(gi.profile_id, gi.start) for gi in card_state.gpu_instances]
 
 

@@ -65,7 +65,7 @@ def test_a_rollback_puts_the_card_back_out_of_mig_mode_and_removes_everything(tm
     changed = n.container.release().release(record, checkpoint, found_mig_modes=work.found_mig_modes)
 
     assert changed == {A30}
-    assert n.backend._nvml.state.card(A30).gpu_instances == []  # type: ignore[attr-defined]
+    assert n.card_state(A30).gpu_instances == []
     assert not preparer.mig_enabled(A30)  # as it was found
     assert not n.container.cdi().path_of(UID).exists()
 

@@ -30,7 +30,7 @@ TS_CONFIG = {
 
 
 def _card(n: Node, card: str = A30) -> tuple[int, int]:
-    state = n.backend._nvml.state.card(card)  # type: ignore[attr-defined]
+    state = n.card_state(card)
     return state.compute_mode, state.time_slice
 
 

@@ -16,7 +16,7 @@ from pkg.gpuhandler.preparation.prepare import Attempt
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
-    return [gi.start for gi in n.backend._nvml.state.card(card).gpu_instances]  # type: ignore[attr-defined]
+    return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
 def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
-    return [gi.start for gi in n.backend._nvml.state.card(card).gpu_instances]  # type: ignore[attr-defined]
+    return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
 def _mig_mode(n: Node) -> int:

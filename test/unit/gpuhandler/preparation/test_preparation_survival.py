@@ -22,11 +22,11 @@ from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_start
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
-    return [gi.start for gi in n.backend._nvml.state.card(card).gpu_instances]  # type: ignore[attr-defined]
+    return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
 def _mig_mode(n: Node, card: str = A30) -> int:
-    mode: int = n.backend._nvml.state.card(card).mig_mode  # type: ignore[attr-defined]
+    mode: int = n.card_state(card).mig_mode
     return mode
 
 
