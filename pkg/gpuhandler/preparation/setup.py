@@ -347,11 +347,9 @@ class PluginRunnable:
                     vm_files=self._container.vm_files(),
                     cards=lambda: cards,
                 )
-                holds: VfioHolds = self._container.holds()
-                try:
-                    holds.update(self._container.store().load())  # until now nothing is held
-                except CheckpointError as exc:
-                    report.failed("load-checkpoint", exc)
+                if report.checkpoint is not None:  # until now nothing is held
+                    holds: VfioHolds = self._container.holds()
+                    holds.update(report.checkpoint)
         except CheckpointError as exc:
             # Serve anyway: every prepare then fails with this reason, visibly, on each claim.
             metrics.startup_failures.labels(step="load-checkpoint").inc()

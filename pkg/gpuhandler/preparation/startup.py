@@ -73,6 +73,7 @@ class StartupReport:
     sharing: SharingReport = field(default_factory=SharingReport)
     changed_cards: set[str] = field(default_factory=set)
     failures: list[StartupFailure] = field(default_factory=list)  # what a later round retries
+    checkpoint: CheckpointData | None = None  # the record as start-up left it (the VFIO holds follow it)
 
     @property
     def complete(self) -> bool:
@@ -112,7 +113,7 @@ def reconcile_at_startup(
     failed is kept: it still owns its devices, so no orphan sweep takes them.
     """
     report = StartupReport()
-    checkpoint = store.load()
+    report.checkpoint = checkpoint = store.load()
 
     def drop(uid: str, step: str) -> bool:
         record = checkpoint.claims[uid]
