@@ -311,6 +311,7 @@ def node(
     driver_state_in_memory: bool = False,
     pods: Pods | None = None,
     kubelet_root: Path | None = None,
+    driver_root: DriverRootOptions | None = None,
 ) -> Node:
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = SIMULATED_NVIDIA.create(
@@ -320,7 +321,7 @@ def node(
             dev_root=host.dev,
             proc_root=host.root / "proc",
             state_dir=None if driver_state_in_memory else host.nvml_state,
-            driver_root=DriverRootOptions(root=stand_in_driver().root, cdi_hook=CDI_HOOK),
+            driver_root=driver_root or DriverRootOptions(root=stand_in_driver().root, cdi_hook=CDI_HOOK),
         )
     )
     settings = PluginSettings(
