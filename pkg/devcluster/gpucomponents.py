@@ -4,8 +4,11 @@ Until the components run from an image in Pods of the chart's DaemonSets, the e2
 demo start them as processes of this machine, configured exactly as the DaemonSets configure them
 for a real host — only the host paths point into the node's simulated GPU host: the sysfs tree,
 ``/dev`` (device nodes), ``/proc`` (the driver's files), the kubelet's root folder (plugin
-sockets), the containerd's CDI folder. The gpu-handler serves the kubelet as the DRA plugin of
-``gpu.deckhouse.io``; :meth:`GpuComponents.restart_handler` restarts it, optionally with
+sockets), the containerd's CDI folder, and a stand-in driver installation (real shared objects named
+as the driver names them, :mod:`pkg.devcluster.driverroot`) whose files the base CDI spec gives
+every GPU container, with NVIDIA's CDI hook as built by ``make tools``. The gpu-handler serves the
+kubelet as the DRA plugin of ``gpu.deckhouse.io``; :meth:`GpuComponents.restart_handler` restarts
+it, optionally with
 ``GPU_HANDLER_CRASH_AT`` set, for the crash tests.
 
 ``DriverReady`` is reported by the GPU validator through gpu-controller on a real cluster, and
@@ -22,7 +25,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
+from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
 
@@ -48,6 +53,14 @@ class GpuComponents:
         logs = node.base / "logs"
         self.agent = self._process("gpu-node-agent", "pkg.app.gpu_node_agent", self._agent_args(), logs)
         self.handler = self._process("gpu-handler", "pkg.app.gpu_handler", self._handler_argv(), logs)
+
+    @property
+    def driver_root(self) -> DriverRoot:
+        """The node's stand-in NVIDIA driver (:mod:`pkg.devcluster.driverroot`), of the simulated
+        driver's version, in a folder of its own like ``/usr/local/nvidia`` on a real node."""
+        return build_driver_root(
+            self.node.base / "nvidia-driver", layout=Layout.VENDOR_FOLDER, version=DRIVER_VERSION
+        )
 
     @property
     def mps_root(self) -> Path:
@@ -128,6 +141,9 @@ class GpuComponents:
             f"--kubelet-root={self.node.kubelet.paths.root}",
             f"--cdi-dir={self.node.cdi_dir}",
             f"--mps-root={self.mps_root}",
+            f"--driver-root={self.driver_root.root}",
+            f"--host-run={self.node.base / 'run'}",
+            f"--cdi-hook-source={self._plane.config.bin_dir / 'nvidia-cdi-hook'}",
             f"--plugin-instance={self._instance}",
             "--enrich-period=5",
             "--health-quiet-period=5",  # a recovery within seconds, for the health tests

@@ -6,6 +6,10 @@ utilities) and imported into each node's containerd. The result is a Docker imag
 format ``ctr images import`` reads) holding two images over one shared layer:
 
 * :data:`BUSYBOX_IMAGE`, the workload image tests and the demo run (``imagePullPolicy: Never``);
+* :data:`GLIBC_IMAGE`, the busybox image plus the machine's C library and a program that loads a
+  library by name the way a CUDA program loads ``libcuda.so.1`` (:data:`LOAD_PROBE`): a glibc
+  image whose ld cache knows nothing of any GPU driver, as most users' images are, for the tests
+  of the driver files our CDI specs give a container;
 * :data:`PAUSE_IMAGE`, the pod sandbox image containerd pins. A sandbox only has to hold the
   Pod's namespaces and exit on SIGTERM; a shell that traps TERM and sleeps does that. (PID 1 in a
   container ignores signals it installs no handler for, hence the trap.)
@@ -21,6 +25,7 @@ import io
 import json
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +33,30 @@ BUSYBOX = Path("/bin/busybox")
 REGISTRY = "gpucp.test"  # a reserved top-level domain: never resolves, so nothing is ever pulled
 BUSYBOX_IMAGE = f"{REGISTRY}/busybox:1.35"
 PAUSE_IMAGE = f"{REGISTRY}/pause:1.35"
+GLIBC_IMAGE = f"{REGISTRY}/glibc:1.35"
+LOAD_PROBE = "/usr/bin/load-library"  # load-library NAME: prints the path the loader chose, or fails
+# The C library the probe needs, and ldconfig (static), so that `ldconfig -p` shows the ld cache.
+_GLIBC_FILES = (
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/libc.so.6",
+    "/sbin/ldconfig",
+)
+_LOAD_PROBE_SOURCE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    if (argc != 2) { fprintf(stderr, "usage: load-library NAME\n"); return 2; }
+    void *handle = dlopen(argv[1], RTLD_NOW);
+    if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    struct link_map *map = 0;
+    dlinfo(handle, RTLD_DI_LINKMAP, &map);
+    printf("%s => %s\n", argv[1], map->l_name);
+    return 0;
+}
+"""
 _PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PAUSE_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 
@@ -46,20 +75,21 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
         raise FileNotFoundError(f"{busybox} is missing: run `make host-packages` (Debian busybox-static)")
     layer = _busybox_layer(busybox)
     layer_digest = hashlib.sha256(layer).hexdigest()
+    glibc = _glibc_layer()
+    glibc_digest = hashlib.sha256(glibc).hexdigest()
     images = {
-        BUSYBOX_IMAGE: {"Cmd": ["/bin/sh"]},
-        PAUSE_IMAGE: {"Entrypoint": _PAUSE_COMMAND},
+        BUSYBOX_IMAGE: ({"Cmd": ["/bin/sh"]}, [layer_digest]),
+        PAUSE_IMAGE: ({"Entrypoint": _PAUSE_COMMAND}, [layer_digest]),
+        GLIBC_IMAGE: ({"Cmd": ["/bin/sh"]}, [layer_digest, glibc_digest]),
     }
     manifest = []
-    members: dict[str, bytes] = {f"{layer_digest}/layer.tar": layer}
-    for reference, run in images.items():
-        config = image_config(
-            layer_digest, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=str(busybox)
-        )
+    members: dict[str, bytes] = {f"{layer_digest}/layer.tar": layer, f"{glibc_digest}/layer.tar": glibc}
+    for reference, (run, layers) in images.items():
+        config = image_config(layers, {"Env": [_PATH_ENV], "WorkingDir": "/", **run}, source=str(busybox))
         config_name = f"{hashlib.sha256(config).hexdigest()}.json"
         members[config_name] = config
         manifest.append(
-            {"Config": config_name, "RepoTags": [reference], "Layers": [f"{layer_digest}/layer.tar"]}
+            {"Config": config_name, "RepoTags": [reference], "Layers": [f"{d}/layer.tar" for d in layers]}
         )
     members["manifest.json"] = json.dumps(manifest).encode()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -69,14 +99,16 @@ def build_archive(target: Path, *, busybox: Path = BUSYBOX) -> ImageArchive:
     return ImageArchive(path=target, references=tuple(images))
 
 
-def image_config(layer_digest: str, run: dict[str, object], *, source: str) -> bytes:
-    """The configuration of a one-layer amd64 image (what ``config`` of an image manifest names)."""
+def image_config(layer_digest: str | list[str], run: dict[str, object], *, source: str) -> bytes:
+    """The configuration of an amd64 image of the given layers, bottom first (what ``config`` of
+    an image manifest names)."""
+    digests = [layer_digest] if isinstance(layer_digest, str) else layer_digest
     return json.dumps(
         {
             "architecture": "amd64",
             "os": "linux",
             "config": run,
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest}" for digest in digests]},
             "history": [{"created_by": f"gpu-control-plane devcluster from {source}"}],
         },
         sort_keys=True,
@@ -97,6 +129,22 @@ def _busybox_layer(busybox: Path) -> bytes:
             _add_symlink(layer, applet, "/bin/busybox")
         _add_file(layer, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
         _add_file(layer, "etc/group", b"root:x:0:\nnogroup:x:65534:\n")
+    return buffer.getvalue()
+
+
+def _glibc_layer() -> bytes:
+    """The machine's C library, ldconfig and the load probe (compiled here), without an ld cache."""
+    buffer = io.BytesIO()
+    with tempfile.TemporaryDirectory() as scratch:
+        source, probe = Path(scratch) / "probe.c", Path(scratch) / "load-library"
+        source.write_text(_LOAD_PROBE_SOURCE)
+        subprocess.run(["cc", "-O2", "-o", str(probe), str(source), "-ldl"], check=True, capture_output=True)
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as layer:
+            for folder in ("lib", "lib64", "lib/x86_64-linux-gnu", "usr/bin", "sbin"):
+                _add_dir(layer, folder)
+            for path in _GLIBC_FILES:
+                _add_file(layer, path.lstrip("/"), Path(path).resolve().read_bytes(), mode=0o755)
+            _add_file(layer, LOAD_PROBE.lstrip("/"), probe.read_bytes(), mode=0o755)
     return buffer.getvalue()
 
 
