@@ -71,18 +71,17 @@ def build_spec(claim_uid: str, devices: Mapping[str, ContainerEdits]) -> dict[st
 
 
 def build_driver_spec(vendor: str, files: DriverFiles) -> dict[str, Any]:
-    """The node's base spec for ``vendor``'s driver: the control device nodes as the device's own
-    edits (a device must have some), everything else as the spec's, applied once per container
-    however many of its devices name it."""
+    """The node's base spec for ``vendor``'s driver: the control device nodes and variables as the
+    device's own edits (a device must have some), the mounts and hooks as the spec's, applied once
+    per container however many of its devices name it."""
     edits = files.edits
-    device = ContainerEdits(device_nodes=edits.device_nodes)
+    device = ContainerEdits(device_nodes=edits.device_nodes, env=edits.env)
     if device.empty:
-        raise ValueError(f"the {vendor} driver's edits name no control device node")
-    common = ContainerEdits(mounts=edits.mounts, hooks=edits.hooks, env=edits.env)
+        raise ValueError(f"the {vendor} driver's edits name no control device node or variable")
     spec: dict[str, Any] = {
         "kind": DRIVER_KIND,
         "annotations": {f"{CDI_VENDOR}/driver-version": files.version},
-        "containerEdits": container_edits(common),
+        "containerEdits": container_edits(ContainerEdits(mounts=edits.mounts, hooks=edits.hooks)),
         "devices": [{"name": vendor, "containerEdits": container_edits(device)}],
     }
     return {"cdiVersion": minimum_version(spec), **spec}
