@@ -33,6 +33,12 @@ class BundleError(RuntimeError):
     """The bundle cannot be made; the message names the bundle."""
 
 
+def cgroups_path(container_id: str) -> str:
+    """The container's cgroup, directly under the root: runc removes it with the container, and
+    no parent folder of ours is left in any hierarchy."""
+    return f"/gpu-cp-hardware-tier-{container_id}"
+
+
 def runc_spec(runc: Path, bundle: Path) -> dict[str, Any]:
     """runc's default ``config.json`` for ``bundle`` (written there by ``runc spec``, then read)."""
     bundle.mkdir(parents=True, exist_ok=True)

@@ -26,11 +26,14 @@ import yaml
 from kubernetes.client import V1Device, V1DeviceAttribute, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.backends.nvidia.nvml_port import MIG_DISABLED, MIG_ENABLED
 from pkg.backends.nvidia.profiles import ModelFacts, ProfileFacts
 from pkg.dra.allocator.quantity import parse_quantity
 from pkg.dra.model.attributes import clip, key, mib_quantity
 from pkg.dra.model.limits import SliceLimitError, validate_slice
 from pkg.hardwaretier.nvml_facts import CardFacts
+
+_MIG_MODES = {MIG_DISABLED: "Disabled", MIG_ENABLED: "Enabled"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,17 @@ class OffersOutput:
             (g for g in self.gpus if g.status and g.status.pci_info and g.status.pci_info.address == address),
             None,
         )
+
+    def pci_device_id(self, address: str) -> str | None:
+        gpu = self.gpu_at(address)
+        info = gpu.status.pci_info if gpu and gpu.status else None
+        return info.device.id if info else None
+
+    def condition(self, address: str, condition_type: str) -> str | None:
+        """The status (``"True"``…) of the card's PhysicalGPU condition, ``None`` when absent."""
+        gpu = self.gpu_at(address)
+        conditions = (gpu.status.conditions if gpu and gpu.status else None) or []
+        return next((c.status for c in conditions if c.type == condition_type), None)
 
     def devices_of(self, address: str) -> list[V1Device]:
         """Every offer of the card at ``address``, in slice order."""
@@ -166,12 +180,19 @@ def _gpu_mismatches(facts: CardFacts, gpu: PhysicalGPU | None) -> list[str]:
     status = gpu.status
     capabilities = status.capabilities
     nvidia = status.current_state.nvidia if status.current_state else None
+    mig = nvidia.mig if nvidia else None
     published = {
         "productName": capabilities.product_name if capabilities else None,
         "memoryMiB": capabilities.memory_mib if capabilities else None,
         "gpuUUID": nvidia.gpu_uuid if nvidia else None,
+        "mig.mode": mig.mode.value if mig and mig.mode else None,
     }
-    expected = {"productName": facts.name, "memoryMiB": facts.memory_mib, "gpuUUID": facts.uuid}
+    expected = {
+        "productName": facts.name,
+        "memoryMiB": facts.memory_mib,
+        "gpuUUID": facts.uuid,
+        "mig.mode": _MIG_MODES.get(facts.mig_mode) if facts.mig_mode is not None else None,
+    }
     return [
         f"{where}: PhysicalGPU {gpu.metadata.name} has {name} {published[name]!r}, NVML says {value!r}"
         for name, value in expected.items()
