@@ -18,6 +18,7 @@ prints all of them at once, each naming the slice, device or card it is about:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -258,8 +259,12 @@ def mig_table_mismatches(facts: CardFacts, model: ModelFacts) -> list[str]:
             problems.append(
                 f"{where}: profile ID {profile_id} is index {nvml.index} in NVML, {ours.index} in the table"
             )
-        if nvml.info != ours.info:
-            problems.append(f"{where}: profile ID {profile_id}: NVML says {nvml.info}, the table {ours.info}")
+        for name in (f.name for f in dataclasses.fields(nvml.info)):
+            said, kept = getattr(nvml.info, name), getattr(ours.info, name)
+            if said != kept:
+                problems.append(
+                    f"{where}: profile ID {profile_id}: {name} is {said!r} in NVML, {kept!r} in the table"
+                )
         if tuple(nvml.placements) != tuple(ours.placements):
             problems.append(
                 f"{where}: profile ID {profile_id}: NVML places it at {list(nvml.placements)}, "
