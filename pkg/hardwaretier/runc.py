@@ -69,7 +69,7 @@ def run_container(
             container_id=container_id,
             returncode=-1,
             stdout=_text(exc.stdout),
-            stderr=_text(exc.stderr) + f"\n(timed out after {timeout:.0f}s)",
+            stderr=_text(exc.stderr) + f"\n(timed out after {timeout:g}s)",
         )
     finally:
         subprocess.run(

@@ -139,7 +139,7 @@ def test_a_wrong_table_row_is_named(h100: tuple[OffersOutput, CardFacts]) -> Non
 def test_slices_a_scheduler_could_not_use_are_named(h100: tuple[OffersOutput, CardFacts]) -> None:
     offers, _ = h100
     devices = offers.slices[1].model_copy(deep=True)
-    device = devices.spec.devices[0]
+    device = (devices.spec.devices or [])[0]
     device.consumes_counters = [
         V1DeviceCounterConsumption(
             counter_set="gpu-0000-00-00-0", counters={"memory": V1Counter(value="1Gi")}
@@ -162,11 +162,11 @@ def test_slices_a_scheduler_could_not_use_are_named(h100: tuple[OffersOutput, Ca
 def test_a_slice_over_the_api_limits_is_named(h100: tuple[OffersOutput, CardFacts]) -> None:
     offers, _ = h100
     devices = offers.slices[1].model_copy(deep=True)
-    devices.spec.devices = devices.spec.devices * 3
+    devices.spec.devices = (devices.spec.devices or []) * 3
 
     problems = slice_rule_violations([offers.slices[0], devices])
 
-    assert problems == [f"ResourceSlice {devices.metadata.name}: 168 devices, at most 64 {BUG}"]
+    assert problems == [f"ResourceSlice gpu-node-a-devices-00: 168 devices, at most 64 {BUG}"]
 
 
 def test_attributes_are_read_whatever_their_type(h100: tuple[OffersOutput, CardFacts]) -> None:
