@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd,
-# the CDI spec validator, promtool, kube-rbac-proxy) from the modules committed beside this script,
+# the CDI spec validator, promtool, kube-rbac-proxy, NVIDIA's CDI hook) from the modules committed
+# beside this script,
 # into a cache keyed by what was built.
 #
 # Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
@@ -28,7 +29,7 @@
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy)
+ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy nvidia-cdi-hook)
 CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
 # Changing how a tool is built (flags, tags) must change its cache key: bump this.
 RECIPE_REVISION=1
@@ -60,6 +61,7 @@ binaries() {
     cdi) echo "cdi-validate=gpu-control-plane/hack/tools/cdi" ;;
     kube-rbac-proxy) echo "kube-rbac-proxy=github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy" ;;
     prometheus) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
+    nvidia-cdi-hook) echo "nvidia-cdi-hook=github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
 }
@@ -73,6 +75,7 @@ tool_version() {
     cdi) module_version cdi tags.cncf.io/container-device-interface ;;
     kube-rbac-proxy) module_version kube-rbac-proxy github.com/brancz/kube-rbac-proxy ;;
     prometheus) module_version prometheus github.com/prometheus/prometheus ;;
+    nvidia-cdi-hook) module_version nvidia-cdi-hook github.com/NVIDIA/nvidia-container-toolkit ;;
   esac
 }
 
@@ -110,8 +113,25 @@ build_args() { # go build arguments (one per line) for tool $1 at version $2
       # service-discovery plugins (every cloud SDK) are left out: a third of the build time.
       ldflags+=" -X github.com/prometheus/common/version.Version=$(release_of "$tool" "$version")"
       echo "-tags=remove_all_sd" ;;
+    nvidia-cdi-hook)
+      # Its NVML binding is cgo (NVML itself is opened at run time, and only by hooks we do not
+      # use). Linked statically: the hook runs on the host, whose C library we do not know.
+      ldflags+=" -X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=$version"
+      ldflags+=" -linkmode=external -extldflags=-static"
+      echo "-tags=osusergo,netgo" ;;
   esac
   echo "-ldflags=$ldflags"
+}
+
+cgo_of() { # 1 for the tools that need cgo (a C compiler), 0 for the rest
+  case "$1" in
+    nvidia-cdi-hook) echo 1 ;;
+    *) echo 0 ;;
+  esac
+}
+
+cgo_key() { # what cgo adds to a tool's cache key: nothing for the pure-Go tools, so their keys stay
+  [[ "$(cgo_of "$1")" == 0 ]] || echo "cgo CGO_CFLAGS=-O2 -Wno-deprecated-declarations"
 }
 
 version_probe() { # the command line that prints binary $1's version, or nothing
@@ -122,6 +142,7 @@ version_probe() { # the command line that prints binary $1's version, or nothing
     helm) echo "version --short" ;;
     kube-rbac-proxy) echo "--version" ;;
     promtool) echo "--version" ;;
+    nvidia-cdi-hook) echo "--version" ;;
   esac
 }
 
@@ -131,7 +152,7 @@ tool_key() { # <tool>-<version>-<hash of go.mod, go.sum and recipe>
   version="$(tool_version "$tool")"
   [[ -n "$version" ]] || die "$HERE/$tool/go.mod names no version of the tool"
   hash="$( { cat "$HERE/$tool/go.mod" "$HERE/$tool/go.sum" "$HERE/$tool"/*.go 2>/dev/null; echo "$RECIPE_REVISION";
-             binaries "$tool"; build_args "$tool" "$version"; } | sha256sum | cut -c1-12)"
+             binaries "$tool"; build_args "$tool" "$version"; cgo_key "$tool"; } | sha256sum | cut -c1-12)"
   echo "$tool-$version-$hash"
 }
 
@@ -167,7 +188,7 @@ build_tool() { # tool, destination folder (created; finished binaries in it are 
     log "building $name $version (a first build from empty Go caches takes minutes on 2 cores)"
     # Into a temporary name first: a killed link never leaves a truncated binary that looks done.
     # The host-wide Go build lock: engineers sharing this machine never run two Go builds at once.
-    (cd "$HERE/$tool" && flock /run/lock/gpucp-go-build.lock go build "${args[@]}" -o "$dest/.$name.tmp" "$pkg") \
+    (cd "$HERE/$tool" && CGO_ENABLED="$(cgo_of "$tool")" CGO_CFLAGS="-O2 -Wno-deprecated-declarations" flock /run/lock/gpucp-go-build.lock go build "${args[@]}" -o "$dest/.$name.tmp" "$pkg") \
       || die "go build of $pkg failed (module $HERE/$tool)"
     verify_version "$dest/.$name.tmp" "$(release_of "$tool" "$version")"
     mv -f "$dest/.$name.tmp" "$dest/$name"

@@ -19,6 +19,7 @@ case "$tool" in
   cdi) module=tags.cncf.io/container-device-interface ;;
   kube-rbac-proxy) module=github.com/brancz/kube-rbac-proxy ;;
   prometheus) module=github.com/prometheus/prometheus ;;
+  nvidia-cdi-hook) module=github.com/NVIDIA/nvidia-container-toolkit ;;
   *) echo "unknown tool '$tool'" >&2; exit 1 ;;
 esac
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.backends import default_registry
+from pkg.backends.driver_files import CAPABILITIES, DriverRootOptions
 from pkg.dra.model.slices import ServerVersion
 from pkg.framework.logging import setup_logging
 from pkg.framework.manager.manager import Manager
@@ -50,6 +51,20 @@ def _server_version(value: str) -> ServerVersion:
     if not (dot and major.isdigit() and minor.isdigit()):
         raise argparse.ArgumentTypeError(f"expected MAJOR.MINOR such as 1.34 or 1.37, got {value!r}")
     return ServerVersion(int(major), int(minor))
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _capabilities(value: str) -> frozenset[str]:
+    names = frozenset(part.strip() for part in value.split(",") if part.strip())
+    unknown = sorted(names - set(CAPABILITIES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(CAPABILITIES)}, got {value!r}"
+        )
+    return names
 
 
 def parser() -> argparse.ArgumentParser:
@@ -102,6 +117,38 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         default=Path(env("CDI_DIR", "/var/run/cdi")),
         help="where the container runtime reads CDI specs (default /var/run/cdi)",
+    )
+    p.add_argument(
+        "--driver-root",
+        type=Path,
+        default=Path(env("DRIVER_ROOT", "/")),
+        help="where this process reads the NVIDIA driver's installation: the host root, a containerised "
+        "driver's root or a driver folder such as /usr/local/nvidia (default /)",
+    )
+    p.add_argument(
+        "--driver-root-on-host",
+        type=Path,
+        default=_optional_path(env("DRIVER_ROOT_ON_HOST")),
+        help="the same folder's path on the host, which CDI specs name (default: --driver-root)",
+    )
+    p.add_argument(
+        "--host-run",
+        type=Path,
+        default=Path(env("HOST_RUN", "/run")),
+        help="the host's /run as this process sees it: the driver daemons' sockets (default /run)",
+    )
+    p.add_argument(
+        "--driver-capabilities",
+        type=_capabilities,
+        default=_capabilities(env("DRIVER_CAPABILITIES", "compute,utility")),
+        help=f"the driver capabilities containers get, comma-separated of {','.join(CAPABILITIES)} "
+        "(default compute,utility)",
+    )
+    p.add_argument(
+        "--cdi-hook-source",
+        type=Path,
+        default=_optional_path(env("CDI_HOOK_SOURCE")),
+        help="the nvidia-cdi-hook program to put on the host for the base CDI spec (the image's copy)",
     )
     p.add_argument(
         "--mps-root",
@@ -225,6 +272,13 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
         publish=args.publish,
         publish_resync_period=args.publish_resync_period,
         plugin=plugin,
+        driver_root=DriverRootOptions(
+            root=args.driver_root,
+            root_on_host=args.driver_root_on_host,
+            host_run=args.host_run,
+            capabilities=args.driver_capabilities,
+        ),
+        cdi_hook_source=args.cdi_hook_source,
     )
 
 

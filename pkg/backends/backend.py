@@ -24,6 +24,8 @@ the other cards.
 
 * ``preparer``: what the DRA kubelet plugin's Prepare/Unprepare do to a card (MIG mode and
   devices, what containers get), :class:`~pkg.backends.preparation.CardPreparer`.
+* ``driver_files``: the driver's user space every container of the vendor's devices gets (the
+  node's base CDI spec), :mod:`pkg.backends.driver_files`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
+from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverFiles, DriverRootOptions
 from pkg.hardware.pci import PciDevice
 
 if TYPE_CHECKING:
@@ -110,7 +113,8 @@ class BackendOptions:
     backend's state (health overrides, the simulated driver); real backends ignore it.
     ``daemons_on_host``: daemons a share needs (NVIDIA's MPS control daemon) are started on the
     host, outside this container's cgroups, so they outlive it (:mod:`pkg.backends.host_daemons`;
-    the process must be in the host's PID namespace).
+    the process must be in the host's PID namespace). ``driver_root``: where the driver's user
+    space is and what containers get of it.
     """
 
     node_name: str
@@ -119,6 +123,7 @@ class BackendOptions:
     proc_root: Path = Path("/proc")
     state_dir: Path | None = None
     daemons_on_host: bool = False
+    driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT
 
 
 class VendorBackend(Protocol):
@@ -157,6 +162,11 @@ class VendorBackend(Protocol):
     @property
     def preparer(self) -> CardPreparer:
         """What NodePrepare/NodeUnprepare do to this vendor's cards."""
+        ...
+
+    def driver_files(self) -> DriverFiles:
+        """The driver's user space for the loaded driver version, found again whenever that
+        version changes; raises :class:`~pkg.backends.driver_files.DriverFilesError`."""
         ...
 
     def close(self) -> None:

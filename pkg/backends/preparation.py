@@ -48,9 +48,13 @@ class DeviceNode:
     host_path: str
 
 
+READ_ONLY: Final = ("ro", "nosuid", "nodev", "bind")
+
+
 @dataclass(frozen=True)
 class Mount:
-    """A host folder bind-mounted into the container (the MPS pipe and shared-memory folders)."""
+    """A host file or folder bind-mounted into the container (the MPS pipe and shared-memory
+    folders read-write; the driver's libraries, binaries and firmware read-only)."""
 
     host_path: str
     container_path: str
@@ -58,12 +62,29 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Hook:
+    """A program the runtime runs while it creates the container (OCI ``createContainer``): what a
+    mount cannot do, such as links and the container's ld cache. ``path`` is on the host;
+    ``args`` start with the program's name, as OCI hooks' do."""
+
+    path: str
+    args: tuple[str, ...]
+    hook_name: str = "createContainer"
+
+
+@dataclass(frozen=True)
 class ContainerEdits:
-    """What a container of one device needs: device nodes, environment variables and mounts."""
+    """What a container of one device needs: device nodes, environment variables, mounts and the
+    hooks that finish the container's file system."""
 
     device_nodes: tuple[DeviceNode, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.device_nodes or self.env or self.mounts or self.hooks)
 
 
 @dataclass(frozen=True)

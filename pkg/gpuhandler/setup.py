@@ -20,6 +20,7 @@ There is no leader election: one handler runs per node and writes only that node
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from dependency_injector import containers, providers
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
+from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverRootOptions
 from pkg.domain.informers import node_physical_gpus
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
@@ -52,6 +54,8 @@ from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter
+from pkg.gpuhandler.preparation import metrics as preparation_metrics
+from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
@@ -83,6 +87,9 @@ class HandlerSettings:
     # A card recovers once no health event came for this long and its probe passes.
     health_quiet_period: float = 60.0
     health_poll: float = 1.0
+    # The driver's user space for containers; the hook program is installed from cdi_hook_source.
+    driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT
+    cdi_hook_source: Path | None = None
 
     @property
     def node_label(self) -> str:
@@ -99,8 +106,23 @@ def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorB
         proc_root=settings.proc_root,
         state_dir=settings.state_dir,
         daemons_on_host=settings.daemons_on_host,
+        driver_root=dataclasses.replace(settings.driver_root, cdi_hook=installed_cdi_hook(settings)),
     )
     return vendors.plugin(settings.backend).create(options)
+
+
+def installed_cdi_hook(settings: HandlerSettings) -> Path | None:
+    """The hook program put on the host for the base CDI spec (:mod:`~pkg.gpuhandler.preparation.cdi_hook`);
+    None without the kubelet plugin, without a program to install, or when it could not be
+    installed (then every Prepare fails with ``CdiHookMissing`` and the PhysicalGPUs say so)."""
+    if settings.plugin is None or settings.cdi_hook_source is None:
+        return None
+    try:
+        return install_cdi_hook(settings.cdi_hook_source, settings.plugin.data_dir / "bin")
+    except OSError as exc:
+        preparation_metrics.startup_failures.labels(step="install-cdi-hook").inc()
+        logger.error("could not install the CDI hook program from %s: %s", settings.cdi_hook_source, exc)
+        return None
 
 
 def new_enrichment_reconciler(

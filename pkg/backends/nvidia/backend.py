@@ -13,6 +13,7 @@ NVML returned it. *When* to call it (DriverReady=True, driverType Nvidia) is the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,11 +31,19 @@ from api.gpu.v1alpha1 import (
     Vendor,
 )
 from pkg.backends.backend import CardVerdict, Enrichment, claimed_gpus, pci_address
+from pkg.backends.driver_files import (
+    DEFAULT_DRIVER_ROOT,
+    REASON_DRIVER_UNREADABLE,
+    DriverFiles,
+    DriverFilesError,
+    DriverRootOptions,
+)
 from pkg.backends.nvidia.architecture import compute_types
+from pkg.backends.nvidia.driver_root import discover_driver_files
 from pkg.backends.nvidia.events import NvmlHealthEvents
 from pkg.backends.nvidia.health import check_health
 from pkg.backends.nvidia.identity import IDENTITY
-from pkg.backends.nvidia.nvml_port import Nvml
+from pkg.backends.nvidia.nvml_port import Nvml, NvmlError
 from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
@@ -57,9 +66,14 @@ class NvidiaBackend:
         proc_root: Path = Path("/proc"),
         time_slicer: TimeSlicer | None = None,
         mps: MpsControl | None = None,
+        driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT,
     ) -> None:
         self._nvml = nvml
         self._identity = identity
+        self._dev_root = dev_root
+        self._driver_root = driver_root
+        self._driver_files: DriverFiles | None = None
+        self._driver_files_lock = threading.Lock()
         self._preparer = NvidiaPreparer(
             nvml=nvml, dev_root=dev_root, proc_root=proc_root, time_slicer=time_slicer, mps=mps
         )
@@ -91,6 +105,20 @@ class NvidiaBackend:
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:
         return card_of(gpu, self.read(gpu))
+
+    def driver_files(self) -> DriverFiles:
+        """The user space of the driver NVML reports now; found again only when its version
+        changes (a driver upgrade), so every Prepare can ask at the cost of one NVML call."""
+        try:
+            version = self._nvml.driver_version()
+        except NvmlError as exc:
+            raise DriverFilesError(reason=REASON_DRIVER_UNREADABLE, message=f"NVML: {exc}") from exc
+        with self._driver_files_lock:
+            if self._driver_files is None or self._driver_files.version != version:
+                self._driver_files = discover_driver_files(
+                    self._driver_root, version=version, dev_root=self._dev_root
+                )
+            return self._driver_files
 
     def read(self, gpu: PhysicalGPU) -> CardReading:
         """One NVML pass over the card; raises :class:`~pkg.backends.backend.BackendError`."""

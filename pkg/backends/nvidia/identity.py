@@ -42,6 +42,7 @@ class NvidiaPlugin:
             dev_root=options.dev_root,
             proc_root=options.proc_root,
             mps=NvidiaMpsControl(on_host=options.daemons_on_host),
+            driver_root=options.driver_root,
         )
 
 

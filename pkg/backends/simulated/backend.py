@@ -27,6 +27,7 @@ from typing import Final
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends.backend import BackendOptions, CardVerdict, VendorBackend, VerdictStatus, pci_address
+from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverRootOptions
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.registry import VendorIdentity
@@ -56,11 +57,13 @@ class SimulatedBackend(NvidiaBackend):
         proc_root: Path = Path("/proc"),
         sysfs_root: Path | None = None,
         daemons_on_host: bool = False,
+        driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT,
     ) -> None:
         super().__init__(
             nvml=nvml,
             dev_root=dev_root,
             proc_root=proc_root,
+            driver_root=driver_root,
             time_slicer=SimulatedTimeSlicer(nvml.state),
             mps=simulated_mps_control(state_dir=state_dir, on_host=daemons_on_host),
         )
@@ -119,6 +122,7 @@ class SimulatedNvidiaPlugin:
             proc_root=options.proc_root,
             sysfs_root=options.sysfs_root,
             daemons_on_host=options.daemons_on_host,
+            driver_root=options.driver_root,
         )
 
 

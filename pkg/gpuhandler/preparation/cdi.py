@@ -1,4 +1,12 @@
-"""CDI specs: how a prepared claim's devices reach its containers.
+"""CDI specs: how a prepared claim's devices, and the driver they need, reach its containers.
+
+The node's base spec, ``<cdi dir>/k8s.gpu.deckhouse.io-driver_<vendor>.json``, kind
+``k8s.gpu.deckhouse.io/driver``, one device named for the vendor: the driver's user space every
+container of the vendor's devices needs (its libraries, tools and firmware mounted read-only, the
+hooks that make the soname links and the ld cache, the control device nodes;
+:mod:`pkg.backends.driver_files`). It is written at start-up and whenever the driver version
+changes, and each prepared device's CDI device IDs name it after the claim's own device, so a
+driver upgrade reaches every container created afterwards without touching a claim's spec.
 
 One spec file per claim, ``<cdi dir>/k8s.gpu.deckhouse.io-claim_<claim UID>.json``, kind
 ``k8s.gpu.deckhouse.io/claim``, one CDI device per allocated device named ``<claim UID>-<device>``,
@@ -21,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from pkg.backends.driver_files import DriverFiles
 from pkg.backends.preparation import ContainerEdits
 from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
 from pkg.gpuhandler.preparation.claim_ref import checked_uid
@@ -28,6 +37,8 @@ from pkg.gpuhandler.preparation.claim_ref import checked_uid
 CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
 CDI_CLASS: Final = "claim"
 CDI_KIND: Final = f"{CDI_VENDOR}/{CDI_CLASS}"
+DRIVER_CLASS: Final = "driver"
+DRIVER_KIND: Final = f"{CDI_VENDOR}/{DRIVER_CLASS}"
 _FILE = re.compile(rf"^{re.escape(CDI_VENDOR)}-{CDI_CLASS}_(?P<uid>[0-9a-f-]+)\.json$")
 _UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The oldest CDI version that knows a field (CDI SPEC.md, "Released versions").
@@ -52,23 +63,46 @@ def build_spec(claim_uid: str, devices: Mapping[str, ContainerEdits]) -> dict[st
     """
     entries = []
     for name, edits in sorted(devices.items()):
-        if not (edits.env or edits.device_nodes or edits.mounts):
+        if edits.empty:
             raise ValueError(f"claim {claim_uid}: device {name} has no container edits")
-        container_edits: dict[str, Any] = {}
-        if edits.env:
-            container_edits["env"] = [f"{key}={value}" for key, value in edits.env]
-        if edits.device_nodes:
-            container_edits["deviceNodes"] = [
-                {"path": node.path, "hostPath": node.host_path} for node in edits.device_nodes
-            ]
-        if edits.mounts:
-            container_edits["mounts"] = [
-                {"hostPath": m.host_path, "containerPath": m.container_path, "options": list(m.options)}
-                for m in edits.mounts
-            ]
-        entries.append({"name": device_name(claim_uid, name), "containerEdits": container_edits})
+        entries.append({"name": device_name(claim_uid, name), "containerEdits": container_edits(edits)})
     spec: dict[str, Any] = {"kind": CDI_KIND, "devices": entries}
     return {"cdiVersion": minimum_version(spec), **spec}
+
+
+def build_driver_spec(vendor: str, files: DriverFiles) -> dict[str, Any]:
+    """The node's base spec for ``vendor``'s driver: the control device nodes as the device's own
+    edits (a device must have some), everything else as the spec's, applied once per container
+    however many of its devices name it."""
+    edits = files.edits
+    device = ContainerEdits(device_nodes=edits.device_nodes)
+    if device.empty:
+        raise ValueError(f"the {vendor} driver's edits name no control device node")
+    common = ContainerEdits(mounts=edits.mounts, hooks=edits.hooks, env=edits.env)
+    spec: dict[str, Any] = {
+        "kind": DRIVER_KIND,
+        "annotations": {f"{CDI_VENDOR}/driver-version": files.version},
+        "containerEdits": container_edits(common),
+        "devices": [{"name": vendor, "containerEdits": container_edits(device)}],
+    }
+    return {"cdiVersion": minimum_version(spec), **spec}
+
+
+def container_edits(edits: ContainerEdits) -> dict[str, Any]:
+    """``edits`` as CDI's ``containerEdits``."""
+    out: dict[str, Any] = {}
+    if edits.env:
+        out["env"] = [f"{key}={value}" for key, value in edits.env]
+    if edits.device_nodes:
+        out["deviceNodes"] = [{"path": node.path, "hostPath": node.host_path} for node in edits.device_nodes]
+    if edits.mounts:
+        out["mounts"] = [
+            {"hostPath": m.host_path, "containerPath": m.container_path, "options": list(m.options)}
+            for m in edits.mounts
+        ]
+    if edits.hooks:
+        out["hooks"] = [{"hookName": h.hook_name, "path": h.path, "args": list(h.args)} for h in edits.hooks]
+    return out
 
 
 def minimum_version(spec: Mapping[str, Any]) -> str:
@@ -89,11 +123,31 @@ def minimum_version(spec: Mapping[str, Any]) -> str:
     return ".".join(str(part) for part in needed)
 
 
+def driver_device_id(vendor: str) -> str:
+    """The CDI device ID of ``vendor``'s base spec, which every prepared device's IDs end with."""
+    return f"{DRIVER_KIND}={vendor}"
+
+
 class CdiSpecs:
-    """The claim spec files in the node's CDI folder (the runtime's ``cdi_spec_dirs``)."""
+    """The spec files in the node's CDI folder (the runtime's ``cdi_spec_dirs``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+
+    def driver_path(self, vendor: str) -> Path:
+        return self.folder / f"{CDI_VENDOR}-{DRIVER_CLASS}_{vendor}.json"
+
+    def write_driver(self, vendor: str, files: DriverFiles) -> str:
+        """Writes ``vendor``'s base spec when its content changed; returns its CDI device ID."""
+        path = self.driver_path(vendor)
+        body = json.dumps(build_driver_spec(vendor, files), indent=1).encode() + b"\n"
+        try:
+            current = path.read_bytes()
+        except OSError:
+            current = None
+        if current != body:
+            write_atomically(path, body, mode=0o644, durable=False)
+        return driver_device_id(vendor)
 
     def path_of(self, claim_uid: str) -> Path:
         """The claim's spec file; :class:`~claim_ref.InvalidClaimRefError` (a ``ValueError``) for a

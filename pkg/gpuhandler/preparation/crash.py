@@ -29,6 +29,7 @@ PREPARE_POINTS: Final = (
     "recorded-answer",
     "plan",
     "refuse-double-allocation",
+    "driver-files",
     "record-started",
     "prepare-devices",
     "write-cdi-spec",

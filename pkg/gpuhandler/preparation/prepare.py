@@ -12,13 +12,17 @@
    earlier, unfinished attempt recorded, which sysfs no longer shows).
 4. ``refuse-double-allocation`` — a device, its card or an overlapping MIG placement already
    prepared for another claim is refused: two allocators raced.
-5. ``record-started`` — the claim recorded ``PrepareStarted`` with everything a release needs
+5. ``driver-files`` — the node's base CDI spec current for the loaded driver (:mod:`.driver_spec`),
+   for a claim with a device a container uses (not one passed through to a VM): a driver upgrade
+   reaches this claim's containers, and a driver root that is missing or incomplete fails here,
+   before anything changes on the node.
+6. ``record-started`` — the claim recorded ``PrepareStarted`` with everything a release needs
    (placements, shares, the functions' drivers), durably, before anything changes on the node.
-6. ``prepare-devices`` — each device by its kind (:mod:`.kinds`), which returns the device's
+7. ``prepare-devices`` — each device by its kind (:mod:`.kinds`), which returns the device's
    container edits.
-7. ``write-cdi-spec`` — one spec for the claim, from those edits.
-8. ``record-completed`` — the MIG instances' IDs and the CDI device IDs recorded, the claim
-   ``PrepareCompleted``; the answer for the kubelet.
+8. ``write-cdi-spec`` — one spec for the claim, from those edits.
+9. ``record-completed`` — the MIG instances' IDs and the CDI device IDs recorded (the claim's
+   device, then the base spec's), the claim ``PrepareCompleted``; the answer for the kubelet.
 
 One ``try``: a failure after ``record-started`` rolls the claim back through the one release
 order (:mod:`.release`), putting a card whose MIG mode this attempt switched back as it was found,
@@ -60,6 +64,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     VfioRecord,
 )
 from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
+from pkg.gpuhandler.preparation.driver_spec import DriverSpec
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.plan import (
@@ -129,6 +134,7 @@ class ClaimPreparer:
         release: ClaimRelease,
         cdi: CdiSpecs,
         holds: VfioHolds,
+        driver: DriverSpec,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         self._store = store
@@ -142,6 +148,7 @@ class ClaimPreparer:
         self._release = release
         self._cdi = cdi
         self._holds = holds
+        self._driver = driver
         self._crash_at = crash.crash_at("prepare", crash.PREPARE_POINTS, environ)
 
     def prepare(self, claim: ClaimRef) -> Attempt:
@@ -170,6 +177,9 @@ class ClaimPreparer:
             with attempt.phase("refuse-double-allocation"):
                 refuse_double_allocation(plan, checkpoint)
 
+            with attempt.phase("driver-files"):
+                driver_id = self._driver.device_id() if any(d.vfio is None for d in plan.devices) else None
+
             with attempt.phase("record-started"):
                 record = record_started(plan)
                 checkpoint.claims[plan.uid] = record
@@ -194,7 +204,7 @@ class ClaimPreparer:
                 cdi_ids = dict(zip(edits, self._cdi.write(claim.uid, edits), strict=True))
 
             with attempt.phase("record-completed"):
-                record_completed(record, cdi_ids)
+                record_completed(record, cdi_ids, driver_id)
                 self._store.save(checkpoint)
         except Exception as exc:
             attempt.error = exc
@@ -313,10 +323,13 @@ def record_started(plan: ClaimPlan) -> ClaimRecord:
     )
 
 
-def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str]) -> None:
-    """``record`` completed: each device's CDI device ID (by :func:`cdi_key`), ``PrepareCompleted``."""
+def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str], driver_id: str | None) -> None:
+    """``record`` completed: each device's CDI device ID (by :func:`cdi_key`) and, for a device a
+    container uses, the base spec's (``driver_id``); ``PrepareCompleted``."""
     for device in record.devices:
         device.cdi_device_ids = [cdi_ids[cdi_key(device)]]
+        if driver_id is not None and device.vfio is None:
+            device.cdi_device_ids.append(driver_id)
     record.state = PrepareState.PREPARE_COMPLETED
     record.updated = datetime.now(UTC)
 

@@ -26,6 +26,7 @@ from dependency_injector import containers, providers
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import VendorBackend
+from pkg.backends.driver_files import DriverFiles
 from pkg.backends.preparation import CardPreparer
 from pkg.domain.informers import node_resource_slices, node_slices_selector
 from pkg.domain.names import DRIVER
@@ -42,6 +43,7 @@ from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, read_boot_id
 from pkg.gpuhandler.preparation.driver import GpuDriver
+from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
@@ -141,6 +143,10 @@ def _vendor_of(backend: VendorBackend) -> str:
     return backend.identity.name
 
 
+def _driver_files_of(backend: VendorBackend) -> Callable[[], DriverFiles]:
+    return backend.driver_files
+
+
 def _identity(settings: PluginSettings) -> PluginIdentity:
     return PluginIdentity(driver=DRIVER, instance=settings.instance)
 
@@ -205,6 +211,19 @@ class PreparationContainer(containers.DeclarativeContainer):
         dev_root=settings.provided.dev_root,
     )
     release = providers.Singleton(ClaimRelease, kinds=kinds, preparer=preparer, cdi=cdi)
+    driver_files_status = providers.Singleton(
+        KubeDriverFilesStatus,
+        client=client,
+        gpus=providers.Factory(_gpus_of, gpus=gpu_informer),
+        recorder=recorder,
+    )
+    driver_spec = providers.Singleton(
+        DriverSpec,
+        files=providers.Factory(_driver_files_of, backend=backend),
+        cdi=cdi,
+        vendor=vendor,
+        status=driver_files_status,
+    )
     claim_preparer = providers.Singleton(
         ClaimPreparer,
         store=store,
@@ -218,6 +237,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         release=release,
         cdi=cdi,
         holds=holds,
+        driver=driver_spec,
     )
     claim_unpreparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
     driver = providers.Singleton(
@@ -283,10 +303,15 @@ class PluginRunnable:
         tracker: HealthTracker = self._container.health_tracker()
         tracker.subscribe(lambda _address, _old, _new: _safely("health refresh", health.refresh))
         _safely("health refresh", health.refresh)
+        driver_spec: DriverSpec = self._container.driver_spec()
+        driver_status: KubeDriverFilesStatus = self._container.driver_files_status()
+        _safely("driver files", driver_spec.refresh)  # the base spec before the first claim
         plugin.start()
         try:
             while not stop.wait(settings.health_period):
                 _safely("health refresh", health.refresh)
+                _safely("driver files", driver_spec.refresh)
+                _safely("driver files condition", driver_status.sync)  # PhysicalGPUs that came since
                 self._watch_mps(settings)
                 if self._retry_at is not None and self._clock() >= self._retry_at:
                     self._startup_round(settings, first=False)

@@ -448,7 +448,7 @@ def test_unprepare_refuses_a_path_bearing_uid_before_reading_or_removing_anythin
 
 @pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
 def test_prepare_refuses_a_path_bearing_uid_before_reading_or_writing_anything(uid: str) -> None:
-    store, claims, offers, pods, host, kinds, release, cdi, holds = (Mock() for _ in range(9))
+    store, claims, offers, pods, host, kinds, release, cdi, holds, driver = (Mock() for _ in range(10))
     preparer = ClaimPreparer(
         store=store,
         claims=claims,
@@ -461,10 +461,11 @@ def test_prepare_refuses_a_path_bearing_uid_before_reading_or_writing_anything(u
         release=release,
         cdi=cdi,
         holds=holds,
+        driver=driver,
         environ={},
     )
     attempt = preparer.prepare(ClaimRef(namespace="team", name="c", uid=uid))
     assert isinstance(attempt.error, PrepareFailedError)
     assert attempt.error.reason == "InvalidClaim"
-    for used in (store, claims, offers, pods, host, kinds, release, cdi, holds):
+    for used in (store, claims, offers, pods, host, kinds, release, cdi, holds, driver):
         assert used.mock_calls == []

@@ -8,11 +8,12 @@ claims and offers served from memory. Claims are built like the scheduler's allo
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from unittest.mock import MagicMock
 
 import pytest
@@ -35,9 +36,12 @@ from kubernetes.client import (
 )
 
 from pkg.backends import BackendOptions
+from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.backends.simulated.driver_state import CardState
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
+from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
 from pkg.devcluster.gpuhost import SimulatedGpuHost
 from pkg.domain.names import DRIVER
 from pkg.framework.cache.informer import SharedInformer
@@ -285,6 +289,17 @@ class Node:
         )
 
 
+CDI_HOOK: Final = Path("/opt/gpu-control-plane/bin/nvidia-cdi-hook-0123456789ab")
+
+
+def stand_in_driver() -> DriverRoot:
+    """The simulated driver's user space (its version), built once per machine and reused."""
+    target = (
+        Path(tempfile.gettempdir()) / "gpucp-stand-in-driver" / f"{Layout.VENDOR_FOLDER}-{DRIVER_VERSION}"
+    )
+    return build_driver_root(target, layout=Layout.VENDOR_FOLDER, version=DRIVER_VERSION)
+
+
 def node(
     tmp: Path,
     *,
@@ -296,6 +311,7 @@ def node(
     driver_state_in_memory: bool = False,
     pods: Pods | None = None,
     kubelet_root: Path | None = None,
+    driver_root: DriverRootOptions | None = None,
 ) -> Node:
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = SIMULATED_NVIDIA.create(
@@ -305,6 +321,7 @@ def node(
             dev_root=host.dev,
             proc_root=host.root / "proc",
             state_dir=None if driver_state_in_memory else host.nvml_state,
+            driver_root=driver_root or DriverRootOptions(root=stand_in_driver().root, cdi_hook=CDI_HOOK),
         )
     )
     settings = PluginSettings(

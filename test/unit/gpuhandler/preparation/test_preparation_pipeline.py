@@ -42,7 +42,11 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert outcome.error == ""
     [device] = outcome.devices
     assert (device.pool, device.device, device.requests) == (POOL, offer.name, ("gpu",))
-    assert device.cdi_device_ids == (f"{CDI_KIND}={claim.uid}-{offer.name}",)
+    # The claim's own device, then the node's base spec: the driver's user space.
+    assert device.cdi_device_ids == (
+        f"{CDI_KIND}={claim.uid}-{offer.name}",
+        "k8s.gpu.deckhouse.io/driver=nvidia",
+    )
     assert _mig_mode(n) == MIG_ENABLED
     assert _gpu_instances(n) == [(14, 3)]
     record = n.container.store().load().claims[claim.uid]

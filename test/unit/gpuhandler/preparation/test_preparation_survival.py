@@ -41,9 +41,11 @@ def test_two_mps_shares_of_one_card_in_one_claim_are_two_cdi_devices(tmp_path: P
     result = n.driver.prepare([claim])[claim.uid]
 
     assert result.error == ""
-    ids = [cdi_id for device in result.devices for cdi_id in device.cdi_device_ids]
-    assert len(ids) == 2
+    ids = [device.cdi_device_ids[0] for device in result.devices]
     assert len(set(ids)) == 2
+    assert all(
+        device.cdi_device_ids[1:] == ("k8s.gpu.deckhouse.io/driver=nvidia",) for device in result.devices
+    )
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     assert len(spec["devices"]) == 2
     record = n.container.store().load().claims[claim.uid]

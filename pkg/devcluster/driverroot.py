@@ -1,0 +1,157 @@
+"""Stand-in NVIDIA driver installations: the driver's user space, laid out as real installs are.
+
+Tests and the demo have no NVIDIA driver, yet what gpu-handler puts into a container is found by
+reading a driver root (:mod:`pkg.backends.nvidia.driver_root`). These roots are built to be read
+the same way: files named as the driver names them (``libcuda.so.<version>`` with soname
+``libcuda.so.1``, ``libnvidia-nvvm.so.<version>`` with soname ``libnvidia-nvvm.so.4``, the
+unversioned and soname links a real install has), as real shared objects (compiled here with the
+machine's C compiler, so the dynamic loader and ``ldconfig`` in a container treat them as they
+treat the driver's), a stand-in ``nvidia-smi`` that prints the version, and GSP firmware files.
+The names and sonames are those of driver 580 on a real H200 node.
+
+Three layouts (:class:`Layout`), each a place drivers are really installed:
+
+* ``HOST``: a distribution's packages on the host root (``usr/lib/<multiarch>``, an
+  ``etc/ld.so.conf.d`` entry, ``usr/bin``, ``lib/firmware/nvidia/<version>``);
+* ``CONTAINERISED``: a driver container's root mounted on the host (``/run/nvidia/driver``),
+  RHEL-like (``usr/lib64``, ``usr/lib/firmware``);
+* ``VENDOR_FOLDER``: everything in one folder of its own (``/usr/local/nvidia``: ``lib64``, ``bin``,
+  ``firmware/nvidia/<version>``), as on the H200 node.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Final
+
+# (stem, soname suffix: "" for a soname that is the versioned file name itself) of driver 580.
+LIBRARIES: Final = (
+    ("libcuda", "1"),
+    ("libcudadebugger", "1"),
+    ("libnvidia-ml", "1"),
+    ("libnvidia-cfg", "1"),
+    ("libnvidia-ptxjitcompiler", "1"),
+    ("libnvidia-gpucomp", ""),
+    ("libnvidia-nvvm", "4"),
+    ("libnvidia-allocator", "1"),
+    ("libnvidia-opencl", "1"),
+    ("libnvcuvid", "1"),
+    ("libnvidia-encode", "1"),
+    ("libnvidia-opticalflow", "1"),
+    ("libEGL_nvidia", "0"),
+    ("libGLX_nvidia", "0"),
+    ("libGLESv2_nvidia", "2"),
+    ("libGLESv1_CM_nvidia", "1"),
+    ("libnvidia-eglcore", ""),
+    ("libnvidia-glcore", ""),
+    ("libnvidia-tls", ""),
+    ("libnvidia-glsi", ""),
+    ("libnvidia-fbc", "1"),
+)
+# A dependency between the stand-ins, so that discovery's DT_NEEDED closure has one to follow.
+NEEDED: Final = {"libnvidia-nvvm": ("libnvidia-gpucomp",)}
+BINARIES: Final = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control")
+FIRMWARE: Final = ("gsp_ga10x.bin", "gsp_tu10x.bin")
+SMI_OUTPUT: Final = "NVIDIA-SMI stand-in, driver {version}"
+
+
+class Layout(StrEnum):
+    HOST = "host"
+    CONTAINERISED = "containerised"
+    VENDOR_FOLDER = "vendor-folder"
+
+
+@dataclass(frozen=True)
+class DriverRoot:
+    """A built stand-in: ``root`` (what gpu-handler's ``--driver-root`` names) and its folders."""
+
+    root: Path
+    version: str
+    library_folder: Path
+    binary_folder: Path
+    firmware_folder: Path
+
+
+def build_driver_root(target: Path, *, layout: Layout, version: str, cc: str = "cc") -> DriverRoot:
+    """Builds the stand-in driver of ``version`` under ``target`` (created; reused if complete)."""
+    multiarch = f"{platform.machine()}-linux-gnu"
+    folders = {
+        Layout.HOST: (f"usr/lib/{multiarch}", "usr/bin", f"lib/firmware/nvidia/{version}"),
+        Layout.CONTAINERISED: ("usr/lib64", "usr/bin", f"usr/lib/firmware/nvidia/{version}"),
+        Layout.VENDOR_FOLDER: ("lib64", "bin", f"firmware/nvidia/{version}"),
+    }[layout]
+    built = DriverRoot(target, version, *(target / folder for folder in folders))
+    stamp = target / ".complete"
+    if stamp.is_file() and stamp.read_text() == f"{layout} {version}\n":
+        return built
+    for folder in (built.library_folder, built.binary_folder, built.firmware_folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    _build_libraries(built.library_folder, version, cc)
+    for name in BINARIES:
+        _write_tool(
+            built.binary_folder / name, SMI_OUTPUT.format(version=version) if name == "nvidia-smi" else name
+        )
+    for name in FIRMWARE:
+        (built.firmware_folder / name).write_bytes(b"stand-in GSP firmware\n")
+    if layout is not Layout.VENDOR_FOLDER:  # a vendor folder is found through its own lib64
+        conf = target / "etc/ld.so.conf.d"
+        conf.mkdir(parents=True, exist_ok=True)
+        (target / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+        (conf / f"{multiarch}.conf").write_text(f"/{folders[0]}\n")
+    stamp.write_text(f"{layout} {version}\n")
+    return built
+
+
+def _build_libraries(folder: Path, version: str, cc: str) -> None:
+    compiler = shutil.which(cc)
+    if compiler is None:
+        raise FileNotFoundError(
+            f"no C compiler '{cc}': the stand-in driver libraries are compiled (README: requirements)"
+        )
+    with tempfile.TemporaryDirectory() as scratch:
+        for stem, suffix in sorted(LIBRARIES, key=lambda item: item[0] in NEEDED):  # dependencies first
+            name = f"{stem}.so.{version}"
+            soname = f"{stem}.so.{suffix}" if suffix else name
+            source = Path(scratch) / f"{stem}.c"
+            source.write_text(f"int gpucp_stand_in_{stem.replace('-', '_')}(void) {{ return 0; }}\n")
+            needed = [f"-l:{dependency}.so.{version}" for dependency in NEEDED.get(stem, ())]
+            subprocess.run(
+                [
+                    compiler,
+                    "-shared",
+                    "-fPIC",
+                    "-nostdlib",
+                    f"-Wl,-soname,{soname}",
+                    "-Wl,--no-as-needed",
+                    "-o",
+                    str(folder / name),
+                    str(source),
+                    f"-L{folder}",
+                    *needed,
+                ],
+                check=True,
+                capture_output=True,
+            )
+            _link(folder / soname, name)
+            _link(folder / f"{stem}.so", soname)
+
+
+def _link(link: Path, target: str) -> None:
+    if link.name == target:
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+
+
+def _write_tool(path: Path, output: str) -> None:
+    path.write_text(
+        f'#!/bin/sh\necho "{output}"\necho "visible devices: ${{NVIDIA_VISIBLE_DEVICES:-none}}"\n'
+    )
+    os.chmod(path, 0o755)

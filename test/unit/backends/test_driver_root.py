@@ -1,0 +1,220 @@
+"""The driver's user space is found under a driver root as real installs lay it out.
+
+Each layout is a stand-in driver built with real shared objects (pkg.devcluster.driverroot): a
+distribution's packages on the host root, a containerised driver's root, and a driver folder of
+its own like the H200 node's /usr/local/nvidia.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pkg.backends.driver_files import (
+    REASON_HOOK_MISSING,
+    REASON_ROOT_INCOMPLETE,
+    REASON_ROOT_MISSING,
+    REASON_VERSION_MISMATCH,
+    DriverFiles,
+    DriverFilesError,
+    DriverRootOptions,
+)
+from pkg.backends.nvidia import driver_root
+from pkg.backends.nvidia.driver_root import LIBRARY_FOLDER, discover_driver_files
+from pkg.devcluster.cluster import default_bin_dir
+from pkg.devcluster.driverroot import SMI_OUTPUT, Layout, build_driver_root
+from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.hardware.elf import ElfError, read_dynamic_info
+
+VERSION = "580.159.04"
+HOOK = Path("/var/lib/kubelet/plugins/gpu.deckhouse.io/bin/nvidia-cdi-hook-0123456789ab")
+COMPUTE_AND_UTILITY = {
+    "libcuda.so.580.159.04",
+    "libcudadebugger.so.580.159.04",
+    "libnvidia-ptxjitcompiler.so.580.159.04",
+    "libnvidia-nvvm.so.580.159.04",
+    "libnvidia-gpucomp.so.580.159.04",
+    "libnvidia-ml.so.580.159.04",
+    "libnvidia-cfg.so.580.159.04",
+}
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[Layout, Path]:
+    base = tmp_path_factory.mktemp("driver-roots")
+    return {
+        layout: build_driver_root(base / layout, layout=layout, version=VERSION).root for layout in Layout
+    }
+
+
+def _options(root: Path, **kwargs: object) -> DriverRootOptions:
+    return DriverRootOptions(root=root, root_on_host=Path("/host-root"), cdi_hook=HOOK, **kwargs)  # type: ignore[arg-type]
+
+
+def _library_mounts(files: DriverFiles) -> dict[str, str]:
+    return {
+        Path(m.container_path).name: m.host_path
+        for m in files.edits.mounts
+        if m.container_path.startswith(LIBRARY_FOLDER)
+    }
+
+
+@pytest.mark.parametrize("layout", list(Layout))
+def test_each_layout_gives_the_compute_and_utility_libraries_tools_and_firmware(
+    roots: dict[Layout, Path], layout: Layout
+) -> None:
+    files = discover_driver_files(_options(roots[layout]), version=VERSION, dev_root=Path("/dev"))
+
+    libraries = _library_mounts(files)
+    assert set(libraries) == COMPUTE_AND_UTILITY  # no graphics or video library unless asked for
+    assert all(host.startswith("/host-root/") for host in libraries.values())  # the host's path
+    assert all(m.options[0] == "ro" for m in files.edits.mounts)
+    containers = {m.container_path for m in files.edits.mounts}
+    assert {"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"} <= containers
+    assert f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin" in containers
+    assert files.found == {"libraries": 7, "binaries": 4, "firmware": 2, "sockets": 0}
+
+
+def test_the_hooks_make_the_soname_links_and_put_the_library_folder_in_the_ld_cache(
+    roots: dict[Layout, Path],
+) -> None:
+    files = discover_driver_files(_options(roots[Layout.VENDOR_FOLDER]), version=VERSION)
+
+    links, ldcache = files.edits.hooks
+    assert links.path == ldcache.path == str(HOOK)
+    assert links.hook_name == ldcache.hook_name == "createContainer"
+    pairs = set(links.args[3::2])
+    assert f"libcuda.so.{VERSION}::{LIBRARY_FOLDER}/libcuda.so.1" in pairs
+    assert f"libcuda.so.1::{LIBRARY_FOLDER}/libcuda.so" in pairs
+    assert f"libnvidia-nvvm.so.{VERSION}::{LIBRARY_FOLDER}/libnvidia-nvvm.so.4" in pairs  # its real soname
+    assert not any("gpucomp" in pair for pair in pairs)  # its soname is its file name: no link
+    assert ldcache.args == ("nvidia-cdi-hook", "update-ldcache", "--folder", LIBRARY_FOLDER)
+
+
+def test_graphics_and_video_libraries_come_only_when_configured(roots: dict[Layout, Path]) -> None:
+    options = _options(
+        roots[Layout.HOST], capabilities=frozenset({"compute", "utility", "graphics", "video"})
+    )
+    libraries = _library_mounts(discover_driver_files(options, version=VERSION))
+    assert {
+        f"libEGL_nvidia.so.{VERSION}",
+        f"libnvcuvid.so.{VERSION}",
+        f"libnvidia-glcore.so.{VERSION}",
+    } <= set(libraries)
+
+
+def test_a_library_the_driver_loads_in_turn_comes_along_although_no_capability_names_it(
+    roots: dict[Layout, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compute_required, compute_optional = driver_root.LIBRARIES["compute"]
+    without = tuple(name for name in compute_optional if name != "libnvidia-gpucomp")
+    monkeypatch.setitem(driver_root.LIBRARIES, "compute", (compute_required, without))
+
+    libraries = _library_mounts(discover_driver_files(_options(roots[Layout.HOST]), version=VERSION))
+
+    assert f"libnvidia-gpucomp.so.{VERSION}" in libraries  # libnvidia-nvvm's DT_NEEDED
+
+
+def test_a_root_of_another_driver_version_is_refused_naming_both(roots: dict[Layout, Path]) -> None:
+    with pytest.raises(DriverFilesError) as failure:
+        discover_driver_files(_options(roots[Layout.CONTAINERISED]), version="590.10.01")
+    assert failure.value.reason == REASON_VERSION_MISMATCH
+    assert VERSION in failure.value.message
+    assert "590.10.01" in failure.value.message
+
+
+def test_a_missing_root_and_a_root_without_libcuda_are_clear_failures(tmp_path: Path) -> None:
+    with pytest.raises(DriverFilesError) as missing:
+        discover_driver_files(_options(tmp_path / "nothing"), version=VERSION)
+    assert missing.value.reason == REASON_ROOT_MISSING
+    assert "/host-root" in missing.value.message
+
+    partial = build_driver_root(tmp_path / "partial", layout=Layout.VENDOR_FOLDER, version=VERSION)
+    (partial.library_folder / f"libcuda.so.{VERSION}").unlink()
+    with pytest.raises(DriverFilesError) as incomplete:
+        discover_driver_files(_options(partial.root), version=VERSION)
+    assert incomplete.value.reason == REASON_ROOT_INCOMPLETE
+    assert f"libcuda.so.{VERSION}" in incomplete.value.message
+
+
+def test_a_root_without_nvidia_smi_is_incomplete(tmp_path: Path) -> None:
+    root = build_driver_root(tmp_path / "r", layout=Layout.VENDOR_FOLDER, version=VERSION)
+    (root.binary_folder / "nvidia-smi").unlink()
+    with pytest.raises(DriverFilesError, match="lacks nvidia-smi") as failure:
+        discover_driver_files(_options(root.root), version=VERSION)
+    assert failure.value.reason == REASON_ROOT_INCOMPLETE
+
+
+def test_without_a_hook_program_no_spec_is_made(roots: dict[Layout, Path]) -> None:
+    options = DriverRootOptions(root=roots[Layout.HOST])
+    with pytest.raises(DriverFilesError) as failure:
+        discover_driver_files(options, version=VERSION)
+    assert failure.value.reason == REASON_HOOK_MISSING
+
+
+def test_a_damaged_library_is_a_failure_naming_it(tmp_path: Path) -> None:
+    root = build_driver_root(tmp_path / "r", layout=Layout.VENDOR_FOLDER, version=VERSION)
+    damaged = root.library_folder / f"libnvidia-ml.so.{VERSION}"
+    damaged.unlink()
+    damaged.write_bytes(b"\x7fELF" + b"\x02\x01" + b"\0" * 58)
+    with pytest.raises(DriverFilesError, match=str(damaged)):
+        discover_driver_files(_options(root.root), version=VERSION)
+
+
+def test_the_elf_reader_reads_a_real_library_and_refuses_other_files(tmp_path: Path) -> None:
+    root = build_driver_root(tmp_path / "r", layout=Layout.VENDOR_FOLDER, version=VERSION)
+    info = read_dynamic_info(root.library_folder / f"libnvidia-nvvm.so.{VERSION}")
+    assert info.soname == "libnvidia-nvvm.so.4"
+    assert info.needed == (f"libnvidia-gpucomp.so.{VERSION}",)
+    with pytest.raises(ElfError, match="not an ELF file"):
+        read_dynamic_info(root.binary_folder / "nvidia-smi")
+    with pytest.raises(ElfError, match="No such file"):
+        read_dynamic_info(tmp_path / "absent.so")
+
+
+def test_the_stand_in_nvidia_smi_prints_the_version(roots: dict[Layout, Path]) -> None:
+    smi = roots[Layout.VENDOR_FOLDER] / "bin/nvidia-smi"
+    out = subprocess.run([str(smi)], capture_output=True, text=True, check=True).stdout
+    assert SMI_OUTPUT.format(version=VERSION) in out
+
+
+def test_the_base_spec_is_one_the_runtimes_cdi_loader_accepts(
+    roots: dict[Layout, Path], tmp_path: Path
+) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    files = discover_driver_files(_options(roots[Layout.HOST]), version=VERSION, dev_root=dev)
+    specs = CdiSpecs(tmp_path / "cdi")
+
+    device_id = specs.write_driver("nvidia", files)
+
+    path = specs.driver_path("nvidia")
+    result = subprocess.run(
+        [str(default_bin_dir() / "cdi-validate"), str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split(": ", 1)[1].split() == [device_id] == ["k8s.gpu.deckhouse.io/driver=nvidia"]
+    spec = json.loads(path.read_text())
+    assert spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/nvidiactl"
+    assert len(spec["containerEdits"]["hooks"]) == 2
+    assert specs.claims() == {}  # start-up's sweep of claim specs never takes the base spec
+
+
+def test_the_base_spec_is_rewritten_only_when_its_content_changes(
+    roots: dict[Layout, Path], tmp_path: Path
+) -> None:
+    specs = CdiSpecs(tmp_path)
+    files = discover_driver_files(_options(roots[Layout.HOST]), version=VERSION)
+    specs.write_driver("nvidia", files)
+    path = specs.driver_path("nvidia")
+    before = path.stat().st_ino
+    specs.write_driver("nvidia", files)
+    assert path.stat().st_ino == before
+    upgraded = build_driver_root(tmp_path / "upgraded", layout=Layout.HOST, version="590.10.01")
+    specs.write_driver("nvidia", discover_driver_files(_options(upgraded.root), version="590.10.01"))
+    assert path.stat().st_ino != before
+    assert "590.10.01" in path.read_text()
+    assert VERSION not in path.read_text()

@@ -1,0 +1,90 @@
+"""Prepare gives containers the driver's user space, or fails before it changes anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest.mock import MagicMock
+
+from preparation_fakes import A30, CDI_HOOK, mig_offer, node, stand_in_driver, whole_offer
+
+from pkg.backends.driver_files import DriverFiles, DriverFilesError, DriverRootOptions
+from pkg.backends.preparation import ContainerEdits, DeviceNode
+from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
+from pkg.gpuhandler.preparation.driver_spec import DriverFilesState, DriverSpec
+
+DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
+
+
+def test_a_prepared_card_names_the_base_spec_which_holds_the_driver_files(tmp_path: Path) -> None:
+    n = node(tmp_path)
+    [offer] = n.offers.publish(whole_offer(A30))
+    claim = n.claims.allocate("train", [offer])
+
+    [device] = n.driver.prepare([claim])[claim.uid].devices
+
+    assert device.cdi_device_ids[1:] == (DRIVER_ID,)
+    spec = json.loads(n.container.cdi().driver_path("nvidia").read_text())
+    mounts = {m["containerPath"] for m in spec["containerEdits"]["mounts"]}
+    version = stand_in_driver().version
+    assert f"/usr/local/nvidia/lib64/libcuda.so.{version}" in mounts
+    assert "/usr/bin/nvidia-smi" in mounts
+    assert {h["path"] for h in spec["containerEdits"]["hooks"]} == {str(CDI_HOOK)}
+
+
+def test_a_missing_driver_root_fails_the_prepare_before_the_node_changes(tmp_path: Path) -> None:
+    n = node(tmp_path, driver_root=DriverRootOptions(root=tmp_path / "no-driver", cdi_hook=CDI_HOOK))
+    [offer] = n.offers.publish(mig_offer(A30, start=3))
+    claim = n.claims.allocate("train", [offer])
+
+    result = n.driver.prepare([claim])[claim.uid]
+
+    assert str(tmp_path / "no-driver") in result.error
+    assert n.container.store().load().claims == {}  # nothing recorded, so nothing to release
+    assert not n.backend.preparer.mig_enabled(A30)  # the card untouched
+    assert not n.container.cdi().driver_path("nvidia").exists()
+
+
+def test_driver_spec_reports_the_state_and_fails_with_the_reason() -> None:
+    status = MagicMock()
+    edits = ContainerEdits(device_nodes=(DeviceNode(path="/dev/nvidiactl", host_path="/dev/nvidiactl"),))
+    answers: list[DriverFiles | DriverFilesError] = [
+        DriverFilesError(reason="DriverVersionMismatch", message="root holds 575, module is 580"),
+        DriverFiles(version="580.1", edits=edits, found={"libraries": 7}),
+    ]
+
+    def files() -> DriverFiles:
+        answer = answers.pop(0)
+        if isinstance(answer, DriverFilesError):
+            raise answer
+        return answer
+
+    cdi = MagicMock(spec=CdiSpecs)
+    cdi.write_driver.return_value = DRIVER_ID
+    spec = DriverSpec(files=files, cdi=cdi, vendor="nvidia", status=status)
+
+    spec.refresh()  # a failure is reported, not raised
+    assert spec.device_id() == DRIVER_ID
+
+    reported = [call.args[0] for call in status.report.call_args_list]
+    assert reported == [
+        DriverFilesState(
+            ready=False, reason="DriverVersionMismatch", message="root holds 575, module is 580"
+        ),
+        DriverFilesState(ready=True, reason="DriverFilesFound", message="driver 580.1: 7 libraries"),
+    ]
+
+
+def test_the_hook_program_is_installed_under_its_contents_name_once(tmp_path: Path) -> None:
+    source = tmp_path / "nvidia-cdi-hook"
+    source.write_bytes(b"#!/bin/sh\nexit 0\n")
+    first = install_cdi_hook(source, tmp_path / "bin")
+    assert first.name.startswith("nvidia-cdi-hook-")
+    assert first.read_bytes() == source.read_bytes()
+    assert first.stat().st_mode & 0o777 == 0o755
+    assert install_cdi_hook(source, tmp_path / "bin") == first
+    source.write_bytes(b"#!/bin/sh\nexit 1\n")
+    second = install_cdi_hook(source, tmp_path / "bin")
+    assert second != first
+    assert first.exists()  # kept for containers whose creation read the earlier spec
