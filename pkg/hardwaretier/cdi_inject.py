@@ -3,9 +3,9 @@
 ``cdi-validate inject`` (``hack/tools/cdi``) loads the spec folders into the CDI library's cache
 and calls its ``InjectDevices`` — what containerd does for a container given CDI device IDs — so
 the container gets exactly what a runtime would give it from our specs, and nothing else. The
-tool is built on a machine with Go (``bash hack/tools/build.sh cdi``) and copied to the GPU node;
-:func:`find_cdi_tool` looks in ``$GPU_CP_BIN_DIR`` (where ``make`` puts the built tools), then on
-``PATH``.
+tool is built on a machine with Go (``bash hack/tools/build.sh cdi``) and copied to the GPU node,
+as is NVIDIA's ``nvidia-cdi-hook`` that the base spec's hooks run; :func:`find_tool` looks in
+``$GPU_CP_BIN_DIR`` (where ``make`` puts the built tools), then on ``PATH``.
 """
 
 from __future__ import annotations
@@ -25,21 +25,27 @@ class InjectError(RuntimeError):
     """The CDI library refused to apply the devices; the message is its answer."""
 
 
-def find_cdi_tool(env: Mapping[str, str] = os.environ) -> Path:
-    """``cdi-validate`` from ``$GPU_CP_BIN_DIR``, else from ``PATH``; a clear error otherwise."""
+def find_tool(name: str, *, module: str, env: Mapping[str, str] = os.environ) -> Path:
+    """A tool built from ``hack/tools/<module>``: from ``$GPU_CP_BIN_DIR``, else from ``PATH``; an
+    error saying how to bring it otherwise."""
     bin_dir = env.get(BIN_DIR_ENV)
     if bin_dir:
-        candidate = Path(bin_dir) / TOOL
+        candidate = Path(bin_dir) / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    on_path = shutil.which(TOOL, path=env.get("PATH", os.defpath))
+    on_path = shutil.which(name, path=env.get("PATH", os.defpath))
     if on_path:
         return Path(on_path)
-    where = f"${BIN_DIR_ENV}={bin_dir} has no executable {TOOL} and " if bin_dir else ""
+    where = f"${BIN_DIR_ENV}={bin_dir} has no executable {name} and " if bin_dir else ""
     raise FileNotFoundError(
-        f"{where}{TOOL} is not on PATH: build it where Go is installed (bash hack/tools/build.sh cdi), "
+        f"{where}{name} is not on PATH: build it where Go is installed (bash hack/tools/build.sh {module}), "
         f"copy it here and set {BIN_DIR_ENV} to its folder or put it on PATH"
     )
+
+
+def find_cdi_tool(env: Mapping[str, str] = os.environ) -> Path:
+    """``cdi-validate`` (module ``cdi``) by :func:`find_tool`'s rule."""
+    return find_tool(TOOL, module="cdi", env=env)
 
 
 def inject(tool: Path, *, spec_dirs: Sequence[Path], config: Path, devices: Sequence[str]) -> str:

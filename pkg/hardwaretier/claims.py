@@ -7,8 +7,10 @@ vendor's preparer working on the card, the CDI specs. :class:`PreparationNode` b
 :class:`~pkg.gpuhandler.preparation.setup.PreparationContainer` as gpu-handler builds it and
 overrides only the API-facing providers: claims are allocated here, in memory, the way the
 scheduler allocates them; offers come from the slices ``gpu-handler offers`` printed for this
-node; events go to the log. So the answer — the CDI device IDs a runtime would be handed — is the
-one the kubelet would get on this node.
+node; events and the ``DriverFilesReady`` state go to the log (:class:`LoggedDriverFiles`). So
+the answer — the claim's CDI device IDs and the base spec's, which Prepare writes into the same
+CDI folder from the driver root the backend was given — is the one the kubelet would get on this
+node.
 
 The checkpoint, the node lock and the CDI folder live under a work folder of the caller's, never
 in the kubelet's or the runtime's folders: a run leaves nothing a kubelet or gpu-handler on the
@@ -45,6 +47,7 @@ from pkg.dra.model.slices import pool_name
 from pkg.framework.client import NotFoundError
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.driver import GpuDriver
+from pkg.gpuhandler.preparation.driver_spec import DriverFilesState
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 
 logger = logging.getLogger(__name__)
@@ -150,6 +153,21 @@ class ChangedCards:
         self.cards.append(card)
 
 
+@dataclass
+class LoggedDriverFiles:
+    """The driver files' state Prepare reports (gpu-handler's ``DriverFilesReady``), kept and logged."""
+
+    states: list[DriverFilesState] = field(default_factory=list)
+
+    def report(self, state: DriverFilesState) -> None:
+        if not self.states or self.states[-1] != state:
+            logger.info("driver files: ready=%s %s: %s", state.ready, state.reason, state.message)
+        self.states.append(state)
+
+    def sync(self) -> None:
+        return None
+
+
 class _NoHealthFeed:
     """The kubelet's health stream is not served here; nothing to refresh after a change."""
 
@@ -191,6 +209,7 @@ class PreparationNode:
         )
         self.claims = MemoryClaims()
         self.changed = ChangedCards()
+        self.driver_files = LoggedDriverFiles()
         self.container = PreparationContainer(
             settings=self.settings, backend=backend, card_changes=self.changed
         )
@@ -199,6 +218,7 @@ class PreparationNode:
         self.container.pods.override(providers.Object(NoPods()))
         self.container.events.override(providers.Object(LoggedEvents()))
         self.container.health.override(providers.Object(_NoHealthFeed()))
+        self.container.driver_files_status.override(providers.Object(self.driver_files))
 
     @property
     def cdi_dir(self) -> Path:

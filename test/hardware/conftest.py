@@ -2,8 +2,11 @@
 
 Run it with ``make test-hardware`` or ``python -m pytest test/hardware`` from the virtualenv or an
 interpreter with the project's wheel installed (docs/testing.md, "The hardware tier"). Nothing
-here builds a tool: ``cdi-validate`` comes from ``$GPU_CP_BIN_DIR`` or ``PATH``, runc from
-``$GPU_CP_RUNC`` or ``PATH``, the CUDA program from ``nvcc`` on the node or ``$GPU_CP_CUDA_PROGRAM``.
+here builds a tool: ``cdi-validate`` and ``nvidia-cdi-hook`` come from ``$GPU_CP_BIN_DIR`` or
+``PATH``, runc from ``$GPU_CP_RUNC`` or ``PATH``, the CUDA program from ``nvcc`` on the node or
+``$GPU_CP_CUDA_PROGRAM``. Prepare reads the driver's user space under ``$DRIVER_ROOT`` (default
+``/``, as gpu-handler's ``--driver-root``) into the base CDI spec, whose hooks run the installed
+``nvidia-cdi-hook``.
 
 Read-only by default: NVML is read, ``gpu-handler offers`` computes, a whole-card claim is
 prepared into a folder of the tier's own (its checkpoint, lock and CDI specs never touch the
@@ -30,8 +33,10 @@ import pytest
 
 from api.gpu.v1alpha1 import DriverType
 from pkg.backends import BackendOptions, VendorBackend, default_registry
+from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.nvidia.nvml import PynvmlAdapter
-from pkg.hardwaretier.cdi_inject import find_cdi_tool
+from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
+from pkg.hardwaretier.cdi_inject import find_cdi_tool, find_tool
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim
 from pkg.hardwaretier.container import cdi_bundle, run_with_cdi
 from pkg.hardwaretier.cuda_build import build_program, find_nvcc, prebuilt_program
@@ -52,6 +57,7 @@ CUDA_SOURCE = HERE / "cuda" / "cuda_ok.cu"
 ALLOW_FLAG = "--allow-card-changes"
 ALLOW_ENV = "GPU_CP_ALLOW_CARD_CHANGES"
 NODE_NAME = os.environ.get("NODE_NAME", "hardware-tier")
+DRIVER_ROOT = Path(os.environ.get("DRIVER_ROOT", "/"))
 _ONLY_HARDWARE = pytest.StashKey[bool]()
 
 
@@ -149,7 +155,29 @@ def facts(nvml: PynvmlAdapter, cards: list[str]) -> dict[str, CardFacts]:
 
 @pytest.fixture(scope="session")
 def backend() -> Iterator[VendorBackend]:
+    """The NVIDIA backend as gpu-handler builds it, for reading and the card-changing steps."""
     created = default_registry().plugin("nvidia").create(BackendOptions(node_name=NODE_NAME))
+    yield created
+    created.close()
+
+
+@pytest.fixture(scope="session")
+def cdi_hook(workdir: Path) -> Path:
+    """NVIDIA's hook program, installed by content as gpu-handler installs it on a node."""
+    try:
+        source = find_tool("nvidia-cdi-hook", module="nvidia-cdi-hook")
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return install_cdi_hook(source, workdir / "bin")
+
+
+@pytest.fixture(scope="session")
+def preparing_backend(cdi_hook: Path) -> Iterator[VendorBackend]:
+    """The backend Prepare runs over: the driver root and hook program for the base CDI spec."""
+    options = BackendOptions(
+        node_name=NODE_NAME, driver_root=DriverRootOptions(root=DRIVER_ROOT, cdi_hook=cdi_hook)
+    )
+    created = default_registry().plugin("nvidia").create(options)
     yield created
     created.close()
 

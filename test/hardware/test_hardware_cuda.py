@@ -18,7 +18,7 @@ import pytest
 
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
-from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, driver_device_id
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim
 from pkg.hardwaretier.cuda_build import product_of
 from pkg.hardwaretier.nvml_facts import CardFacts
@@ -59,6 +59,18 @@ def test_a_whole_card_claim_writes_a_cdi_spec_the_loader_accepts(
     assert set(whole_claim.cdi_device_ids) <= named, "Prepare answered a CDI device no spec defines"
 
 
+def test_the_answer_names_the_base_spec_which_holds_the_drivers_user_space(
+    whole_claim: PreparedClaim, preparation: PreparationNode
+) -> None:
+    cdi = CdiSpecs(preparation.cdi_dir)
+    assert whole_claim.cdi_device_ids[-1] == driver_device_id("nvidia")
+    spec = json.loads(cdi.driver_path("nvidia").read_text())
+    mounted = {Path(m["containerPath"]).name for m in spec["containerEdits"]["mounts"]}
+    assert any(name.startswith("libcuda.so.") for name in mounted), sorted(mounted)
+    assert any(name.startswith("libnvidia-ml.so.") for name in mounted), sorted(mounted)
+    assert preparation.driver_files.states[-1].ready, preparation.driver_files.states[-1]
+
+
 def test_the_claim_spec_gives_the_card_its_device_nodes_and_uuid(
     whole_claim: PreparedClaim,
     preparation: PreparationNode,
@@ -67,7 +79,7 @@ def test_the_claim_spec_gives_the_card_its_device_nodes_and_uuid(
     card: str,
 ) -> None:
     spec = json.loads(CdiSpecs(preparation.cdi_dir).path_of(whole_claim.ref.uid).read_text())
-    [device] = spec["devices"]
+    [device] = spec["devices"]  # the claim's own spec: the card; the driver is the base spec's
     edits = device["containerEdits"]
     nodes = [node["path"] for node in edits["deviceNodes"]]
     assert nodes[:2] == [f"/dev/nvidia{nvml.minor_number(card)}", "/dev/nvidiactl"]

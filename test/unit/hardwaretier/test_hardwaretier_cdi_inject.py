@@ -14,7 +14,7 @@ import pytest
 
 from pkg.devcluster.cluster import default_bin_dir
 from pkg.hardwaretier.bundle import container_config, runc_spec, write_config
-from pkg.hardwaretier.cdi_inject import InjectError, find_cdi_tool, inject
+from pkg.hardwaretier.cdi_inject import InjectError, find_cdi_tool, find_tool, inject
 
 SPEC = {
     "cdiVersion": "0.5.0",
@@ -147,3 +147,10 @@ def test_a_missing_tool_says_how_to_get_it(tmp_path: Path) -> None:
     message = str(error.value)
     assert f"$GPU_CP_BIN_DIR={tmp_path} has no executable cdi-validate" in message
     assert "bash hack/tools/build.sh cdi" in message
+
+
+def test_the_hook_program_is_found_by_the_same_rule_and_named_by_its_module(tmp_path: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError, match=r"nvidia-cdi-hook is not on PATH: .*build.sh nvidia-cdi-hook\)"
+    ):
+        find_tool("nvidia-cdi-hook", module="nvidia-cdi-hook", env={"PATH": os.fspath(tmp_path)})

@@ -14,12 +14,16 @@ import pytest
 from kubernetes.client import V1Device
 
 from pkg.backends import BackendOptions
+from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.backends.simulated.sharing import stop_simulated_daemons
 from pkg.devcluster.cluster import default_bin_dir
+from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
 from pkg.devcluster.gpuhost import SimulatedGpuHost
 from pkg.gpuhandler.offline import OfflineRequest, compute_offers
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.hardwaretier.claims import PreparationNode, PrepareFailedError
 from pkg.hardwaretier.container import cdi_bundle, run_with_cdi
 from pkg.hardwaretier.offer_checks import OffersOutput, attribute
@@ -28,7 +32,15 @@ from pkg.hardwaretier.rootfs import BUSYBOX
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 NODE = "node-a"
 H100 = "0000:18:00.0"
+DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
 RUNC = shutil.which("runc")
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> DriverRoot:
+    """A stand-in driver in NVIDIA's own folder layout (real shared objects with the driver's sonames)."""
+    target = tmp_path_factory.mktemp("driver") / "usr-local-nvidia"
+    return build_driver_root(target, layout=Layout.VENDOR_FOLDER, version=DRIVER_VERSION)
 
 
 @pytest.fixture
@@ -48,11 +60,18 @@ def offers(host: SimulatedGpuHost) -> OffersOutput:
 
 
 @pytest.fixture
-def node(host: SimulatedGpuHost, offers: OffersOutput, tmp_path: Path) -> PreparationNode:
+def node(host: SimulatedGpuHost, offers: OffersOutput, driver: DriverRoot, tmp_path: Path) -> PreparationNode:
+    """Built as the hardware tier builds it; NVIDIA's real hook program, installed as gpu-handler does."""
     proc = host.root / "proc"
+    hook = install_cdi_hook(default_bin_dir() / "nvidia-cdi-hook", tmp_path / "bin")
     backend = SIMULATED_NVIDIA.create(
         BackendOptions(
-            node_name=NODE, sysfs_root=host.root, dev_root=host.dev, proc_root=proc, state_dir=host.nvml_state
+            node_name=NODE,
+            sysfs_root=host.root,
+            dev_root=host.dev,
+            proc_root=proc,
+            state_dir=host.nvml_state,
+            driver_root=DriverRootOptions(root=driver.root, cdi_hook=hook),
         )
     )
     return PreparationNode(
@@ -78,8 +97,10 @@ def test_a_whole_card_claim_is_answered_with_its_cdi_device(
     claim = node.prepare("whole-card", _offer(offers, deviceType="Physical", sharingStrategy="Exclusive"))
 
     spec = CdiSpecs(node.cdi_dir).path_of(claim.ref.uid)
-    assert claim.cdi_device_ids == (f"k8s.gpu.deckhouse.io/claim={claim.ref.uid}-gpu-0000-18-00-0",)
+    assert claim.cdi_device_ids == (f"k8s.gpu.deckhouse.io/claim={claim.ref.uid}-gpu-0000-18-00-0", DRIVER_ID)
     assert spec.is_file()
+    assert CdiSpecs(node.cdi_dir).driver_path("nvidia").is_file(), "the base spec beside the claim's"
+    assert node.driver_files.states[-1].ready
     assert tmp_path / "work" in spec.parents, "the tier's own folder, never the runtime's"
     assert tmp_path / "work" in node.settings.checkpoint_path.parents, "never the kubelet's"
 
@@ -105,7 +126,8 @@ def test_mig_and_shared_claims_go_through_the_same_pipeline(
         config=config,
     )
 
-    [share_id] = shared.cdi_device_ids
+    share_id, driver_id = shared.cdi_device_ids
+    assert driver_id == DRIVER_ID
     assert share_id.startswith(f"k8s.gpu.deckhouse.io/claim={shared.ref.uid}-gpu-0000-18-00-0-ts-")
     node.unprepare(shared)
     assert set(node.changed.cards) == {H100}, "MIG mode on for the MIG claim, off again for the share"
@@ -122,13 +144,14 @@ def test_a_claim_the_pipeline_refuses_is_an_error_naming_it(node: PreparationNod
 
 @pytest.mark.skipif(RUNC is None or os.geteuid() != 0, reason="runc and root run the container")
 @pytest.mark.skipif(not BUSYBOX.is_file(), reason="no /bin/busybox (make host-packages)")
-def test_the_container_gets_the_cards_device_nodes_and_environment_from_cdi_alone(
+def test_the_container_gets_the_card_and_the_driver_from_cdi_alone(
     node: PreparationNode, offers: OffersOutput, host: SimulatedGpuHost, tmp_path: Path
 ) -> None:
     assert RUNC is not None
     claim = node.prepare("whole-card", _offer(offers, deviceType="Physical", sharingStrategy="Exclusive"))
     script = (
-        "ls /dev; echo visible=$NVIDIA_VISIBLE_DEVICES; echo written > /dev/nvidia0 && echo nvidia0-writable"
+        "ls /dev; echo visible=$NVIDIA_VISIBLE_DEVICES; echo written > /dev/nvidia0 && echo nvidia0-writable;"
+        " ls -l /usr/local/nvidia/lib64 /usr/bin /etc; cat /etc/ld.so.conf.d/*"
     )
 
     bundle = cdi_bundle(
@@ -152,5 +175,10 @@ def test_the_container_gets_the_cards_device_nodes_and_environment_from_cdi_alon
     ]
     assert f"visible={uuid['env'][0].split('=', 1)[1]}" in run.stdout
     assert "nvidia0-writable" in run.stdout, "the device cgroup allows the injected node"
+    # the base spec's mounts and NVIDIA's hooks ran in runc: the driver's files, soname links, ld cache
+    assert f"libcuda.so.1 -> libcuda.so.{DRIVER_VERSION}" in run.stdout
+    assert "nvidia-smi" in listed
+    assert "ld.so.cache" in listed
+    assert "/usr/local/nvidia/lib64" in listed
     assert bundle.cgroups_path == f"/gpu-cp-hardware-tier-unit-{claim.ref.uid[:8]}"
     node.unprepare(claim)
