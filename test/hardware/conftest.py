@@ -93,7 +93,7 @@ def gpu_present(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="session")
 def card_changes_allowed(request: pytest.FixtureRequest) -> bool:
-    flag = bool(request.config.getoption(ALLOW_FLAG))
+    flag = bool(request.config.getoption(ALLOW_FLAG, default=False))  # unregistered when not run alone
     return flag or os.environ.get(ALLOW_ENV, "").lower() in {"1", "true", "yes"}
 
 
