@@ -9,9 +9,9 @@ code, so the pieces can be unit-tested on machines without a GPU:
   what ``gpu-handler offers`` would publish and with the built-in MIG tables;
 * :mod:`.claims` — a claim prepared by the gpu-handler's real preparation pipeline, with the
   API server's part (claims, offers) served from memory;
-* :mod:`.libraries`, :mod:`.rootfs`, :mod:`.bundle`, :mod:`.cdi_inject`, :mod:`.runc` — a runc
-  container whose root holds busybox, glibc and one program, and nothing of NVIDIA's but what
-  the CDI library applies from our specs;
+* :mod:`.container` over :mod:`.libraries`, :mod:`.rootfs`, :mod:`.bundle`, :mod:`.cdi_inject`
+  and :mod:`.runc` — a runc container whose root holds busybox, glibc and one program, and
+  nothing of NVIDIA's but what the CDI library applies from our specs;
 * :mod:`.cuda_build` — the CUDA program built with ``nvcc`` where the node has it.
 
 Like :mod:`pkg.devcluster` it sits outside the layers: the components never import it.
