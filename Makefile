@@ -15,7 +15,7 @@ TOOLS := bash hack/tools/build.sh
 TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
-	lint typecheck test test-unit test-integration test-e2e demo bench clean image image-archive
+	lint typecheck test test-unit test-integration test-e2e test-hardware demo bench clean image image-archive
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -85,6 +85,10 @@ test-integration: $(STAMP) tools
 
 test-e2e: $(STAMP) tools host-packages  # real nodes: needs root
 	$(TOOLS_ENV) $(BIN)/pytest test/e2e -q -p no:randomly
+
+test-hardware: ## The hardware tier on an NVIDIA GPU node, as root (HARDWARE_ARGS=--allow-card-changes: MIG, MPS, time slice)
+	"$$(if [ -x $(BIN)/python ]; then echo $(BIN)/python; else echo $(PYTHON); fi)" \
+		-m pytest test/hardware --confcutdir=test/hardware -q -p no:randomly $(HARDWARE_ARGS)
 
 test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e ## Lint, types, generated files, the set-up path, every test tier
 

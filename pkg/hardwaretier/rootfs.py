@@ -1,0 +1,98 @@
+"""The container's root: busybox, one program and the glibc files it loads — nothing of NVIDIA's.
+
+The point of the CUDA step is that a container gets the GPU *only* through our CDI specs: the
+driver's libraries, device nodes and hooks must all come from what the CDI library applies. So
+the root is built from parts whose origin is known: Debian's ``busybox-static`` (one static
+executable: a shell for looking around when a run fails), the program, and the files the host's
+loader maps for it (:mod:`.libraries`: glibc and the C++ runtime, which the CUDA program links
+dynamically even with the CUDA runtime static). Each file lands at the path the program asks
+for, so the loader's default search path finds it without an ``ld.so.cache``.
+
+:func:`nvidia_files` is the guard: a root holding anything that looks like the driver's user
+space (``libcuda``, ``libnvidia-*``, ``nvidia-*`` tools) is refused, because a CUDA program that
+ran there would prove nothing about our specs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pkg.hardwaretier.libraries import Runner, interpreter, run_tool, shared_libraries
+
+BUSYBOX: Final = Path("/bin/busybox")
+PROGRAM_DIR: Final = Path("/usr/local/bin")
+# The driver's user space as NVIDIA's own CDI generator lists it: its libraries and its tools.
+_NVIDIA_FILE = re.compile(r"^(lib(cuda|nvidia-|nvcuvid|nvoptix|cudadebugger|nvrm)|nvidia-)", re.IGNORECASE)
+_FOLDERS: Final = ("bin", "dev", "etc", "proc", "sys", "tmp", "usr/local/bin")
+
+
+class RootfsError(RuntimeError):
+    """The root cannot be built as required; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Rootfs:
+    """A built root: its folder, the program's path inside it, and what else was copied in."""
+
+    path: Path
+    program: str
+    libraries: tuple[str, ...]
+
+
+def build_rootfs(target: Path, *, program: Path, busybox: Path = BUSYBOX, run: Runner = run_tool) -> Rootfs:
+    """Builds the root in ``target`` (created; must not exist) for ``program``."""
+    if not busybox.is_file():
+        raise RootfsError(f"{busybox} is missing: install Debian's busybox-static")
+    if interpreter(busybox) is not None:
+        raise RootfsError(f"{busybox} is dynamically linked: install Debian's busybox-static")
+    target.mkdir(parents=True)
+    for folder in _FOLDERS:
+        (target / folder).mkdir(parents=True, exist_ok=True)
+    (target / "tmp").chmod(0o1777)
+    shutil.copyfile(busybox, target / "bin" / "busybox")
+    (target / "bin" / "busybox").chmod(0o755)
+    (target / "bin" / "sh").symlink_to("busybox")
+
+    inside = PROGRAM_DIR / program.name
+    _copy(program, target, inside)
+    libraries = []
+    for loaded in shared_libraries(program, run=run):
+        if _NVIDIA_FILE.match(loaded.path.name):
+            raise RootfsError(
+                f"{program} links the NVIDIA driver's {loaded.path}; it must come from the CDI specs"
+            )
+        _copy(loaded.host_file, target, loaded.path)
+        libraries.append(str(loaded.path))
+    found = nvidia_files(target)
+    if found:
+        raise RootfsError(f"{target} holds files of the NVIDIA driver: {', '.join(found)}")
+    return Rootfs(path=target, program=str(inside), libraries=tuple(libraries))
+
+
+def nvidia_files(root: Path) -> list[str]:
+    """Files under ``root`` named like the NVIDIA driver's libraries or tools, as container paths."""
+    found = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if _NVIDIA_FILE.match(name):
+                found.append("/" + str((Path(folder) / name).relative_to(root)))
+    return sorted(found)
+
+
+def _copy(host_file: Path, root: Path, inside: Path) -> None:
+    """Copies the content (links followed) of ``host_file`` to ``inside`` the root, executable
+    bits kept, so the root holds real files and no link that points back into the host."""
+    if not inside.is_absolute():
+        raise RootfsError(f"{inside}: a path in the container must be absolute")
+    destination = root / inside.relative_to("/")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copyfile(host_file, destination)
+        shutil.copymode(host_file, destination)
+    except OSError as exc:
+        raise RootfsError(f"cannot copy {host_file} into the container at {inside}: {exc}") from exc

@@ -1,0 +1,86 @@
+"""Running a bundle with runc, in a state folder of the tier's own.
+
+``runc --root <state>`` keeps the tier's containers out of the host's ``/run/runc``, so a run that
+died leaves nothing another runc user would trip over, and :func:`run_container` always deletes
+its container (``runc delete --force``) whether the program succeeded, failed or timed out. runc
+comes from ``$GPU_CP_RUNC`` or ``PATH`` (Debian's ``runc`` package).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+RUNC_ENV: Final = "GPU_CP_RUNC"
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """What one container did: its ID, exit code and output."""
+
+    container_id: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe(self) -> str:
+        """The run in a few lines, for an assertion message."""
+        return (
+            f"container {self.container_id} exited {self.returncode}\n"
+            f"stdout:\n{self.stdout.rstrip()}\nstderr:\n{self.stderr.rstrip()}"
+        )
+
+
+def find_runc(env: Mapping[str, str] = os.environ) -> Path:
+    """runc from ``$GPU_CP_RUNC`` or ``PATH``; a clear error otherwise."""
+    named = env.get(RUNC_ENV)
+    if named:
+        if not (Path(named).is_file() and os.access(named, os.X_OK)):
+            raise FileNotFoundError(f"${RUNC_ENV}={named} is not an executable file")
+        return Path(named)
+    on_path = shutil.which("runc", path=env.get("PATH", os.defpath))
+    if not on_path:
+        raise FileNotFoundError(f"runc is not on PATH: install Debian's runc package or set ${RUNC_ENV}")
+    return Path(on_path)
+
+
+def run_container(
+    runc: Path, *, bundle: Path, container_id: str, state_root: Path, timeout: float = 120.0
+) -> ContainerRun:
+    """``runc run`` of ``bundle`` in the foreground; the container is deleted afterwards."""
+    state_root.mkdir(parents=True, exist_ok=True)
+    base = [str(runc), "--root", str(state_root)]
+    try:
+        result = subprocess.run(
+            [*base, "run", "--bundle", str(bundle), container_id],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return ContainerRun(
+            container_id=container_id,
+            returncode=-1,
+            stdout=_text(exc.stdout),
+            stderr=_text(exc.stderr) + f"\n(timed out after {timeout:g}s)",
+        )
+    finally:
+        subprocess.run(
+            [*base, "delete", "--force", container_id], capture_output=True, check=False, timeout=60
+        )
+    return ContainerRun(
+        container_id=container_id, returncode=result.returncode, stdout=result.stdout, stderr=result.stderr
+    )
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode(errors="replace") if isinstance(value, bytes) else value

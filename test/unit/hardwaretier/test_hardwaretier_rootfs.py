@@ -1,0 +1,75 @@
+"""The container's root holds busybox, the program and the glibc files it loads — and nothing of
+NVIDIA's driver, so a CUDA program there can only reach the GPU through our CDI specs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pkg.hardwaretier.libraries import interpreter
+from pkg.hardwaretier.rootfs import BUSYBOX, RootfsError, build_rootfs, nvidia_files
+
+PROGRAM = Path("/usr/bin/env")  # dynamically linked on every Debian host
+
+needs_busybox = pytest.mark.skipif(
+    not BUSYBOX.is_file(), reason="no /bin/busybox (make host-packages installs busybox-static)"
+)
+
+
+@needs_busybox
+def test_the_root_holds_busybox_the_program_and_its_libraries_at_their_paths(tmp_path: Path) -> None:
+    root = build_rootfs(tmp_path / "rootfs", program=PROGRAM)
+
+    assert root.program == "/usr/local/bin/env"
+    assert (root.path / "usr/local/bin/env").read_bytes() == PROGRAM.read_bytes()
+    assert (root.path / "bin/busybox").read_bytes() == BUSYBOX.read_bytes()
+    assert (root.path / "bin/sh").readlink() == Path("busybox")
+    assert interpreter(PROGRAM) in root.libraries
+    for library in root.libraries:
+        copied = root.path / library.lstrip("/")
+        assert copied.is_file(), library
+        assert not copied.is_symlink(), f"{library}: a link would point back into the host"
+    assert nvidia_files(root.path) == []
+
+
+@needs_busybox
+def test_a_program_linking_the_driver_is_refused(tmp_path: Path) -> None:
+    listing = "\tlibcuda.so.1 => /usr/lib/x86_64-linux-gnu/libcuda.so.1 (0x00007f0000000000)\n"
+
+    def loader(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, stdout=listing, stderr="")
+
+    with pytest.raises(
+        RootfsError, match=r"links the NVIDIA driver's /usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    ):
+        build_rootfs(tmp_path / "rootfs", program=PROGRAM, run=loader)
+
+
+def test_a_dynamic_busybox_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(
+        RootfsError, match=r"/usr/bin/env is dynamically linked: install Debian's busybox-static"
+    ):
+        build_rootfs(tmp_path / "rootfs", program=PROGRAM, busybox=PROGRAM)
+
+
+def test_a_missing_busybox_is_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        RootfsError, match=r"/nonexistent/busybox is missing: install Debian's busybox-static"
+    ):
+        build_rootfs(tmp_path / "rootfs", program=PROGRAM, busybox=Path("/nonexistent/busybox"))
+
+
+def test_driver_files_anywhere_in_a_root_are_found(tmp_path: Path) -> None:
+    for planted in ("usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "usr/bin/nvidia-smi", "lib/libcuda.so.1"):
+        (tmp_path / planted).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / planted).write_text("")
+    (tmp_path / "usr/local/bin").mkdir(parents=True)
+    (tmp_path / "usr/local/bin/cuda_ok").write_text("")  # our program is not the driver's
+
+    assert nvidia_files(tmp_path) == [
+        "/lib/libcuda.so.1",
+        "/usr/bin/nvidia-smi",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+    ]
