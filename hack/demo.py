@@ -45,6 +45,7 @@ from kubernetes.client import (
 )
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import (
     CONTROLLERS,
     NODE_CONTROLLERS,
@@ -303,6 +304,7 @@ def run(keep_running: bool) -> int:
         config=OPERATOR_CONFIG,
         config_key=OPERATOR_CONFIG_KEY,
         pci_ids=FIXTURES / "pci.ids",
+        driver_version=DRIVER_VERSION,
     )
     kube: KubeClient | None = None
     try:

@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
 from pkg.devcluster.node import RealNode
@@ -43,9 +42,11 @@ class GpuComponents:
         node: RealNode,
         plane: ControlPlane,
         pci_ids: Path,
+        driver_version: str,
         handler_args: Sequence[str] = (),
     ) -> None:
         self.node = node
+        self._driver_version = driver_version  # the simulated driver's: its user space must match
         self._plane = plane
         self._pci_ids = pci_ids
         self._handler_args = list(handler_args)
@@ -59,7 +60,7 @@ class GpuComponents:
         """The node's stand-in NVIDIA driver (:mod:`pkg.devcluster.driverroot`), of the simulated
         driver's version, in a folder of its own like ``/usr/local/nvidia`` on a real node."""
         return build_driver_root(
-            self.node.base / "nvidia-driver", layout=Layout.VENDOR_FOLDER, version=DRIVER_VERSION
+            self.node.base / "nvidia-driver", layout=Layout.VENDOR_FOLDER, version=self._driver_version
         )
 
     @property

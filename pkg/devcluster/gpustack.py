@@ -109,10 +109,19 @@ class GpuStack:
     gpu-node-agent and gpu-handler (simulated NVIDIA backend) as host processes."""
 
     def __init__(
-        self, *, plane: ControlPlane, work: Path, namespace: str, config: str, config_key: str, pci_ids: Path
+        self,
+        *,
+        plane: ControlPlane,
+        work: Path,
+        namespace: str,
+        config: str,
+        config_key: str,
+        pci_ids: Path,
+        driver_version: str,
     ) -> None:
         self._plane, self._work, self.namespace, self.config = plane, work, namespace, config
         self._config_key, self._pci_ids = config_key, pci_ids
+        self._driver_version = driver_version  # the simulated driver's (its stand-in user space)
         self.processes: list[ManagedProcess] = []
 
     def create_config(self, kube: KubeClient, nodes_dir: Path) -> V1ConfigMap:
@@ -133,7 +142,9 @@ class GpuStack:
 
     def start_node(self, node: RealNode) -> GpuComponents:
         """The node's gpu-node-agent and gpu-handler (with its kubelet plugin) as host processes."""
-        components = GpuComponents(node=node, plane=self._plane, pci_ids=self._pci_ids)
+        components = GpuComponents(
+            node=node, plane=self._plane, pci_ids=self._pci_ids, driver_version=self._driver_version
+        )
         components.start()
         self.processes += components.processes
         return components

@@ -37,6 +37,7 @@ from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from api.gpu.v1alpha1.physicalgpu import LABEL_NODE
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import (
     CONTROLLERS,
     NODE_CONTROLLERS,
@@ -178,6 +179,7 @@ def measure(quick: bool) -> None:
             config=demo.OPERATOR_CONFIG,
             config_key=OPERATOR_CONFIG_KEY,
             pci_ids=demo.FIXTURES / "pci.ids",
+            driver_version=DRIVER_VERSION,
         )
         nodes: list[RealNode] = []
         components: list[GpuComponents] = []

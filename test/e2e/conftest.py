@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import (
     CONTROLLERS,
     NODE_CONTROLLERS,
@@ -169,7 +170,7 @@ def vm_node(node_pool: NodePool) -> RealNode:
 
 
 def _components(plane: ControlPlane, node: RealNode, cards: int) -> Iterator[GpuComponents]:
-    components = GpuComponents(node=node, plane=plane, pci_ids=PCI_IDS)
+    components = GpuComponents(node=node, plane=plane, pci_ids=PCI_IDS, driver_version=DRIVER_VERSION)
     components.start()
     try:
         try:

@@ -35,6 +35,7 @@ from k8s_fields import labels_of, meta, name_of, status_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import mark_driver_ready
 from pkg.devcluster.gpustack import GpuStack
@@ -76,6 +77,7 @@ def stack(
         config=CONFIG,
         config_key=OPERATOR_CONFIG_KEY,
         pci_ids=FIXTURES.parent / "pci.ids",
+        driver_version=DRIVER_VERSION,
     )
     gpu_stack.create_config(kube, gpu_host.base.parent)
     # gpu-controller judges every NVIDIA card of the cluster, the session's other nodes' too (their

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from gpu_nodes import checkpoint, claim_pod, gpu_pod, pod_gone, run_and_show, shared_claim
@@ -75,7 +76,8 @@ def pods(kube: KubeClient, namespace: str) -> Iterator[list[V1Pod]]:
     for pod in created:
         kube.delete(POD, name_of(pod), namespace)
     for pod in created:
-        wait_until(lambda p=pod: pod_gone(kube, namespace, name_of(p)), timeout=60, what="the Pod to go")
+        name = name_of(pod)
+        wait_until(partial(pod_gone, kube, namespace, name), timeout=60, what=f"Pod {name} to go")
 
 
 def test_whole_card_and_mig_containers_load_libcuda_and_run_nvidia_smi(
