@@ -51,8 +51,8 @@ image: ## Build the image from the Containerfile where a registry is reachable (
 	@test -n "$(CONTAINER_TOOL)" || { echo "no podman, docker or buildah: use make image-archive" >&2; exit 1; }
 	$(CONTAINER_TOOL) build -f Containerfile -t $(IMAGE) .
 
-image-archive: $(STAMP) host-packages ## The same image without a registry (debootstrap + PyPI) as dist/gpu-control-plane-image.tar; root
-	$(BIN)/python hack/image_archive.py --cache-dir "$(CACHE_DIR)"
+image-archive: $(STAMP) tools host-packages ## The same image without a registry (debootstrap + PyPI) as dist/gpu-control-plane-image.tar; root
+	$(TOOLS_ENV) $(BIN)/python hack/image_archive.py --cache-dir "$(CACHE_DIR)"
 
 deps-update: $(STAMP) ## Re-pin the Python dependencies (requirements/constraints.txt) to what pyproject allows now
 	bash hack/update-constraints.sh

@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pkg.devcluster.cluster import default_bin_dir  # noqa: E402
 from pkg.devcluster.projectimage import PROJECT_REPOSITORY, build_project_image  # noqa: E402
 
 
@@ -31,6 +32,7 @@ def main() -> int:
         source=ROOT,
         cache_dir=args.cache_dir,
         pip=ROOT / ".venv" / "bin" / "pip",
+        tools=default_bin_dir(),
     )
     size = archive.path.stat().st_size
     print(f"{archive.path} ({size / 2**20:.0f} MiB): {', '.join(archive.references)}")

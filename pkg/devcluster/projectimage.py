@@ -10,9 +10,11 @@ is reachable — the Debian archive and PyPI — by running the Containerfile's 
    checkout's pip and its warm cache);
 3. the virtualenv, made inside a copy of the build root entered with ``chroot`` (``assemble.sh
    venv``), so it is Debian's own ``python3`` that makes and later runs it, as in the Containerfile;
-4. the runtime root (``assemble.sh slim``) plus that virtualenv, written as one layer of a Docker
-   image archive (the format ``ctr images import`` reads), with the Containerfile's ``PATH``, user
-   and working folder.
+4. the runtime root (``assemble.sh slim``) plus that virtualenv and the programs built from Go
+   modules that the image ships (NVIDIA's ``nvidia-cdi-hook``, which gpu-handler puts on the host:
+   the binary ``make tools`` built, as the Containerfile's Go stage builds it), written as one layer
+   of a Docker image archive (the format ``ctr images import`` reads), with the Containerfile's
+   ``PATH``, user and working folder.
 
 Both paths read the same package list and run the same script, which is what keeps them from
 drifting; ``test/unit/devcluster/test_project_image.py`` checks that the Containerfile still calls
@@ -75,35 +77,45 @@ def stage_packages(source: Path, stage: str) -> list[str]:
     return packages
 
 
+SHIPPED_TOOLS = ("nvidia-cdi-hook",)  # into the virtualenv's bin/, from the built tools
+
+
 def build_project_image(
-    target: Path, *, tags: Sequence[str], source: Path, cache_dir: Path, pip: Path
+    target: Path, *, tags: Sequence[str], source: Path, cache_dir: Path, pip: Path, tools: Path
 ) -> ImageArchive:
-    """Writes the image under every reference in ``tags`` into the archive ``target``."""
+    """Writes the image under every reference in ``tags`` into the archive ``target``; ``tools``
+    is the folder of the built tools (:data:`SHIPPED_TOOLS` are taken from there)."""
+    missing = [name for name in SHIPPED_TOOLS if not (tools / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{', '.join(missing)} not built in {tools}: run `make tools`")
     cache = cache_dir / "images"
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpucp-image-", dir=cache) as scratch:
         work = Path(scratch)
         wheels = work / "wheels"
         _assemble(source, ["wheels", str(source), str(wheels)], env={"PIP": str(pip)})
-        key = _key(source, wheels)
+        shipped = [tools / name for name in SHIPPED_TOOLS]
+        key = _key(source, wheels, shipped)
         layer = cache / f"gpu-control-plane-{key}.layer.tar"
         if not layer.exists():
-            _build_layer(source, wheels, work, cache, layer)
+            _build_layer(source, wheels, work, cache, layer, shipped=shipped)
         else:
             log.info("reusing the image layer %s", layer.name)
     return _write_archive(target, layer, tags)
 
 
-def _key(source: Path, wheels: Path) -> str:
+def _key(source: Path, wheels: Path, shipped: Sequence[Path]) -> str:
     digest = hashlib.sha256(RECIPE_REVISION.encode())
     for path in sorted(image_dir(source).iterdir()):
         digest.update(path.name.encode() + path.read_bytes())
-    for wheel in sorted(wheels.iterdir()):
-        digest.update(wheel.name.encode() + hashlib.sha256(wheel.read_bytes()).digest())
+    for file in [*sorted(wheels.iterdir()), *shipped]:
+        digest.update(file.name.encode() + hashlib.sha256(file.read_bytes()).digest())
     return digest.hexdigest()[:16]
 
 
-def _build_layer(source: Path, wheels: Path, work: Path, cache: Path, layer: Path) -> None:
+def _build_layer(
+    source: Path, wheels: Path, work: Path, cache: Path, layer: Path, *, shipped: Sequence[Path]
+) -> None:
     runtime = stage_packages(source, "runtime")
     build_root = _copy(_debian_root(runtime + stage_packages(source, "build"), cache), work / "build")
     shutil.copytree(wheels, build_root / "tmp" / "wheels")
@@ -111,6 +123,9 @@ def _build_layer(source: Path, wheels: Path, work: Path, cache: Path, layer: Pat
     final_root = _copy(_debian_root(runtime, cache), work / "final")
     _chroot(source, final_root, ["slim"])
     shutil.copytree(build_root / VENV.lstrip("/"), final_root / VENV.lstrip("/"), symlinks=True)
+    for tool in shipped:
+        shutil.copyfile(tool, final_root / VENV.lstrip("/") / "bin" / tool.name)
+        os.chmod(final_root / VENV.lstrip("/") / "bin" / tool.name, 0o755)
     partial = layer.with_suffix(".partial")
     _write_layer(final_root, partial)
     partial.replace(layer)  # only a complete layer ever carries the final name

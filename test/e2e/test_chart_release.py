@@ -64,6 +64,7 @@ from gpu_nodes import (
     shared_claim,
 )
 
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.apiroute import ApiServerRoute
 from pkg.devcluster.cluster import (
     CONTROLLERS,
@@ -72,6 +73,7 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
+from pkg.devcluster.driverroot import Layout, build_driver_root
 from pkg.devcluster.gpucomponents import node_gpus
 from pkg.devcluster.images import ImageArchive, static_binary_archive
 from pkg.devcluster.node import NodeConfig, RealNode
@@ -98,6 +100,7 @@ def project_image(work_dir: Path) -> ImageArchive:
         source=ROOT,
         cache_dir=default_bin_dir().parents[1],
         pip=ROOT / ".venv" / "bin" / "pip",
+        tools=default_bin_dir(),
     )
 
 
@@ -136,6 +139,8 @@ def node(
     try:
         route.install()
         real.start()
+        # The simulated hosts' stand-in driver, where the release's gpu-handler reads it.
+        build_driver_root(real.base / "nvidia-driver", layout=Layout.VENDOR_FOLDER, version=DRIVER_VERSION)
         started = time.monotonic()
         real.containerd.import_images(project_image.path)
         proxy = static_binary_archive(

@@ -134,6 +134,12 @@ class ValidatorSettings(ComponentSettings):
 
 
 HOST_PATH_PATTERN: Final = r"^/[^\s]*[^/\s]$"
+ROOT_PATH_PATTERN: Final = r"^/([^\s]*[^/\s])?$"  # a host path, or the host's root itself
+DriverCapability = Literal["compute", "utility", "graphics", "video", "display"]
+
+
+def _default_capabilities() -> list[DriverCapability]:
+    return ["compute", "utility"]
 
 
 class KubeletPluginSettings(ConfigModel):
@@ -156,6 +162,19 @@ class KubeletPluginSettings(ConfigModel):
         description="Where MPS-shared cards get their control daemon's folders, one per card (--mps-root).",
     )
     lock_timeout: Duration = Field(default="30s", description="How long a prepare waits for the node lock.")
+    driver_root: str = Field(
+        default="/",
+        pattern=ROOT_PATH_PATTERN,
+        description="Where the NVIDIA driver is installed on the nodes, whose libraries, tools and firmware "
+        "the base CDI spec gives every GPU container: / (the host's packages), /run/nvidia/driver (a "
+        "containerised driver) or a driver folder such as /usr/local/nvidia (--driver-root).",
+    )
+    driver_capabilities: list[DriverCapability] = Field(
+        default_factory=_default_capabilities,
+        min_length=1,
+        description="The driver capabilities containers get (--driver-capabilities): compute and utility "
+        "are CUDA, NVML and the tools; graphics, video and display add those libraries.",
+    )
 
 
 class GpuHandlerSettings(ComponentSettings):

@@ -79,6 +79,11 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--proc-root=/proc",
         "--prepare-lock-timeout=30s",
         "--daemons-on-host=true",
+        "--driver-root=/host/driver-root",
+        "--driver-root-on-host=/",
+        "--host-run=/host/run",
+        "--driver-capabilities=compute,utility",
+        "--cdi-hook-source=/opt/gpu-control-plane/bin/nvidia-cdi-hook",
         "--metrics-bind-address=:8080",
     ]
     env = {item["name"]: item.get("value", item.get("valueFrom")) for item in main["env"]}
@@ -113,6 +118,14 @@ def test_the_handler_accepts_the_rendered_args(
         "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13",
     )
     assert settings.plugin.mps_root == Path("/run/gpu.deckhouse.io/mps")
+    root = settings.driver_root
+    assert (root.root, root.host_root, root.host_run) == (
+        Path("/host/driver-root"),
+        Path("/"),
+        Path("/host/run"),
+    )
+    assert root.capabilities == {"compute", "utility"}
+    assert settings.cdi_hook_source == Path("/opt/gpu-control-plane/bin/nvidia-cdi-hook")
     assert settings.daemons_on_host is True  # MPS daemons outlive the Pod
     assert (settings.dev_root, settings.proc_root) == (Path("/dev"), Path("/proc"))
     assert args.command is None  # the run, not a subcommand
@@ -136,6 +149,8 @@ def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
         "cdi": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"},
         "mps": {"path": "/run/gpu.deckhouse.io/mps", "type": "DirectoryOrCreate"},
         "host-dev": {"path": "/dev", "type": "Directory"},
+        "driver-root": {"path": "/", "type": "DirectoryOrCreate"},
+        "host-run": {"path": "/run", "type": "Directory"},
     }
     mounts = {m["name"]: m for m in main["volumeMounts"]}
     # VFIO passthrough binds drivers through sysfs (docs/vfio.md): writable with the kubelet plugin.
@@ -144,6 +159,14 @@ def test_the_kubelet_plugin_gets_its_host_folders_at_their_host_paths_and_root(
     # The kubelet dials the path the plugin reports, and CDI specs name host paths: same paths inside.
     for name in ("kubelet-plugins", "kubelet-plugins-registry", "cdi", "mps", "host-dev"):
         assert mounts[name]["mountPath"] == host_paths[name]["path"]
+    # The driver's user space and its daemons' sockets: read-only, seeing a driver mounted later.
+    for name, path in (("driver-root", "/host/driver-root"), ("host-run", "/host/run")):
+        assert mounts[name] == {
+            "name": name,
+            "mountPath": path,
+            "readOnly": True,
+            "mountPropagation": "HostToContainer",
+        }
     # The host's PID namespace only: MPS daemons are started through the host's init (--daemons-on-host).
     assert spec["hostPID"] is True
     for host_namespace in ("hostNetwork", "hostIPC"):

@@ -106,6 +106,8 @@ def mutate(path: str, value: Any) -> Any:
         "gpuHandler.kubeletPlugin.cdiDir": "/etc/cdi",
         "gpuHandler.kubeletPlugin.mpsRoot": "/var/run/mps",
         "gpuHandler.kubeletPlugin.lockTimeout": "1m",
+        "gpuHandler.kubeletPlugin.driverRoot": "/usr/local/nvidia",
+        "gpuHandler.kubeletPlugin.driverCapabilities": ["compute", "utility", "video"],
         "admissionPolicy.serviceAccounts": [{"name": "gpu-handler"}],
         "simulatedHosts.dir": "/srv/nodes",
         "alerts.labels": {"release": "prometheus"},

@@ -14,7 +14,11 @@ What the Pod needs from the host, and nothing more:
   need; ``POD_UID`` names this Pod's sockets, and the DaemonSet starts a node's new Pod before the
   old one stops, so the kubelet always has a plugin to call; the host's PID namespace, because the
   MPS control daemons are started on the host, outside the Pod's cgroups, and so keep serving
-  their clients while the Pod is replaced (``--daemons-on-host``, :mod:`pkg.backends.host_daemons`).
+  their clients while the Pod is replaced (``--daemons-on-host``, :mod:`pkg.backends.host_daemons`);
+  the driver root read-only at ``/host/driver-root`` and the host's ``/run`` read-only at
+  ``/host/run`` (both with mount propagation from the host, so a containerised driver that starts
+  later, and its daemons' sockets, become visible): the driver's user space the base CDI spec
+  gives every GPU container; the image's ``nvidia-cdi-hook``, which the plugin copies to the host.
 
 Without the plugin: no privileges, root or host namespaces. A node that loses the gate (its validator
 fails or disappears) loses this Pod; its offers are withdrawn by gpu-handler as soon as DriverReady
@@ -61,6 +65,9 @@ from pkg.gpucontroller.orchestrator.render.common import (
 SURGE = V1RollingUpdateDaemonSet(max_surge=1, max_unavailable=0)
 # The plugin runs nvidia-cuda-mps-control for MPS shares: the runtime injects it with compute.
 PLUGIN_RUNTIME_ENV = {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
+DRIVER_ROOT_MOUNT = "/host/driver-root"
+HOST_RUN_MOUNT = "/host/run"
+CDI_HOOK_IN_IMAGE = "/opt/gpu-control-plane/bin/nvidia-cdi-hook"
 
 
 def render(context: RenderContext) -> V1DaemonSet:
@@ -114,6 +121,11 @@ def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
         f"--prepare-lock-timeout={plugin.lock_timeout}",
         # MPS control daemons outlive the Pod (a rolling update): they start on the host.
         "--daemons-on-host=true",
+        f"--driver-root={DRIVER_ROOT_MOUNT}",
+        f"--driver-root-on-host={plugin.driver_root}",
+        f"--host-run={HOST_RUN_MOUNT}",
+        f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
+        f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
     ]
 
 
@@ -127,6 +139,10 @@ def _simulate(pod: V1PodSpec, hosts: SimulatedHostsSettings, plugin: KubeletPlug
         "--mps-root": f"{node}/mps",
         "--dev-root": f"{node}/host/dev",
         "--proc-root": f"{node}/host/root/proc",
+        # The node's stand-in driver (pkg.devcluster.driverroot) and its /run.
+        "--driver-root": f"{node}/nvidia-driver",
+        "--driver-root-on-host": f"{node}/nvidia-driver",
+        "--host-run": f"{node}/run",
     }
     [handler] = pod.containers
     args = []
@@ -154,8 +170,13 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulat
         "mps": (plugin.mps_root, "DirectoryOrCreate"),
         "host-dev": ("/dev", "Directory"),
     }
+    # Read-only, with the host's later mounts: a containerised driver mounts its root when it starts.
+    driver_folders = {
+        "driver-root": (plugin.driver_root, DRIVER_ROOT_MOUNT, "DirectoryOrCreate"),
+        "host-run": ("/run", HOST_RUN_MOUNT, "Directory"),
+    }
     if simulated:
-        folders = {}
+        folders, driver_folders = {}, {}
     [handler] = pod.containers
     # VFIO passthrough binds drivers through sysfs (driver_override, unbind, bind): writable here.
     for mount in handler.volume_mounts or []:
@@ -164,10 +185,15 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulat
     handler.volume_mounts = [
         *(handler.volume_mounts or []),
         *(V1VolumeMount(name=name, mount_path=path) for name, (path, _) in folders.items()),
+        *(
+            V1VolumeMount(name=name, mount_path=mount, read_only=True, mount_propagation="HostToContainer")
+            for name, (_, mount, _) in driver_folders.items()
+        ),
     ]
     pod.volumes = [
         *(pod.volumes or []),
         *(host_path(name, path, kind) for name, (path, kind) in folders.items()),
+        *(host_path(name, path, kind) for name, (path, _, kind) in driver_folders.items()),
     ]
     # The host's PID namespace: the daemons of shares are started through the host's init, outside
     # the Pod's cgroups, and found again by PID after a restart (pkg.backends.host_daemons).
