@@ -7,7 +7,8 @@ it, and live wherever the node's driver was installed (the host's ``/``, a conta
 ``/run/nvidia/driver``, a vendor folder such as ``/usr/local/nvidia``). A backend finds them under
 the configured driver root (:class:`DriverRootOptions`) and answers with :class:`DriverFiles`:
 the version they belong to and the container edits (read-only mounts, hooks, the control device
-nodes) the gpu-handler writes into the node's base CDI spec (docs/kubelet-plugin.md#what-a-container-gets).
+nodes) the gpu-handler writes into the node's base CDI spec
+(docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec).
 
 A root that is missing, holds another version than the loaded kernel module or lacks what the
 asked capabilities require is a :class:`DriverFilesError`: never a spec that silently lacks a

@@ -10,7 +10,7 @@ used. The libraries a capability needs come from a table of names (NVIDIA's own 
 libraries by driver capability), and each found library's ``DT_NEEDED`` entries add the driver's
 libraries it loads in turn (:mod:`pkg.hardware.elf`).
 
-What a container gets (docs/kubelet-plugin.md#what-a-container-gets):
+What a container gets (docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec):
 
 * every library, read-only, in one folder of its own, :data:`LIBRARY_FOLDER` (the folder CUDA
   images already search), never over an image's own files;

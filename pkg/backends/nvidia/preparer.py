@@ -26,8 +26,8 @@ Shares of a whole card (:mod:`pkg.backends.nvidia.sharing` has the tools):
   (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` for device 0, the
   only device it sees, in MPS's ``M`` unit of 2^20 bytes).
 
-Not done here (no hardware to prove it on): mounting the driver's user-space libraries into the
-container, which the NVIDIA container toolkit's CDI hooks do on real nodes.
+The driver's user space (libraries, tools, firmware) is not a device's: every container of a device
+gets it from the node's base CDI spec (:mod:`pkg.backends.nvidia.driver_root`).
 """
 
 from __future__ import annotations
