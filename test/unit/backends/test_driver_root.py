@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from unittest.mock import MagicMock
 
 import pytest
 
@@ -23,6 +24,7 @@ from pkg.backends.driver_files import (
     DriverRootOptions,
 )
 from pkg.backends.nvidia import driver_root
+from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.driver_root import LIBRARY_FOLDER, discover_driver_files
 from pkg.devcluster.cluster import default_bin_dir
 from pkg.devcluster.driverroot import SMI_OUTPUT, Layout, build_driver_root
@@ -218,3 +220,24 @@ def test_the_base_spec_is_rewritten_only_when_its_content_changes(
     assert path.stat().st_ino != before
     assert "590.10.01" in path.read_text()
     assert VERSION not in path.read_text()
+
+
+def test_the_backend_finds_the_files_again_only_when_the_driver_version_changes(tmp_path: Path) -> None:
+    old = build_driver_root(tmp_path / "old", layout=Layout.VENDOR_FOLDER, version=VERSION)
+    new = build_driver_root(tmp_path / "new", layout=Layout.VENDOR_FOLDER, version="590.10.01")
+    root = tmp_path / "usr-local-nvidia"  # what the driver root shows: the old driver, then the new
+    root.symlink_to(old.root)
+    nvml = MagicMock()
+    nvml.driver_version.return_value = VERSION
+    backend = NvidiaBackend(nvml=nvml, driver_root=_options(root))
+
+    first = backend.driver_files()
+    assert backend.driver_files() is first  # unchanged version: no new discovery
+
+    root.unlink()
+    root.symlink_to(new.root)
+    nvml.driver_version.return_value = "590.10.01"
+
+    upgraded = backend.driver_files()
+    assert upgraded.version == "590.10.01"
+    assert "libcuda.so.590.10.01" in _library_mounts(upgraded)
