@@ -12,14 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from pkg.backends.nvidia.nvml_port import GPU_INSTANCE_PROFILE_COUNT, Nvml, NvmlError, NvmlReturn
+from pkg.backends.nvidia.mig import reported_profiles
+from pkg.backends.nvidia.nvml_port import Nvml, NvmlError
 from pkg.backends.nvidia.profiles import ProfileFacts
 
 _MIB: Final = 1024 * 1024
-# A profile index the card lacks answers one of these (as in the backend's own walk).
-_ABSENT_PROFILE: Final = frozenset(
-    {NvmlReturn.NOT_SUPPORTED, NvmlReturn.INVALID_ARGUMENT, NvmlReturn.NOT_FOUND}
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,13 +55,7 @@ def read_facts(nvml: Nvml, address: str) -> CardFacts:
 def mig_profiles(nvml: Nvml, address: str) -> tuple[ProfileFacts, ...]:
     """Every GPU-instance profile index NVML answers for, with the profile's placements."""
     found = []
-    for index in range(GPU_INSTANCE_PROFILE_COUNT):
-        try:
-            info = nvml.gpu_instance_profile_info(address, index)
-        except NvmlError as exc:
-            if exc.code in _ABSENT_PROFILE:
-                continue
-            raise
+    for index, info in reported_profiles(nvml, address):
         placements = tuple(nvml.gpu_instance_possible_placements(address, info.id))
         found.append(ProfileFacts(index=index, info=info, placements=placements))
     return tuple(found)

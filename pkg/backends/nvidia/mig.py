@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
@@ -29,6 +30,7 @@ from pkg.backends.nvidia.nvml_port import (
     GPU_INSTANCE_PROFILE_COUNT,
     MIG_DISABLED,
     MIG_ENABLED,
+    GpuInstanceProfileInfo,
     Nvml,
     NvmlError,
     NvmlReturn,
@@ -85,16 +87,22 @@ def read_mig(nvml: Nvml, address: str, *, driver_version: str, model: ModelFacts
     return MigReading(supported=True, mode=mode)
 
 
+def reported_profiles(nvml: Nvml, address: str) -> Iterator[tuple[int, GpuInstanceProfileInfo]]:
+    """Each GPU-instance profile index NVML answers for, with its answer as reported (an index the
+    card has no profile for is skipped)."""
+    for index in range(GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            yield index, nvml.gpu_instance_profile_info(address, index)
+        except NvmlError as exc:
+            if exc.code not in _ABSENT_PROFILE:
+                raise
+
+
 def query_profiles(nvml: Nvml, address: str, *, model: ModelFacts | None) -> tuple[ProfileFacts, ...]:
     """Every GPU-instance profile the card reports, with its placements."""
     found = []
-    for index in range(GPU_INSTANCE_PROFILE_COUNT):
-        try:
-            info = nvml.gpu_instance_profile_info(address, index)
-        except NvmlError as exc:
-            if exc.code in _ABSENT_PROFILE:
-                continue
-            raise
+    for index, reported in reported_profiles(nvml, address):
+        info = reported
         if not info.name:  # a v1-only driver: the name comes from the tables
             known = model.profile_by_id(info.id) if model else None
             name = known.info.name if known else f"{info.slice_count}g.{round(info.memory_mib / 1024)}gb"
