@@ -57,7 +57,8 @@ from pkg.gpuhandler.health.reporting import HealthReporter
 from pkg.gpuhandler.preparation import metrics as preparation_metrics
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
-from pkg.gpuhandler.preparation.setup import PluginRunnable, PluginSettings, PreparationContainer
+from pkg.gpuhandler.preparation.runnable import PluginRunnable
+from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing import PublishingContainer, PublishSettings, setup_publishing
 from pkg.hardware.labels import to_label_value

@@ -29,6 +29,7 @@ from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.conditions import find_condition, normalize_time, now_utc
+from pkg.gpuhandler.preparation.atomic_file import remove_file
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 
@@ -101,6 +102,12 @@ class DriverSpec:
             DriverFilesState(ready=True, reason=REASON_FOUND, message=f"driver {files.version}: {found}")
         )
         return device
+
+    def withdraw(self) -> bool:
+        """Removes the base spec (the plugin leaves the node for good); whether there was one."""
+        removed = remove_file(self._cdi.driver_path(self._vendor), durable=False)
+        self._version = None
+        return removed
 
     def refresh(self) -> None:
         """:meth:`device_id` for the periodic round: a failure is reported, not raised."""

@@ -30,7 +30,7 @@ owns what (:mod:`checkpoint`). Every action is logged and counted in the returne
 Start-up never takes the process down: every other failure (a card the backend cannot read, a
 full disk, a foreign file or folder in our folders, an entry of a kind this release does not
 know) is caught in its step, reported in :attr:`StartupReport.failures` and counted; the caller
-(:class:`~.setup.PluginRunnable`) serves anyway and runs start-up again later, with backoff. An
+(:class:`~.runnable.PluginRunnable`) serves anyway and runs start-up again later, with backoff. An
 entry whose release failed is kept, so the orphan sweeps never take a device a record owns.
 """
 

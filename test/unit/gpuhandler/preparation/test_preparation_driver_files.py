@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import tempfile
 from pathlib import Path
 from unittest.mock import MagicMock
 
@@ -13,6 +15,7 @@ from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.gpuhandler.preparation.driver_spec import DriverFilesState, DriverSpec
+from pkg.gpuhandler.preparation.runnable import leave_node
 
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
 
@@ -88,3 +91,35 @@ def test_the_hook_program_is_installed_under_its_contents_name_once(tmp_path: Pa
     second = install_cdi_hook(source, tmp_path / "bin")
     assert second != first
     assert first.exists()  # kept for containers whose creation read the earlier spec
+
+
+def test_the_base_spec_leaves_with_the_nodes_last_instance_once_nothing_is_prepared(tmp_path: Path) -> None:
+    # Socket paths are short (108 bytes): the kubelet root in a short folder of its own.
+    with tempfile.TemporaryDirectory(prefix="k", dir="/tmp") as kubelet_root:
+        _leaves_with_the_last_instance(tmp_path, Path(kubelet_root))
+
+
+def _leaves_with_the_last_instance(tmp_path: Path, kubelet_root: Path) -> None:
+    n = node(tmp_path, kubelet_root=kubelet_root)
+    settings = n.container.settings()
+    store = n.container.store()
+    spec: DriverSpec = n.container.driver_spec()
+    path = n.container.cdi().driver_path("nvidia")
+    [offer] = n.offers.publish(whole_offer(A30))
+    claim = n.claims.allocate("train", [offer])
+    n.driver.prepare([claim])
+
+    assert not leave_node(settings, store=store, driver_spec=spec)  # its containers may restart
+    assert path.exists()
+
+    n.driver.unprepare([claim])
+    newer = settings.data_dir / "dra-newer.sock"
+    with socket.socket(socket.AF_UNIX) as serving:  # a newer instance (a rolling update) serves
+        serving.bind(str(newer))
+        serving.listen()
+        assert not leave_node(settings, store=store, driver_spec=spec)
+        assert path.exists()
+    newer.unlink()
+
+    assert leave_node(settings, store=store, driver_spec=spec)  # uninstalled: nothing left behind
+    assert not path.exists()

@@ -17,7 +17,7 @@ from preparation_fakes import A30, Node, mig_offer, node, whole_offer
 from pkg.backends.preparation import PreparationError
 from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
-from pkg.gpuhandler.preparation.setup import PluginRunnable
+from pkg.gpuhandler.preparation.runnable import PluginRunnable
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
 
 
@@ -188,7 +188,7 @@ def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
             raise RuntimeError("something nobody expected")
         return real(**kwargs)
 
-    monkeypatch.setattr("pkg.gpuhandler.preparation.setup.reconcile_at_startup", flaky)
+    monkeypatch.setattr("pkg.gpuhandler.preparation.runnable.reconcile_at_startup", flaky)
     before = metrics.startup_failures.labels(step="reconcile")._value.get()
 
     _run_rounds(runnable, clock, rounds=8)
