@@ -120,7 +120,7 @@ def test_the_slices_list_the_cards_in_node_order() -> None:
     slices = build_slices(
         node="n", cards=[build_offers(c) for c in cards], generation=1, layout=Layout.SEPARATE
     )
-    listed = []
+    listed: list[str] = []
     for rs in sorted(slices, key=lambda s: str(s.metadata.name if s.metadata else "")):
         for device in rs.spec.devices or ():
             counter_set = (device.consumes_counters or [])[0].counter_set
