@@ -109,11 +109,8 @@ class CardModel:
         node = Node.from_slices(slices)
         return cls({d.key: d for d in node.devices}, node.capacities[0])
 
-    def sizes(self) -> frozenset[str]:
-        return frozenset(d.size for d in self.devices.values())
 
-
-def node_order(cards: Sequence[tuple[CardModel, Order]]) -> dict[str, list[SimDevice]]:
+def first_fit_lists(cards: Sequence[tuple[CardModel, Order]]) -> dict[str, list[SimDevice]]:
     """Per size, the node's devices in first-fit order: card by card, each in its own order."""
     out: dict[str, list[SimDevice]] = {}
     for index, (model, order) in enumerate(cards):
@@ -125,7 +122,7 @@ def node_order(cards: Sequence[tuple[CardModel, Order]]) -> dict[str, list[SimDe
 
 
 def score(cards: Sequence[tuple[CardModel, Order]], seeds: Sequence[int]) -> int:
-    by_size = node_order(cards)
+    by_size = first_fit_lists(cards)
     capacities = [m.capacity for m, _ in cards]
     sizes = frozenset(by_size)
     total = 0

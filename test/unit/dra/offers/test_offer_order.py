@@ -5,48 +5,26 @@ cards without MIG offers first and models without a row last."""
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+from packing_order import card_of
+
 from pkg.backends.nvidia.profiles import all_models
-from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
+from pkg.dra.model.card import Card, Placement
 from pkg.dra.model.offer_order import entries, node_order, signature
 from pkg.dra.model.offer_order_table import NODE_RULE
 from pkg.dra.model.offers import build_offers
 from pkg.dra.model.slices import Layout, build_slices
 
-DRIVER = "gpu.deckhouse.io"
-
 
 def shipped(key: str, pci: str = "0000:02:00.0") -> Card:
     """A card of a model of the shipped MIG tables, as the NVIDIA backend describes it."""
-    facts = next(f for f in all_models() if f.key == key)
-    profiles = tuple(
-        MigProfileSpec(
-            profile_id=p.info.id,
-            name=p.info.name,
-            memory_mib=p.info.memory_mib,
-            slice_count=p.info.slice_count,
-            placements=tuple(Placement(s, n) for s, n in p.placements),
-            engines=Engines(
-                p.info.multiprocessor_count,
-                p.info.copy_engine_count,
-                p.info.decoder_count,
-                p.info.encoder_count,
-                p.info.jpeg_count,
-                p.info.ofa_count,
-            ),
-        )
-        for p in facts.profiles
-    )
-    return Card(
-        physical_gpu=f"n-{pci[5:7]}",
-        pci_address=pci,
-        product_name=facts.product_name,
-        device=key.lower(),
-        memory_mib=facts.memory_mib,
-        mig_profiles=profiles,
-    )
+    return card_of(next(f for f in all_models() if f.key == key), pci)
 
 
 MODEL_KEYS = sorted({f.key for f in all_models()})
