@@ -5,16 +5,21 @@ pool's slices by name and each slice's devices as listed, and takes the first de
 (``GatherPools`` sorts pools and slices "to ensure a deterministic allocation order. Because the
 allocator uses a first-fit search, this allows driver authors to influence prioritization
 through their naming conventions":
-https://github.com/kubernetes/kubernetes/tree/master/staging/src/k8s.io/dynamic-resource-allocation/structured).
+https://github.com/kubernetes/kubernetes/tree/v1.37.1/staging/src/k8s.io/dynamic-resource-allocation/structured).
 So for a Pod that asks for a MIG size, which instance it gets — and how well the node's cards
 pack after many arrivals and releases — is decided by the order of our devices and slices.
 
 That order is data, found by a search over seeded workloads (``test/bench/packing_order.py``,
 docs/allocator.md "The publication order") and generated into :mod:`.offer_order_table`:
 
-* per card model, the MIG offers of one card, first first (:func:`mig_position`);
+* per card model, the MIG offers of one card, first first (:func:`mig_position`). For every
+  model shipped the search kept the rule we had (:func:`previous_key`): nothing it found did
+  better on seeds it had not trained on;
 * the node order of card models and the rule that arranges a node's cards by it
-  (:func:`node_order`).
+  (:func:`node_order`): the models with the fewest and smallest profiles first (A30, A100 40GB,
+  A100 80GB and H100, H200, B200), so small requests fill those and the cards that alone can
+  hold a 3g or 7g stay whole. Cards used to go in PCI order, which on a node of H100s, A100s and
+  A30s let 1g and 2g requests fragment an H100 first.
 
 A card model is recognised by the names of its MIG profiles (what the search keyed it by,
 :func:`signature`): A100 80GB and H100 80GB share their names and so one row. A card no row
@@ -82,9 +87,11 @@ def node_order(cards: Sequence[Card]) -> list[Card]:
 
 
 def previous_key(profile: MigProfileSpec, placement: Placement) -> tuple[int, ...]:
-    """The rule before the search, kept for models without a row: smallest instances first (by
-    memory slices, compute slices, memory, media engines, profile ID), each profile's
-    placements from the highest start down."""
+    """The rule the search started from, and kept for every model it has a row for (and so for
+    models without one): smallest instances first (by memory slices, compute slices, memory,
+    media engines, profile ID), each profile's placements from the highest start down, so small
+    instances pack at the top of the card and keep the low starts, where the only placements of
+    the large profiles are, free."""
     return (
         placement.size,
         profile.slice_count,
