@@ -6,7 +6,8 @@ and keep every field, a second publish must not write, and a changed card must m
 next generation. Then Pods with ResourceClaims show that counters alone keep modes apart: a whole
 card excludes its MIG offers and the reverse, two 50% time-slicing shares fit and a third does not,
 time slicing and MPS never share a card, and first fit over our order places MIG instances from the
-top of the card. Every scenario gets its own node, so no allocation has to be released.
+top of the card, on the card our node order puts first (an A30 before an H100 whatever their PCI
+addresses). Every scenario gets its own node, so no allocation has to be released.
 """
 
 from __future__ import annotations
@@ -198,6 +199,30 @@ def test_first_fit_places_mig_instances_from_the_top(
     )
 
 
+def test_first_fit_takes_the_card_our_node_order_puts_first(
+    kube: KubeClient, namespace: str, publisher: SlicePublisher, unique: str, classes: dict[str, str]
+) -> None:
+    # An H100 at a lower PCI address than the A30: PCI order would offer the H100's 1g first.
+    name = f"gpu-pub-{unique}-o"
+    node = create_ready_node(kube, name, labels={NODE_LABEL: name})
+    models = _offer_models()
+    h100 = models.card("H100", "0000:01:00.0", physical_gpu=f"{name}-0-10de-2330")
+    a30 = models.card("A30", "0000:ab:00.0", physical_gpu=f"{name}-1-10de-20b7")
+    owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
+    publisher.publish(name, [build_offers(h100), build_offers(a30)], owner=owner)
+    try:
+        ask = Asker(kube, namespace, name)
+        small = (f'{ATTR}.migProfile.startsWith("1g.")',)
+        assert ask("first-1g", classes["mig"], card=None, extra=small) == "gpu-0000-ab-00-0-mig-14-3"
+        assert ask("a-7g", classes["mig"], card=None, extra=(f'{ATTR}.migProfile.startsWith("7g.")',)) == (
+            "gpu-0000-01-00-0-mig-0-0"
+        )
+    finally:
+        publisher.publish(name, [])
+        with contextlib.suppress(NotFoundError):
+            kube.delete(NODE, name)
+
+
 class Asker:
     """Creates a claim and a Pod that uses it on one node, and waits for the scheduler's verdict."""
 
@@ -205,7 +230,7 @@ class Asker:
         self.kube, self.namespace, self.node = kube, namespace, node
 
     def __call__(
-        self, name: str, cls: str, *, card: str, share: str | None = None, extra: tuple[str, ...] = ()
+        self, name: str, cls: str, *, card: str | None, share: str | None = None, extra: tuple[str, ...] = ()
     ) -> str:
         self._create(name, cls, card=card, share=share, extra=extra)
         _wait(lambda: self._pod_state(name) == "bound", f"pod {name} bound")
@@ -228,8 +253,10 @@ class Asker:
         claim = self.kube.get(RESOURCE_CLAIM, name, self.namespace)
         assert claim.status is None or claim.status.allocation is None
 
-    def _create(self, name: str, cls: str, *, card: str, share: str | None, extra: tuple[str, ...]) -> None:
-        selectors = [f'{ATTR}.pciAddress == "{card}"', *extra]
+    def _create(
+        self, name: str, cls: str, *, card: str | None, share: str | None, extra: tuple[str, ...]
+    ) -> None:
+        selectors = [*([f'{ATTR}.pciAddress == "{card}"'] if card else []), *extra]
         request = V1ExactDeviceRequest(
             device_class_name=cls,
             selectors=[V1DeviceSelector(cel=V1CELDeviceSelector(expression=e)) for e in selectors],

@@ -22,18 +22,16 @@ unqualified (``memory``, ``sharePercent``) because claims name them verbatim in
 ``capacity.requests`` and the scheduler matches the key exactly; unqualified names belong to the
 driver's domain, so CEL reads ``device.capacity["gpu.deckhouse.io"].memory`` either way.
 
-Order is the scheduler's first-fit order (it walks devices in slice order): smallest MIG
-instances first — by memory slices, compute slices, memory, media engines, profile ID — then the
-shared offers, the Physical offer last. Placements of one profile go from the *highest* start
-down, so small instances pack at the top of the card and keep the low starts, where the only
-placements of the large profiles are, free: with slice 3 of an A30 taken a 1g lands on slice 2,
-leaving 0-1 for a 2g.
+Order is the scheduler's first-fit order (it walks devices in slice order), so it is our packing
+policy for the claims the scheduler allocates: the MIG offers in the order
+:mod:`.offer_order` holds for the card's model (searched over seeded workloads, see
+docs/allocator.md "The publication order"), then the shared offers, the Physical offer last.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kubernetes.client import (
@@ -58,6 +56,7 @@ from pkg.dra.model.attributes import (
 )
 from pkg.dra.model.card import Card, MigProfileSpec, Placement
 from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device
+from pkg.dra.model.offer_order import MigKey, mig_position
 
 SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 
@@ -86,20 +85,24 @@ class Offer:
 
 @dataclass(frozen=True)
 class CardOffers:
-    """A card's counter set and its offers, smallest first."""
+    """A card's counter set and its offers, in publication order."""
 
     card: Card
     counter_set: V1CounterSet
     offers: tuple[Offer, ...]
 
 
-def build_offers(card: Card) -> CardOffers:
-    """Every offer of ``card``; raises :class:`SliceLimitError` if one would break an API limit."""
+def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) -> CardOffers:
+    """Every offer of ``card``; raises :class:`SliceLimitError` if one would break an API limit.
+
+    ``order`` gives the sort key of the card's MIG offers; only the packing benchmark passes
+    another than the published one, to measure the orders side by side.
+    """
     counters = _card_counters(card)
     counter_set = V1CounterSet(name=card.base_name, counters=_as_counters(counters))
     validate_counter_set(counter_set)
     identity = card_identity(card)
-    mig = _mig_offers(card, identity) if card.mig_allowed else []
+    mig = _mig_offers(card, identity, order(card)) if card.mig_allowed else []
     shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX]
     exclusive: dict[str, AttributeValue] = {
         key("deviceType"): DeviceType.PHYSICAL.value,
@@ -156,13 +159,10 @@ def _card_counters(card: Card) -> dict[str, str]:
     return counters | {name: str(n) for name, n in card.total_engines.counters().items()}
 
 
-def _mig_offers(card: Card, identity: dict[str, AttributeValue]) -> list[Offer]:
-    def order(item: tuple[MigProfileSpec, Placement]) -> tuple[int, ...]:
-        p, pl = item
-        return (pl.size, p.slice_count, p.memory_mib, p.engines.media(), p.profile_id, -pl.start)
-
+def _mig_offers(card: Card, identity: dict[str, AttributeValue], position: MigKey) -> list[Offer]:
     offers = []
-    for profile, placement in sorted(((p, pl) for p in card.mig_profiles for pl in p.placements), key=order):
+    pairs = ((p, pl) for p in card.mig_profiles for pl in p.placements)
+    for profile, placement in sorted(pairs, key=position):
         uses = {"memory": mib_quantity(profile.memory_mib)}
         uses |= {f"memory-slice-{i}": "1" for i in placement.slices}
         uses |= {name: str(n) for name, n in profile.engines.counters().items()}

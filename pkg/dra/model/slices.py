@@ -11,9 +11,10 @@ All of a node's slices form one pool, ``gpus/<node>``, with one ``generation`` a
   each ``gpu-<node>-devices-NN`` carries its cards' counter sets beside their devices, within the
   older per-slice totals checked in :mod:`.limits`.
 
-Cards are never split across device slices; they are packed greedily in PCI-address order. The
-scheduler sorts a pool's slices by name and walks devices first fit, so the zero-padded index keeps
-slice order equal to card order, and within a card the offers are already smallest first.
+Cards are never split across device slices; they are packed greedily in the node order of
+:mod:`.offer_order` (card models in a searched order, PCI address within a model). The scheduler
+sorts a pool's slices by name and walks devices first fit, so the zero-padded index keeps slice
+order equal to card order, and within a card the offers are already in publication order.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ from kubernetes.client import (
 )
 
 from pkg.domain.names import DRIVER
+from pkg.dra.model.card import Card
 from pkg.dra.model.limits import (
     INLINE_MAX_CONSUMED_COUNTERS,
     INLINE_MAX_SHARED_COUNTERS,
@@ -42,6 +44,7 @@ from pkg.dra.model.limits import (
     MAX_SUBDOMAIN_LENGTH,
     validate_slice,
 )
+from pkg.dra.model.offer_order import node_order
 from pkg.dra.model.offers import CardOffers
 
 _LONGEST_SUFFIX = len("-counters-000")
@@ -106,9 +109,15 @@ def build_slices(
     generation: int,
     layout: Layout,
     owner: V1OwnerReference | None = None,
+    arrange: Callable[[Sequence[Card]], list[Card]] = node_order,
 ) -> list[V1ResourceSlice]:
-    """The node's slices in name order; none for a node without cards. Every slice is validated."""
-    ordered = sorted(cards, key=lambda c: c.card.pci_address)
+    """The node's slices in name order; none for a node without cards. Every slice is validated.
+
+    ``arrange`` puts the cards in publication order; only the packing benchmark passes another
+    than the published one (:func:`~.offer_order.by_pci`, the order before the search).
+    """
+    by_pci = {c.card.pci_address: c for c in cards}
+    ordered = [by_pci[c.pci_address] for c in arrange([c.card for c in cards])]
     groups = list(_pack(ordered, inline=layout is Layout.INLINE))
     base = slice_name_base(node)
     specs: list[tuple[str, list[CardOffers], bool]] = []
