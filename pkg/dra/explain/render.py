@@ -73,6 +73,11 @@ def summary(explanation: Explanation) -> str:
     parts = []
     if explanation.problem:
         parts.append(explanation.problem)
+    # A constraint no value can meet is the reason when it is there: said first, before the
+    # per-request counts, so an event's length limit never cuts it off.
+    for constraint in explanation.constraints:
+        if not constraint.met:
+            parts.append(f"{constraint.label} cannot be met: {_split_text(constraint)}")
     for trace in explanation.requests:
         if trace.problem:
             parts.append(f"request {trace.request}: {trace.problem}")
@@ -85,14 +90,12 @@ def summary(explanation: Explanation) -> str:
         if detail:
             text += f"; most often {detail[0][0]}"
         parts.append(text)
-    for constraint in explanation.constraints:
-        if not constraint.met:
-            parts.append(f"{constraint.label} cannot be met: {_split_text(constraint)}")
     return "; ".join(parts)
 
 
 def _split_text(constraint: ConstraintTrace) -> str:
-    values = [g for g in constraint.groups if g.value]
+    # The groups that come closest first: they are what a reader would free up or resize.
+    values = sorted(constraint.groups, key=lambda g: -sum(c.fitting for c in g.counts))
     if not values:
         return "no device fits its requests"
     shown = ", ".join(_group_text(g) for g in values[:4])
