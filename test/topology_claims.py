@@ -43,11 +43,13 @@ def whole_gpu_class(name: str = "gpu-whole", *, guard: str = "") -> V1DeviceClas
     )
 
 
-def request(name: str, device_class: str, count: int = 1) -> V1DeviceRequest:
+def request(name: str, device_class: str, count: int = 1, *, selector: str | None = None) -> V1DeviceRequest:
+    """``count`` devices of ``device_class``; ``selector`` (CEL) narrows them further."""
+    selectors = [V1DeviceSelector(cel=V1CELDeviceSelector(expression=selector))] if selector else None
     return V1DeviceRequest(
         name=name,
         exactly=V1ExactDeviceRequest(
-            device_class_name=device_class, allocation_mode="ExactCount", count=count
+            device_class_name=device_class, allocation_mode="ExactCount", count=count, selectors=selectors
         ),
     )
 

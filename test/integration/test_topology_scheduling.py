@@ -33,11 +33,9 @@ from dra_objects import create_ready_node
 from k8s_fields import allocation_results, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
-    V1CELDeviceSelector,
     V1Container,
     V1DeviceConstraint,
     V1DeviceRequestAllocationResult,
-    V1DeviceSelector,
     V1ObjectMeta,
     V1Pod,
     V1PodResourceClaim,
@@ -153,10 +151,8 @@ def test_the_scheduler_puts_a_gpu_and_its_nic_under_one_pcie_root(cluster: Clust
 
 def test_the_scheduler_skips_a_gpu_whose_root_has_no_free_nic(cluster: Cluster, namespace: str) -> None:
     """The first switch's NIC is taken: its GPUs, first in the scheduler's order, cannot pair."""
-    nic_only = claim("first-nic", namespace, [request("nic", cluster.nic_class)], [])
     selector = 'device.attributes["resource.kubernetes.io"].pciBusID == "0000:4f:00.0"'
-    exact = nic_only.spec.devices.requests[0].exactly
-    exact.selectors = [V1DeviceSelector(cel=V1CELDeviceSelector(expression=selector))]
+    nic_only = claim("first-nic", namespace, [request("nic", cluster.nic_class, selector=selector)], [])
     assert schedule(cluster, namespace, cluster.pcie, nic_only)
     wanted = gpu_with_nic("pair", namespace, gpu_class=cluster.gpu_class, nic_class=cluster.nic_class)
     assert schedule(cluster, namespace, cluster.pcie, wanted)
