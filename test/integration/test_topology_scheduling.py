@@ -225,5 +225,5 @@ def test_gpu_dra_controller_names_the_constraint_that_splits_the_cards(
         lambda: events_for(kube, namespace, "three", "AllocationFailed"), what="an AllocationFailed event"
     )
     assert f"constraint #0 matchAttribute {PCIE_ROOT} over gpus cannot be met" in notes[0]
-    assert f"{cluster.pcie}/pci0000:4a: gpus 2/3, {cluster.pcie}/pci0000:ca: gpus 2/3" in notes[0]
+    assert f"{cluster.pcie}/pci0000:4a: gpus 2/3 | {cluster.pcie}/pci0000:ca: gpus 2/3" in notes[0]
     assert _allocated(kube, namespace, "three") is None

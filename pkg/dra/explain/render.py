@@ -98,25 +98,25 @@ def _split_text(constraint: ConstraintTrace) -> str:
     values = sorted(constraint.groups, key=lambda g: -sum(c.fitting for c in g.counts))
     if not values:
         return "no device fits its requests"
-    shown = ", ".join(_group_text(g) for g in values[:4])
-    more = f", … {len(values) - 4} more" if len(values) > 4 else ""
+    shown = " | ".join(_group_text(g) for g in values[:4])
+    more = f" | … {len(values) - 4} more" if len(values) > 4 else ""
     return f"the fitting devices split into {len(values)} value(s), none serves every request ({shown}{more})"
 
 
 def _group_text(group: ValueGroup) -> str:
     where = f"{group.node}/" if group.node else ""
-    counts = " ".join(f"{c.request} {c.fitting}/{c.needed}" for c in group.counts)
+    counts = ", ".join(f"{c.request} {c.fitting}/{c.needed}" for c in group.counts)
     return f"{where}{group.value}: {counts}"
 
 
 def _constraint_lines(constraint: ConstraintTrace) -> list[str]:
     verdict = "can be met" if constraint.met else "CANNOT be met: no value serves every request"
-    lines = [f"  {constraint.label}: {verdict}"]
+    lines = [f"  {constraint.label}: {verdict} (devices that fit / devices needed, per request)"]
     if not constraint.groups:
         lines.append("    no device fits the requests it constrains")
     for group in constraint.groups:
         mark = "enough" if group.enough else "short"
-        lines.append(f"    {mark:<7} {_group_text(group)}  (fitting/needed per request)")
+        lines.append(f"    {mark:<7} {_group_text(group)}")
     return lines
 
 
