@@ -27,6 +27,7 @@ from nic_driver import nic_class, nic_slice
 from topology_claims import NVLINK_DOMAIN, PCIE_ROOT, gpu_with_nic, gpus_in_one_nvlink_domain
 from topology_claims import whole_gpu_class as gpu_class
 
+from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.node import NodeConfig
@@ -105,7 +106,7 @@ def hgx_node(control_plane: ControlPlane, node_pool: Any, kube: KubeClient) -> I
     """The HGX host as a real node with our components, its NICs published and pluggable."""
     # A name as short as the other nodes': the plugins' socket paths under its kubelet root must fit.
     node = node_pool.get(NodeConfig(name="e2e-node-h", gpu_fixture=HGX))
-    components = GpuComponents(node=node, plane=control_plane, pci_ids=PCI_IDS)
+    components = GpuComponents(node=node, plane=control_plane, pci_ids=PCI_IDS, driver_version=DRIVER_VERSION)
     components.start()
     plugin = KubeletPlugin(
         identity=PluginIdentity(driver=NIC_DRIVER, instance="e2e-topology"),
