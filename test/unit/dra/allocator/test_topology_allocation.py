@@ -18,6 +18,7 @@ from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
     V1DeviceClass,
+    V1DeviceConstraint,
     V1DeviceRequestAllocationResult,
     V1ObjectMeta,
     V1ResourceClaimStatus,
@@ -185,3 +186,17 @@ def test_best_fit_keeps_a_multi_gpu_request_under_one_pcie_root() -> None:
     """First fit takes the next two free cards (one per switch); best fit the two that share one."""
     assert _two_cards(Allocator(strategy=FirstFit())) == {"gpu-0000-4e-00-0", "gpu-0000-cd-00-0"}
     assert _two_cards(Allocator()) == {"gpu-0000-cd-00-0", "gpu-0000-ce-00-0"}
+
+
+@pytest.mark.parametrize(("count", "met"), [(2, True), (3, False)])
+def test_explain_counts_distinct_roots_for_a_distinct_attribute(count: int, met: bool) -> None:
+    """Spread over PCIe roots (one card per switch): the PCIe server has two roots."""
+    spread = V1DeviceConstraint(requests=["gpus"], distinct_attribute="resource.kubernetes.io/pcieRoot")
+    wanted = new_claim("spread", "default", [request("gpus", "gpu-whole", count)], [spread])
+    allocator = Allocator()
+    inputs = AllocationInputs.of(slices=host("pcie-l4-switches"), classes=CLASSES, allocated_claims=())
+    attempt = allocator.attempt(wanted, inputs)
+    assert isinstance(attempt.outcome, V1AllocationResult) is met
+    (trace,) = explain(attempt, allocator=allocator).constraints
+    assert (trace.kind, trace.met) == ("distinctAttribute", met)
+    assert [g.value for g in trace.groups] == ["pci0000:4a", "pci0000:ca"]
