@@ -50,6 +50,7 @@ from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.publishing.selection import LABEL_ALLOW_MIG, build_card_offers, select_cards
 from pkg.hardware.labels import to_label_value
+from pkg.hardware.pci_topology import SysfsPciTopology
 from pkg.hardware.pciids import PciIds
 from pkg.inventory.desired import gpu_labels, gpu_status, node_info
 from pkg.inventory.discovery import Discoverer
@@ -111,7 +112,9 @@ def compute_offers(
     backend = plugin.create(options)
     health = HealthTracker(quiet_period=0)  # no events offline: the probe alone decides
     try:
-        gpus, cards, read_failures = _enrich(agent_gpus, backend, health, now())
+        gpus, cards, read_failures = _enrich(
+            agent_gpus, backend, health, now(), topology=SysfsPciTopology(request.sysfs_root)
+        )
     finally:
         backend.close()
     by_name = {str(g.metadata.name): g for g in gpus}
@@ -191,12 +194,24 @@ def _node_agent_objects(
 
 
 def _enrich(
-    gpus: Sequence[PhysicalGPU], backend: VendorBackend, health: HealthTracker, at: datetime
+    gpus: Sequence[PhysicalGPU],
+    backend: VendorBackend,
+    health: HealthTracker,
+    at: datetime,
+    *,
+    topology: SysfsPciTopology,
 ) -> tuple[list[PhysicalGPU], CardSpecs, dict[str, str]]:
     """Runs the handler's enrichment chain over each card with ``DriverReady`` assumed."""
     writer, cards = _MergingWriter(), CardSpecs()
     chain = HandlerChain(
-        enrichment_handlers(backend=backend, tracker=health, writer=writer, card_specs=cards, now=lambda: at)
+        enrichment_handlers(
+            backend=backend,
+            tracker=health,
+            writer=writer,
+            card_specs=cards,
+            topology=topology,
+            now=lambda: at,
+        )
     )
     result: list[PhysicalGPU] = []
     failures: dict[str, str] = {}

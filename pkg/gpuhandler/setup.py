@@ -62,6 +62,7 @@ from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContaine
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing import PublishingContainer, PublishSettings, setup_publishing
 from pkg.hardware.labels import to_label_value
+from pkg.hardware.pci_topology import SysfsPciTopology
 
 logger = logging.getLogger(__name__)
 
@@ -172,12 +173,14 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     status_writer = providers.Singleton(KubeStatusWriter, client)
     now = providers.Object(now_utc)  # the HardwareHealthy condition's clock
     rand = providers.Object(random.uniform)  # the re-enrichment period's jitter
+    pci_topology = providers.Singleton(SysfsPciTopology, settings.provided.sysfs_root)
     handlers = providers.Singleton(
         enrichment_handlers,
         backend=backend,
         tracker=health_tracker,
         writer=status_writer,
         card_specs=card_specs,
+        topology=pci_topology,
         holds=vfio_holds,
         now=now,
     )

@@ -11,6 +11,8 @@ The modules are plain readers with no state and no Kubernetes knowledge:
 
 - :mod:`pkg.hardware.pci`: PCI functions from ``<sysfs>/bus/pci/devices`` (IDs, class, driver binding,
   NUMA node, IOMMU group, SR-IOV);
+- :mod:`pkg.hardware.pci_topology`: a function's PCIe root complex and NUMA node, computed as
+  Kubernetes computes its standard ``pcieRoot`` and ``numaNode`` attributes;
 - :mod:`pkg.hardware.pciids`: names for vendor, device and class IDs from a ``pci.ids`` database;
 - :mod:`pkg.hardware.hostinfo`: OS, kernel release and bare metal on positive evidence;
 - :mod:`pkg.hardware.labels`: turning those names into valid Kubernetes label values;

@@ -121,6 +121,13 @@ def iommu_group_members(sysfs_root: Path, group: str) -> list[str]:
     return sorted(entry.name.lower() for entry in os.scandir(devices_dir))
 
 
+def read_numa_node(sysfs_root: Path, address: str) -> int | None:
+    """The NUMA node of the function at ``address``; ``None`` when the file is missing or says -1
+    (no affinity). Raises :class:`OSError` or :class:`ValueError` for a file that is there but
+    cannot be read as the kernel writes it."""
+    return _numa_node(sysfs_root / "bus" / "pci" / "devices" / address / "numa_node")
+
+
 def _read(path: Path, address: str) -> PciDevice:
     class_value = _hex(path / "class")
     if not 0 <= class_value <= 0xFFFFFF:

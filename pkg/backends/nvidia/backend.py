@@ -181,6 +181,7 @@ def card_of(gpu: PhysicalGPU, reading: CardReading) -> Card:
         driver_version=reading.driver_version,
         uuid=reading.uuid,
         mig_profiles=tuple(_offer_profile(p) for p in profiles if p.placements),
+        nvlink_domain=reading.nvlink_domain,
     )
 
 

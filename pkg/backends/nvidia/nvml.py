@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Final, TypeVar
@@ -31,8 +32,10 @@ from pkg.backends.nvidia.nvml_port import (
     GPU_INSTANCE_PROFILE_COUNT,
     NO_INSTANCE,
     ComputeInstanceInfo,
+    GpuFabricInfo,
     GpuInstanceInfo,
     GpuInstanceProfileInfo,
+    NvLink,
     NvmlError,
     NvmlEvent,
     NvmlReturn,
@@ -338,6 +341,46 @@ class PynvmlAdapter:
             if profile is not None and int(profile.instanceCount):
                 profiles.append(profile)
         return profiles
+
+    def active_nvlinks(self, address: str) -> list[NvLink]:
+        def query(handle: Any) -> list[NvLink]:
+            links = []
+            for link in range(int(getattr(self._nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+                try:
+                    active = int(self._nvml.nvmlDeviceGetNvLinkState(handle, link))
+                except self._nvml.NVMLError as exc:
+                    # Past the card's last link NVML says INVALID_ARGUMENT or NOT_SUPPORTED; on link
+                    # 0, NOT_SUPPORTED means no NVLink at all and is raised for the caller.
+                    code = int(getattr(exc, "value", 0))
+                    if code == NvmlReturn.INVALID_ARGUMENT or (link and code == NvmlReturn.NOT_SUPPORTED):
+                        break
+                    raise
+                if not active:
+                    continue
+                remote = self._nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)
+                links.append(
+                    NvLink(
+                        link=link,
+                        remote_type=int(self._nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)),
+                        remote_bus_id=_text(remote.busId),
+                    )
+                )
+            return links
+
+        return self._device("nvmlDeviceGetNvLinkState", address, query)
+
+    def gpu_fabric_info(self, address: str) -> GpuFabricInfo:
+        def query(handle: Any) -> GpuFabricInfo:
+            info = self._nvml.c_nvmlGpuFabricInfoV_t()
+            self._nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+            return GpuFabricInfo(
+                cluster_uuid=str(uuid.UUID(bytes=bytes(info.clusterUuid))),
+                clique_id=int(info.cliqueId),
+                state=int(info.state),
+                status=int(info.status),
+            )
+
+        return self._device("nvmlDeviceGetGpuFabricInfoV", address, query)
 
     def _optional(self, fn: Callable[..., T], *args: Any) -> T | None:
         """``fn(*args)``, or None when NVML says the thing asked for does not exist here."""

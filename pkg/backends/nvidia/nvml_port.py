@@ -39,6 +39,10 @@ EVENT_NON_FATAL_POISON: Final = 0x1000
 EVENT_FATAL_POISON: Final = 0x2000
 EVENT_GPU_UNAVAILABLE: Final = 0x4000
 NO_INSTANCE: Final = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of an event not tied to MIG
+NVLINK_DEVICE_TYPE_GPU: Final = 0x00  # NVML_NVLINK_DEVICE_TYPE_GPU
+NVLINK_DEVICE_TYPE_SWITCH: Final = 0x02  # NVML_NVLINK_DEVICE_TYPE_SWITCH
+GPU_FABRIC_STATE_NOT_SUPPORTED: Final = 0  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+GPU_FABRIC_STATE_COMPLETED: Final = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
 
 
 class NvmlReturn(IntEnum):
@@ -134,6 +138,29 @@ class RemappedRows:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NvLink:
+    """One *active* NVLink of a card (``nvmlDeviceGetNvLinkState``): what is at its other end
+    (``nvmlDeviceGetNvLinkRemoteDeviceType``: a GPU, an NVSwitch) and that device's PCI bus ID as
+    NVML writes it (``nvmlDeviceGetNvLinkRemotePciInfo_v2``, ``00000000:05:00.0``)."""
+
+    link: int
+    remote_type: int
+    remote_bus_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuFabricInfo:
+    """``nvmlGpuFabricInfoV_t``: whether the card joined an NVLink fabric (``state``,
+    :data:`GPU_FABRIC_STATE_COMPLETED` once done, ``status`` its ``nvmlReturn_t``), and the fabric's
+    cluster UUID and clique: cards of one clique reach each other over NVLink, across nodes too."""
+
+    cluster_uuid: str  # canonical UUID text; all zeros when the card is in no multi-node fabric
+    clique_id: int
+    state: int
+    status: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class NvmlEvent:
     """``nvmlEventData_t``: the card (by PCI address), the event type bit, its data (the XID for
     an XID event) and the MIG instance the driver attributed it to (:data:`NO_INSTANCE`: none)."""
@@ -199,6 +226,14 @@ class Nvml(Protocol):
     def remapped_rows(self, address: str) -> RemappedRows: ...
 
     def clocks_event_reasons(self, address: str) -> int: ...
+
+    def active_nvlinks(self, address: str) -> list[NvLink]:
+        """The card's active NVLinks; ``NOT_SUPPORTED`` for a card without NVLink."""
+        ...
+
+    def gpu_fabric_info(self, address: str) -> GpuFabricInfo:
+        """``nvmlDeviceGetGpuFabricInfoV``; ``NOT_SUPPORTED`` before Hopper and on older drivers."""
+        ...
 
     # -- device preparation: what NodePrepare changes on a card ------------------------------------
 

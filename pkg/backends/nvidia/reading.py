@@ -23,6 +23,7 @@ from typing import Final, TypeVar
 from pkg.backends.backend import BackendError
 from pkg.backends.nvidia.architecture import architecture_name
 from pkg.backends.nvidia.mig import MigReading, read_mig
+from pkg.backends.nvidia.nvlink import nvlink_domain
 from pkg.backends.nvidia.nvml_port import Nvml, NvmlError, NvmlReturn
 from pkg.backends.nvidia.profiles import model_for_pci_device
 
@@ -49,6 +50,7 @@ class CardReading:
     power_limit_current_w: int | None
     power_limit_enforced_w: int | None
     mig: MigReading
+    nvlink_domain: str | None = None
 
 
 def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardReading:
@@ -75,6 +77,7 @@ def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardRea
             power_limit_current_w=_watts_or_none(_optional(lambda: nvml.power_limit_mw(address))),
             power_limit_enforced_w=_watts_or_none(_optional(lambda: nvml.enforced_power_limit_mw(address))),
             mig=read_mig(nvml, address, driver_version=driver_version, model=model),
+            nvlink_domain=nvlink_domain(nvml, address),
         )
     except NvmlError as exc:
         raise BackendError(address=address, reason=exc.reason, message=str(exc)) from exc

@@ -12,6 +12,11 @@ without power management; the backend then leaves the fields out. Board part num
 board revision and are not in the data, so the simulation reports none.
 
 The driver is R580 with CUDA 13.0: a driver that reports MIG profiles while MIG is disabled.
+
+NVLinks per card are those of the SXM boards in NVIDIA's product briefs (A100 SXM4: 12 third-generation
+links; H100 SXM5, H200 SXM and B200: 18); PCIe cards here have none. Where they lead is a property
+of the host, not the card: :class:`~pkg.backends.simulated.fake_nvml.SimulatedNvml` connects them
+to the NVSwitches it finds in the host's sysfs, as an HGX board does.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ CUDA_DRIVER_VERSION: Final = 13000  # NVML's integer form of CUDA 13.0
 
 _ARCH_AMPERE: Final = 7  # NVML_DEVICE_ARCH_AMPERE
 _ARCH_ADA: Final = 8  # NVML_DEVICE_ARCH_ADA
+
+# PCI device ID -> NVLinks of the SXM module.
+NVLINKS: Final[Mapping[str, int]] = MappingProxyType(
+    {"20b0": 12, "20b2": 12, "2330": 18, "2335": 18, "2901": 18}
+)
 
 # PCI device ID -> (min W, max W) from nvidia-smi -q captures.
 POWER_LIMITS_W: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
@@ -59,6 +69,7 @@ class SimulatedModel:
     compute_capability: tuple[int, int]
     power_limits_w: tuple[int, int] | None
     mig: ModelFacts | None = None
+    nvlinks: int = 0
 
 
 # Cards without MIG: total memory as nvidia-smi prints it (ECC on for the L4, off by default on
@@ -95,6 +106,7 @@ def models() -> Mapping[str, SimulatedModel]:
             compute_capability=facts.compute_capability,
             power_limits_w=POWER_LIMITS_W.get(facts.pci_device_id),
             mig=facts,
+            nvlinks=NVLINKS.get(facts.pci_device_id, 0),
         )
         for facts in all_models()
     }

@@ -19,7 +19,11 @@ mode changes only while the card has no processes and no instances (``IN_USE``);
 created only at one of its profile's placements (``INVALID_ARGUMENT``), only on free memory slices
 and within the profile's instance count (``INSUFFICIENT_RESOURCES``), only with MIG enabled
 (``NOT_SUPPORTED``); a GPU instance with compute instances cannot be destroyed (``IN_USE``); a
-missing instance is ``NOT_FOUND``. Minor numbers come from the driver's
+missing instance is ``NOT_FOUND``. NVLink: a card of an SXM model has its links
+(:data:`~pkg.backends.simulated.data.NVLINKS`) spread over the NVSwitches of the host's sysfs
+(NVIDIA functions of class 0680), as on an HGX board, and none active without switches; the GPU
+fabric (Hopper and newer) is ``COMPLETED`` with an all-zero cluster UUID on such a board — one
+node, no multi-node fabric — and not supported elsewhere. Minor numbers come from the driver's
 ``proc/driver/nvidia/gpus/<address>/information`` in the host tree, as the real library learns
 them from the driver, else from probe (PCI address) order.
 """
@@ -37,11 +41,16 @@ from pkg.backends.nvidia.mig import FIRST_DRIVER_WITH_PROFILES_WHILE_DISABLED
 from pkg.backends.nvidia.nvml_port import (
     COMPUTE_MODE_DEFAULT,
     COMPUTE_MODE_EXCLUSIVE_PROCESS,
+    GPU_FABRIC_STATE_COMPLETED,
+    GPU_FABRIC_STATE_NOT_SUPPORTED,
     MIG_DISABLED,
     MIG_ENABLED,
+    NVLINK_DEVICE_TYPE_SWITCH,
     ComputeInstanceInfo,
+    GpuFabricInfo,
     GpuInstanceInfo,
     GpuInstanceProfileInfo,
+    NvLink,
     NvmlError,
     NvmlReturn,
     RemappedRows,
@@ -62,6 +71,8 @@ _FIRST_ROW_REMAPPING_ARCH: Final = 7  # Ampere: row remapping replaces page reti
 _DRIVER_MAJOR = re.compile(r"^(\d+)\.")
 _DEVICE_MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
 _WHOLE_COMPUTE_INSTANCE_PROFILE: Final = 0  # one profile per GPU instance in the simulation
+_ARCH_HOPPER: Final = 9  # NVML_DEVICE_ARCH_HOPPER: the first with GPU fabric info
+_NO_CLUSTER: Final = "00000000-0000-0000-0000-000000000000"
 
 
 class SimulatedNvml:
@@ -154,6 +165,30 @@ class SimulatedNvml:
     def clocks_event_reasons(self, address: str) -> int:
         self._model("nvmlDeviceGetCurrentClocksEventReasons", address)
         return _CLOCKS_EVENT_GPU_IDLE
+
+    def active_nvlinks(self, address: str) -> list[NvLink]:
+        call = "nvmlDeviceGetNvLinkState"
+        model = self._model(call, address)
+        if not model.nvlinks:
+            raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+        switches = self._nvswitches()
+        return [
+            NvLink(
+                link=link,
+                remote_type=NVLINK_DEVICE_TYPE_SWITCH,
+                remote_bus_id="0000" + switches[link % len(switches)].upper(),  # NVML's 8-digit domain
+            )
+            for link in range(model.nvlinks if switches else 0)
+        ]
+
+    def gpu_fabric_info(self, address: str) -> GpuFabricInfo:
+        call = "nvmlDeviceGetGpuFabricInfoV"
+        model = self._model(call, address)
+        if model.architecture < _ARCH_HOPPER:
+            raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+        on_board = bool(model.nvlinks and self._nvswitches())
+        state = GPU_FABRIC_STATE_COMPLETED if on_board else GPU_FABRIC_STATE_NOT_SUPPORTED
+        return GpuFabricInfo(cluster_uuid=_NO_CLUSTER, clique_id=0, state=state, status=0)
 
     # -- device preparation ----------------------------------------------------------------------
 
@@ -343,6 +378,20 @@ class SimulatedNvml:
             except NvmlError:
                 continue
             found.append(address)
+        return found
+
+    def _nvswitches(self) -> list[str]:
+        """The host's NVSwitches: NVIDIA functions of class 0680 ("other bridge"), by address."""
+        devices = self._sysfs / "bus" / "pci" / "devices"
+        found = []
+        for address in sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []:
+            try:
+                vendor = (devices / address / "vendor").read_text().strip()
+                pci_class = (devices / address / "class").read_text().strip()
+            except OSError:
+                continue
+            if vendor == "0x10de" and pci_class.startswith("0x0680"):
+                found.append(address)
         return found
 
     def _profiles(self, call: str, address: str) -> ModelFacts:

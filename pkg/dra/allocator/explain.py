@@ -12,7 +12,10 @@ allocator takes. A request whose class or claim selector does not compile gets t
 instead (it would be the same for every device, and the scheduler reports it once too). The
 trace ends with the attempt's outcome and, when it allocates, what each chosen device consumes
 (:mod:`.consumption`: capacity requested and after the request policy, counters taken, what is
-left on the card). Nothing here writes anything.
+left on the card). Each claim constraint gets a trace of its own (:mod:`.constraint_trace`): how
+its attribute splits the devices that fit, and whether any value serves every request it
+constrains — the one reason a claim whose requests all fit can still be pending. Nothing here
+writes anything.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kubernetes.client import V1AllocationResult
 from pkg.dra.allocator.allocator import Allocator
 from pkg.dra.allocator.attempt import AllocationAttempt
 from pkg.dra.allocator.capacity import consumption
+from pkg.dra.allocator.constraint_trace import ConstraintTrace, trace_constraints
 from pkg.dra.allocator.consumption import DeviceUse, device_uses
 from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
@@ -60,6 +64,7 @@ class Explanation:
     outcome: V1AllocationResult | Unschedulable
     problem: str | None = None  # a claim-level error that stopped the diagnosis
     uses: tuple[DeviceUse, ...] = ()  # per allocated device, what it consumes (see .consumption)
+    constraints: tuple[ConstraintTrace, ...] = ()  # per claim constraint, how it splits what fits
 
 
 def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
@@ -72,6 +77,7 @@ def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
     except ClaimError as err:
         return Explanation(claim_label(claim), allocator.strategy.name, (), outcome, problem=str(err))
     traces = []
+    fitting: dict[str, list[Candidate]] = {}
     for plan in ctx.plans:
         for alt in plan.alternatives:
             broken = next((s for s in alt.selectors if s.compiled.error), None)
@@ -79,12 +85,23 @@ def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
                 error = selector_error(broken, broken.compiled.error or "")
                 traces.append(RequestTrace(alt.result_name, (), problem=str(error)))
                 continue
-            traces.append(RequestTrace(alt.result_name, tuple(_diagnose_all(ctx, alt, allocator))))
+            verdicts, fitting[alt.result_name] = _diagnose_all(ctx, alt, allocator)
+            traces.append(RequestTrace(alt.result_name, tuple(verdicts)))
     uses = device_uses(ctx, outcome) if isinstance(outcome, V1AllocationResult) else ()
-    return Explanation(claim_label(claim), allocator.strategy.name, tuple(traces), outcome, uses=uses)
+    return Explanation(
+        claim_label(claim),
+        allocator.strategy.name,
+        tuple(traces),
+        outcome,
+        uses=uses,
+        constraints=trace_constraints(ctx.constraints, ctx.plans, fitting),
+    )
 
 
-def _diagnose_all(ctx: AllocationContext, alt: Alternative, allocator: Allocator) -> list[DeviceVerdict]:
+def _diagnose_all(
+    ctx: AllocationContext, alt: Alternative, allocator: Allocator
+) -> tuple[list[DeviceVerdict], list[Candidate]]:
+    """Every device's verdict for ``alt``, and the devices that fit."""
     verdicts = []
     for pool in ctx.pools:
         if pool.incomplete:
@@ -101,8 +118,13 @@ def _diagnose_all(ctx: AllocationContext, alt: Alternative, allocator: Allocator
     ordered = list(allocator.strategy.order(eligible, counters=ctx.counters, fits=ctx.fits_counters))
     seen = set(ordered)
     rest = [c for c in ctx.usable_candidates() if c not in seen]
-    verdicts.extend(diagnose(ctx, alt, cand) for cand in (*ordered, *rest))
-    return verdicts
+    fits: list[Candidate] = []
+    for cand in (*ordered, *rest):
+        verdict = diagnose(ctx, alt, cand)
+        verdicts.append(verdict)
+        if verdict.reason == FITS:
+            fits.append(cand)
+    return verdicts, fits
 
 
 def diagnose(ctx: AllocationContext, alt: Alternative, cand: Candidate) -> DeviceVerdict:

@@ -16,7 +16,9 @@ MIG profiles stay placeable as the cluster fills up:
    candidate placement, the largest offer of the same card (by memory slices) that would still fit
    in the slices left free. With slice 3 of an A30 taken, a 1g goes to slice 2 (0-1 stay free for a
    2g) rather than slice 0 (which would strand 1 and 2);
-5. then first-fit order (stable names).
+5. for a request of several devices, among cards equal by 1-3 on one node, those of **one NVLink
+   domain, then one PCIe root** together (:mod:`.topology`; the search only, not ``order``);
+6. then first-fit order (stable names).
 
 A "card" is a device's first counter set; a memory slice is a counter named ``memory-slice-<n>``
 that still has something available. Free-slice sets are bitmasks, so step 4 costs one AND per
@@ -57,6 +59,7 @@ from pkg.dra.allocator.counters import CounterTally
 from pkg.dra.allocator.pools import MEMORY_COUNTER, Candidate, CardRank, Pool
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.selection import SelectorEvaluationError
+from pkg.dra.allocator.topology import keep_together
 from pkg.dra.model import PoolID
 
 _MAX_STATIC_ORDERS = 512  # per pool
@@ -170,7 +173,10 @@ class BestFit:
             if not skip or (r.members[0].pool.id, r.card) not in skip
         )
         lazy = heapq.merge(charged, uncharged, key=lambda item: item[0])
-        return CandidateStream(_merge(ctx, alt, key=key, eager=eager, lazy=lazy))
+        ranked = _merge(ctx, alt, key=key, eager=eager, lazy=lazy)
+        if alt.count > 1 and not alt.all_devices:
+            return CandidateStream(keep_together(ranked, alt.count))
+        return CandidateStream(members for _, members in ranked)
 
     def _pool_index(self, pools: list[Pool]) -> _PoolIndex:
         index = self._index
@@ -212,10 +218,10 @@ def _merge(
     key: SelectorKey,
     eager: list[Ranked],
     lazy: Iterator[tuple[_Provisional, CardRank]],
-) -> Iterator[Sequence[Candidate]]:
+) -> Iterator[Ranked]:
     """The cards ranked now (``eager``, sorted) merged with the simple pools' cards (``lazy``, in
     provisional order), each evaluated when reached: fitting cards first, then the rest, the way
-    the eager sort puts them (see the module docs)."""
+    the eager sort puts them (see the module docs); each with its rank key."""
     fitting = [item for item in eager if not item[0][0]]
     held_back = [item for item in eager if item[0][0]]
     deferred: list[Ranked] = []
@@ -231,13 +237,11 @@ def _merge(
             deferred.append((rank_key, members))
             continue
         while i < len(fitting) and fitting[i][0] < rank_key:
-            yield fitting[i][1]
+            yield fitting[i]
             i += 1
-        yield members
-    for _, members in fitting[i:]:
-        yield members
-    for _, members in heapq.merge(deferred, held_back, key=lambda item: item[0]):
-        yield members
+        yield rank_key, members
+    yield from fitting[i:]
+    yield from heapq.merge(deferred, held_back, key=lambda item: item[0])
 
 
 def _stream_key(rank: CardRank) -> tuple[int, int, tuple[bool, str, str, int]]:

@@ -12,6 +12,11 @@ Three shapes, one per reader:
 * :func:`describe_allocation` — the devices of an allocation result and its node, for the
   ``Allocated`` event and the report's last section.
 
+A claim constraint (``matchAttribute``, ``distinctAttribute``) is reported after the requests:
+whether it can be met, and how its attribute splits the devices that fit — per node and value, how
+many fit each request against how many it needs — so a claim pending because its GPU and its NIC
+sit under different PCIe roots says so; :func:`summary` names a constraint that cannot be met.
+
 A request whose selector does not compile is reported once, with the CEL error, not once per
 device. An allocatable claim's report ends with what each chosen device consumes: per capacity of
 a shared device the request and what the request policy made of it (``sharePercent: requested 25
@@ -27,6 +32,7 @@ from collections import Counter
 from kubernetes.client import V1AllocationResult, V1NodeSelector
 
 from pkg.dra.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
+from pkg.dra.allocator.constraint_trace import ConstraintTrace, ValueGroup
 from pkg.dra.allocator.consumption import CapacityUse, CounterUse, DeviceUse
 from pkg.dra.allocator.pools import SLICE_COUNTER_PREFIX
 
@@ -67,6 +73,11 @@ def summary(explanation: Explanation) -> str:
     parts = []
     if explanation.problem:
         parts.append(explanation.problem)
+    # A constraint no value can meet is the reason when it is there: said first, before the
+    # per-request counts, so an event's length limit never cuts it off.
+    for constraint in explanation.constraints:
+        if not constraint.met:
+            parts.append(f"{constraint.label} cannot be met: {_split_text(constraint)}")
     for trace in explanation.requests:
         if trace.problem:
             parts.append(f"request {trace.request}: {trace.problem}")
@@ -80,6 +91,33 @@ def summary(explanation: Explanation) -> str:
             text += f"; most often {detail[0][0]}"
         parts.append(text)
     return "; ".join(parts)
+
+
+def _split_text(constraint: ConstraintTrace) -> str:
+    # The groups that come closest first: they are what a reader would free up or resize.
+    values = sorted(constraint.groups, key=lambda g: -sum(c.fitting for c in g.counts))
+    if not values:
+        return "no device fits its requests"
+    shown = " | ".join(_group_text(g) for g in values[:4])
+    more = f" | … {len(values) - 4} more" if len(values) > 4 else ""
+    return f"the fitting devices split into {len(values)} value(s), none serves every request ({shown}{more})"
+
+
+def _group_text(group: ValueGroup) -> str:
+    where = f"{group.node}/" if group.node else ""
+    counts = ", ".join(f"{c.request} {c.fitting}/{c.needed}" for c in group.counts)
+    return f"{where}{group.value}: {counts}"
+
+
+def _constraint_lines(constraint: ConstraintTrace) -> list[str]:
+    verdict = "can be met" if constraint.met else "CANNOT be met: no value serves every request"
+    lines = [f"  {constraint.label}: {verdict} (devices that fit / devices needed, per request)"]
+    if not constraint.groups:
+        lines.append("    no device fits the requests it constrains")
+    for group in constraint.groups:
+        mark = "enough" if group.enough else "short"
+        lines.append(f"    {mark:<7} {_group_text(group)}")
+    return lines
 
 
 def _device_line(verdict: DeviceVerdict) -> str:
@@ -114,6 +152,10 @@ def render(explanation: Explanation, *, show_all: bool = False, max_devices: int
         lines.append(f"  problem: {explanation.problem}")
     for trace in explanation.requests:
         lines.extend(_trace_lines(trace, show_all=show_all, max_devices=max_devices))
+    if explanation.constraints:
+        lines.append("constraints:")
+        for constraint in explanation.constraints:
+            lines.extend(_constraint_lines(constraint))
     outcome = explanation.outcome
     if isinstance(outcome, Unschedulable):
         kind = "the claim or a class is broken" if outcome.fatal else "retry when capacity changes"

@@ -22,6 +22,11 @@ from pkg.dra.model.card import Card
 from pkg.dra.model.limits import MAX_ATTRIBUTE_VALUE_LENGTH
 
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+# Kubernetes' standard topology attributes (k8s.io/dynamic-resource-allocation/deviceattribute):
+# other drivers (NICs) publish them too, so one claim can match devices of both (docs/topology.md).
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA_NODE = "resource.kubernetes.io/numaNode"
+NVLINK_DOMAIN = f"{DOMAIN}/nvlinkDomain"  # ours: NVLink has no standard attribute
 
 _NUMERIC_VERSION = re.compile(r"\d+(\.\d+){0,2}")
 _COMPUTE_CAPABILITY = re.compile(r"(\d+)\.(\d+)")
@@ -95,4 +100,21 @@ def card_identity(card: Card) -> dict[str, AttributeValue]:
     if card.compute_capability and (cc := _COMPUTE_CAPABILITY.fullmatch(card.compute_capability)):
         attrs[key("ccMajor")] = int(cc.group(1))
         attrs[key("ccMinor")] = int(cc.group(2))
+    return attrs | card_topology(card)
+
+
+def card_topology(card: Card) -> dict[str, AttributeValue]:
+    """Where the card sits: its PCIe root, NUMA node and NVLink domain, each only when known.
+
+    Every offer of the card carries them (a MIG device or a share sits where its card sits), so a
+    claim can keep a GPU next to its NIC (``matchAttribute: resource.kubernetes.io/pcieRoot``) or
+    several GPUs in one NVLink domain, whatever each request asks for.
+    """
+    attrs: dict[str, AttributeValue] = {}
+    if card.pcie_root:
+        attrs[PCIE_ROOT] = card.pcie_root
+    if card.numa_node is not None:
+        attrs[NUMA_NODE] = card.numa_node
+    if card.nvlink_domain:
+        attrs[NVLINK_DOMAIN] = clip(card.nvlink_domain)
     return attrs

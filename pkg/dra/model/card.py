@@ -71,6 +71,10 @@ class Card:
     ``physical_gpu`` is the PhysicalGPU object's name (a metric label); ``device`` the normalised
     model (``a30``); ``mig_allowed`` the node's ``gpu.deckhouse.io/allow-mig`` decision. ``engines``
     are the card's totals; left out, they are those of its largest MIG profile.
+
+    Topology (docs/topology.md), each ``None`` when its source did not say: ``pcie_root`` and
+    ``numa_node`` from sysfs (:mod:`pkg.hardware.pci_topology`), ``nvlink_domain`` from the vendor
+    library (cards that reach each other over NVLink through the same switches share it).
     """
 
     physical_gpu: str
@@ -86,6 +90,9 @@ class Card:
     mig_profiles: tuple[MigProfileSpec, ...] = ()
     mig_allowed: bool = True
     engines: Engines | None = None
+    pcie_root: str | None = None
+    numa_node: int | None = None
+    nvlink_domain: str | None = None
 
     @property
     def base_name(self) -> str:

@@ -22,6 +22,7 @@ from pkg.gpuhandler.enrichment.handler import (
     HealthHandler,
     ReadinessHandler,
 )
+from pkg.gpuhandler.enrichment.handler.card_specs import PciTopology
 from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.enrichment.state import EnrichmentState
 from pkg.gpuhandler.enrichment.status_writer import StatusWriter
@@ -34,15 +35,17 @@ def enrichment_handlers(
     tracker: HealthTracker,
     writer: StatusWriter,
     card_specs: CardSpecs,
+    topology: PciTopology,
     holds: Holds | None = None,
     now: Callable[[], datetime] = now_utc,
 ) -> list[Handler[EnrichmentState]]:
     """The steps of one pass, in order. ``holds`` (None: no card is held) knows the cards passed
-    through for claims; ``now`` is the ``HardwareHealthy`` condition's clock."""
+    through for claims; ``now`` is the ``HardwareHealthy`` condition's clock; ``topology`` says where a
+    card sits on the host (its PCIe root and NUMA node, for the offers)."""
     return [
         ReadinessHandler(backend=backend, holds=holds),
         HealthHandler(backend=backend, tracker=tracker, now=now),
         EnrichHandler(backend=backend),
         ApplyHandler(writer=writer),
-        CardSpecHandler(backend=backend, card_specs=card_specs),
+        CardSpecHandler(backend=backend, card_specs=card_specs, topology=topology),
     ]

@@ -58,6 +58,10 @@ class FakeCard:
     graphics_pids: tuple[int, ...] = ()
     gpu_instances: list[FakeGpuInstance] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    # Active NVLinks as (remote device type, remote PCI bus ID); None: the card has no NVLink.
+    nvlinks: tuple[tuple[int, str], ...] | None = None
+    # nvmlGpuFabricInfoV: (cluster UUID bytes, clique, state, status); None: not supported.
+    fabric: tuple[bytes, int, int, int] | None = None
 
 
 @dataclass
@@ -166,8 +170,44 @@ def install(
             "nvmlDeviceGetCurrentClocksEventReasons", lambda c: c.clocks_event_reasons
         ),
     }
+    answers |= _nvlink_answers(device)
     answers |= _FakeMigLibrary(cards, device).answers(answers["nvmlDeviceGetUUID"])
     return {name: mocker.patch.object(pynvml, name, side_effect=fn) for name, fn in answers.items()}
+
+
+def _nvlink_answers(device: Any) -> dict[str, Any]:
+    """NVLink and GPU fabric queries, as NVML answers them for the card's ``nvlinks``/``fabric``."""
+
+    def link_of(card: FakeCard, link: int) -> tuple[int, str]:
+        if card.nvlinks is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if link >= len(card.nvlinks):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return card.nvlinks[link]
+
+    def remote_pci(card: FakeCard, link: int) -> Any:
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = link_of(card, link)[1].encode()
+        return info
+
+    def fabric(card: FakeCard, ref: Any) -> int:
+        if card.fabric is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = ref._obj
+        cluster, info.cliqueId, info.state, info.status = card.fabric
+        info.clusterUuid = (ctypes.c_uint8 * 16)(*cluster)
+        return int(pynvml.NVML_SUCCESS)
+
+    return {
+        "nvmlDeviceGetNvLinkState": device(
+            "nvmlDeviceGetNvLinkState", lambda c, link: link_of(c, link) and 1
+        ),
+        "nvmlDeviceGetNvLinkRemoteDeviceType": device(
+            "nvmlDeviceGetNvLinkRemoteDeviceType", lambda c, link: link_of(c, link)[0]
+        ),
+        "nvmlDeviceGetNvLinkRemotePciInfo": device("nvmlDeviceGetNvLinkRemotePciInfo", remote_pci),
+        "nvmlDeviceGetGpuFabricInfoV": device("nvmlDeviceGetGpuFabricInfoV", fabric),
+    }
 
 
 class _FakeMigLibrary:

@@ -241,6 +241,76 @@ def test_offer_inputs_of_a_card_without_mig_have_no_profiles(mocker: MockerFixtu
     assert card.device == "l4"
 
 
+SWITCH, GPU_END = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH, pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+SWITCHES = ("00000000:05:00.0", "00000000:06:00.0")
+ZERO_CLUSTER = bytes(16)
+COMPLETED = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
+
+
+def _domain(mocker: MockerFixture, **cards: FakeCard) -> dict[str, str | None]:
+    addresses = {"a": A, "b": B}
+    install(mocker, {addresses[k]: c for k, c in cards.items()})
+    return {k: backend().offer_inputs(physical_gpu(addresses[k])).nvlink_domain for k in cards}
+
+
+def test_cards_whose_links_all_reach_the_same_nvswitches_share_an_nvlink_domain(
+    mocker: MockerFixture,
+) -> None:
+    links = tuple((SWITCH, SWITCHES[i % 2]) for i in range(12))
+    fabric = (ZERO_CLUSTER, 0, COMPLETED, 0)  # one board, no multi-node fabric: the links decide
+    domains = _domain(mocker, a=FakeCard(nvlinks=links, fabric=fabric), b=FakeCard(nvlinks=links[::-1]))
+    assert domains["a"] == domains["b"]
+    assert str(domains["a"]).startswith("nvswitch-")
+    assert len(str(domains["a"])) <= 64
+
+
+def test_cards_reaching_different_switches_are_in_different_domains(mocker: MockerFixture) -> None:
+    """A board split into fabric partitions: each partition's cards reach their own switches."""
+    domains = _domain(
+        mocker,
+        a=FakeCard(nvlinks=((SWITCH, SWITCHES[0]),) * 6),
+        b=FakeCard(nvlinks=((SWITCH, SWITCHES[1]),) * 6),
+    )
+    assert domains["a"] != domains["b"]
+
+
+def test_a_multi_node_fabric_clique_names_the_domain(mocker: MockerFixture) -> None:
+    cluster = bytes(range(1, 17))
+    card = FakeCard(nvlinks=((SWITCH, SWITCHES[0]),), fabric=(cluster, 7, COMPLETED, 0))
+    domains = _domain(mocker, a=card)
+    assert domains["a"] == "01020304-0506-0708-090a-0b0c0d0e0f10.7"
+
+
+@pytest.mark.parametrize(
+    "card",
+    [
+        FakeCard(),  # no NVLink, no fabric (NOT_SUPPORTED)
+        FakeCard(nvlinks=()),  # NVLink hardware, no active link
+        FakeCard(nvlinks=((GPU_END, "00000000:d8:00.0"),) * 4),  # a bridge to one other card
+        FakeCard(nvlinks=((SWITCH, SWITCHES[0]), (GPU_END, "00000000:d8:00.0"))),  # mixed: not claimed
+    ],
+)
+def test_no_nvlink_domain_is_guessed(mocker: MockerFixture, card: FakeCard) -> None:
+    assert _domain(mocker, a=card) == {"a": None}
+
+
+def test_a_fabric_still_being_joined_names_nothing_and_the_links_decide(mocker: MockerFixture) -> None:
+    joining = (bytes(range(16)), 1, pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS, 0)
+    links = ((SWITCH, SWITCHES[0]),)
+    domains = _domain(mocker, a=FakeCard(nvlinks=links, fabric=joining), b=FakeCard(nvlinks=links))
+    assert domains["a"] == domains["b"]
+    assert str(domains["a"]).startswith("nvswitch-")
+
+
+def test_a_failing_nvlink_query_fails_the_card_rather_than_dropping_the_domain(mocker: MockerFixture) -> None:
+    card = FakeCard(
+        nvlinks=((SWITCH, SWITCHES[0]),), errors={"nvmlDeviceGetNvLinkState": pynvml.NVML_ERROR_UNKNOWN}
+    )
+    install(mocker, {A: card})
+    with pytest.raises(BackendError, match="nvmlDeviceGetNvLinkState"):
+        backend().offer_inputs(physical_gpu(A))
+
+
 def test_discover_claims_nvidia_display_and_3d_controllers_only() -> None:
     def device(address: str, vendor: str, class_code: str) -> PciDevice:
         return PciDevice(address, vendor, "20b7", class_code, None, None, "nvidia", None, None, None)

@@ -22,13 +22,18 @@ from pkg.gpuhandler.enrichment.chain import enrichment_handlers
 from pkg.gpuhandler.enrichment.readiness import readable_by
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings
+from pkg.hardware.pci_topology import SysfsPciTopology
 
 CHAIN = ["readiness", "health", "enrich", "apply", "card-specs"]
 
 
 def test_the_chain_runs_its_steps_in_order() -> None:
     handlers = enrichment_handlers(
-        backend=simulated(), tracker=HealthTracker(quiet_period=0), writer=MagicMock(), card_specs=CardSpecs()
+        backend=simulated(),
+        tracker=HealthTracker(quiet_period=0),
+        writer=MagicMock(),
+        card_specs=CardSpecs(),
+        topology=SysfsPciTopology(SYSFS / "a30-x2"),
     )
     assert [h.name for h in handlers] == CHAIN
 

@@ -37,6 +37,24 @@ def test_allow_mig_false_reaches_the_offers(capsys: pytest.CaptureFixture[str]) 
     assert "-mig-" not in out
 
 
+def test_offers_show_where_each_card_sits(capsys: pytest.CaptureFixture[str]) -> None:
+    hgx = SYSFS / "hgx-h100"
+    argv = [
+        "offers",
+        "--node-name=w1",
+        f"--sysfs-root={hgx}",
+        f"--host-root={hgx}",
+        "--backend=simulated-nvidia",
+    ]
+    assert main(argv) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    devices = [d for doc in docs if doc["kind"] == "ResourceSlice" for d in doc["spec"].get("devices") or ()]
+    whole = next(d for d in devices if d["name"] == "gpu-0000-18-00-0")
+    assert whole["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}
+    assert whole["attributes"]["resource.kubernetes.io/numaNode"] == {"int": 0}
+    assert whole["attributes"]["gpu.deckhouse.io/nvlinkDomain"]["string"].startswith("nvswitch-")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
