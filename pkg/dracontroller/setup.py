@@ -29,8 +29,9 @@ from pkg.dra.allocator import Allocator
 from pkg.dra.allocator.pools import PoolCache
 from pkg.dracontroller.accounting.accountant import Accountant
 from pkg.dracontroller.accounting.collector import AccountingCollector
-from pkg.dracontroller.accounting.devices import HeldDevice, device_index, held_devices
+from pkg.dracontroller.accounting.devices import HeldDevice, held_devices
 from pkg.dracontroller.accounting.events import AllocationEvents
+from pkg.dracontroller.accounting.index_cache import DeviceIndexCache
 from pkg.dracontroller.accounting.store import LedgerStore
 from pkg.dracontroller.heap import HeapSettler
 from pkg.dracontroller.internal.handler import (
@@ -79,7 +80,9 @@ from pkg.framework.workqueue.ratelimiter import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WORKERS = 2
+DEFAULT_WORKERS = 8
+"""Decisions are serial under the in-flight lock; a worker then waits for its claim's two writes
+(about two API round trips), so 8 workers keep writes of several claims on the wire at once."""
 DEFAULT_LEDGER = "gpu-dra-allocation-ledger"
 DEFAULT_ACCOUNTING_PERIOD = 10.0
 
@@ -137,7 +140,8 @@ def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot
 
 
 class HeldDevices:
-    """The devices our claims hold, with the facts of the slice and PhysicalGPU caches."""
+    """The devices our claims hold, with the facts of the slice and PhysicalGPU caches (indexed
+    once per change of those caches, :mod:`pkg.dracontroller.accounting.index_cache`)."""
 
     def __init__(
         self,
@@ -147,11 +151,12 @@ class HeldDevices:
         physical_gpus: SharedInformer[Any],
     ) -> None:
         self._claims, self._slices, self._gpus = claims, slices, physical_gpus
+        self.devices = DeviceIndexCache(
+            slices=slices.store.list, physical_gpus=physical_gpus.store.list, driver=DRIVER
+        )
 
     def of(self, claims: Iterable[ResourceV1ResourceClaim]) -> list[HeldDevice]:
-        index = device_index(
-            slices=self._slices.store.list(), physical_gpus=self._gpus.store.list(), driver=DRIVER
-        )
+        index = self.devices.index()
         return [
             device
             for claim in claims
@@ -298,7 +303,9 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
         .complete(container.reconciler())
     )
     manager.metrics.register(
-        AllocationCollector(claims=claims.store.list, slices=slices.store.list, driver=DRIVER)
+        AllocationCollector(
+            claims=claims.store.list, devices=container.held_devices().devices.index, driver=DRIVER
+        )
     )
     manager.metrics.register(container.accounting_collector())
     manager.add(container.accountant())

@@ -234,7 +234,7 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
         "--metrics-bind-address=:8080",
         "--leader-elect=true",
         f"--leader-election-id={LEASE}",
-        "--workers=2",
+        "--workers=8",
         "--allocation-ledger=gpu-dra-allocation-ledger",
         "--accounting-period=10s",
     ]
