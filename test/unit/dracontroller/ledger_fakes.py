@@ -7,7 +7,7 @@ from typing import Any
 from k8s_fields import meta
 from kubernetes.client import V1ConfigMap
 
-from pkg.framework.client import ConflictError, NotFoundError
+from pkg.framework.client import ApiError, ConflictError, NotFoundError
 
 
 class MemoryConfigMaps:
@@ -18,6 +18,7 @@ class MemoryConfigMaps:
         self.version = 0
         self.fail_next: Exception | None = None
         self.writes: list[str] = []  # names, in order
+        self.fail_after: int | None = None  # that many more writes succeed, then every one fails
 
     def get(self, kind: Any, name: str, namespace: str | None = None) -> V1ConfigMap:
         if name not in self.stored:
@@ -34,6 +35,10 @@ class MemoryConfigMaps:
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
+        if self.fail_after is not None:
+            if self.fail_after <= 0:
+                raise ApiError(status=503, reason="ServiceUnavailable", message="etcd leader changed")
+            self.fail_after -= 1
         name = str(meta(obj).name)
         current = meta(self.stored[name]).resource_version if name in self.stored else None
         if expected != current:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import Env, our_mig_class
+from k8s_fields import allocation_of, name_of
 
 from pkg.dra.allocator import AllocationInputs
 from pkg.dracontroller.internal.service.claim_writer import planned
@@ -22,9 +23,10 @@ def one_card_one_device() -> Env:
 
 
 def device_of(e: Env, c: Any) -> str | None:
-    status = e.stored(c).status
-    allocation = None if status is None else status.allocation
-    return None if allocation is None else allocation.devices.results[0].device
+    stored = e.stored(c)
+    if stored.status is None or stored.status.allocation is None:
+        return None
+    return allocation_of(stored).devices.results[0].device  # type: ignore[union-attr,index]
 
 
 def test_next_decision_runs_while_a_write_is_on_the_wire_and_sees_its_devices_taken() -> None:
@@ -78,7 +80,7 @@ def test_reservation_is_served_whatever_the_cache_shows_until_settled() -> None:
     reservation = planned(cached, attempt.outcome)  # type: ignore[arg-type]
     e.in_flight.reserve(reservation)
     assert e.in_flight.resolve(cached) is reservation
-    assert [c.metadata.name for c in e.inventory.allocated_claims()] == ["c"]
+    assert [name_of(c) for c in e.inventory.allocated_claims()] == ["c"]
     e.in_flight.settle(planned(cached, attempt.outcome))  # type: ignore[arg-type]  # not this one
     assert e.in_flight.resolve(cached) is reservation
     e.in_flight.settle(reservation)
