@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pkg.dracontroller.accounting.ledger import Ledger, OpenAllocation, Usage, shard_of
-from pkg.dracontroller.accounting.store import DATA_KEY, LedgerStore
+from pkg.dracontroller.accounting.store import LedgerStore, stored_bytes
 from pkg.framework.client import ConflictError, KubeClient
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 
@@ -65,5 +65,5 @@ def test_ledger_beyond_one_configmap_survives_a_restart_and_stale_leaders(
     current = LedgerStore(client=kube, namespace=namespace, name="ledger").load().ledger
     assert current == ledger
     assert "stale-uid/gpu/p/d" not in (current.open if current else {})
-    sizes = [len((kube.get(CONFIG_MAP, name, namespace).data or {})[DATA_KEY]) for name in store.names()]
+    sizes = [stored_bytes(kube.get(CONFIG_MAP, name, namespace)) for name in store.names()]
     print(f"{OPEN} open allocations: first save {first_save:.1f}s, largest ConfigMap {max(sizes)} bytes")

@@ -38,10 +38,13 @@ from typing import Any
 
 FORMAT_VERSION = 2
 """2: a head (``as_of``, the shard count) and one document per part; 1: one document for all."""
-SHARDS = 64
-"""Parts of the ledger. At ~200 bytes per open device allocation in JSON, 64 parts of at most
-900,000 bytes hold about 280,000 open allocations (a hash spreads them evenly: at 100,000, the
-fullest part is within a few percent of the mean, ~330 KB)."""
+SHARDS = 256
+"""Parts of the ledger. What bounds the count from below is not room but what a pass writes: a
+part changed by one allocation is written whole, so a pass touching ``k`` claims writes about
+``min(k, SHARDS)`` parts of ``open / SHARDS`` allocations each. At ~200 bytes of JSON per open
+device allocation (~45 stored, compressed), 256 parts hold 100,000 open allocations in ~18 KB
+each, and room is no limit (each part may take 900,000 bytes). From above: a new leader reads
+every part once, and the Role names each one."""
 
 
 @dataclass(frozen=True, order=True)

@@ -15,12 +15,15 @@ on every save, so a process that lost the lead is stopped before it writes a par
 exports only after every write of the pass succeeded; a pass that fails half-way leaves a head
 and parts that together still hold at least what was exported (see :mod:`.ledger`), at worst
 charging the allocations it had closed up to the head's newer ``as_of`` (one period at most).
-A part over :data:`MAX_BYTES` is refused with an error that names it rather than rejected by the
+Parts are stored zlib-compressed (binaryData): what a pass writes is then about a quarter of the
+JSON. A part over :data:`MAX_BYTES` is refused with an error that names it rather than rejected by the
 server.
 """
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -31,7 +34,8 @@ from pkg.dracontroller.accounting.ledger import SHARDS, Ledger, head_format
 from pkg.framework.client import NotFoundError, ResourceKind
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 
-DATA_KEY = "ledger.json"
+DATA_KEY = "ledger.json"  # the head (and the whole ledger in format 1): JSON text
+PART_KEY = "ledger.json.zlib"  # a part: its JSON, zlib-compressed, in binaryData
 MAX_BYTES = 900_000  # below the API server's 1 MiB object limit, with room for metadata
 
 Versions = Mapping[str, str | None]
@@ -109,34 +113,50 @@ class LedgerStore:
         The head goes first because it is written on every save: a process that lost the lead
         fails there, before it touches a part. A ledger read in format 1 is the exception: its head
         holds everything until the parts exist, so they are written first that one time."""
-        texts = {i: ledger.part_json(i) for i in sorted(ledger.dirty)}
+        texts = {i: _pack(ledger.part_json(i)) for i in sorted(ledger.dirty)}
         for i, text in texts.items():
             if len(text) > MAX_BYTES:
                 raise LedgerTooLargeError(
                     f"ConfigMap {self.namespace}/{self.part_name(i)}: ledger part of "
-                    f"{len(ledger.parts[i].open)} open allocations is {len(text)} bytes, "
+                    f"{len(ledger.parts[i].open)} open allocations is {len(text)} bytes compressed, "
                     f"over the {MAX_BYTES}-byte limit"
                 )
         now = dict(versions)
+        head = {DATA_KEY: ledger.head_json()}
         if not self._parts_first:
-            now[self.name] = self._write(self.name, ledger.head_json(), now.get(self.name))
+            now[self.name] = self._write(self.name, now.get(self.name), data=head)
         for i, text in texts.items():
             name = self.part_name(i)
-            now[name] = self._write(name, text, now.get(name))
+            now[name] = self._write(name, now.get(name), binary_data={PART_KEY: text})
             ledger.dirty.discard(i)
         if self._parts_first:
-            now[self.name] = self._write(self.name, ledger.head_json(), now.get(self.name))
+            now[self.name] = self._write(self.name, now.get(self.name), data=head)
             self._parts_first = False
         return now
 
     def _read(self, name: str) -> tuple[str | None, str | None]:
+        """The document in ConfigMap ``name`` (a head's text, a part's unpacked) and its version."""
         try:
             cm = self._client.get(CONFIG_MAP, name, self.namespace)
         except NotFoundError:
             return None, None
-        return (cm.data or {}).get(DATA_KEY), (cm.metadata or V1ObjectMeta()).resource_version
+        version = (cm.metadata or V1ObjectMeta()).resource_version
+        packed = (cm.binary_data or {}).get(PART_KEY)
+        if packed is not None:
+            try:
+                return _unpack(packed), version
+            except (ValueError, zlib.error) as exc:
+                raise ValueError(f"ConfigMap {self.namespace}/{name}: unreadable part: {exc!r}") from exc
+        return (cm.data or {}).get(DATA_KEY), version
 
-    def _write(self, name: str, text: str, resource_version: str | None) -> str:
+    def _write(
+        self,
+        name: str,
+        resource_version: str | None,
+        *,
+        data: dict[str, str] | None = None,
+        binary_data: dict[str, str] | None = None,
+    ) -> str:
         cm = V1ConfigMap(
             metadata=V1ObjectMeta(
                 name=name,
@@ -144,13 +164,32 @@ class LedgerStore:
                 resource_version=resource_version,
                 labels={"app.kubernetes.io/component": "gpu-dra-controller"},
             ),
-            data={DATA_KEY: text},
+            data=data,
+            binary_data=binary_data,
         )
         if resource_version is None:
             written = self._client.create(CONFIG_MAP, cm, self.namespace)
         else:
             written = self._client.update(CONFIG_MAP, cm)
         return str((written.metadata or V1ObjectMeta()).resource_version)
+
+
+def stored_bytes(cm: V1ConfigMap) -> int:
+    """What the ledger's document takes in ``cm`` as sent (base64 of a part, the head's text)."""
+    return sum(len(v) for v in (cm.data or {}).values()) + sum(
+        len(v) for v in (cm.binary_data or {}).values()
+    )
+
+
+def _pack(text: str) -> str:
+    """A part as stored: zlib (names of nodes, classes and namespaces repeat: ~4x smaller), base64
+    as binaryData travels in JSON."""
+    return base64.b64encode(zlib.compress(text.encode(), 6)).decode()
+
+
+def _unpack(packed: str | bytes) -> str:
+    raw = packed if isinstance(packed, bytes) else base64.b64decode(packed, validate=True)
+    return zlib.decompress(raw).decode()
 
 
 __all__ = [

@@ -133,7 +133,7 @@ def test_the_ledger_survives_its_json_and_bad_json_is_named() -> None:
         Ledger.from_parts('{"version": 1, "asOf": 1}', [])
     with pytest.raises(ValueError, match="format version 7"):
         Ledger.from_parts('{"version": 7}', [])
-    with pytest.raises(ValueError, match="2 parts read, the head names 64"):
+    with pytest.raises(ValueError, match="2 parts read, the head names 256"):
         Ledger.from_parts(ledger.head_json(), [None, None])
 
 
