@@ -6,7 +6,8 @@ kube-scheduler beside gpu-dra-controller), 2. packing (fractions of the exact op
 framework beside kopf, 4. the node components' footprint (real nodes: root, and the machine's
 real-node lock) — then, in the full run, the allocator's own benchmarks (decisions against the
 figures before the restart/decision work, fragmentation, CEL engines, NodePrepare latency, the
-allocation ledger at 100,000 open allocations).
+allocation ledger at 100,000 open allocations, the controllers' memory at 1,000 and 5,000 nodes
+and explain at 1,000).
 
 A script rather than ``python -m test.bench``: the standard library has a regular package named
 ``test``, which wins over this repository's ``test`` folder (a namespace package, no
@@ -32,6 +33,7 @@ import ledger_bench
 import node_bench
 import packing_bench
 import prepare_bench
+import scale_bench
 import scheduler_bench
 
 COMPARISONS: dict[str, Callable[..., None]] = {
@@ -45,6 +47,7 @@ OWN: dict[str, Callable[[], None]] = {
     "cel": cel_engines.main,
     "prepare": prepare_bench.main,
     "ledger": ledger_bench.main,
+    "scale": scale_bench.main,
 }
 
 
