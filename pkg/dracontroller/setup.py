@@ -52,6 +52,7 @@ from pkg.dracontroller.internal.service import (
     PodReferenceBarrier,
     PodReferenceReader,
 )
+from pkg.dracontroller.internal.slice_interning import SliceInterner
 from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.dracontroller.internal.watch import (
     ClaimPeersWatch,
@@ -104,6 +105,15 @@ def pod_informer(*, informers: InformerFactory) -> SharedInformer[V1Pod]:
     with contextlib.suppress(RuntimeError):
         informers.set_transform(POD, project_pod)
     return informer(informers=informers, kind=POD, indexers=POD_INDEXERS)
+
+
+def slice_informer(*, informers: InformerFactory) -> SharedInformer[V1ResourceSlice]:
+    """The cluster-wide ResourceSlice informer, its devices sharing every repeated value
+    (``slice_interning``: about a ninth of the memory). Like the Pod projection, set before the
+    informer exists, and left out if another part of the process created it first."""
+    with contextlib.suppress(RuntimeError):
+        informers.set_object_transform(RESOURCE_SLICE, SliceInterner())
+    return informer(informers=informers, kind=RESOURCE_SLICE)
 
 
 def rate_limiter() -> MaxOfRateLimiter[Request]:
@@ -204,7 +214,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
         informer, informers=informers, kind=RESOURCE_CLAIM, indexers=CLAIM_INDEXERS
     )
     pod_informer = providers.Singleton(pod_informer, informers=informers)
-    slice_informer = providers.Singleton(informer, informers=informers, kind=RESOURCE_SLICE)
+    slice_informer = providers.Singleton(slice_informer, informers=informers)
     class_informer = providers.Singleton(informer, informers=informers, kind=DEVICE_CLASS)
     namespace_informer = providers.Singleton(informer, informers=informers, kind=NAMESPACE)
     physical_gpu_informer = providers.Singleton(informer, informers=informers, kind=PHYSICAL_GPU)

@@ -63,6 +63,14 @@ def ready(port: int) -> bool | None:
         return None
 
 
+def allocated(url: str) -> float:
+    """Claims allocated so far (0 while the metrics page does not answer: a busy start-up)."""
+    try:
+        return total(fetch(url, timeout=60), "gpu_dra_allocation_latency_seconds_count")
+    except OSError:
+        return 0.0
+
+
 def controller(module: str, bp: BenchPlane, port: int, namespace: str, log: Path) -> ManagedProcess:
     return ManagedProcess(
         name=module.rsplit(".", 1)[-1],
@@ -88,8 +96,9 @@ def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
         wait_for(lambda: ready(port), what="gpu-dra-controller ready", timeout=900, every=0.5)
         synced = time.monotonic() - started
         url = f"http://127.0.0.1:{port}/metrics"
-        wait_for(lambda: total(fetch(url), "gpu_dra_allocation_latency_seconds_count") >= len(claims) or None,
-                 what="the claims allocated", timeout=900, every=0.5)  # fmt: skip
+        wait_for(
+            lambda: allocated(url) >= len(claims) or None, what="the claims allocated", timeout=900, every=1
+        )
         time.sleep(5)  # the heap settler runs every second
         assert process.process is not None
         rss, peak = memory(process.process.pid)
