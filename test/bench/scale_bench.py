@@ -20,6 +20,7 @@ commit's ``pkg api``, for a before/after on one machine).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -76,10 +77,12 @@ def allocated(url: str) -> float:
 TREE: Path | None = None  # --tree: run the controllers from this checkout (a before/after)
 
 
-def controller(module: str, bp: BenchPlane, port: int, namespace: str, log: Path) -> ManagedProcess:
+def controller(
+    module: str, bp: BenchPlane, port: int, namespace: str, log: Path, *, tree: Path | None = None
+) -> ManagedProcess:
     # The other tree goes first on sys.path, ahead of this checkout's editable install and cwd.
     entry = (
-        f"import sys; sys.path.insert(0, {str(TREE or '')!r}); from {module} import main; sys.exit(main())"
+        f"import sys; sys.path.insert(0, {str(tree or '')!r}); from {module} import main; sys.exit(main())"
     )
     return ManagedProcess(
         name=module.rsplit(".", 1)[-1],
@@ -98,7 +101,9 @@ def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
     claims = workload(20, "scale")
     parallel(claims, lambda c: bp.kube.create(RESOURCE_CLAIM, c))
     port = free_port()
-    process = controller("pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller.log")
+    process = controller(
+        "pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller.log", tree=TREE
+    )
     started = time.monotonic()
     process.start()
     try:
@@ -161,22 +166,27 @@ def gpu_controller(bp: BenchPlane, nodes: int, work: Path) -> None:
     )
     print(f"gpu-controller: {nodes} nodes x 8 PhysicalGPUs ({nodes * 8} objects; created in "
           f"{time.monotonic() - began:.0f}s)", flush=True)  # fmt: skip
-    bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name="gpu-scale")))
-    port = free_port()
-    process = controller("pkg.app.gpu_controller", bp, port, "gpu-scale", work / "gpu-controller.log")
-    started = time.monotonic()
-    process.start()
-    try:
-        wait_for(lambda: ready(port), what="gpu-controller ready", timeout=900, every=0.5)
-        synced = time.monotonic() - started
-        assert process.process is not None
-        at_sync = memory(process.process.pid)
-        time.sleep(60)
-        rss, peak = memory(process.process.pid)
-    finally:
-        process.stop()
-    print(f"  RSS {at_sync[0]:6.0f} MiB once synced ({synced:.0f}s), {rss:6.0f} MiB after a minute of work, "
-          f"peak {peak:6.0f} MiB  (target <= {300e6 / MIB:.0f} MiB)", flush=True)  # fmt: skip
+    trees = [TREE, None] if TREE is not None else [None]  # with --tree: before, then after, one plane
+    for n, tree in enumerate(trees):
+        namespace = f"gpu-scale-{n}"
+        bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=namespace)))
+        port = free_port()
+        log = work / f"gpu-controller-{n}.log"
+        process = controller("pkg.app.gpu_controller", bp, port, namespace, log, tree=tree)
+        started = time.monotonic()
+        process.start()
+        try:
+            wait_for(functools.partial(ready, port), what="gpu-controller ready", timeout=900, every=0.5)
+            synced = time.monotonic() - started
+            assert process.process is not None
+            at_sync = memory(process.process.pid)
+            time.sleep(60)
+            rss, peak = memory(process.process.pid)
+        finally:
+            process.stop()
+        print(f"  {'from ' + str(tree) if tree else 'this tree'}: RSS {at_sync[0]:6.0f} MiB once synced "
+              f"({synced:.0f}s), {rss:6.0f} MiB after a minute of work, peak {peak:6.0f} MiB  "
+              f"(target <= {300e6 / MIB:.0f} MiB)", flush=True)  # fmt: skip
 
 
 def main(*, quick: bool = False, dra_nodes: int = 1000, gpu_nodes: int = 5000, only: str = "dra,gpu") -> None:
