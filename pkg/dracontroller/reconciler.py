@@ -2,7 +2,8 @@
 
 It has no writer: a ResourceClaim's status has no ``observedGeneration``, and its writes
 (finalizer, mark, allocation) must happen in a fixed order, with the devices reserved by the
-decision that chose them, so the handlers ask the decisions service for them. What stays generic is the template's contract:
+decision that chose them, so the handlers ask the decisions service for them. What stays generic
+is the template's contract:
 
 * a missing claim is done (its release, if it was allocated, is the kube-controller-manager's);
 * a write conflict (:class:`~pkg.framework.reconcile.ConflictRequeue`, raised by the writer
