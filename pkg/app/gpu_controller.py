@@ -17,8 +17,11 @@ from collections.abc import Callable, Sequence
 
 from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
+from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.cache.transforms import strip_managed_fields
 from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.gpucontroller.gpuclass.setup import GPUClassContainer
@@ -54,7 +57,13 @@ def register_controllers(
     components_namespace: str,
     operator_config: str,
 ) -> None:
-    """Registers gpu-controller's four controllers on ``manager``."""
+    """Registers gpu-controller's four controllers on ``manager``.
+
+    Its caches of the cluster-sized kinds (PhysicalGPUs, Nodes) keep no managedFields: none of its
+    controllers reads them, and they were about 40% of a cached PhysicalGPU
+    (``pkg.framework.cache.transforms``)."""
+    for kind in (PHYSICAL_GPU, NODE):
+        informers.set_transform(kind, strip_managed_fields)
     shared = {"client": client, "informers": informers}
     gpus = PhysicalGPUContainer(**shared, recorder=recorder)
     gpus.config.workers.from_value(workers)

@@ -19,6 +19,7 @@ from pkg.dra.explain import cli as explain_cli
 from pkg.dracontroller.setup import (
     DEFAULT_ACCOUNTING_PERIOD,
     DEFAULT_LEDGER,
+    DEFAULT_WORKERS,
     ResourceClaimContainer,
     require_custom_kinds,
     setup_controller,
@@ -36,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"subcommand: {COMPONENT} {EXPLAIN} <namespace>/<claim> [--bundle FILE] (see {EXPLAIN} -h)",
     )
-    add_manager_flags(p, default_lease="gpu-dra-controller-leader")
+    # Workers bound how many claims' writes are on the wire at once (decisions stay serial).
+    add_manager_flags(p, default_lease="gpu-dra-controller-leader", default_workers=DEFAULT_WORKERS)
     p.add_argument(
         "--allocation-ledger",
         default=DEFAULT_LEDGER,

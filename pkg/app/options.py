@@ -76,7 +76,9 @@ def add_node_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) -> None:
+def add_manager_flags(
+    parser: argparse.ArgumentParser, *, default_lease: str, default_workers: int = 2
+) -> None:
     add_client_flags(parser)
     parser.add_argument(
         "--leader-elect",
@@ -93,7 +95,7 @@ def add_manager_flags(parser: argparse.ArgumentParser, *, default_lease: str) ->
     parser.add_argument(
         "--workers",
         type=int,
-        default=int(os.environ.get("WORKERS", "2")),
+        default=int(os.environ.get("WORKERS", str(default_workers))),
         help="concurrent reconciles per controller",
     )
 

@@ -26,14 +26,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import METRICS, NAMESPACE
-from pkg.dracontroller.accounting.devices import device_index, request_classes
+from pkg.dracontroller.accounting.devices import DeviceFacts, request_classes
 
 FAILURE_REASONS = ("unschedulable", "pool-not-ready", "search-limit", "invalid", "conflict")
 
@@ -87,11 +87,11 @@ class AllocationCollector(Collector):
         self,
         *,
         claims: Callable[[], Iterable[Any]],
-        slices: Callable[[], Iterable[Any]],
+        devices: Callable[[], Mapping[tuple[str, str], DeviceFacts]],
         driver: str,
     ) -> None:
         self._claims = claims
-        self._slices = slices
+        self._devices = devices  # the accountant's index: built once per change of the slices
         self._driver = driver
 
     def collect(self) -> Iterator[Metric]:
@@ -100,7 +100,7 @@ class AllocationCollector(Collector):
             "Devices of the driver allocated now, by device class, device type and node.",
             labels=["class", "deviceType", "node"],
         )
-        devices = self._device_info()
+        devices = self._devices()
         counts: dict[tuple[str, str, str], int] = {}
         for claim in self._claims():
             allocation = claim.status.allocation if claim.status is not None else None
@@ -110,8 +110,8 @@ class AllocationCollector(Collector):
             for result in allocation.devices.results or ():
                 if result.driver != self._driver:
                     continue
-                device_type, node = devices.get((result.pool, result.device), ("", ""))
-                key = (classes.get(result.request, ""), device_type, node)
+                facts = devices.get((result.pool, result.device)) or DeviceFacts()
+                key = (classes.get(result.request, ""), facts.device_type, facts.node)
                 counts[key] = counts.get(key, 0) + 1
         for labels, count in sorted(counts.items()):
             family.add_metric(list(labels), float(count))
@@ -119,11 +119,6 @@ class AllocationCollector(Collector):
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
-
-    def _device_info(self) -> dict[tuple[str, str], tuple[str, str]]:
-        """(pool, device) -> (deviceType, node) for every device of our driver."""
-        index = device_index(slices=self._slices(), physical_gpus=(), driver=self._driver)
-        return {key: (facts.device_type, facts.node) for key, facts in index.items()}
 
 
 __all__ = [

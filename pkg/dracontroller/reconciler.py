@@ -1,8 +1,9 @@
 """The claim reconciler: the framework's object reconciler over a claim from the cache.
 
 It has no writer: a ResourceClaim's status has no ``observedGeneration``, and its writes
-(finalizer, mark, allocation) must happen in a fixed order under the decision lock, so the
-handlers ask the writer service for them. What stays generic is the template's contract:
+(finalizer, mark, allocation) must happen in a fixed order, with the devices reserved by the
+decision that chose them, so the handlers ask the decisions service for them. What stays generic
+is the template's contract:
 
 * a missing claim is done (its release, if it was allocated, is the kube-controller-manager's);
 * a write conflict (:class:`~pkg.framework.reconcile.ConflictRequeue`, raised by the writer

@@ -5,7 +5,9 @@ The four comparison tables of docs/performance.md come first — 1. allocation (
 kube-scheduler beside gpu-dra-controller), 2. packing (fractions of the exact optimum), 3. the
 framework beside kopf, 4. the node components' footprint (real nodes: root, and the machine's
 real-node lock) — then, in the full run, the allocator's own benchmarks (decisions against the
-figures before the restart/decision work, fragmentation, CEL engines, NodePrepare latency).
+figures before the restart/decision work, fragmentation, CEL engines, NodePrepare latency, the
+allocation ledger at 100,000 open allocations, the controllers' memory at 1,000 and 5,000 nodes
+and explain at 1,000).
 
 A script rather than ``python -m test.bench``: the standard library has a regular package named
 ``test``, which wins over this repository's ``test`` folder (a namespace package, no
@@ -27,9 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import allocator_bench
 import cel_engines
 import framework_bench
+import ledger_bench
 import node_bench
 import packing_bench
 import prepare_bench
+import scale_bench
 import scheduler_bench
 
 COMPARISONS: dict[str, Callable[..., None]] = {
@@ -42,6 +46,8 @@ OWN: dict[str, Callable[[], None]] = {
     "allocator": allocator_bench.main,
     "cel": cel_engines.main,
     "prepare": prepare_bench.main,
+    "ledger": ledger_bench.main,
+    "scale": scale_bench.main,
 }
 
 

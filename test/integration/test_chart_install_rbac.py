@@ -17,6 +17,7 @@ from chart_install import (
 )
 
 from pkg.devcluster.cluster import ControlPlane
+from pkg.dracontroller.accounting.ledger import SHARDS
 
 __all__ = ["release"]  # the fixture, from chart_install
 
@@ -220,6 +221,7 @@ def dra_account(release: Release) -> Release:
 
 # Every call gpu-dra-controller makes: informers of claims, slices, classes, Pods and Namespaces, the
 # claim's metadata JSON patch and status PUT, events in the claims' namespaces, its own Lease.
+LEDGER_MAPS = [LEDGER_NAME, *(f"{LEDGER_NAME}-{i}" for i in range(SHARDS))]  # the head and its parts
 DRA_NEEDED = [
     *((verb, "resourceclaims.resource.k8s.io", ()) for verb in ("list", "watch", "patch")),
     ("patch", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
@@ -239,8 +241,7 @@ DRA_NEEDED = [
     # The allocation accountant: PhysicalGPU names, its ledger ConfigMap.
     *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
     ("create", "configmaps", ("-n", "{ns}")),
-    ("get", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
-    ("update", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
+    *((verb, f"configmaps/{name}", ("-n", "{ns}")) for verb in ("get", "update") for name in LEDGER_MAPS),
 ]
 
 DRA_FORBIDDEN = [
@@ -269,6 +270,7 @@ DRA_FORBIDDEN = [
     # ConfigMaps: only its ledger, never deleted, never another one.
     ("update", "configmaps/gpu-control-plane", ("-n", "{ns}")),
     ("delete", f"configmaps/{LEDGER_NAME}", ("-n", "{ns}")),
+    ("update", f"configmaps/{LEDGER_NAME}-{SHARDS}", ("-n", "{ns}")),  # one past the last part
     ("list", "configmaps", ("-n", "{ns}")),
     # Leases: only its own, only in its own namespace; not gpu-controller's.
     ("create", "leases.coordination.k8s.io", ("-n", "default")),
@@ -323,7 +325,6 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
         ("gpu.deckhouse.io", "physicalgpus", "list", "<any>"),
         ("gpu.deckhouse.io", "physicalgpus", "watch", "<any>"),
         ("", "configmaps", "create", "<any>"),
-        ("", "configmaps", "get", LEDGER_NAME),
-        ("", "configmaps", "update", LEDGER_NAME),
+        *(("", "configmaps", verb, name) for verb in ("get", "update") for name in LEDGER_MAPS),
         *METRICS_PROXY_REVIEWS,
     }

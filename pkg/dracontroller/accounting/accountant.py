@@ -37,7 +37,7 @@ from pkg.dracontroller.accounting.devices import (
 )
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.ledger import Ledger, OpenAllocation, Usage
-from pkg.dracontroller.accounting.store import LedgerStore
+from pkg.dracontroller.accounting.store import LedgerStore, Versions
 from pkg.framework.cache.listener import DeletedFinalStateUnknown
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class Accountant:
         self._changed: dict[str, float] = {}  # claim UID -> wall time its last change arrived
         self._wake = threading.Event()
         self._ledger: Ledger | None = None
-        self._version: str | None = None
+        self._versions: Versions = {}
         self._saved_at = 0.0
         self._published = False
 
@@ -141,7 +141,7 @@ class Accountant:
         if self._ledger is None:
             loaded = self._store.load()
             self._ledger = loaded.ledger or Ledger(as_of=self._clock())
-            self._version = loaded.resource_version
+            self._versions = loaded.versions
             self._saved_at = 0.0  # charge open allocations through the downtime at once
             self._published = False
         ledger = self._ledger
@@ -170,7 +170,7 @@ class Accountant:
             held = ledger.open[key]
             released.append((_closed(key, uid, held), ledger.close(key, end=end)))
         ledger.advance(now)
-        self._version = self._store.save(ledger, self._version)
+        self._versions = self._store.save(ledger, self._versions)
         self._saved_at = now
         with self._lock:
             for uid, at in changed.items():

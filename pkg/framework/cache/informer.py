@@ -40,7 +40,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from pkg.framework.cache.listener import DeletedFinalStateUnknown, ResourceListener
-from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS, ListerWatcher, RawTransform, Reflector
+from pkg.framework.cache.reflector import (
+    MIN_WATCH_TIMEOUT_SECONDS,
+    ListerWatcher,
+    ObjectTransform,
+    RawTransform,
+    Reflector,
+)
 from pkg.framework.cache.store import Indexers, Store
 from pkg.framework.client import ResourceKind
 from pkg.framework.keys import object_key
@@ -90,6 +96,7 @@ class SharedInformer(Generic[ModelT]):
         read_timeout: float = 90.0,
         min_watch_timeout_seconds: int = MIN_WATCH_TIMEOUT_SECONDS,
         transform: RawTransform | None = None,
+        object_transform: ObjectTransform | None = None,
     ) -> None:
         scope = "".join(f"[{part}]" for part in (namespace, label_selector, field_selector) if part)
         self.name = f"informer-{kind.kind.lower()}{scope}"  # distinct per watch, for logs and the manager
@@ -107,6 +114,7 @@ class SharedInformer(Generic[ModelT]):
             label_selector=label_selector, field_selector=field_selector,
             page_size=page_size, read_timeout=read_timeout,
             min_watch_timeout_seconds=min_watch_timeout_seconds, transform=transform,
+            object_transform=object_transform,
         )  # fmt: skip
         self._log_extra = {"kind": str(kind), "namespace": namespace or "", "selector": label_selector}
 

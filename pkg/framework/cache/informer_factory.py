@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from pkg.framework.cache.informer import SharedInformer
-from pkg.framework.cache.reflector import ListerWatcher, RawTransform
+from pkg.framework.cache.reflector import ListerWatcher, ObjectTransform, RawTransform
 from pkg.framework.client import ResourceKind
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -63,6 +63,7 @@ class InformerFactory:
         self._stop: threading.Event | None = None
         self._failure: BaseException | None = None
         self._transforms: dict[ResourceKind[Any], RawTransform] = {}
+        self._object_transforms: dict[ResourceKind[Any], ObjectTransform] = {}
 
     def set_transform(self, kind: ResourceKind[Any], transform: RawTransform) -> None:
         """Projects every object of ``kind`` before it is decoded and cached, in every informer of
@@ -74,6 +75,14 @@ class InformerFactory:
             if any(key[0] == kind for key in self._informers):
                 raise RuntimeError(f"an informer of {kind} exists already; set its transform first")
             self._transforms[kind] = transform
+
+    def set_object_transform(self, kind: ResourceKind[Any], transform: ObjectTransform) -> None:
+        """Maps every decoded object of ``kind`` before it is cached (client-go's ``SetTransform``),
+        in every informer of ``kind`` created from now on; the same rules as :meth:`set_transform`."""
+        with self._lock:
+            if any(key[0] == kind for key in self._informers):
+                raise RuntimeError(f"an informer of {kind} exists already; set its transform first")
+            self._object_transforms[kind] = transform
 
     def get_informer(
         self,
@@ -93,6 +102,7 @@ class InformerFactory:
                     label_selector=label_selector, field_selector=field_selector,
                     resync_period=self._resync_period, page_size=self._page_size,
                     read_timeout=self._read_timeout, transform=self._transforms.get(kind),
+                    object_transform=self._object_transforms.get(kind),
                 )  # fmt: skip
                 self._informers[key] = informer
                 if self._stop is not None:

@@ -38,6 +38,10 @@ that is not, so a caller falls back to a consistent read instead of waiting on a
 Projection. ``transform`` maps each raw object (list item or watch event) before it is decoded, like
 client-go's ``SetTransform`` but ahead of the decoding: a controller that needs a few fields of a
 large kind (Pods) keeps only those, so neither the decode nor the cache pays for the rest.
+``object_transform`` maps each decoded object before it is stored (client-go's ``SetTransform``
+itself): a controller that needs every field of a kind whose objects repeat the same values (the
+devices of identical servers) can make them share one instance of each, which no projection of the
+raw form can, because decoding builds new instances.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -66,6 +70,8 @@ LIST_RESTARTS = 2
 
 RawTransform = Callable[[dict[str, Any]], dict[str, Any]]
 """Maps a raw object (JSON as a dict) to the part of it to decode and store."""
+ObjectTransform = Callable[[Any], Any]
+"""Maps a freshly decoded object (no one else holds it yet) to the object to store."""
 
 SleepFunc = Callable[[threading.Event, float], bool]
 """Waits ``seconds`` unless ``stop`` is set first; returns True when stopped (``Event.wait``)."""
@@ -165,9 +171,11 @@ class Reflector(Generic[ModelT]):
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         transform: RawTransform | None = None,
+        object_transform: ObjectTransform | None = None,
     ) -> None:
         self._client = client
         self._transform = transform
+        self._object_transform = object_transform
         self._kind = kind
         self._store = store
         self._scope: dict[str, Any] = {
@@ -323,11 +331,12 @@ class Reflector(Generic[ModelT]):
     def _decode(self, raw: dict[str, Any]) -> ModelT | None:
         # One malformed object must not blind the whole informer: it is logged and skipped.
         try:
-            return self._kind.decode(raw if self._transform is None else self._transform(raw))
+            obj = self._kind.decode(raw if self._transform is None else self._transform(raw))
         except ValidationError as exc:
             name = (raw.get("metadata") or {}).get("name")
             logger.error("cannot decode object; skipped", extra=self._extra(object_name=name, error=str(exc)))
             return None
+        return obj if self._object_transform is None else cast(ModelT, self._object_transform(obj))
 
     def _extra(self, **fields: Any) -> dict[str, Any]:
         return {**self._log_extra, "resource_version": self._last_rv, **fields}

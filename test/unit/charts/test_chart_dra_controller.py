@@ -36,6 +36,7 @@ from chart_render import (
 )
 
 import pkg.app.gpu_dra_controller as dra_controller_app
+from pkg.dracontroller.accounting.store import LedgerStore
 
 COMPONENT = "gpu-dra-controller"
 LEASE = "gpu-dra-controller-leader"
@@ -110,7 +111,8 @@ def lease_roles(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in find(docs, kind) if d["metadata"]["name"].endswith("-leader-election")]
 
 
-def test_ledger_role_is_its_own_configmap_in_the_release_namespace(helm: Path) -> None:
+def test_ledger_role_is_its_own_configmaps_in_the_release_namespace(helm: Path) -> None:
+    ledger = LedgerStore(client=None, namespace=NAMESPACE, name="gpu-dra-allocation-ledger")  # type: ignore[arg-type]
     for replicas in (1, 2):  # the ledger is written with or without leader election
         docs = of(render(helm, {"draController.replicas": replicas}), COMPONENT)
         [role] = [d for d in find(docs, "Role") if d["metadata"]["name"].endswith("-allocation-ledger")]
@@ -119,7 +121,7 @@ def test_ledger_role_is_its_own_configmap_in_the_release_namespace(helm: Path) -
             (r["resources"], sorted(r["verbs"]), r.get("resourceNames")) for r in role["rules"]
         ) == [
             (["configmaps"], ["create"], None),
-            (["configmaps"], ["get", "update"], ["gpu-dra-allocation-ledger"]),
+            (["configmaps"], ["get", "update"], ledger.names()),  # the head and every part
         ]
         assert flag(docs, "allocation-ledger", COMPONENT) == "gpu-dra-allocation-ledger"
 
@@ -234,7 +236,7 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
         "--metrics-bind-address=:8080",
         "--leader-elect=true",
         f"--leader-election-id={LEASE}",
-        "--workers=2",
+        "--workers=8",
         "--allocation-ledger=gpu-dra-allocation-ledger",
         "--accounting-period=10s",
     ]

@@ -8,11 +8,10 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from k8s_fields import allocation_of, meta
+from k8s_fields import allocation_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
-    V1ConfigMap,
     V1DeviceAllocationResult,
     V1DeviceClaim,
     V1DeviceRequest,
@@ -24,6 +23,7 @@ from kubernetes.client import (
     V1ResourceClaimSpec,
     V1ResourceClaimStatus,
 )
+from ledger_fakes import MemoryConfigMaps
 
 from pkg.dracontroller.accounting.accountant import Accountant
 from pkg.dracontroller.accounting.collector import AccountingCollector
@@ -38,7 +38,7 @@ from pkg.dracontroller.accounting.devices import (
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.ledger import Ledger, Made, OpenAllocation, Usage
 from pkg.dracontroller.accounting.store import LedgerStore
-from pkg.framework.client import ConflictError, NotFoundError
+from pkg.framework.client import ConflictError
 
 DRIVER = "gpu.deckhouse.io"
 MARK = "gpu.deckhouse.io/allocated-by"
@@ -124,12 +124,17 @@ def test_the_ledger_survives_its_json_and_bad_json_is_named() -> None:
     )
     ledger.open_allocation("k2", OpenAllocation(usage=USAGE, start=T0 - 5))
     ledger.close("k2", end=T0)
-    again = Ledger.from_json(ledger.to_json())
+    again = Ledger.from_parts(ledger.head_json(), [ledger.part_json(i) for i in range(ledger.shards)])
     assert again == ledger
+    assert again.open == ledger.open
+    assert again.seconds() == ledger.seconds()
+    assert again.made == ledger.made
     with pytest.raises(ValueError, match="unreadable allocation ledger"):
-        Ledger.from_json('{"version": 1, "asOf": 1}')
+        Ledger.from_parts('{"version": 1, "asOf": 1}', [])
     with pytest.raises(ValueError, match="format version 7"):
-        Ledger.from_json('{"version": 7}')
+        Ledger.from_parts('{"version": 7}', [])
+    with pytest.raises(ValueError, match="2 parts read, the head names 256"):
+        Ledger.from_parts(ledger.head_json(), [None, None])
 
 
 # -- what a claim holds and when ----------------------------------------------------------------------
@@ -164,39 +169,6 @@ def test_start_estimate(written: float | None, seen: float, start: float) -> Non
 
 
 # -- the accountant -----------------------------------------------------------------------------------
-
-
-class MemoryConfigMaps:
-    """ConfigMap get/create/update with resourceVersion checks, as the API server does them."""
-
-    def __init__(self) -> None:
-        self.stored: V1ConfigMap | None = None
-        self.version = 0
-        self.fail_next: Exception | None = None
-
-    def get(self, kind: Any, name: str, namespace: str | None = None) -> V1ConfigMap:
-        if self.stored is None:
-            raise NotFoundError(status=404, reason="NotFound", message="not found")
-        return self.stored.model_copy(deep=True)
-
-    def create(self, kind: Any, obj: V1ConfigMap, namespace: str | None = None) -> V1ConfigMap:
-        return self._write(obj, expected=None)
-
-    def update(self, kind: Any, obj: V1ConfigMap, *, subresource: str | None = None) -> V1ConfigMap:
-        return self._write(obj, expected=meta(obj).resource_version)
-
-    def _write(self, obj: V1ConfigMap, expected: str | None) -> V1ConfigMap:
-        if self.fail_next is not None:
-            error, self.fail_next = self.fail_next, None
-            raise error
-        current = None if self.stored is None else meta(self.stored).resource_version
-        if expected != current:
-            raise ConflictError(status=409, reason="Conflict", message="conflict")
-        self.version += 1
-        obj = obj.model_copy(deep=True)
-        meta(obj).resource_version = str(self.version)
-        self.stored = obj
-        return obj
 
 
 class Recorded:

@@ -7,6 +7,7 @@ from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1De
 from prometheus_client import CollectorRegistry, generate_latest
 
 from pkg.dra.model import Unschedulable, UnschedulableKind
+from pkg.dracontroller.accounting.index_cache import DeviceIndexCache
 from pkg.dracontroller.internal.handler.allocate import failure_reason
 from pkg.dracontroller.metrics import AllocationCollector
 
@@ -42,7 +43,11 @@ def test_allocated_devices_by_class_type_and_node() -> None:
     slices = a30_pool()
     registry.register(
         AllocationCollector(
-            claims=lambda: [mig, sub, foreign, pending], slices=lambda: slices, driver="gpu.deckhouse.io"
+            claims=lambda: [mig, sub, foreign, pending],
+            devices=DeviceIndexCache(
+                slices=lambda: slices, physical_gpus=list, driver="gpu.deckhouse.io"
+            ).index,
+            driver="gpu.deckhouse.io",
         )
     )
     text = generate_latest(registry).decode()

@@ -1,9 +1,10 @@
 """Last step: allocate an eligible claim and write the result, or say why it cannot be done.
 
-Decide-and-write is one locked operation of the decisions service (``service/decisions.py``): the
-allocator sees every allocation this process made before, including ones the watch has not
-delivered yet. The allocator (best fit) returns either the ``status.allocation`` to write or an
-``Unschedulable``, whose ``kind`` is the ``reason`` label of ``gpu_dra_allocation_failures_total``:
+The decisions service (``service/decisions.py``) decides under its lock and writes outside it, the
+devices reserved meanwhile: the allocator sees every allocation this process made or is writing,
+including ones the watch has not delivered yet. The allocator (best fit) returns either the
+``status.allocation`` to write or an ``Unschedulable``, whose ``kind`` is the ``reason`` label of
+``gpu_dra_allocation_failures_total``:
 
 * allocated → the writer marks and allocates the claim with compare-and-swap writes, then a
   ``Normal Allocated`` event lists the devices and the node;

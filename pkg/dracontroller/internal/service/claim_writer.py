@@ -54,6 +54,22 @@ class ClaimWrites(Protocol):
     def forget_mark(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None: ...
 
 
+def planned(claim: ResourceV1ResourceClaim, allocation: V1AllocationResult) -> ResourceV1ResourceClaim:
+    """``claim`` as :meth:`ClaimWriter.allocate` will leave it (mark, finalizer, allocation): what
+    the in-flight record shows other decisions while the writes are on the wire. Shallow copies:
+    the cached claim is shared and never mutated."""
+    meta = _meta(claim)
+    finalizers = list(meta.finalizers or [])
+    if DELETE_PROTECTION_FINALIZER not in finalizers:
+        finalizers.append(DELETE_PROTECTION_FINALIZER)
+    annotations = dict(meta.annotations or {}) | {ALLOCATED_BY: ALLOCATED_BY_US}
+    status = (claim.status or V1ResourceClaimStatus()).model_copy(update={"allocation": allocation})
+    return claim.model_copy(
+        update={"metadata": meta.model_copy(update={"finalizers": finalizers, "annotations": annotations}),
+                "status": status}
+    )  # fmt: skip
+
+
 class ClaimWriter:
     def __init__(self, client: KubeClient, in_flight: InFlight) -> None:
         self._writer = KubeResourceWriter(client, RESOURCE_CLAIM)

@@ -1,16 +1,21 @@
-"""Decide-and-write under the decision lock: the only code that takes :attr:`InFlight.lock`.
+"""Decide under the decision lock, write outside it: the only code that takes :attr:`InFlight.lock`.
 
 A decision (allocate a claim; give back a colliding allocation) must see every allocation this
 process made before it, including ones the watch has not delivered yet, and two workers deciding
-at once from the same view is the race the in-flight record exists to prevent. So the lock is
-held from the reads through the write, and it is held *here*, by the service that offers the
-locked operations, never by a handler: a handler asks for a decision and acts on its answer
-(events, metrics, results) after the lock is released.
+at once from the same view is the race the in-flight record exists to prevent. So decisions are
+serial: the lock is held from the reads through the allocator's answer, and it is held *here*, by
+the service that offers the locked operations, never by a handler. An allocation is *reserved* in
+the in-flight record before the lock is released, and its Pod check and two writes (two API round
+trips, ten times the decision) run outside it, so the writes of several claims (one per worker)
+are on the wire at once while the next decision already sees the reserved devices taken. The
+reservation is settled when the write lands (the written claim is recorded) or fails (the devices
+are free again; the error requeues the claim with the controller's backoff). A handler asks for a
+decision and acts on its answer (events, metrics, results).
 
-Before an allocation is written, the Pods that reference the claim are checked as of the claim's
-version (:class:`~.pod_references.PodReferences`: the Pod cache behind a read barrier, a consistent
-read if the cache is late): the decision was taken from caches, and the Pod cache may not show a
-Pod created just before the claim. A Pod found there means no write at all.
+Before an allocation is written (while it is reserved), the Pods that reference the claim are
+checked as of the claim's version (:class:`~.pod_references.PodReferences`: the Pod cache behind a
+read barrier, a consistent read if the cache is late): the decision was taken from caches, and the
+Pod cache may not show a Pod created just before the claim. A Pod found there means no write at all.
 
 The check cannot be atomic with the write, so it is repeated as of the version written: a Pod
 created in between (during the write's round trip) makes the service give the allocation back,
@@ -37,7 +42,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
 from pkg.dra.model import Unschedulable
-from pkg.dracontroller.internal.service.claim_writer import ClaimWrites
+from pkg.dracontroller.internal.service.claim_writer import ClaimWrites, planned
 from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import PodReferences
 from pkg.framework.keys import object_key
@@ -168,33 +173,51 @@ class Decisions:
     def allocate(self, claim: ResourceV1ResourceClaim, *, namespace: str) -> AllocationDecision:
         """Allocates ``claim`` from the in-flight view and writes the allocation unless a Pod
         references the claim (see the module docs); a write conflict propagates as
-        :class:`~pkg.framework.reconcile.ConflictRequeue`."""
-        inventory = self._inventory
-        with inventory.in_flight.lock:
-            inputs = AllocationInputs(
-                slices=tuple(inventory.slices()),
-                classes=inventory.classes(),
-                allocated_claims=tuple(inventory.allocated_claims()),
-                namespace_labels=inventory.namespace_labels(namespace),
-            )
-            attempt = self._allocator.attempt(claim, inputs)
+        :class:`~pkg.framework.reconcile.ConflictRequeue`.
+
+        Only the decision holds the lock; it ends by reserving the claim as it will be written
+        (:meth:`~.in_flight.InFlight.reserve`), so the next decision, taken while this claim's
+        Pod check and writes are on the wire, sees its devices taken. Whatever happens to the
+        write, the reservation is settled: a written claim is recorded first, a failed or refused
+        one frees its devices, and the error (a conflict, the API down) propagates for the
+        controller's per-claim backoff."""
+        in_flight = self._inventory.in_flight
+        with in_flight.lock:
+            attempt = self._decide(claim, namespace)
             outcome = attempt.outcome
             if isinstance(outcome, Unschedulable):
                 return AllocationDecision(attempt)
+            reservation = planned(claim, outcome)
+            in_flight.reserve(reservation)  # before the lock goes: the next decision sees it
+        try:
             pods = self._pods.referencing(claim)
             if pods:
                 return AllocationDecision(attempt, referenced_by=tuple(pods))
             written = self._writer.allocate(claim, outcome)
-            if written is None:
-                return AllocationDecision(attempt)
-            late = self._pods.referencing_if_current(written)
-            if late:
+        finally:
+            in_flight.settle(reservation)
+        if written is None:
+            return AllocationDecision(attempt)
+        late = self._pods.referencing_if_current(written)
+        if late:
+            with in_flight.lock:  # a release is a decision too: collisions must see it in order
                 self._writer.release(written)
-                return AllocationDecision(attempt, referenced_by=tuple(late), given_back=True)
-            if late is None:
-                self._after_write.add(written)
-                return AllocationDecision(attempt, written=written, check_pending=True)
+            return AllocationDecision(attempt, referenced_by=tuple(late), given_back=True)
+        if late is None:
+            self._after_write.add(written)
+            return AllocationDecision(attempt, written=written, check_pending=True)
         return AllocationDecision(attempt, written=written)
+
+    def _decide(self, claim: ResourceV1ResourceClaim, namespace: str) -> AllocationAttempt:
+        """The allocator's attempt from the in-flight view; the caller holds the lock."""
+        inventory = self._inventory
+        inputs = AllocationInputs(
+            slices=tuple(inventory.slices()),
+            classes=inventory.classes(),
+            allocated_claims=tuple(inventory.allocated_claims()),
+            namespace_labels=inventory.namespace_labels(namespace),
+        )
+        return self._allocator.attempt(claim, inputs)
 
     def check_after_write(self, claim: ResourceV1ResourceClaim, *, reserved: bool) -> AfterWrite | None:
         """The deferred check of an allocation written by :meth:`allocate` (see the module docs);

@@ -7,9 +7,15 @@ recorded here with the resourceVersions it supersedes, and readers see the writt
 of a cached one that still carries a superseded version. An entry is dropped as soon as the cache
 shows any other version (ours or a later one) or the claim is gone.
 
-:attr:`InFlight.lock` serialises decide-and-write: decisions are milliseconds, and two workers
-deciding at once from the same view is exactly the race this module exists to prevent. Only
-:class:`~pkg.dracontroller.internal.service.decisions.Decisions` takes it.
+:attr:`InFlight.lock` serialises *decisions*: they are milliseconds, and two workers deciding at
+once from the same view is exactly the race this module exists to prevent. Only
+:class:`~pkg.dracontroller.internal.service.decisions.Decisions` takes it. The *writes* are not
+serialised: a decision ends by :meth:`InFlight.reserve`-ing the claim as it will be written, and
+the lock is released before the write's round trips, so several claims' writes are on the wire at
+once. Until the writer :meth:`~InFlight.settle`-s it (written: the written claim's record takes
+over; failed or gone: the devices are free again), readers see the reservation whatever the cache
+shows — including the cache's version of our own first write (the metadata patch), which carries
+no allocation yet and would otherwise make the devices look free to the next decision.
 """
 
 from __future__ import annotations
@@ -30,7 +36,25 @@ class InFlight:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._entries: dict[str, tuple[frozenset[str], ResourceV1ResourceClaim]] = {}
+        self._reserved: dict[str, ResourceV1ResourceClaim] = {}
         self._guard = threading.Lock()
+
+    def reserve(self, planned: ResourceV1ResourceClaim) -> None:
+        """Readers see ``planned`` (the claim as its write will make it) until :meth:`settle`."""
+        with self._guard:
+            self._reserved[object_key(planned)] = planned
+
+    def settle(self, planned: ResourceV1ResourceClaim) -> None:
+        """Ends the reservation of ``planned``: its write landed (and was :meth:`record`-ed first,
+        so readers never see a gap) or failed (its devices are free again)."""
+        with self._guard:
+            if self._reserved.get(object_key(planned)) is planned:
+                del self._reserved[object_key(planned)]
+
+    def reserved(self) -> int:
+        """Writes on the wire now."""
+        with self._guard:
+            return len(self._reserved)
 
     def record(self, written: ResourceV1ResourceClaim, *, superseded: Iterable[str]) -> None:
         """``written`` (as the server returned it) replaces cached versions in ``superseded``.
@@ -52,6 +76,9 @@ class InFlight:
         """The freshest known state of a cached claim."""
         key = object_key(cached)
         with self._guard:
+            planned = self._reserved.get(key)
+            if planned is not None:
+                return planned
             entry = self._entries.get(key)
             if entry is None:
                 return cached

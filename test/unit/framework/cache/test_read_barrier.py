@@ -133,3 +133,33 @@ def test_factory_transform_reaches_new_informers_and_refuses_late_ones(
     assert factory.get_informer(informer_kind)._reflector._transform is not None
     with pytest.raises(RuntimeError, match="exists already"):
         factory.set_transform(informer_kind, lambda raw: raw)
+
+
+def test_object_transform_maps_decoded_objects_before_they_are_stored(
+    informer_fake_server: Any, started: Start
+) -> None:
+    informer_fake_server.put("listed", data={"v": "1"}, event=False)
+    seen: list[V1ConfigMap] = []
+
+    def mark(obj: V1ConfigMap) -> V1ConfigMap:
+        assert isinstance(obj, V1ConfigMap)  # decoded already
+        obj.data = {"v": "mapped"}
+        seen.append(obj)
+        return obj
+
+    reflector, store = started(object_transform=mark)
+    informer_fake_server.put("watched", data={"v": "2"})
+    assert reflector.wait_for_resource_version("102", 2.0)
+    stored = [present(store.store.get_by_key(f"default/{n}"), n) for n in ("listed", "watched")]
+    assert [obj.data for obj in stored] == [{"v": "mapped"}] * 2
+    assert all(any(obj is s for s in seen) for obj in stored)  # the very objects it returned
+
+
+def test_factory_object_transform_reaches_new_informers_and_refuses_late_ones(
+    informer_fake_server: Any, informer_kind: ResourceKind[V1ConfigMap]
+) -> None:
+    factory = InformerFactory(informer_fake_server)
+    factory.set_object_transform(informer_kind, lambda obj: obj)
+    assert factory.get_informer(informer_kind)._reflector._object_transform is not None
+    with pytest.raises(RuntimeError, match="exists already"):
+        factory.set_object_transform(informer_kind, lambda obj: obj)

@@ -1,0 +1,217 @@
+"""The control-plane components at cluster size: resident memory and ``explain``'s answer time.
+
+* **gpu-dra-controller RSS** with ``--dra-nodes`` nodes of 8 H100 cached (every offer the
+  gpu-handler publishes: 28 devices per card, 224,000 at 1,000 nodes), after it allocated a few
+  claims (so the allocator's pools are built, as in a working controller) and settled its heap.
+  Target: at most 1 GiB at 1,000 nodes.
+* **explain** of a claim at that size, as a user runs it: ``gpu-dra-controller explain NS/CLAIM``
+  against the API server, from process start to exit (reading the cluster included). Target:
+  under 2 s at 1,000 nodes.
+* **gpu-controller RSS** with ``--gpu-nodes`` Nodes of 8 PhysicalGPUs each (40,000 at 5,000 nodes),
+  objects created as the node agent writes them (the object, then its status), without kubelets:
+  once its caches have synced, and after a minute of work (it sets both pending conditions on every
+  card and the gate labels on every node). Target: at most 300 MB at 5,000 nodes.
+
+``.venv/bin/python test/bench/scale_bench.py [--dra-nodes 1000] [--gpu-nodes 5000] [--only dra,gpu]
+[--tree DIR]`` (``--tree``: the controllers from another checkout, e.g. ``git archive`` of an earlier
+commit's ``pkg api``, for a before/after on one machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bench_cluster import BenchPlane, bench_plane, fetch, parallel, total, wait_for
+from kubernetes.client import V1Namespace, V1Node, V1ObjectMeta
+from scheduler_bench import load_cluster, workload
+
+from api.gpu.v1alpha1 import (
+    LABEL_NODE,
+    NodeInfo,
+    OSInfo,
+    PciClass,
+    PciId,
+    PciInfo,
+    PhysicalGPU,
+    PhysicalGPUStatus,
+)
+from pkg.devcluster.processes import ManagedProcess, free_port
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, RESOURCE_CLAIM
+
+MIB = 1024 * 1024
+
+
+def memory(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of ``pid`` in MiB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
+
+
+def ready(port: int) -> bool | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            return answer.status == 200 or None
+    except OSError:
+        return None
+
+
+def allocated(url: str) -> float:
+    """Claims allocated so far (0 while the metrics page does not answer: a busy start-up)."""
+    try:
+        return total(fetch(url, timeout=60), "gpu_dra_allocation_latency_seconds_count")
+    except OSError:
+        return 0.0
+
+
+TREE: Path | None = None  # --tree: run the controllers from this checkout (a before/after)
+
+
+def controller(
+    module: str, bp: BenchPlane, port: int, namespace: str, log: Path, *, tree: Path | None = None
+) -> ManagedProcess:
+    # The other tree goes first on sys.path, ahead of this checkout's editable install and cwd.
+    entry = (
+        f"import sys; sys.path.insert(0, {str(tree or '')!r}); from {module} import main; sys.exit(main())"
+    )
+    return ManagedProcess(
+        name=module.rsplit(".", 1)[-1],
+        argv=[sys.executable, "-c", entry, f"--kubeconfig={bp.plane.kubeconfig}",
+              f"--metrics-bind-address=127.0.0.1:{port}", f"--leader-election-namespace={namespace}"],
+        log_path=log,
+    )  # fmt: skip
+
+
+def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
+    began = time.monotonic()
+    load_cluster(bp, nodes)
+    print(f"gpu-dra-controller: {nodes} nodes x 8 H100 ({nodes * 224} devices; loaded in "
+          f"{time.monotonic() - began:.0f}s)", flush=True)  # fmt: skip
+    bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name="scale")))
+    claims = workload(20, "scale")
+    parallel(claims, lambda c: bp.kube.create(RESOURCE_CLAIM, c))
+    port = free_port()
+    process = controller(
+        "pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller.log", tree=TREE
+    )
+    started = time.monotonic()
+    process.start()
+    try:
+        wait_for(lambda: ready(port), what="gpu-dra-controller ready", timeout=900, every=0.5)
+        synced = time.monotonic() - started
+        url = f"http://127.0.0.1:{port}/metrics"
+        wait_for(
+            lambda: allocated(url) >= len(claims) or None, what="the claims allocated", timeout=900, every=1
+        )
+        time.sleep(5)  # the heap settler runs every second
+        assert process.process is not None
+        rss, peak = memory(process.process.pid)
+    finally:
+        process.stop()
+    print(f"  RSS {rss:6.0f} MiB  peak {peak:6.0f} MiB  (caches synced {synced:.0f}s after start; "
+          f"{len(claims)} claims allocated; target <= 1024 MiB)", flush=True)  # fmt: skip
+    name = claims[0].metadata.name if claims[0].metadata else ""
+    explain_claim = workload(1, "scale", seed=99)[0]
+    if explain_claim.metadata is not None:
+        explain_claim.metadata.name = f"explained-{name}"
+    bp.kube.create(RESOURCE_CLAIM, explain_claim)
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pkg.app.gpu_dra_controller", "explain",
+         f"scale/{explain_claim.metadata.name if explain_claim.metadata else ''}",
+         f"--kubeconfig={bp.plane.kubeconfig}"],
+        capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    took = time.monotonic() - began
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"explain failed ({done.returncode}): {done.stderr[-2000:]}")
+    print(f"  explain {took:.2f} s (start to exit, reading the cluster; target < 2 s)", flush=True)
+
+
+def physical_gpu(node: str, card: int) -> PhysicalGPU:
+    return PhysicalGPU(metadata=V1ObjectMeta(name=f"{node}-{card}-10de-2330", labels={LABEL_NODE: node}))
+
+
+def gpu_status(node: str, card: int) -> PhysicalGPUStatus:
+    return PhysicalGPUStatus(
+        node_info=NodeInfo(node_name=node, os=OSInfo(id="debian", version="12"),
+                           kernel_release="6.1.0-28-amd64", bare_metal=True),
+        pci_info=PciInfo(address=f"0000:{0x18 + card * 0x10:02x}:00.0", class_=PciClass(code="0302"),
+                         vendor=PciId(id="10de"), device=PciId(id="2330")),
+    )  # fmt: skip
+
+
+def create_gpu(bp: BenchPlane, node: str, card: int) -> None:
+    gpu = bp.kube.create(PHYSICAL_GPU, physical_gpu(node, card))
+    gpu.status = gpu_status(node, card)
+    bp.kube.update_status(PHYSICAL_GPU, gpu)
+
+
+def gpu_controller(bp: BenchPlane, nodes: int, work: Path) -> None:
+    began = time.monotonic()
+    names = [f"gpu-node-{n:05d}" for n in range(nodes)]
+    parallel(names, lambda name: bp.kube.create(NODE, V1Node(metadata=V1ObjectMeta(name=name))))
+    parallel(
+        ((name, card) for name in names for card in range(8)), lambda nc: create_gpu(bp, *nc), threads=12
+    )
+    print(f"gpu-controller: {nodes} nodes x 8 PhysicalGPUs ({nodes * 8} objects; created in "
+          f"{time.monotonic() - began:.0f}s)", flush=True)  # fmt: skip
+    trees = [TREE, None] if TREE is not None else [None]  # with --tree: before, then after, one plane
+    for n, tree in enumerate(trees):
+        namespace = f"gpu-scale-{n}"
+        bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=namespace)))
+        port = free_port()
+        log = work / f"gpu-controller-{n}.log"
+        process = controller("pkg.app.gpu_controller", bp, port, namespace, log, tree=tree)
+        started = time.monotonic()
+        process.start()
+        try:
+            wait_for(functools.partial(ready, port), what="gpu-controller ready", timeout=900, every=0.5)
+            synced = time.monotonic() - started
+            assert process.process is not None
+            at_sync = memory(process.process.pid)
+            time.sleep(60)
+            rss, peak = memory(process.process.pid)
+        finally:
+            process.stop()
+        print(f"  {'from ' + str(tree) if tree else 'this tree'}: RSS {at_sync[0]:6.0f} MiB once synced "
+              f"({synced:.0f}s), {rss:6.0f} MiB after a minute of work, peak {peak:6.0f} MiB  "
+              f"(target <= {300e6 / MIB:.0f} MiB)", flush=True)  # fmt: skip
+
+
+def main(*, quick: bool = False, dra_nodes: int = 1000, gpu_nodes: int = 5000, only: str = "dra,gpu") -> None:
+    if quick:
+        dra_nodes, gpu_nodes = 20, 100
+    chosen = set(only.split(","))
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-size-") as work:
+        if "dra" in chosen:
+            with bench_plane() as bp:
+                dra(bp, dra_nodes, Path(work))
+        if "gpu" in chosen:
+            with bench_plane() as bp:
+                gpu_controller(bp, gpu_nodes, Path(work))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(__file__))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dra-nodes", type=int, default=1000)
+    parser.add_argument("--gpu-nodes", type=int, default=5000)
+    parser.add_argument("--only", default="dra,gpu")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tree", type=Path, default=None, help="run the controllers from this checkout")
+    args = parser.parse_args()
+    TREE = args.tree
+    main(quick=args.quick, dra_nodes=args.dra_nodes, gpu_nodes=args.gpu_nodes, only=args.only)
