@@ -73,6 +73,8 @@ SHOW = (
     "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; "
     "echo device nodes:; "
     "ls -l /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-uvm* /dev/nvidia-caps/* 2>/dev/null | sed 's/^/  /'; "
+    "echo driver files from the base CDI spec:; ls /usr/local/nvidia/lib64 | sed 's/^/  /'; "
+    "nvidia-smi | sed 's/^/  /'; "
     "echo done; "
     "exec sleep 3600"
 )
