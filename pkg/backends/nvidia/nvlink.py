@@ -27,29 +27,23 @@ devices needs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final
 
 from pkg.backends.nvidia.nvml_port import (
     GPU_FABRIC_STATE_COMPLETED,
     NVLINK_DEVICE_TYPE_SWITCH,
     Nvml,
-    NvmlError,
-    NvmlReturn,
+    if_offered,
 )
 
-_ABSENT: Final = frozenset(
-    {NvmlReturn.NOT_SUPPORTED, NvmlReturn.FUNCTION_NOT_FOUND, NvmlReturn.NO_PERMISSION}
-)
 _NO_CLUSTER: Final = "00000000-0000-0000-0000-000000000000"
 _SUCCESS: Final = 0
-T = TypeVar("T")
 
 
 def nvlink_domain(nvml: Nvml, address: str) -> str | None:
     """The card's NVLink domain (see the module docs), or ``None``; raises :class:`NvmlError` for
     errors other than "not offered here", as every optional reading does."""
-    fabric = _absent_as_none(lambda: nvml.gpu_fabric_info(address))
+    fabric = if_offered(lambda: nvml.gpu_fabric_info(address))
     if (
         fabric is not None
         and fabric.state == GPU_FABRIC_STATE_COMPLETED
@@ -57,7 +51,7 @@ def nvlink_domain(nvml: Nvml, address: str) -> str | None:
         and fabric.cluster_uuid != _NO_CLUSTER
     ):
         return f"{fabric.cluster_uuid}.{fabric.clique_id}"
-    links = _absent_as_none(lambda: nvml.active_nvlinks(address))
+    links = if_offered(lambda: nvml.active_nvlinks(address))
     if not links or any(link.remote_type != NVLINK_DEVICE_TYPE_SWITCH for link in links):
         return None
     switches = sorted({normalize_bus_id(link.remote_bus_id) for link in links})
@@ -72,12 +66,3 @@ def normalize_bus_id(bus_id: str) -> str:
     if len(domain) > 4 and domain[:-4].strip("0") == "":
         domain = domain[-4:]
     return f"{domain}:{rest}"
-
-
-def _absent_as_none(read: Callable[[], T]) -> T | None:
-    try:
-        return read()
-    except NvmlError as exc:
-        if exc.code in _ABSENT:
-            return None
-        raise

@@ -16,10 +16,10 @@ error never reaches another card's answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 GPU_INSTANCE_PROFILE_COUNT: Final = 18  # NVML_GPU_INSTANCE_PROFILE_COUNT: profile indexes 0..17
 MIG_DISABLED: Final = 0  # NVML_DEVICE_MIG_DISABLE
@@ -285,3 +285,20 @@ class Nvml(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+T = TypeVar("T")
+_NOT_OFFERED: Final = frozenset(
+    {NvmlReturn.NOT_SUPPORTED, NvmlReturn.FUNCTION_NOT_FOUND, NvmlReturn.NO_PERMISSION}
+)
+
+
+def if_offered(read: Callable[[], T]) -> T | None:
+    """The value, or ``None`` when NVML says the query is not offered here (this card, driver or
+    permission); any other error raises."""
+    try:
+        return read()
+    except NvmlError as exc:
+        if exc.code in _NOT_OFFERED:
+            return None
+        raise

@@ -16,22 +16,17 @@ Units are converted here: bytes to MiB, milliwatts to whole watts, NVML's CUDA i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final
 
 from pkg.backends.backend import BackendError
 from pkg.backends.nvidia.architecture import architecture_name
 from pkg.backends.nvidia.mig import MigReading, read_mig
 from pkg.backends.nvidia.nvlink import nvlink_domain
-from pkg.backends.nvidia.nvml_port import Nvml, NvmlError, NvmlReturn
+from pkg.backends.nvidia.nvml_port import Nvml, NvmlError, if_offered
 from pkg.backends.nvidia.profiles import model_for_pci_device
 
-T = TypeVar("T")
 _MIB: Final = 1024 * 1024
-_ABSENT: Final = frozenset(
-    {NvmlReturn.NOT_SUPPORTED, NvmlReturn.FUNCTION_NOT_FOUND, NvmlReturn.NO_PERMISSION}
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,10 +52,10 @@ def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardRea
     """Reads the card at ``address``; ``pci_device_id`` finds its built-in MIG tables."""
     try:
         driver_version = nvml.driver_version()
-        cuda = _optional(nvml.cuda_driver_version)
-        cc = _optional(lambda: nvml.cuda_compute_capability(address))
-        arch = _optional(lambda: nvml.architecture(address))
-        limits = _optional(lambda: nvml.power_limit_constraints_mw(address))
+        cuda = if_offered(nvml.cuda_driver_version)
+        cc = if_offered(lambda: nvml.cuda_compute_capability(address))
+        arch = if_offered(lambda: nvml.architecture(address))
+        limits = if_offered(lambda: nvml.power_limit_constraints_mw(address))
         model = model_for_pci_device(pci_device_id) if pci_device_id else None
         return CardReading(
             address=address,
@@ -71,11 +66,11 @@ def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardRea
             cuda_version=cuda_version(cuda) if cuda is not None else None,
             compute_cap=f"{cc[0]}.{cc[1]}" if cc is not None else None,
             architecture=architecture_name(arch) if arch is not None else None,
-            board_part_number=_optional(lambda: nvml.board_part_number(address)) or None,
+            board_part_number=if_offered(lambda: nvml.board_part_number(address)) or None,
             power_limit_min_w=watts(limits[0]) if limits else None,
             power_limit_max_w=watts(limits[1]) if limits else None,
-            power_limit_current_w=_watts_or_none(_optional(lambda: nvml.power_limit_mw(address))),
-            power_limit_enforced_w=_watts_or_none(_optional(lambda: nvml.enforced_power_limit_mw(address))),
+            power_limit_current_w=_watts_or_none(if_offered(lambda: nvml.power_limit_mw(address))),
+            power_limit_enforced_w=_watts_or_none(if_offered(lambda: nvml.enforced_power_limit_mw(address))),
             mig=read_mig(nvml, address, driver_version=driver_version, model=model),
             nvlink_domain=nvlink_domain(nvml, address),
         )
@@ -95,13 +90,3 @@ def watts(milliwatts: int) -> int:
 
 def _watts_or_none(milliwatts: int | None) -> int | None:
     return watts(milliwatts) if milliwatts is not None else None
-
-
-def _optional(read: Callable[[], T]) -> T | None:
-    """The value, or ``None`` when NVML says the query is not offered here; other errors raise."""
-    try:
-        return read()
-    except NvmlError as exc:
-        if exc.code in _ABSENT:
-            return None
-        raise
