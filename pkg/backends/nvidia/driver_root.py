@@ -25,8 +25,6 @@ What a container gets (docs/kubelet-plugin.md#the-drivers-user-space-the-base-sp
 
 from __future__ import annotations
 
-import glob
-import platform
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -49,6 +47,7 @@ from pkg.backends.driver_files import (
 )
 from pkg.backends.preparation import READ_ONLY, ContainerEdits, DeviceNode, Hook, Mount
 from pkg.hardware.elf import ElfError, read_dynamic_info
+from pkg.hardware.loader_paths import library_folders
 
 LIBRARY_FOLDER: Final = "/usr/local/nvidia/lib64"
 BINARY_FOLDER: Final = "/usr/bin"
@@ -90,22 +89,27 @@ REQUIRED_CONTROL_NODES: Final = ("nvidiactl",)
 OPTIONAL_CONTROL_NODES: Final = ("nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 _BINARY_FOLDERS: Final = ("usr/bin", "bin", "usr/local/bin", "usr/sbin", "sbin")
 _FIRMWARE_FOLDERS: Final = ("lib/firmware/nvidia", "usr/lib/firmware/nvidia", "firmware/nvidia")
-_MULTIARCH: Final = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
-_MAX_CONF_FILES: Final = 256
-_MAX_CONF_BYTES: Final = 64 * 1024
 _MAX_LIBRARIES: Final = 128
 
 
 @dataclass(frozen=True)
 class DriverLibrary:
-    """One library of the driver: its file under the root and its soname (None: it has none)."""
+    """One library of the driver: its file under the root, its soname (None: it has none) and the
+    libraries it loads in turn (``DT_NEEDED``)."""
 
     path: Path
     soname: str | None
+    needed: tuple[str, ...] = ()
 
     @property
     def stem(self) -> str:
         return self.path.name.partition(".so.")[0]
+
+    def needed_stems(self) -> Iterator[str]:
+        for name in self.needed:
+            stem, dot_so, _ = name.partition(".so")
+            if dot_so:
+                yield stem
 
 
 def discover_driver_files(
@@ -156,29 +160,9 @@ def discover_driver_files(
     )
 
 
-def library_folders(root: Path) -> list[Path]:
-    """The folders the root's dynamic loader searches, in its order, that exist."""
-    candidates = list(_ld_so_conf_folders(root))
-    triplet = _MULTIARCH.get(platform.machine())
-    system = ([f"lib/{triplet}", f"usr/lib/{triplet}"] if triplet else []) + [
-        "lib64",
-        "usr/lib64",
-        "lib",
-        "usr/lib",
-    ]
-    candidates += [root / folder for folder in system]
-    seen: set[Path] = set()
-    folders = []
-    for folder in candidates:
-        if folder not in seen and folder.is_dir():
-            seen.add(folder)
-            folders.append(folder)
-    return folders
-
-
 def find_libraries(folders: list[Path], options: DriverRootOptions, version: str) -> list[DriverLibrary]:
     """The libraries the capabilities need, and the driver's libraries they load in turn."""
-    by_stem: dict[str, _FoundLibrary] = {}
+    by_stem: dict[str, DriverLibrary] = {}
     missing = []
     wanted: list[str] = []
     for capability in sorted(options.capabilities):
@@ -201,7 +185,7 @@ def find_libraries(folders: list[Path], options: DriverRootOptions, version: str
     return sorted(by_stem.values(), key=lambda lib: lib.path.name)
 
 
-def _library(folders: list[Path], stem: str, version: str) -> _FoundLibrary | None:
+def _library(folders: list[Path], stem: str, version: str) -> DriverLibrary | None:
     for folder in folders:
         path = folder / f"{stem}.so.{version}"
         if path.is_file():
@@ -209,19 +193,8 @@ def _library(folders: list[Path], stem: str, version: str) -> _FoundLibrary | No
                 info = read_dynamic_info(path)
             except ElfError as exc:
                 raise DriverFilesError(reason=REASON_ROOT_INCOMPLETE, message=str(exc)) from exc
-            return _FoundLibrary(path=path, soname=info.soname, needed=info.needed)
+            return DriverLibrary(path=path, soname=info.soname, needed=info.needed)
     return None
-
-
-@dataclass(frozen=True)
-class _FoundLibrary(DriverLibrary):
-    needed: tuple[str, ...] = ()
-
-    def needed_stems(self) -> Iterator[str]:
-        for name in self.needed:
-            stem, dot_so, _ = name.partition(".so")
-            if dot_so:
-                yield stem
 
 
 def _incomplete(
@@ -294,28 +267,6 @@ def _links(libraries: Iterable[DriverLibrary]) -> list[str]:
             if library.stem in DEV_LINKS:
                 links += ["--link", f"{library.soname}::{LIBRARY_FOLDER}/{library.stem}.so"]
     return links
-
-
-def _ld_so_conf_folders(root: Path) -> Iterator[Path]:
-    """The folders ``<root>/etc/ld.so.conf`` names, includes followed, paths taken under ``root``."""
-    pending = [root / "etc/ld.so.conf"]
-    read = 0
-    while pending and read < _MAX_CONF_FILES:
-        conf = pending.pop(0)
-        read += 1
-        try:
-            with conf.open("rb") as file:
-                text = file.read(_MAX_CONF_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for raw in text.splitlines():
-            line = raw.split("#", 1)[0].strip()
-            if line.startswith("include"):
-                pattern = line.removeprefix("include").strip()
-                base = root if pattern.startswith("/") else conf.parent
-                pending += sorted(Path(p) for p in glob.glob(str(base / pattern.lstrip("/"))))
-            elif line.startswith("/"):
-                yield root / line.lstrip("/")
 
 
 def _names(folder: Path) -> list[str]:

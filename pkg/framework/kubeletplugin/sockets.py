@@ -80,10 +80,22 @@ def is_served(path: Path) -> bool:
     return True
 
 
+def dra_sockets(*, kubelet_root: Path, driver: str) -> list[Path]:
+    """The DRA service sockets of every instance of ``driver`` on the node, served or not."""
+    return list((kubelet_root / "plugins" / driver).glob("dra-*.sock"))
+
+
+def any_instance_serves(*, kubelet_root: Path, driver: str) -> bool:
+    """Whether an instance of ``driver`` serves the kubelet on this node now."""
+    return any(
+        path.is_socket() and is_served(path) for path in dra_sockets(kubelet_root=kubelet_root, driver=driver)
+    )
+
+
 def remove_dead_sockets(*, kubelet_root: Path, driver: str, keep: SocketPaths) -> list[Path]:
     """Removes this driver's sockets that no process serves any more; returns what it removed."""
     candidates = [
-        *(kubelet_root / "plugins" / driver).glob("dra-*.sock"),
+        *dra_sockets(kubelet_root=kubelet_root, driver=driver),
         *(kubelet_root / "plugins_registry").glob(f"{driver}-*-reg.sock"),
     ]
     removed = []

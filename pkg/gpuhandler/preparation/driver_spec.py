@@ -30,7 +30,7 @@ from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.conditions import find_condition, normalize_time, now_utc
 from pkg.gpuhandler.preparation.atomic_file import remove_file
-from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, driver_device_id
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 
 logger = logging.getLogger(__name__)
@@ -69,14 +69,25 @@ class DriverSpec:
         self._cdi = cdi
         self._vendor = vendor
         self._status = status
-        self._version: str | None = None
+        self._written: DriverFiles | None = None  # what the file holds, as this instance wrote it
 
     def device_id(self) -> str:
         """The base spec's CDI device ID, the spec current; :class:`PrepareFailedError` when the
         driver's user space cannot be given to containers."""
         try:
             files = self._files()
-            device = self._cdi.write_driver(self._vendor, files)
+            # The same files already written and the file in place: nothing to read or write.
+            if files is not self._written or not self._cdi.driver_path(self._vendor).exists():
+                self._cdi.write_driver(self._vendor, files)
+                logger.info(
+                    "base CDI spec current",
+                    extra={
+                        "driver_version": files.version,
+                        "path": str(self._cdi.driver_path(self._vendor)),
+                        **files.found,
+                    },
+                )
+                self._written = files
         except DriverFilesError as exc:
             self._status.report(DriverFilesState(ready=False, reason=exc.reason, message=exc.message))
             raise PrepareFailedError(
@@ -87,27 +98,16 @@ class DriverSpec:
                 DriverFilesState(ready=False, reason="DriverSpecUnwritable", message=str(exc))
             )
             raise PrepareFailedError("DriverSpecUnwritable", f"the base CDI spec: {exc}") from exc
-        if files.version != self._version:
-            logger.info(
-                "base CDI spec written",
-                extra={
-                    "driver_version": files.version,
-                    "path": str(self._cdi.driver_path(self._vendor)),
-                    **files.found,
-                },
-            )
-            self._version = files.version
         found = ", ".join(f"{count} {what}" for what, count in files.found.items())
         self._status.report(
             DriverFilesState(ready=True, reason=REASON_FOUND, message=f"driver {files.version}: {found}")
         )
-        return device
+        return driver_device_id(self._vendor)
 
     def withdraw(self) -> bool:
         """Removes the base spec (the plugin leaves the node for good); whether there was one."""
-        removed = remove_file(self._cdi.driver_path(self._vendor), durable=False)
-        self._version = None
-        return removed
+        self._written = None
+        return remove_file(self._cdi.driver_path(self._vendor), durable=False)
 
     def refresh(self) -> None:
         """:meth:`device_id` for the periodic round: a failure is reported, not raised."""

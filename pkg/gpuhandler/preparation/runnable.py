@@ -18,9 +18,10 @@ from collections.abc import Callable
 from functools import partial
 
 from api.gpu.v1alpha1 import PhysicalGPU
+from pkg.domain.names import DRIVER
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.kubeletplugin.server import KubeletPlugin
-from pkg.framework.kubeletplugin.sockets import is_served
+from pkg.framework.kubeletplugin.sockets import any_instance_serves
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation import metrics
@@ -199,7 +200,7 @@ def leave_node(settings: PluginSettings, *, store: CheckpointStore, driver_spec:
     with node_lock(settings.lock_path, timeout=5.0):
         if store.load().claims:
             return False
-        if any(is_served(sock) for sock in settings.data_dir.glob("dra-*.sock")):
+        if any_instance_serves(kubelet_root=settings.kubelet_root, driver=DRIVER):
             return False
         if not driver_spec.withdraw():
             return False
