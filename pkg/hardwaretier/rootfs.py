@@ -6,7 +6,12 @@ the root is built from parts whose origin is known: Debian's ``busybox-static`` 
 executable: a shell for looking around when a run fails), the program, and the files the host's
 loader maps for it (:mod:`.libraries`: glibc and the C++ runtime, which the CUDA program links
 dynamically even with the CUDA runtime static). Each file lands at the path the program asks
-for, so the loader's default search path finds it without an ``ld.so.cache``.
+for, so the loader's default search path finds it without an ``ld.so.cache``. Beside libc go the
+rest of glibc's run-time libraries (:data:`GLIBC_LIBRARIES`): any glibc-based image has them, and
+the driver's own libraries need them — ``libcuda.so.1`` links ``libdl.so.2``, ``libpthread.so.0``
+and ``librt.so.1``, which a program built against glibc 2.34 or later never loads itself, so a
+root of only the program's files fails every CUDA call with ``cudaErrorInsufficientDriver``
+(seen on an H100) although the base spec gave it the driver.
 
 :func:`nvidia_files` is the guard: a root holding anything that looks like the driver's user
 space (``libcuda``, ``libnvidia-*``, ``nvidia-*`` tools) is refused, because a CUDA program that
@@ -28,6 +33,17 @@ BUSYBOX: Final = Path("/bin/busybox")
 PROGRAM_DIR: Final = Path("/usr/local/bin")
 # The driver's user space as NVIDIA's own CDI generator lists it: its libraries and its tools.
 _NVIDIA_FILE = re.compile(r"^(lib(cuda|nvidia-|nvcuvid|nvoptix|cudadebugger|nvrm)|nvidia-)", re.IGNORECASE)
+# glibc's run-time libraries, as Debian's libc6 ships them; copied when the host has them.
+GLIBC_LIBRARIES: Final = (
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "libpthread.so.0",
+    "librt.so.1",
+    "libresolv.so.2",
+    "libutil.so.1",
+    "libanl.so.1",
+)
 _FOLDERS: Final = ("bin", "dev", "etc", "proc", "sys", "tmp", "usr/local/bin")
 
 
@@ -68,10 +84,25 @@ def build_rootfs(target: Path, *, program: Path, busybox: Path = BUSYBOX, run: R
             )
         _copy(loaded.host_file, target, loaded.path)
         libraries.append(str(loaded.path))
+        if loaded.path.name == "libc.so.6":
+            libraries.extend(_copy_glibc(loaded.host_file.parent, target, loaded.path.parent, libraries))
     found = nvidia_files(target)
     if found:
         raise RootfsError(f"{target} holds files of the NVIDIA driver: {', '.join(found)}")
     return Rootfs(path=target, program=str(inside), libraries=tuple(libraries))
+
+
+def _copy_glibc(host_folder: Path, root: Path, inside: Path, copied: list[str]) -> list[str]:
+    """Copies the glibc libraries of :data:`GLIBC_LIBRARIES` found in ``host_folder`` (beside the
+    host's libc) into ``inside`` the root, skipping those already copied; returns their paths."""
+    added = []
+    for name in GLIBC_LIBRARIES:
+        path = inside / name
+        if str(path) in copied or not (host_folder / name).is_file():
+            continue
+        _copy(host_folder / name, root, path)
+        added.append(str(path))
+    return added
 
 
 def nvidia_files(root: Path) -> list[str]:

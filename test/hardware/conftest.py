@@ -188,10 +188,10 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def preparation(backend: VendorBackend, offers: OffersOutput, workdir: Path) -> PreparationNode:
+def preparation(preparing_backend: VendorBackend, offers: OffersOutput, workdir: Path) -> PreparationNode:
     """The gpu-handler's Prepare and Unprepare on this node, with its files under the work folder."""
     return PreparationNode(
-        backend=backend, node_name=NODE_NAME, workdir=workdir / "node", slices=offers.slices
+        backend=preparing_backend, node_name=NODE_NAME, workdir=workdir / "node", slices=offers.slices
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pkg.hardwaretier.libraries import interpreter
-from pkg.hardwaretier.rootfs import BUSYBOX, RootfsError, build_rootfs, nvidia_files
+from pkg.hardwaretier.rootfs import BUSYBOX, GLIBC_LIBRARIES, RootfsError, build_rootfs, nvidia_files
 
 PROGRAM = Path("/usr/bin/env")  # dynamically linked on every Debian host
 
@@ -32,6 +32,21 @@ def test_the_root_holds_busybox_the_program_and_its_libraries_at_their_paths(tmp
         assert copied.is_file(), library
         assert not copied.is_symlink(), f"{library}: a link would point back into the host"
     assert nvidia_files(root.path) == []
+
+
+@needs_busybox
+def test_the_root_holds_the_rest_of_glibc_beside_libc_for_the_drivers_libraries(tmp_path: Path) -> None:
+    """libcuda.so.1 links libdl, libpthread and librt, which the program itself never loads."""
+    root = build_rootfs(tmp_path / "rootfs", program=PROGRAM)
+
+    libc = next(Path(library) for library in root.libraries if Path(library).name == "libc.so.6")
+    present = [name for name in GLIBC_LIBRARIES if (Path("/lib/x86_64-linux-gnu") / name).is_file()]
+    assert "libdl.so.2" in present
+    for name in present:
+        copied = root.path / libc.parent.relative_to("/") / name
+        assert copied.is_file(), name
+        assert str(libc.parent / name) in root.libraries
+    assert len(root.libraries) == len(set(root.libraries))
 
 
 @needs_busybox
