@@ -18,6 +18,9 @@ from api.gpu.v1alpha1.common import (
 )
 from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
 from api.gpu.v1alpha1.config import GpuConfig, GpuConfigError, parse_gpu_config
+from api.gpu.v1alpha1.deviceusage import KIND as DEVICE_USAGE_KIND
+from api.gpu.v1alpha1.deviceusage import MAX_CONTAINERS as DEVICE_USAGE_MAX_CONTAINERS
+from api.gpu.v1alpha1.deviceusage import ContainerUsage, DeviceUsage
 from api.gpu.v1alpha1.gpuclass import (
     KIND as GPU_CLASS_KIND,
 )
@@ -92,6 +95,8 @@ from api.gpu.v1alpha1.physicalgpu import (
 
 __all__ = [
     "API_VERSION",
+    "DEVICE_USAGE_KIND",
+    "DEVICE_USAGE_MAX_CONTAINERS",
     "GPU_CLASS_KIND",
     "GPU_CLASS_PLURAL",
     "GPU_CONFIG_KIND",
@@ -107,10 +112,12 @@ __all__ = [
     "Capabilities",
     "ComponentSettings",
     "Conditions",
+    "ContainerUsage",
     "CurrentState",
     "DcgmExporterSettings",
     "DcgmSettings",
     "DeviceType",
+    "DeviceUsage",
     "DriverType",
     "GPUClass",
     "GPUClassSpec",
