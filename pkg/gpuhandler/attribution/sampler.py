@@ -263,7 +263,12 @@ def _cap(rows: list[UsageRow], max_series: int) -> tuple[list[UsageRow], int]:
     if len(rows) <= max_series:
         return rows, 0
     ordered = sorted(rows, key=lambda r: (r.key.attribution != ATTRIBUTED, -(r.memory_bytes or 0)))
-    keep_count = max(0, max_series - len({(r.key.physicalgpu, r.key.uuid) for r in ordered[max_series:]}))
+    keep_count = max_series
+    while (
+        keep_count > 0
+        and keep_count + len({(r.key.physicalgpu, r.key.uuid) for r in ordered[keep_count:]}) > max_series
+    ):
+        keep_count -= 1  # each folded device takes a row of its own
     kept, rest = ordered[:keep_count], ordered[keep_count:]
     folded: dict[UsageKey, _Sum] = {}
     for row in rest:
