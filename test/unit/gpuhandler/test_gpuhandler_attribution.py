@@ -77,14 +77,14 @@ def share(device: str, share_id: str) -> DeviceRecord:
 
 def mig_device() -> DeviceRecord:
     mig = MigRecord(
-        profileID=14, placementStart=0, placementSize=1, gpuInstance=1, computeInstance=0, uuid=MIG_UUID
+        profile_id=14, placement_start=0, placement_size=1, gpu_instance=1, compute_instance=0, uuid=MIG_UUID
     )
     return DeviceRecord(pool="node-a", device="gpu-1-mig-1g", card=OTHER, device_type="MIG", mig=mig)
 
 
 PODS = [
     pod("trainer", "u-1", {"main": 1, "sidecar": 2}, claims=["shared-a"]),
-    pod("server", "u-2", {"main": 3}, claims=[], generated=["shared-b"]),
+    pod("server", "u-2", {"main": 3}, claims=[], generated=("shared-b",)),
     pod("mig-user", "u-3", {"main": 4}, claims=["mig"]),
 ]
 CLAIMS = [
