@@ -11,7 +11,7 @@ from kubernetes.client import V1Pod
 @dataclass(frozen=True, kw_only=True)
 class PodContainer:
     """A container of a Pod (``container`` empty: only the Pod is known) and the names of the
-    ResourceClaims the Pod uses, as its spec names them or its status says they were generated."""
+    ResourceClaims the Pod uses (:func:`_claim_names`)."""
 
     namespace: str
     pod: str
@@ -27,21 +27,10 @@ class PodDirectory:
         self._containers: dict[str, PodContainer] = {}
         self._pods: dict[str, PodContainer] = {}
         for pod in pods:
-            meta, spec, status = pod.metadata, pod.spec, pod.status
+            meta, status = pod.metadata, pod.status
             if meta is None or not meta.uid:
                 continue
-            claims = frozenset(
-                {
-                    c.resource_claim_name
-                    for c in (spec.resource_claims if spec else None) or []
-                    if c.resource_claim_name
-                }
-                | {
-                    c.resource_claim_name
-                    for c in (status.resource_claim_statuses if status else None) or []
-                    if c.resource_claim_name
-                }
-            )
+            claims = frozenset(_claim_names(pod))
             whole = PodContainer(
                 namespace=meta.namespace or "", pod=meta.name or "", uid=meta.uid, container="", claims=claims
             )
@@ -67,3 +56,15 @@ class PodDirectory:
         if container_id is not None and container_id in self._containers:
             return self._containers[container_id]
         return self._pods.get(pod_uid) if pod_uid is not None else None
+
+
+def _claim_names(pod: V1Pod) -> set[str]:
+    """The Pod's ResourceClaims: named in its spec, generated from templates (``resourceClaimStatuses``)
+    or made for its extended resources (``extendedResourceClaimStatus``, the one-line GPU request)."""
+    spec, status = pod.spec, pod.status
+    names = {c.resource_claim_name for c in (spec.resource_claims if spec else None) or []}
+    names |= {c.resource_claim_name for c in (status.resource_claim_statuses if status else None) or []}
+    extended = status.extended_resource_claim_status if status else None
+    if extended is not None:
+        names.add(extended.resource_claim_name)
+    return {name for name in names if name}

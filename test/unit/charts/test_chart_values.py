@@ -96,6 +96,8 @@ def mutate(path: str, value: Any) -> Any:
         "validator.readinessCommand": ["true"],
         "validator.driverRoot": None,
         "gpuHandler.enrichPeriod": "1m",
+        "gpuHandler.attribution.interval": "1m",
+        "gpuHandler.attribution.usageStatusInterval": "1m",
         "gpuHandler.publishResyncPeriod": "1m",
         "gpuHandler.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "dcgm.tolerations": [{"key": "dedicated", "operator": "Exists"}],
