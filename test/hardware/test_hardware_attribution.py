@@ -1,5 +1,5 @@
 """A CUDA process in a container is attributed to that container's cgroup from the real NVML's
-process list — what gpu-handler's per-Pod attribution does on a node (docs/metrics.md).
+process list — what gpu-handler's per-Pod attribution does on a node (docs/who-uses-our-gpus.md).
 
 The CUDA program holds its context for a while (``cuda_ok HOLD_SECONDS``) in a runc container
 given only our CDI specs; while it runs, the backend's usage read lists its PID with the GPU memory
