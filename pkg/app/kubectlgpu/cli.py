@@ -109,37 +109,34 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     common = _common(False)
-    who = sub.add_parser(
-        "who",
-        parents=[common],
-        help="which Pod and claim hold each card, MIG device or share",
-        description=WHO_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  kubectl gpu who -n ml\n  kubectl gpu who -A --node worker-1 -o wide\n",
-    )
+
+    def command(name: str, summary: str, description: str, *examples: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            parents=[common],
+            help=summary,
+            description=description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog="examples:\n" + "".join(f"  kubectl gpu {name} {e}".rstrip() + "\n" for e in examples),
+        )
+
+    who = command(
+        "who", "which Pod and claim hold each card, MIG device or share", WHO_HELP,
+        "-n ml", "-A --node worker-1 -o wide",
+    )  # fmt: skip
     _scope(who)
-    who.add_argument("--node", help="only the devices on this node (with -A: also its free cards)")
+    who.add_argument("--node", help="only the devices on this node, and its cards nobody holds")
     who.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
-    top = sub.add_parser(
-        "top",
-        parents=[common],
-        help="GPU memory and SM utilization per Pod and container",
-        description=TOP_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  kubectl gpu top\n  kubectl gpu top -A --sort-by sm -o wide\n",
+    top = command(
+        "top", "GPU memory and SM utilization per Pod and container", TOP_HELP, "", "-A --sort-by sm -o wide"
     )
     _scope(top)
     top.add_argument("--sort-by", choices=tuple(top_cmd.SORT_KEYS), default="memory")
     top.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
-    exp = sub.add_parser(
-        "explain",
-        parents=[common],
-        help="why a claim gets these devices, or none",
-        description=EXPLAIN_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  kubectl gpu explain train-0 -n ml\n"
-        "  kubectl gpu explain train-0 --node worker-1 --all\n",
-    )
+    exp = command(
+        "explain", "why a claim gets these devices, or none", EXPLAIN_HELP,
+        "train-0 -n ml", "train-0 --node worker-1 --all",
+    )  # fmt: skip
     exp.add_argument("claim", help="the ResourceClaim's name (in -n's namespace)")
     exp.add_argument("--node", help="allocate for this node only (default: any one node)")
     exp.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
