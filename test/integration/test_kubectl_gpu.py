@@ -325,6 +325,15 @@ def test_with_the_viewer_role_who_has_device_types_and_explain_answers(user: Use
         ("broken", "Physical", "GPU-card-c"),
     ]
 
+    on_node = json.loads(user.run("who", "--node", gpus.node, "-o", "json").out)["items"]
+    assert [(i.get("claim"), i["device"]) for i in on_node] == [
+        ("train", "card-a"),
+        ("infer", "card-b"),
+        ("broken", "card-c"),
+        (None, "card-d"),  # nobody holds it
+    ]
+    assert on_node[-1]["free"] is True
+
     explained = user.run("explain", "pending", "-n", user.namespace)
     assert explained.code == 0, explained.err
     assert f"gpu -> {DRIVER}/gpus/{gpus.node}/card-d" in explained.out

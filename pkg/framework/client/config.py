@@ -60,9 +60,11 @@ def kubectl_api_client(
         contexts, current = kube_config.list_kube_config_contexts(config_file=path)
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
         namespace = str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-    else:
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         kube_config.load_incluster_config(client_configuration=configuration)
         namespace = _incluster_namespace()
+    else:
+        raise FileNotFoundError("no kubeconfig: pass --kubeconfig, set KUBECONFIG or create ~/.kube/config")
     client = ApiClient(configuration)
     if user_agent:
         client.user_agent = user_agent

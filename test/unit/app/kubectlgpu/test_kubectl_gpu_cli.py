@@ -49,6 +49,20 @@ def test_namespace_comes_from_the_chosen_context(tmp_path: Path, monkeypatch: py
     assert kubectl_api_client(None)[1] == "ml"
 
 
+def test_without_any_kubeconfig_it_says_where_one_is_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    err = io.StringIO()
+    assert run(["top"], err=err) == 1
+    assert err.getvalue() == (
+        "error: cannot load the kubeconfig: no kubeconfig: pass --kubeconfig, set KUBECONFIG or create "
+        "~/.kube/config\n"
+    )
+
+
 def test_global_flags_go_before_or_after_the_subcommand() -> None:
     before = parser().parse_args(["-n", "ml", "--context", "x", "top", "--sort-by", "sm"])
     after = parser().parse_args(["top", "-n", "ml", "--context", "x"])
