@@ -149,6 +149,8 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
         base["simulatedHosts.dir"] = "/srv/nodes"
     if path.startswith("metricsProxy."):  # the default (on), which the helper turns off
         base["metricsProxy.enabled"] = True
+    if path.startswith("gpuViewer.") and path != "gpuViewer.enabled":  # the role is off by default
+        base["gpuViewer.enabled"] = True
     if path.startswith("alerts.") and path != "alerts.enabled":
         base["alerts.enabled"] = True
     api = (SERVICE_MONITOR_API, PROMETHEUS_RULE_API)
