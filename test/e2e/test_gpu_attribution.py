@@ -92,6 +92,7 @@ def workloads(
     mig = with_usage(gpu_pod("mig-user", "mig-1g", node=node, script=HOLD_THE_CARD), *MIG)
     run_and_show(kube, control_plane, namespace, mig)
     extended = status_of(kube.get(POD, "mig-user", namespace)).extended_resource_claim_status
+    assert extended is not None, "the scheduler made no claim for the extended resource"
     claims["mig-user"] = extended.resource_claim_name
     yield claims
     for pod_name in claims:

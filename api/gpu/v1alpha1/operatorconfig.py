@@ -181,7 +181,8 @@ class AttributionSettings(ConfigModel):
     """Per-Pod attribution of the cards' processes (needs the kubelet plugin: hostPID, the checkpoint)."""
 
     interval: Duration = Field(
-        default="10s", description="Read the processes on every card this often (--attribution-interval); 0s: off."
+        default="10s",
+        description="Read the processes on every card this often (--attribution-interval); 0s: off.",
     )
     max_series: int = Field(
         default=1000,
