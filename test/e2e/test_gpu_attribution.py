@@ -12,13 +12,16 @@ SM share within 10 %.
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from gpu_nodes import checkpoint, claim_pod, gpu_pod, run_and_show, shared_claim
 from k8s_fields import name_of, spec_of, status_of
+from kubectl_gpu_user import User, bind_viewer_role, namespace_user
 from kubernetes.client import V1EnvVar
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -101,7 +104,13 @@ def workloads(
 
 
 def test_each_pod_on_a_shared_card_and_a_mig_device_gets_its_own_series_which_go_with_it(
-    kube: KubeClient, namespace: str, gpu_node: GpuComponents, workloads: dict[str, str]
+    kube: KubeClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    gpu_node: GpuComponents,
+    workloads: dict[str, str],
+    tmp_path: Path,
+    unique: str,
 ) -> None:
     def attributed() -> Series | None:
         series = scrape(gpu_node)
@@ -186,6 +195,10 @@ def test_each_pod_on_a_shared_card_and_a_mig_device_gets_its_own_series_which_go
     ]
     assert usage.uuid == card_uuid
 
+    # What a namespace user sees from a laptop: kubectl gpu over the same claims.
+    user = namespace_user(kube, control_plane, namespace, tmp_path)
+    kubectl_gpu_on_the_node(kube, control_plane, user, workloads, f"attr-{unique}")
+
     # Deleting a Pod takes its series away; the others stay.
     kube.delete(POD, "user-a", namespace)
 
@@ -200,3 +213,48 @@ def test_each_pod_on_a_shared_card_and_a_mig_device_gets_its_own_series_which_go
     assert value(scrape(gpu_node), "gpu_process_count", namespace=namespace, pod="user-b") == 1
     del workloads["user-a"]
     assert name_of(kube.get(POD, "user-b", namespace)) == "user-b"
+
+
+def kubectl_gpu_on_the_node(
+    kube: KubeClient,
+    control_plane: ControlPlane,
+    user: User,
+    claims: dict[str, str],
+    release: str,
+) -> None:
+    """``top`` shows each Pod's sample as gpu-handler wrote it, ``who`` what each claim holds,
+    ``explain`` (with the chart's viewer role) why a third share of the full card cannot be had."""
+
+    def top_rows() -> dict[str, dict[str, Any]]:
+        run = user.run("top", "-o", "json")
+        assert run.code == 0, run.err
+        return {i["pod"]: i for i in json.loads(run.out)["items"] if i.get("memoryBytes")}
+
+    wait_until(
+        lambda: set(top_rows()) == set(claims), timeout=30, what="kubectl gpu top to show the three Pods"
+    )
+    rows = top_rows()
+    for pod_name, (memory, sm) in SHARES.items():
+        assert (rows[pod_name]["claim"], rows[pod_name]["memoryBytes"]) == (claims[pod_name], memory * MIB)
+        assert rows[pod_name]["smUtilizationPercent"] == sm
+    assert rows["mig-user"]["memoryBytes"] == MIG[0] * MIB
+    assert rows["mig-user"].get("smUtilizationPercent") is None
+
+    who = user.run("who", "-o", "json")
+    assert who.code == 0, who.err
+    held = {i["claim"]: i for i in json.loads(who.out)["items"]}
+    assert set(held) == set(claims.values())
+    assert held["user-a"]["pods"] == ["user-a"]
+    assert held["user-a"]["device"] == held["user-b"]["device"]  # two shares of one card
+
+    kube.create(
+        RESOURCE_CLAIM,
+        shared_claim("third", "gpu-timeslicing", share_percent=50, card=A30_FIRST),
+        namespace=user.namespace,
+    )
+    with bind_viewer_role(control_plane, user, release):
+        explained = user.run("explain", "third")
+    assert explained.code == 5, explained.out + explained.err  # not allocatable now
+    # The shared offer of the first A30 is there, and full: the two shares hold all of it.
+    assert "gpu-0000-3b-00-0-ts: capacity 'sharePercent' exhausted" in explained.out
+    assert "result: NOT allocatable" in explained.out

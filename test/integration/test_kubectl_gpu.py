@@ -1,12 +1,11 @@
 """``kubectl gpu`` run as its real executable by a user with only namespace rights.
 
-The user is a ServiceAccount of the test's namespace bound there to Kubernetes' ``view`` rules, with
-a kubeconfig of its own (a TokenRequest token and the control plane's CA), as a namespace user on a
-laptop has. The admin writes what gpu-handler and the scheduler would — a ResourceSlice, claims
-with allocations, ``reservedFor`` Pods and ``DeviceUsage`` entries in ``status.devices[]`` —
-directly through the API. The plugin must then print the right rows, refuse cluster-wide reads
-with a sentence and exit code 4, and explain a claim once the chart's ``gpuViewer`` role is bound
-to the user's group.
+The user (test/kubectl_gpu_user.py) is a ServiceAccount of the test's namespace bound there to
+Kubernetes' ``view`` rules, with a kubeconfig of its own, as a namespace user on a laptop has. The
+admin writes what gpu-handler and the scheduler would — a ResourceSlice, claims with allocations,
+``reservedFor`` Pods and ``DeviceUsage`` entries in ``status.devices[]`` — directly through the API.
+The plugin must then print the right rows, refuse cluster-wide reads with a sentence and exit code
+4, and explain a claim once the chart's ``gpuViewer`` role is bound to the user's group.
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_install import helm_template
 from dra_objects import device_class
-from extra_kinds import SERVICE_ACCOUNT
-from kubernetes.client import V1ObjectMeta, V1ServiceAccount
+from kubectl_gpu_user import User, bind_viewer_role, namespace_user, table
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.framework.client import KubeClient, NotFoundError
@@ -37,64 +34,9 @@ EXECUTABLE = Path(sys.executable).parent / "kubectl-gpu"
 GiB = 1024**3
 
 
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-@dataclass(frozen=True)
-class User:
-    kubeconfig: Path
-    namespace: str
-    group: str  # the group its token carries that no other test's user has
-
-    def run(self, *args: str, command: tuple[str, ...] = (str(EXECUTABLE),)) -> Run:
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | {
-            "KUBECONFIG": str(self.kubeconfig)
-        }
-        result = subprocess.run(
-            [*command, *args], capture_output=True, text=True, env=env, timeout=60, check=False
-        )
-        assert "Traceback" not in result.stderr, result.stderr
-        return Run(result.returncode, result.stdout, result.stderr)
-
-
 @pytest.fixture
 def user(kube: KubeClient, namespace: str, control_plane: ControlPlane, tmp_path: Path) -> User:
-    """A ServiceAccount with ``view`` in ``namespace`` only, and a kubeconfig naming that namespace.
-
-    The role bound is ``system:aggregate-to-view``, the rules ``view`` aggregates: this control plane
-    runs no clusterrole-aggregation-controller, so ``view`` itself has no rules here."""
-    kube.create(
-        SERVICE_ACCOUNT, V1ServiceAccount(metadata=V1ObjectMeta(name="gpu-user", namespace=namespace))
-    )
-    control_plane.kubectl(
-        "create", "rolebinding", "gpu-user-view", "--clusterrole=system:aggregate-to-view",
-        f"--serviceaccount={namespace}:gpu-user", "-n", namespace,
-    )  # fmt: skip
-    token = control_plane.kubectl("create", "token", "gpu-user", "-n", namespace, "--duration=1h").strip()
-    admin = yaml.safe_load(Path(control_plane.kubeconfig).read_text())
-    path = tmp_path / "user-kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
-                "users": [{"name": "gpu-user", "user": {"token": token}}],
-                "contexts": [
-                    {
-                        "name": "laptop",
-                        "context": {"cluster": "local", "user": "gpu-user", "namespace": namespace},
-                    }
-                ],
-                "current-context": "laptop",
-            }
-        )
-    )
-    return User(path, namespace, f"system:serviceaccounts:{namespace}")
+    return namespace_user(kube, control_plane, namespace, tmp_path)
 
 
 @dataclass(frozen=True)
@@ -213,24 +155,8 @@ def gpus(kube: KubeClient, namespace: str, unique: str) -> Iterator[Cluster]:
 @pytest.fixture
 def viewer_role(control_plane: ControlPlane, user: User, unique: str) -> Iterator[None]:
     """The chart's gpuViewer ClusterRole, bound to the user's group only."""
-    values = {"gpuViewer.enabled": True, "gpuViewer.groups": [user.group], "metricsProxy.enabled": False}
-    docs = [
-        d
-        for d in yaml.safe_load_all(helm_template(f"kgpu-{unique}", "gpu-control-plane", values))
-        if d and d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "gpu-viewer"
-    ]
-    assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding"]
-    manifest = yaml.safe_dump_all(docs)
-    control_plane.kubectl("apply", "-f", "-", input_text=manifest)
-    yield
-    control_plane.kubectl("delete", "--ignore-not-found", "-f", "-", input_text=manifest)
-
-
-def table(text: str) -> list[dict[str, str]]:
-    """A kubectl-style table as dicts (cells hold no spaces in these tests)."""
-    header, *lines = text.splitlines()
-    names = header.split()
-    return [dict(zip(names, line.split(), strict=True)) for line in lines]
+    with bind_viewer_role(control_plane, user, f"kgpu-{unique}"):
+        yield
 
 
 def test_namespace_user_lacks_the_cluster_scoped_reads_by_default(
