@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Final
 
 from kubernetes.client import V1Pod
@@ -79,9 +80,6 @@ class PreparedDevice:
     physicalgpu: str
     uuid: str
 
-    def holds(self, key: UsageKey) -> bool:
-        return key.namespace == self.namespace and key.claim == self.claim and key.uuid == self.uuid
-
 
 @dataclass(frozen=True, kw_only=True)
 class Snapshot:
@@ -92,7 +90,14 @@ class Snapshot:
     failed_cards: tuple[str, ...] = ()
 
     def rows_of(self, device: PreparedDevice) -> list[UsageRow]:
-        return [row for row in self.rows if device.holds(row.key)]
+        return self._rows_by_device.get((device.namespace, device.claim, device.uuid), [])
+
+    @cached_property
+    def _rows_by_device(self) -> dict[tuple[str, str, str], list[UsageRow]]:
+        index: dict[tuple[str, str, str], list[UsageRow]] = {}
+        for row in self.rows:
+            index.setdefault((row.key.namespace, row.key.claim, row.key.uuid), []).append(row)
+        return index
 
 
 @dataclass
@@ -159,11 +164,12 @@ class Sampler:
                 failed.append(address)
                 logger.warning("usage of card %s not read: %s", address, exc.message)
         devices = _prepared_devices(self._prepared(), cards, {u.address: u.uuid for u in usages})
+        by_key = {(d.namespace, d.claim, d.uuid): d for d in devices}
         directory = PodDirectory(self._pods())
         sums: dict[UsageKey, _Sum] = {}
         for usage in usages:
             for process in usage.processes:
-                key = self._key(process, usage, cards[usage.address], directory, devices)
+                key = self._key(process, usage, cards[usage.address], directory, by_key)
                 sums.setdefault(key, _Sum()).add(process)
         rows = [
             UsageRow(key=key, processes=s.processes, memory_bytes=s.memory, sm_percent=s.sm)
@@ -185,7 +191,7 @@ class Sampler:
         usage: CardUsage,
         physicalgpu: str,
         directory: PodDirectory,
-        devices: list[PreparedDevice],
+        devices: Mapping[tuple[str, str, str], PreparedDevice],
     ) -> UsageKey:
         cgroup = self._cgroup(process.pid)
         owner: PodContainer | None = None
@@ -203,11 +209,9 @@ class Sampler:
             )
         claim = next(
             (
-                d.claim
-                for d in devices
-                if d.namespace == owner.namespace
-                and d.claim in owner.claims
-                and d.uuid == process.device_uuid
+                name
+                for name in sorted(owner.claims)
+                if (owner.namespace, name, process.device_uuid) in devices
             ),
             "",
         )
