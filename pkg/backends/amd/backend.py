@@ -21,14 +21,15 @@ from pkg.backends.amd.models import AmdModel, model_of
 from pkg.backends.amd.preparer import AmdPreparer
 from pkg.backends.amd.sysfs import CardFiles, read_card
 from pkg.backends.backend import BackendError, CardVerdict, Enrichment, claimed_gpus, pci_address
-from pkg.backends.driver_files import DriverFiles
-from pkg.backends.preparation import ContainerEdits
+from pkg.backends.driver_files import REASON_DRIVER_UNREADABLE, DriverFiles, DriverFilesError
+from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.backends.registry import VendorIdentity
 from pkg.dra.model.card import Card, PartitionMode
 from pkg.hardware.labels import normalize_device_model
 from pkg.hardware.pci import PciDevice
 
 MIB = 2**20
+KFD_VERSION = "kfd"  # the base spec's version: it holds only /dev/kfd, whatever the driver's version
 
 
 class AmdBackend:
@@ -36,6 +37,7 @@ class AmdBackend:
 
     def __init__(self, *, sysfs_root: Path, dev_root: Path, driver: AmdDriver) -> None:
         self._sysfs_root = sysfs_root
+        self._dev_root = dev_root
         self._preparer = AmdPreparer(sysfs_root=sysfs_root, dev_root=dev_root, driver=driver)
 
     @property
@@ -97,8 +99,15 @@ class AmdBackend:
         )
 
     def driver_files(self) -> DriverFiles:
-        """Nothing: ROCm's user space comes with the workload's image, not from the host."""
-        return DriverFiles(version="amdgpu", edits=ContainerEdits())
+        """``/dev/kfd``, the compute interface every container of an AMD device opens (the
+        node's base CDI spec); no libraries: ROCm's user space comes with the workload's image."""
+        kfd = self._dev_root / "kfd"
+        if not kfd.exists():
+            raise DriverFilesError(reason=REASON_DRIVER_UNREADABLE, message=f"{kfd} does not exist")
+        return DriverFiles(
+            version=KFD_VERSION,
+            edits=ContainerEdits(device_nodes=(DeviceNode(path="/dev/kfd", host_path=str(kfd)),)),
+        )
 
     def close(self) -> None:
         """Nothing to release: no library is loaded."""

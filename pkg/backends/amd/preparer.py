@@ -1,10 +1,11 @@
 """What Prepare/Unprepare do to an AMD card: its compute partition mode, and what a container gets.
 
 A container of an AMD card or partition needs two device nodes: ``/dev/kfd`` (the compute
-interface every ROCm process opens) and the render node of what it was given — the card's own
-``renderD<N>`` when whole, the partition's when a partition (KFD topology, :mod:`.sysfs`). Only
-that render node: ROCm enumerates the render nodes it can open, so the container sees exactly
-its device.
+interface every ROCm process opens; the node's base CDI spec gives it to every container, see
+:meth:`~pkg.backends.amd.backend.AmdBackend.driver_files`) and the render node of what it was
+given — the card's own ``renderD<N>`` when whole, the partition's when a partition (KFD topology,
+:mod:`.sysfs`), which these edits add. Only that render node: ROCm enumerates the render nodes it
+can open, so the container sees exactly its device.
 
 The card-wide mode is this vendor's counterpart of MIG mode, and the port's MIG-mode questions
 are answered in its terms: a card is "partitioned" while its mode is not the one-partition mode
@@ -51,11 +52,15 @@ class AmdPreparer:
         """The card's compute partition mode (``spx``, ``cpx``); ``None`` without partitioning."""
         return read_card(self._sysfs_root, address).compute_mode
 
-    def set_partition_mode(self, address: str, mode: str) -> None:
-        """Switches the card to ``mode``; nothing happens when it is in it already."""
-        if self.partition_mode(address) == mode:
+    def set_partition_mode(self, address: str, mode: str | None) -> None:
+        """Switches the card to ``mode`` (``None``: SPX); nothing happens when it is in it already."""
+        current = self.partition_mode(address)
+        wanted = mode or WHOLE_CARD_MODE
+        if current is None:
+            _unsupported(address, "compute partition modes")
+        if current == wanted:
             return
-        self._driver.switch_compute_partition(address, mode)
+        self._driver.switch_compute_partition(address, wanted)
 
     def partition_edits(self, address: str, mode: str, index: int) -> ContainerEdits:
         """What a container of partition ``index`` needs; the card must be in ``mode``."""
@@ -79,7 +84,7 @@ class AmdPreparer:
         if enabled:
             _unsupported(address, "per-instance partitions (MIG)")
         if self.partition_mode(address) is not None:
-            self.set_partition_mode(address, WHOLE_CARD_MODE)
+            self.set_partition_mode(address, None)
 
     def processes(self, address: str) -> Sequence[int]:
         return self._driver.processes(address)
@@ -122,15 +127,13 @@ class AmdPreparer:
         _unsupported(address, "MPS")
 
     def _edits(self, address: str, minor: int) -> ContainerEdits:
-        nodes = []
-        for path in ("/dev/kfd", f"/dev/dri/renderD{minor}"):
-            host = self._dev_root / path.removeprefix("/dev/")
-            if not host.exists():
-                raise PreparationError(
-                    address=address, reason=REASON_DEVICE_NODE, message=f"{host} does not exist"
-                )
-            nodes.append(DeviceNode(path=path, host_path=str(host)))
-        return ContainerEdits(device_nodes=tuple(nodes))
+        path = f"/dev/dri/renderD{minor}"
+        host = self._dev_root / "dri" / f"renderD{minor}"
+        if not host.exists():
+            raise PreparationError(
+                address=address, reason=REASON_DEVICE_NODE, message=f"{host} does not exist"
+            )
+        return ContainerEdits(device_nodes=(DeviceNode(path=path, host_path=str(host)),))
 
 
 def _unsupported(address: str, what: str) -> NoReturn:

@@ -64,8 +64,8 @@ def test_switching_to_cpx_makes_eight_render_nodes_and_back_frees_them(
     assert preparer.mig_enabled(CARD)
 
     edits = preparer.partition_edits(CARD, "cpx", 3)
-    assert [n.path for n in edits.device_nodes] == ["/dev/kfd", f"/dev/dri/renderD{card.render_minors[3]}"]
-    assert Path(edits.device_nodes[1].host_path).exists()  # the simulated driver made the node
+    assert [n.path for n in edits.device_nodes] == [f"/dev/dri/renderD{card.render_minors[3]}"]
+    assert Path(edits.device_nodes[0].host_path).exists()  # the simulated driver made the node
 
     preparer.set_mig_mode(CARD, enabled=False)  # what a whole-card claim does to a partitioned card
     assert read_card(node, CARD).render_minors == (128,)
@@ -100,9 +100,10 @@ def test_a_partition_of_another_mode_has_no_edits(backend: AmdBackend) -> None:
     assert err.value.reason == "DeviceNodeMissing"
 
 
-def test_the_whole_card_gets_kfd_and_its_render_node(backend: AmdBackend) -> None:
+def test_the_whole_card_gets_its_render_node_and_every_container_kfd(backend: AmdBackend) -> None:
     edits = backend.preparer.card_edits(CARD)
-    assert [n.path for n in edits.device_nodes] == ["/dev/kfd", "/dev/dri/renderD128"]
+    assert [n.path for n in edits.device_nodes] == ["/dev/dri/renderD128"]
+    assert [n.path for n in backend.driver_files().edits.device_nodes] == ["/dev/kfd"]
 
 
 def test_uncorrectable_errors_make_the_card_unhealthy(node: Path) -> None:
