@@ -18,7 +18,9 @@ trees and the simulation cannot disagree about the layout.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -108,12 +110,17 @@ def write_partitions(sysfs_root: Path, address: str, *, count: int, primary_mino
 
 
 def make_device_files(dev_root: Path, minors: Iterable[int]) -> None:
-    """Empty stand-ins for ``/dev/kfd`` and the render nodes (the container runtime bind-mounts
-    whatever file it is given)."""
+    """Stand-ins for ``/dev/kfd`` and the render nodes: character devices with ``/dev/null``'s
+    numbers, because a container runtime applying a CDI spec accepts only device nodes (an empty
+    file where mknod is not allowed, which is enough for code that only checks the path)."""
     (dev_root / "dri").mkdir(parents=True, exist_ok=True)
-    (dev_root / "kfd").touch()
-    for minor in minors:
-        (dev_root / "dri" / f"renderD{minor}").touch()
+    for path in (dev_root / "kfd", *(dev_root / "dri" / f"renderD{m}" for m in minors)):
+        if path.exists():
+            continue
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            path.touch()
 
 
 def _free(taken: set[int], n: int) -> list[int]:
