@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+from module_text import docstring_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 BACKENDS = ("pkg/backends/nvidia/", "pkg/backends/simulated/", "pkg/backends/amd/")  # simulated: NVIDIA's
@@ -101,14 +102,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
 def vendor_words(path: Path) -> set[str]:
     """The vendor words in ``path``'s identifiers and non-docstring string literals."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+    docstrings = docstring_ids(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         for text in _texts(node, docstrings):

@@ -19,8 +19,7 @@ import logging
 
 from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
-from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.kinds import ClaimWork, require_free
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ class PartitionKind:
         card = device.card
         found = self._preparer.partition_mode(card)
         if found != partition.mode:
-            self._require_free(card, partition.mode, work)
+            require_free(self._preparer, card, work, to=f"to partition mode {partition.mode}")
             partitioned = self._preparer.mig_enabled(card)
             self._preparer.set_partition_mode(card, partition.mode)
             if partitioned:
@@ -59,16 +58,3 @@ class PartitionKind:
         if self._preparer.mig_enabled(card):
             self._preparer.set_partition_mode(card, None)
             work.changed_cards.add(card)
-
-    def _require_free(self, card: str, mode: str, work: ClaimWork) -> None:
-        claim = f"claim {work.record.namespace}/{work.record.name}"
-        if others := work.others_on(card):
-            raise PrepareFailedError(
-                "CardBusy",
-                f"{claim}: card {card} must switch to partition mode {mode} but is prepared for {others[0]}",
-            )
-        if processes := list(self._preparer.processes(card)):
-            raise PrepareFailedError(
-                "CardBusy",
-                f"{claim}: card {card} must switch to partition mode {mode} but runs processes {processes}",
-            )
