@@ -18,6 +18,8 @@ from pkg.backends.amd.sysfs import RasCounts, card_folder, read_card
 from pkg.backends.backend import VerdictStatus
 from pkg.backends.health_events import Severity
 from pkg.backends.preparation import PreparationError
+from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.health.taints import device_taints
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 CARD = "0000:05:00.0"
@@ -153,3 +155,26 @@ def test_committed_trees_match_the_builder(tmp_path: Path) -> None:
         assert module.build.snapshot(FIXTURES / scenario.name) == module.build.snapshot(
             tmp_path / scenario.name
         ), f"test/fixtures/sysfs/{scenario.name} differs; run python test/fixtures/sysfs/build_amd.py"
+
+
+def test_ras_events_end_in_the_taints_nvidia_events_do(node: Path) -> None:
+    """The shared tracker turns the AMD backend's events into the same taints: uncorrectable is
+    NoExecute, a corrected burst NoSchedule, a recovered card none."""
+    tracker = HealthTracker(quiet_period=0)
+    source = RasHealthEvents(node, [CARD, OTHER], poll_seconds=0)
+    source.wait(0)
+    (card_folder(node, CARD) / "ras" / "umc_err_count").write_text("ue: 1\nce: 0\n")
+    (card_folder(node, OTHER) / "ras" / "gfx_err_count").write_text("ue: 0\nce: 25\n")
+    for event in source.wait(0):
+        tracker.record(event)
+
+    assert [(t.value, t.effect) for t in device_taints(tracker.verdict(CARD))] == [
+        ("UncorrectableError", "NoExecute")
+    ]
+    assert [(t.value, t.effect) for t in device_taints(tracker.verdict(OTHER))] == [
+        ("CorrectedErrorBurst", "NoSchedule")
+    ]
+    tracker.probe(OTHER, check_health(node, OTHER))  # corrected errors leave the probe healthy
+    assert device_taints(tracker.verdict(OTHER)) == []
+    tracker.probe(CARD, check_health(node, CARD))  # the uncorrectable error is still counted
+    assert device_taints(tracker.verdict(CARD)) != []
