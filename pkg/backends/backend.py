@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverFiles, DriverRootOptions
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from pkg.backends.registry import VendorIdentity
     from pkg.backends.usage import CardUsage
     from pkg.dra.model.card import Card
-
-GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})  # VGA compatible controller, 3D controller
 
 
 class BackendError(Exception):
@@ -199,8 +197,10 @@ class VendorPlugin(Protocol):
 
 
 def claimed_gpus(identity: VendorIdentity, devices: Sequence[PciDevice]) -> list[PciDevice]:
-    """The functions of ``devices`` that are GPUs (class VGA or 3D) of ``identity``'s vendor."""
-    return [d for d in devices if d.class_code in GPU_CLASS_CODES and d.vendor_id == identity.pci_vendor_id]
+    """The functions of ``devices`` that are GPUs (a class of ``identity``) of ``identity``'s vendor."""
+    return [
+        d for d in devices if d.class_code in identity.class_codes and d.vendor_id == identity.pci_vendor_id
+    ]
 
 
 def pci_address(gpu: PhysicalGPU) -> str:

@@ -54,22 +54,26 @@ from pkg.dra.model.attributes import (
     mib_quantity,
     to_attribute,
 )
-from pkg.dra.model.card import Card, MigProfileSpec, Placement
+from pkg.dra.model.card import Card, MigProfileSpec, PartitionMode, Placement
 from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device
 from pkg.dra.model.offer_order import MigKey, mig_position
+from pkg.dra.model.partition_offers import PartitionCounters, partition_counters
 
 SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 
 
 @dataclass(frozen=True)
 class Offer:
-    """One published device and what it stands for (``profile``/``placement`` only for MIG)."""
+    """One published device and what it stands for (``profile``/``placement`` only for MIG,
+    ``partition``/``partition_index`` only for a partition of a card-wide mode)."""
 
     device: V1Device
     device_type: DeviceType
     sharing: SharingStrategy | None = None
     profile: MigProfileSpec | None = None
     placement: Placement | None = None
+    partition: PartitionMode | None = None
+    partition_index: int | None = None
 
     @property
     def name(self) -> str:
@@ -80,6 +84,8 @@ class Offer:
         """The ``profile`` label of the offers metric: the MIG profile, else the sharing strategy."""
         if self.profile is not None:
             return self.profile.name
+        if self.partition is not None:
+            return self.partition.name
         return (self.sharing or SharingStrategy.EXCLUSIVE).value
 
 
@@ -98,12 +104,14 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
     ``order`` gives the sort key of the card's MIG offers; only the packing benchmark passes
     another than the published one, to measure the orders side by side.
     """
-    counters = _card_counters(card)
+    partitions = partition_counters(card)
+    counters = _card_counters(card) | (partitions.counters() if partitions else {})
     counter_set = V1CounterSet(name=card.base_name, counters=_as_counters(counters))
     validate_counter_set(counter_set)
     identity = card_identity(card)
     mig = _mig_offers(card, identity, order(card)) if card.mig_allowed else []
-    shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX]
+    parts = _partition_offers(card, identity, partitions) if partitions else []
+    shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX if s in card.sharing]
     exclusive: dict[str, AttributeValue] = {
         key("deviceType"): DeviceType.PHYSICAL.value,
         key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,
@@ -120,7 +128,7 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
         DeviceType.PHYSICAL,
         SharingStrategy.EXCLUSIVE,
     )
-    offers = (*mig, *shared, physical)
+    offers = (*mig, *parts, *shared, physical)
     names = [o.name for o in offers]
     if len(set(names)) != len(names):
         raise SliceLimitError(f"card {card.pci_address}", "two offers share a device name")
@@ -181,6 +189,34 @@ def _mig_offers(card: Card, identity: dict[str, AttributeValue], position: MigKe
             uses=uses,
         )
         offers.append(Offer(device, DeviceType.MIG, profile=profile, placement=placement))
+    return offers
+
+
+def _partition_offers(
+    card: Card, identity: dict[str, AttributeValue], counters: PartitionCounters
+) -> list[Offer]:
+    """Every partition of every mode, smallest partitions first (the scheduler's first fit then
+    fills a card already cut small before it cuts another)."""
+    offers = []
+    for weights in sorted(counters.weights, key=lambda w: -w.mode.count):
+        mode = weights.mode
+        for index in range(mode.count):
+            uses = {"memory": mib_quantity(mode.memory_mib)} | counters.uses(weights, index)
+            attrs = identity | {
+                key("deviceType"): DeviceType.PARTITION.value,
+                key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,  # a GPUClass selects on it
+                key("partitionMode"): mode.name,
+                key("partitionCount"): mode.count,
+                key("partitionIndex"): index,
+            }
+            device = _device(
+                f"{card.base_name}-{mode.name}-{index}",
+                attrs=attrs,
+                capacity={"memory": V1DeviceCapacity(value=mib_quantity(mode.memory_mib))},
+                counter_set=card.base_name,
+                uses=uses,
+            )
+            offers.append(Offer(device, DeviceType.PARTITION, partition=mode, partition_index=index))
     return offers
 
 

@@ -15,8 +15,10 @@ hardware against it. Its rules come from how such files fail in practice:
   an older one would not stop the card's MPS daemon or restore its time slice. Format 3 added VFIO
   passthrough (``vfio`` on a device: the IOMMU group and each function's original driver); a
   file holding one needs a reader of format 3, because an older one would leave the functions on
-  ``vfio-pci``. A file without shares or VFIO is still readable by format 1 readers, so a
-  downgrade without them keeps working.
+  ``vfio-pci``. Format 4 added partitions of a card-wide mode (``partition`` on a device); an
+  older reader would take one for a whole card and never switch the card back. A file without
+  shares, VFIO or partitions is still readable by format 1 readers, so a downgrade without them
+  keeps working.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -45,10 +47,11 @@ from api.gpu.v1alpha1 import DeviceType, SharingStrategy, TimeSlicingInterval
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 MIN_READER_VERSION: Final = 1
 SHARES_READER_VERSION: Final = 2
 VFIO_READER_VERSION: Final = 3
+PARTITION_READER_VERSION: Final = 4
 
 
 class CheckpointError(Exception):
@@ -115,6 +118,14 @@ class SharingRecord(_Record):
     interval: str = "Default"  # TimeSlicing: the card's time slice while it is shared
 
 
+class PartitionRecord(_Record):
+    """A partition of a card-wide mode: the mode the card was switched to and which partition."""
+
+    mode: str
+    count: int
+    index: int
+
+
 class VfioFunctionRecord(_Record):
     """A function bound to ``vfio-pci`` for a claim, and the driver to give it back to."""
 
@@ -136,9 +147,10 @@ class DeviceRecord(_Record):
     device: str
     requests: list[str] = Field(default_factory=list)
     card: str  # PCI address of the physical card
-    device_type: str = Field(alias="deviceType")  # Physical | MIG
+    device_type: str = Field(alias="deviceType")  # Physical | MIG | Partition
     share_id: str | None = Field(default=None, alias="shareID")
     mig: MigRecord | None = None
+    partition: PartitionRecord | None = None
     sharing: SharingRecord | None = None
     vfio: VfioRecord | None = None
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
@@ -166,6 +178,10 @@ class CheckpointData(_Record):
     def shares(self) -> list[DeviceRecord]:
         """Every recorded share, of every claim."""
         return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
+
+    def partitions(self) -> list[DeviceRecord]:
+        """Every recorded partition of a card-wide mode, of every claim."""
+        return [d for c in self.claims.values() for d in c.devices if d.partition is not None]
 
     def vfio_cards(self) -> set[str]:
         """Cards bound (or being bound) to ``vfio-pci`` for a claim, in any state."""
@@ -335,6 +351,8 @@ class CheckpointStore:
 
 
 def _min_reader(data: CheckpointData) -> int:
+    if data.partitions():
+        return PARTITION_READER_VERSION
     if data.vfio_cards():
         return VFIO_READER_VERSION
     return SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION
