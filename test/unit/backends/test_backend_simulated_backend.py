@@ -25,6 +25,7 @@ EXPECTED_MODELS = {
     "2335": "NVIDIA H200",
     "2901": "NVIDIA B200",
     "27b8": "NVIDIA L4",
+    "1eb8": "Tesla T4",
     "2230": "NVIDIA RTX A6000",
 }
 
