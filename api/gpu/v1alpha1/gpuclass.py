@@ -46,6 +46,7 @@ QUANTITY_PATTERN: Final = (
 class DeviceType(StrEnum):
     PHYSICAL = "Physical"
     MIG = "MIG"
+    VGPU = "VGPU"  # a mediated device of a card in vGPU mode, for a VM (docs/vgpu.md)
 
 
 class SharingStrategy(StrEnum):

@@ -13,6 +13,7 @@ NVML returned it. *When* to call it (DriverReady=True, driverType Nvidia) is the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,7 @@ from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
+from pkg.backends.nvidia.vgpu import vgpu_types_of
 from pkg.backends.registry import VendorIdentity
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model
@@ -67,8 +69,10 @@ class NvidiaBackend:
         time_slicer: TimeSlicer | None = None,
         mps: MpsControl | None = None,
         driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT,
+        sysfs_root: Path | None = None,
     ) -> None:
         self._nvml = nvml
+        self._sysfs_root = sysfs_root
         self._identity = identity
         self._dev_root = dev_root
         self._driver_root = driver_root
@@ -104,7 +108,10 @@ class NvidiaBackend:
         return NvmlHealthEvents(self._nvml, addresses)
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:
-        return card_of(gpu, self.read(gpu))
+        card = card_of(gpu, self.read(gpu))
+        if self._sysfs_root is None:
+            return card
+        return dataclasses.replace(card, vgpu_types=vgpu_types_of(self._sysfs_root, card.pci_address))
 
     def driver_files(self) -> DriverFiles:
         """The user space of the driver NVML reports now; found again only when its version

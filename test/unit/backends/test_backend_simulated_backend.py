@@ -159,3 +159,17 @@ def test_a_malformed_health_file_is_never_read_as_healthy(tmp_path: Path, conten
     assert report is not None
     assert (report.status, report.reason) == (VerdictStatus.UNKNOWN, "InvalidHealthFile")
     assert read_health_file(tmp_path / "missing.health") is None
+
+
+def test_a_card_in_vgpu_mode_is_offered_as_its_mdev_types() -> None:
+    backend = simulated(FIXTURES / "t4-vgpu")
+    card = backend.offer_inputs(physical_gpu(ADDRESS, device_id="1eb8"))
+    assert card.product_name == "Tesla T4"
+    assert [(t.type_id, t.name, t.framebuffer_mib, t.max_instances) for t in card.vgpu_types] == [
+        ("nvidia-232", "GRID T4-4Q", 4096, 4),
+        ("nvidia-233", "GRID T4-8Q", 8192, 2),
+        ("nvidia-234", "GRID T4-16Q", 16384, 1),
+        ("nvidia-319", "GRID T4-4C", 4096, 4),
+    ]
+    plain = simulated(FIXTURES / "a30-x2").offer_inputs(physical_gpu(ADDRESS, device_id="20b7"))
+    assert plain.vgpu_types == ()
