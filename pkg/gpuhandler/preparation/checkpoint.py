@@ -15,8 +15,10 @@ hardware against it. Its rules come from how such files fail in practice:
   an older one would not stop the card's MPS daemon or restore its time slice. Format 3 added VFIO
   passthrough (``vfio`` on a device: the IOMMU group and each function's original driver); a
   file holding one needs a reader of format 3, because an older one would leave the functions on
-  ``vfio-pci``. A file without shares or VFIO is still readable by format 1 readers, so a
-  downgrade without them keeps working.
+  ``vfio-pci``. Format 4 added vGPUs (``vgpu`` on a device: the mdev type and the UUID chosen
+  for it, recorded before the mdev is created); a file holding one needs a reader of format 4,
+  because an older one would leave the mdev behind. A file without shares, VFIO or vGPUs is
+  still readable by format 1 readers, so a downgrade without them keeps working.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -45,10 +47,11 @@ from api.gpu.v1alpha1 import DeviceType, SharingStrategy, TimeSlicingInterval
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 MIN_READER_VERSION: Final = 1
 SHARES_READER_VERSION: Final = 2
 VFIO_READER_VERSION: Final = 3
+VGPU_READER_VERSION: Final = 4
 
 
 class CheckpointError(Exception):
@@ -129,6 +132,14 @@ class VfioRecord(_Record):
     functions: list[VfioFunctionRecord] = Field(default_factory=list)
 
 
+class VgpuRecord(_Record):
+    """A vGPU (mediated device) made for a claim: its mdev type and the UUID chosen for it before
+    ``create`` was written, which is what makes an mdev on the node this claim's."""
+
+    mdev_type: str = Field(alias="mdevType")
+    mdev_uuid: str = Field(alias="mdevUUID")
+
+
 class DeviceRecord(_Record):
     """One allocated device of a claim, as prepared on this node."""
 
@@ -136,11 +147,13 @@ class DeviceRecord(_Record):
     device: str
     requests: list[str] = Field(default_factory=list)
     card: str  # PCI address of the physical card
-    device_type: str = Field(alias="deviceType")  # Physical | MIG
+    device_type: str = Field(alias="deviceType")  # Physical | MIG | VGPU
     share_id: str | None = Field(default=None, alias="shareID")
     mig: MigRecord | None = None
     sharing: SharingRecord | None = None
     vfio: VfioRecord | None = None
+    # Left out when absent, so a record without a vGPU is written exactly as before format 4.
+    vgpu: VgpuRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
 
 
@@ -166,6 +179,12 @@ class CheckpointData(_Record):
     def shares(self) -> list[DeviceRecord]:
         """Every recorded share, of every claim."""
         return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
+
+    def mdevs(self) -> dict[str, str]:
+        """Every recorded vGPU's mdev UUID (in any state), and the card it is on."""
+        return {
+            d.vgpu.mdev_uuid: d.card for c in self.claims.values() for d in c.devices if d.vgpu is not None
+        }
 
     def vfio_cards(self) -> set[str]:
         """Cards bound (or being bound) to ``vfio-pci`` for a claim, in any state."""
@@ -335,6 +354,8 @@ class CheckpointStore:
 
 
 def _min_reader(data: CheckpointData) -> int:
+    if data.mdevs():
+        return VGPU_READER_VERSION
     if data.vfio_cards():
         return VFIO_READER_VERSION
     return SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION
