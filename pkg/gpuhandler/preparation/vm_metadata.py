@@ -29,6 +29,7 @@ import json
 import re
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -79,6 +80,45 @@ def metadata_document(
         )
     document["requests"] = [{"name": request, "devices": entries}]
     return document
+
+
+@dataclass(frozen=True)
+class MetadataDevice:
+    """One device of a ``DeviceMetadata`` document, as a VM launcher reads it: the passed-through
+    card's ``pciBusID`` or the vGPU's ``mdevUUID`` (``None`` where the device has none)."""
+
+    request: str
+    driver: str
+    pool: str
+    name: str
+    pci_bus_id: str | None
+    mdev_uuid: str | None
+
+
+def read_device_metadata(text: str | bytes) -> list[MetadataDevice]:
+    """The devices of a KEP-5304 ``DeviceMetadata`` document (what :func:`metadata_document`
+    writes); ``ValueError`` for anything else, so a reader never mistakes another file for it."""
+    document = json.loads(text)
+    if not isinstance(document, dict) or (document.get("apiVersion"), document.get("kind")) != (
+        METADATA_API_VERSION,
+        "DeviceMetadata",
+    ):
+        raise ValueError(f"not a {METADATA_API_VERSION} DeviceMetadata document")
+    found = []
+    for request in document.get("requests") or []:
+        for device in request.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            found.append(
+                MetadataDevice(
+                    request=str(request.get("name", "")),
+                    driver=str(device.get("driver", "")),
+                    pool=str(device.get("pool", "")),
+                    name=str(device.get("name", "")),
+                    pci_bus_id=(attributes.get(PCI_BUS_ID) or {}).get("string"),
+                    mdev_uuid=(attributes.get(MDEV_UUID) or {}).get("string"),
+                )
+            )
+    return found
 
 
 def hook_document(claim: ResourceV1ResourceClaim, devices: Sequence[DeviceRecord]) -> dict[str, Any]:

@@ -21,7 +21,12 @@ from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import VGPU_READER_VERSION, PrepareState
 from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
 from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
-from pkg.gpuhandler.preparation.vm_metadata import MDEV_UUID, METADATA_ROOT, PCI_BUS_ID
+from pkg.gpuhandler.preparation.vm_metadata import (
+    MDEV_UUID,
+    METADATA_ROOT,
+    PCI_BUS_ID,
+    read_device_metadata,
+)
 from pkg.hardware.mdev import MdevHost, mdev_types, new_mdev_uuid
 
 T4 = "0000:3b:00.0"
@@ -107,6 +112,13 @@ def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(tmp_pa
     assert meta_device["attributes"][MDEV_UUID] == {"string": vgpu.mdev_uuid}
     assert PCI_BUS_ID not in meta_device["attributes"]
     assert meta_device["attributes"]["gpu.deckhouse.io/deviceType"] == {"string": "VGPU"}
+    [read] = read_device_metadata(Path(mounts[kep]["hostPath"]).read_text())  # as a launcher reads it
+    assert (read.request, read.name, read.mdev_uuid, read.pci_bus_id) == (
+        "gpu",
+        offer.name,
+        vgpu.mdev_uuid,
+        None,
+    )
 
     assert n.driver.prepare([claim])[claim.uid].error == ""  # idempotent: the recorded answer
     assert _mdevs(n) == [vgpu.mdev_uuid]
@@ -221,3 +233,8 @@ def test_startup_removes_the_mdevs_of_deleted_claims_and_never_one_it_did_not_ma
 
     assert report.unprepared == [claim.uid]
     assert _mdevs(n) == [foreign]  # someone else's mdev stays
+
+
+def test_the_metadata_reader_refuses_other_documents() -> None:
+    with pytest.raises(ValueError, match="DeviceMetadata document"):
+        read_device_metadata('{"apiVersion": "v1", "kind": "ConfigMap"}')
