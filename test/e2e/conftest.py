@@ -172,7 +172,7 @@ def vm_node(node_pool: NodePool) -> RealNode:
 @pytest.fixture(scope="session")
 def vgpu_node(node_pool: NodePool) -> RealNode:
     """Bare metal with two Tesla T4s under NVIDIA's vGPU manager (mdev types in sysfs)."""
-    return node_pool.get(NodeConfig(name="e2e-node-vgpu", gpu_fixture=FIXTURES / "t4-vgpu"))
+    return node_pool.get(NodeConfig(name="e2e-node-vg", gpu_fixture=FIXTURES / "t4-vgpu"))
 
 
 def _components(plane: ControlPlane, node: RealNode, cards: int) -> Iterator[GpuComponents]:
