@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from kubernetes.client import V1DeviceTaint
+
 from pkg.dra.allocator.quantity import parse_quantity
 from pkg.dra.model.attributes import PCI_BUS_ID
 from pkg.dra.model.card import Card, VgpuTypeSpec
-from pkg.dra.model.offers import Offer, build_offers
+from pkg.dra.model.offers import Offer, build_offers, with_taints
 from pkg.dra.model.slices import Layout, build_slices
 
 D = "gpu.deckhouse.io/"
@@ -81,3 +83,10 @@ def test_vgpu_offers_pass_the_slice_limits() -> None:
     for layout in Layout:
         slices = build_slices(node="node-1", cards=[build_offers(T4)], generation=1, layout=layout)
         assert sum(len(s.spec.devices or []) for s in slices) == 8
+
+
+def test_a_cards_taints_reach_its_vgpu_offers() -> None:
+    taint = V1DeviceTaint(key="gpu.deckhouse.io/unhealthy", value="XidError", effect="NoSchedule")
+    tainted = with_taints(build_offers(T4), [taint])
+    assert all(o.device.taints == [taint] for o in tainted.offers)
+    assert sum(o.vgpu is not None for o in tainted.offers) == 7
