@@ -56,7 +56,12 @@ from pkg.dra.model.attributes import (
     to_attribute,
 )
 from pkg.dra.model.card import Card, MigProfileSpec, Placement, VgpuTypeSpec
-from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device
+from pkg.dra.model.limits import (
+    MAX_DEVICES_ADVANCED,
+    SliceLimitError,
+    validate_counter_set,
+    validate_device,
+)
 from pkg.dra.model.offer_order import MigKey, mig_position
 from pkg.dra.model.vgpu_offers import (
     vgpu_attributes,
@@ -135,6 +140,10 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
         SharingStrategy.EXCLUSIVE,
     )
     offers = (*mig, *shared, physical)
+    if len(offers) > MAX_DEVICES_ADVANCED:  # one card's offers never span slices
+        raise SliceLimitError(
+            f"card {card.pci_address}", f"has {len(offers)} offers, over a slice's {MAX_DEVICES_ADVANCED}"
+        )
     names = [o.name for o in offers]
     if len(set(names)) != len(names):
         raise SliceLimitError(f"card {card.pci_address}", "two offers share a device name")

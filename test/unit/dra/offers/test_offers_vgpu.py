@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from kubernetes.client import V1DeviceTaint
 
 from pkg.dra.allocator.quantity import parse_quantity
 from pkg.dra.model.attributes import PCI_BUS_ID
 from pkg.dra.model.card import Card, VgpuTypeSpec
+from pkg.dra.model.limits import SliceLimitError
 from pkg.dra.model.offers import Offer, build_offers, with_taints
 from pkg.dra.model.slices import Layout, build_slices
 
@@ -90,3 +94,9 @@ def test_a_cards_taints_reach_its_vgpu_offers() -> None:
     tainted = with_taints(build_offers(T4), [taint])
     assert all(o.device.taints == [taint] for o in tainted.offers)
     assert sum(o.vgpu is not None for o in tainted.offers) == 7
+
+
+def test_a_card_with_more_vgpu_instances_than_a_slice_holds_is_refused() -> None:
+    many = replace(T4, vgpu_types=(VgpuTypeSpec("nvidia-1", "GRID X-1Q", 256, 64),))
+    with pytest.raises(SliceLimitError, match="65 offers"):
+        build_offers(many)
