@@ -53,7 +53,8 @@ class VgpuLayout(enum.StrEnum):
 @dataclass(frozen=True)
 class MdevType:
     """One vGPU type of a card as the kernel lists it; ``framebuffer_mib`` and ``max_instances``
-    come from the manager's ``description`` (``None`` when it does not say)."""
+    come from the manager's ``description`` (``None`` when it does not say), ``created`` counts
+    the mdevs of the type that exist (its ``devices/``)."""
 
     type_id: str
     name: str
@@ -62,6 +63,7 @@ class MdevType:
     available_instances: int
     framebuffer_mib: int | None
     max_instances: int | None
+    created: int = 0
 
 
 def card_path(sysfs_root: Path, address: str) -> Path:
@@ -100,6 +102,7 @@ def mdev_types(sysfs_root: Path, address: str) -> list[MdevType]:
                     available_instances=int(_text(entry / "available_instances")),
                     framebuffer_mib=_number(_FRAMEBUFFER, description),
                     max_instances=_number(_MAX_INSTANCE, description),
+                    created=len(list((entry / "devices").iterdir())) if (entry / "devices").is_dir() else 0,
                 )
             )
         except (OSError, ValueError):
