@@ -13,7 +13,8 @@ published as ``n`` devices ``<card>-vgpu-<type number>-<i>``, each consuming ``1
   manager's mixed-size (heterogeneous) mode. In its default equal-size mode the manager accepts
   only more of the type already on the card, which shared counters cannot express exactly (every
   pair of instances of different types would need a counter of its own); the kernel's
-  ``available_instances`` says it, and Prepare refuses a vGPU the card cannot take
+  ``available_instances`` says it, so the card's types are those it can take now or holds
+  (:mod:`pkg.backends.nvidia.vgpu`), and Prepare refuses a vGPU the card cannot take
   (``VgpuTypeConflict``) before anything changes (docs/vgpu.md).
 
 The offers carry ``deviceType: VGPU``, ``sharingStrategy: Exclusive`` (a vGPU is not shared
