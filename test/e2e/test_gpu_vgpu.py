@@ -90,6 +90,17 @@ def _gpus(plane: ControlPlane, node: str) -> list[dict[str, Any]]:
     return list(json.loads(out)["items"])
 
 
+def _offered_types(plane: ControlPlane, node: str, card: str) -> set[str]:
+    """The type numbers of ``card``'s vGPU offers in the node's ResourceSlices now."""
+    out = plane.kubectl("get", "resourceslices", f"--field-selector=spec.nodeName={node}", "-o", "json")
+    prefix = "gpu-" + card.replace(":", "-").replace(".", "-") + "-vgpu-"
+    names = [d["name"] for s in json.loads(out)["items"] for d in s["spec"].get("devices") or []]
+    return {n[len(prefix) :].split("-")[0] for n in names if n.startswith(prefix)}
+
+
+ALL_TYPES = {"232", "233", "234", "319"}
+
+
 def _check_handed_over(node: RealNode, seen: dict[str, Any]) -> str:
     """The container saw the recorded mdev's VFIO group node and metadata naming it; its UUID."""
     uuid = _recorded(node)
@@ -114,6 +125,12 @@ def test_a_vm_pod_gets_a_vgpu_and_deleting_it_removes_the_mdev(
     _check_handed_over(node, seen)
     [record] = checkpoint(node).values()
     assert record["devices"][0]["deviceType"] == "VGPU"
+    card, kind = record["devices"][0]["card"], record["devices"][0]["vgpu"]["mdevType"].rsplit("-", 1)[1]
+    wait_until(  # equal-size mode: the kernel takes only more of this type, and the offers follow
+        lambda: _offered_types(control_plane, node.name, card) == {kind},
+        timeout=60,
+        what=f"the other vGPU types of {card} to be withdrawn",
+    )
     time.sleep(8)  # more than one enrichment period (5 s) and publish pass
     for gpu in _gpus(control_plane, node.name):  # a card with vGPUs is allocated, not broken
         conditions = {c["type"]: c["status"] for c in gpu["status"]["conditions"]}
@@ -125,6 +142,11 @@ def test_a_vm_pod_gets_a_vgpu_and_deleting_it_removes_the_mdev(
     released_in = time.monotonic() - started
     print(f"\nvGPU e2e: Pod running in {prepared_in:.1f} s, mdev removed {released_in:.1f} s after delete")
     wait_until(lambda: pod_gone(kube, namespace, "vm"), timeout=60, what="the Pod to go")
+    wait_until(
+        lambda: _offered_types(control_plane, node.name, card) == ALL_TYPES,
+        timeout=60,
+        what=f"every vGPU type of {card} to be offered again",
+    )
 
 
 # -- kill -9 after each vGPU step --------------------------------------------------------------------
