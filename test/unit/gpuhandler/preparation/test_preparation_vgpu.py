@@ -238,3 +238,17 @@ def test_startup_removes_the_mdevs_of_deleted_claims_and_never_one_it_did_not_ma
 def test_the_metadata_reader_refuses_other_documents() -> None:
     with pytest.raises(ValueError, match="DeviceMetadata document"):
         read_device_metadata('{"apiVersion": "v1", "kind": "ConfigMap"}')
+
+
+def test_a_vgpu_offer_without_its_mdev_type_is_an_invalid_allocation(tmp_path: Path) -> None:
+    n = node(tmp_path, fixture="t4-vgpu")
+    broken = vgpu_offer()
+    assert broken.attributes is not None
+    del broken.attributes["gpu.deckhouse.io/mdevType"]
+    [offer] = n.offers.publish(broken)
+    claim = _claim(n, offer)
+
+    error = n.driver.prepare([claim])[claim.uid].error
+
+    assert "has no str attribute gpu.deckhouse.io/mdevType" in error
+    assert _nothing_left(n)
