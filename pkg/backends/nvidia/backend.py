@@ -39,6 +39,7 @@ from pkg.backends.driver_files import (
     DriverFilesError,
     DriverRootOptions,
 )
+from pkg.backends.nvidia import vgpu
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.driver_root import discover_driver_files
 from pkg.backends.nvidia.events import NvmlHealthEvents
@@ -49,7 +50,6 @@ from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
-from pkg.backends.nvidia.vgpu import vgpu_types_of
 from pkg.backends.registry import VendorIdentity
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model
@@ -111,7 +111,7 @@ class NvidiaBackend:
         card = card_of(gpu, self.read(gpu))
         if self._sysfs_root is None:
             return card
-        return dataclasses.replace(card, vgpu_types=vgpu_types_of(self._sysfs_root, card.pci_address))
+        return dataclasses.replace(card, vgpu_types=vgpu.vgpu_types_of(self._sysfs_root, card.pci_address))
 
     def driver_files(self) -> DriverFiles:
         """The user space of the driver NVML reports now; found again only when its version
