@@ -29,6 +29,7 @@ from pkg.backends.driver_files import CAPABILITIES, DriverRootOptions
 from pkg.dra.model.slices import ServerVersion
 from pkg.framework.logging import setup_logging
 from pkg.framework.manager.manager import Manager
+from pkg.gpuhandler.attribution.setup import AttributionSettings
 from pkg.gpuhandler.offline import (
     NEWEST_SERVER_VERSION,
     OfflineInputError,
@@ -184,6 +185,34 @@ def parser() -> argparse.ArgumentParser:
         "long and its health probe passes (default 60s)",
     )
     p.add_argument(
+        "--attribution-interval",
+        type=parse_duration,
+        default=parse_duration(env("ATTRIBUTION_INTERVAL", "10s")),
+        help="read the processes on every card this often and attribute them to Pods (metrics "
+        "gpu_process_*); 0 turns attribution off; needs the kubelet plugin and hostPID (default 10s)",
+    )
+    p.add_argument(
+        "--attribution-max-series",
+        type=int,
+        default=int(env("ATTRIBUTION_MAX_SERIES", "1000")),
+        help="at most this many process rows on the node; the smallest beyond it are summed per device "
+        'into attribution="capped" rows (default 1000)',
+    )
+    p.add_argument(
+        "--usage-status-interval",
+        type=parse_duration,
+        default=parse_duration(env("USAGE_STATUS_INTERVAL", "30s")),
+        help="write a claim's usage into its status.devices at most this often, and only when it changed "
+        "materially (kubectl gpu top reads it); 0 never writes (default 30s)",
+    )
+    p.add_argument(
+        "--processes-proc",
+        type=Path,
+        default=Path(env("PROCESSES_PROC", "/proc")),
+        help="the /proc of the PID namespace the driver's process IDs belong to: the host's, which a "
+        "Pod with hostPID sees at /proc (default /proc)",
+    )
+    p.add_argument(
         "--publish",
         type=parse_bool,
         default=parse_bool(env("PUBLISH", "true")),
@@ -279,6 +308,12 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
             capabilities=args.driver_capabilities,
         ),
         cdi_hook_source=args.cdi_hook_source,
+        attribution=AttributionSettings(
+            interval=args.attribution_interval,
+            max_series=args.attribution_max_series,
+            status_interval=args.usage_status_interval,
+            processes_proc=args.processes_proc,
+        ),
     )
 
 

@@ -26,6 +26,8 @@ the other cards.
   devices, what containers get), :class:`~pkg.backends.preparation.CardPreparer`.
 * ``driver_files``: the driver's user space every container of the vendor's devices gets (the
   node's base CDI spec), :mod:`pkg.backends.driver_files`.
+* ``usage``: the processes on a card and what they use of it (:mod:`pkg.backends.usage`), for
+  gpu-handler's per-Pod attribution.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverFiles, DriverRootOptions
@@ -44,9 +46,8 @@ if TYPE_CHECKING:
     from pkg.backends.health_events import HealthEventSource
     from pkg.backends.preparation import CardPreparer
     from pkg.backends.registry import VendorIdentity
+    from pkg.backends.usage import CardUsage
     from pkg.dra.model.card import Card
-
-GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})  # VGA compatible controller, 3D controller
 
 
 class BackendError(Exception):
@@ -114,7 +115,9 @@ class BackendOptions:
     ``daemons_on_host``: daemons a share needs (NVIDIA's MPS control daemon) are started on the
     host, outside this container's cgroups, so they outlive it (:mod:`pkg.backends.host_daemons`;
     the process must be in the host's PID namespace). ``driver_root``: where the driver's user
-    space is and what containers get of it.
+    space is and what containers get of it. ``processes_proc``: the ``/proc`` of the PID namespace
+    the process IDs a vendor library reports belong to (gpu-handler runs in the host's), where a
+    simulated backend finds the real processes that use its cards.
     """
 
     node_name: str
@@ -124,6 +127,7 @@ class BackendOptions:
     state_dir: Path | None = None
     daemons_on_host: bool = False
     driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT
+    processes_proc: Path = Path("/proc")
 
 
 class VendorBackend(Protocol):
@@ -169,6 +173,11 @@ class VendorBackend(Protocol):
         version changes; raises :class:`~pkg.backends.driver_files.DriverFilesError`."""
         ...
 
+    def usage(self, address: str) -> CardUsage:
+        """One read of the processes on the card at ``address`` (a PCI address) and what they use;
+        raises :class:`BackendError`."""
+        ...
+
     def close(self) -> None:
         """Releases the library (once, at process exit)."""
         ...
@@ -188,8 +197,10 @@ class VendorPlugin(Protocol):
 
 
 def claimed_gpus(identity: VendorIdentity, devices: Sequence[PciDevice]) -> list[PciDevice]:
-    """The functions of ``devices`` that are GPUs (class VGA or 3D) of ``identity``'s vendor."""
-    return [d for d in devices if d.class_code in GPU_CLASS_CODES and d.vendor_id == identity.pci_vendor_id]
+    """The functions of ``devices`` that are GPUs (a class of ``identity``) of ``identity``'s vendor."""
+    return [
+        d for d in devices if d.class_code in identity.class_codes and d.vendor_id == identity.pci_vendor_id
+    ]
 
 
 def pci_address(gpu: PhysicalGPU) -> str:

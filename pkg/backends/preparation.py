@@ -9,7 +9,7 @@ here is idempotent, because a Prepare that died half-way is simply run again:
   creating one where the same profile already sits (perhaps without its compute instance, if the
   previous attempt died between the two calls) completes and returns it; destroying one that is
   gone is success;
-* switching MIG mode to the mode the card is in does nothing;
+* switching MIG mode (or a card-wide partition mode) to the mode the card is in does nothing;
 * setting the time slice a card already has, starting the MPS daemon that runs, stopping one that
   does not: nothing happens, successfully.
 
@@ -168,6 +168,21 @@ class CardPreparer(Protocol):
 
     def card_edits(self, address: str) -> ContainerEdits:
         """What a container of the whole card needs."""
+        ...
+
+    def partition_mode(self, address: str) -> str | None:
+        """The card-wide partition mode the card is in (:class:`~pkg.dra.model.card.PartitionMode`
+        names); ``None`` for a card without such modes."""
+        ...
+
+    def set_partition_mode(self, address: str, mode: str | None) -> None:
+        """Switches the card to partition ``mode`` (``None``: the mode of one partition, the whole
+        card); nothing happens in the mode it is in; :data:`REASON_CARD_BUSY` while it is used,
+        :data:`REASON_NOT_SUPPORTED` for a mode the card lacks."""
+        ...
+
+    def partition_edits(self, address: str, mode: str, index: int) -> ContainerEdits:
+        """What a container of partition ``index`` of ``mode`` needs (the card is in ``mode``)."""
         ...
 
     def mig_edits(self, address: str, device: MigDevice) -> ContainerEdits:

@@ -45,6 +45,10 @@ KNOWN_DRIVERS: Final[Mapping[str, DriverType]] = MappingProxyType(
     {"nvidia": DriverType.NVIDIA, "vfio-pci": DriverType.VFIO, "amdgpu": DriverType.ROCM}
 )
 
+# VGA compatible controller, 3D controller: the classes every vendor's GPUs use. A vendor may add
+# others its compute cards report (AMD: display controller 0380, processing accelerator 1200).
+GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})
+
 _VENDOR_ID = re.compile(r"^[0-9a-f]{4}$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label: also a valid label value
 
@@ -55,12 +59,14 @@ class VendorIdentity:
 
     ``name`` is the value of the ``gpu.deckhouse.io/vendor`` label (a DNS label, e.g. ``nvidia``);
     ``driver_types`` maps the kernel drivers this vendor's cards are bound to onto the driver type
-    reported in the status.
+    reported in the status; ``class_codes`` are the PCI classes (base class + subclass) under
+    which its GPUs appear.
     """
 
     name: str
     pci_vendor_id: str
     driver_types: Mapping[str, DriverType] = field(default_factory=dict)
+    class_codes: frozenset[str] = GPU_CLASS_CODES
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -51,6 +51,7 @@ class GpuComponents:
         self._pci_ids = pci_ids
         self._handler_args = list(handler_args)
         self._instance = str(uuid.uuid4())
+        self._handler_metrics_port = free_port()
         logs = node.base / "logs"
         self.agent = self._process("gpu-node-agent", "pkg.app.gpu_node_agent", self._agent_args(), logs)
         self.handler = self._process("gpu-handler", "pkg.app.gpu_handler", self._handler_argv(), logs)
@@ -98,6 +99,11 @@ class GpuComponents:
             process=self.handler,
         )
 
+    @property
+    def handler_metrics_url(self) -> str:
+        """gpu-handler's ``/metrics``, served on loopback (no proxy in front of a host process)."""
+        return f"http://127.0.0.1:{self._handler_metrics_port}/metrics"
+
     def handler_log_size(self) -> int:
         return len(self._handler_log())
 
@@ -119,12 +125,12 @@ class GpuComponents:
             f"--kubeconfig={self._plane.kubeconfig}",
             f"--node-name={self.node.name}",
             f"--sysfs-root={self.node.host.root}",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
         ]
 
     def _agent_args(self) -> list[str]:
         return [
             *self._common(),
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
             f"--host-root={self.node.host.root}",
             f"--pci-ids={self._pci_ids}",
             "--udev=false",
@@ -135,6 +141,7 @@ class GpuComponents:
         host = self.node.host
         return [
             *self._common(),
+            f"--metrics-bind-address=127.0.0.1:{self._handler_metrics_port}",
             "--backend=simulated-nvidia",
             f"--sim-state-dir={host.nvml_state}",
             f"--dev-root={host.dev}",
@@ -148,6 +155,8 @@ class GpuComponents:
             f"--plugin-instance={self._instance}",
             "--enrich-period=5",
             "--health-quiet-period=5",  # a recovery within seconds, for the health tests
+            "--attribution-interval=2",  # per-Pod series within seconds, for the attribution tests
+            "--usage-status-interval=2",
             *self._handler_args,
         ]
 

@@ -15,7 +15,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-LABEL_NVIDIA_PRESENT: Final = "gpu.deckhouse.io/nvidia.present"
+
+def vendor_present_label(vendor: str) -> str:
+    """``gpu.deckhouse.io/<vendor>.present``: ``true`` on a Node with at least one PhysicalGPU of
+    ``vendor`` (its ``gpu.deckhouse.io/vendor`` label); what runs only for one vendor's cards (the
+    NVIDIA validator, a vendor's own gpu-handler) selects nodes by it."""
+    return f"gpu.deckhouse.io/{vendor}.present"
+
+
+LABEL_NVIDIA_PRESENT: Final = vendor_present_label("nvidia")
 """``true`` on a Node with at least one NVIDIA PhysicalGPU: the GPU validator runs there."""
 
 LABEL_DRIVER_READY: Final = "gpu.deckhouse.io/driver-ready"

@@ -43,6 +43,7 @@ from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
+from pkg.gpuhandler.attribution.setup import AttributionSettings, setup_attribution
 from pkg.gpuhandler.enrichment.card_changes import EnrichmentCardChanges
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.chain import enrichment_handlers
@@ -92,6 +93,8 @@ class HandlerSettings:
     # The driver's user space for containers; the hook program is installed from cdi_hook_source.
     driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT
     cdi_hook_source: Path | None = None
+    # Per-Pod attribution of the cards' processes (pkg.gpuhandler.attribution); needs the plugin.
+    attribution: AttributionSettings = dataclasses.field(default_factory=AttributionSettings)
 
     @property
     def node_label(self) -> str:
@@ -109,6 +112,7 @@ def build_backend(vendors: VendorRegistry, settings: HandlerSettings) -> VendorB
         state_dir=settings.state_dir,
         daemons_on_host=settings.daemons_on_host,
         driver_root=dataclasses.replace(settings.driver_root, cdi_hook=installed_cdi_hook(settings)),
+        processes_proc=settings.attribution.processes_proc,
     )
     return vendors.plugin(settings.backend).create(options)
 
@@ -280,5 +284,15 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
     manager.add_readyz_check("kubelet-plugin-registered", plugin.registration.check_registered)
     manager.metrics.register(
         PreparedDevicesCollector(load=preparation.store().load, node=settings.plugin.node_name)
+    )
+    setup_attribution(
+        manager,
+        settings=settings.attribution,
+        node_name=settings.node_name,
+        backend=container.backend(),
+        client=container.client(),
+        informers=container.informers(),
+        gpus=container.gpu_informer().store.list,
+        checkpoint=preparation.store().load,
     )
     return preparation

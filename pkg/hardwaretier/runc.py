@@ -80,6 +80,49 @@ def run_container(
     )
 
 
+class RunningContainer:
+    """A container started by :func:`start_container`, running while the caller looks at it from
+    outside (its processes as NVML lists them); :meth:`wait` ends it and deletes it."""
+
+    def __init__(self, runc: Path, *, bundle: Path, container_id: str, state_root: Path) -> None:
+        state_root.mkdir(parents=True, exist_ok=True)
+        self.container_id = container_id
+        self._base = [str(runc), "--root", str(state_root)]
+        self._process = subprocess.Popen(
+            [*self._base, "run", "--bundle", str(bundle), container_id],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def wait(self, timeout: float = 120.0) -> ContainerRun:
+        try:
+            stdout, stderr = self._process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            stdout, stderr = self._process.communicate()
+            stderr += f"\n(timed out after {timeout:g}s)"
+        finally:
+            subprocess.run(
+                [*self._base, "delete", "--force", self.container_id],
+                capture_output=True,
+                check=False,
+                timeout=60,
+            )
+        return ContainerRun(
+            container_id=self.container_id, returncode=self._process.returncode, stdout=stdout, stderr=stderr
+        )
+
+
+def start_container(runc: Path, *, bundle: Path, container_id: str, state_root: Path) -> RunningContainer:
+    """``runc run`` of ``bundle`` in the background; :meth:`RunningContainer.wait` collects it."""
+    return RunningContainer(runc, bundle=bundle, container_id=container_id, state_root=state_root)
+
+
 def _text(value: bytes | str | None) -> str:
     if value is None:
         return ""

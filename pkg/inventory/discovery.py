@@ -1,7 +1,8 @@
 """Discovery: which GPUs the node has now, and what the host is.
 
-A PCI function is a GPU when its class is VGA (``0300``) or 3D controller (``0302``) and a vendor
-backend claims its vendor ID. Everything else is ignored, including functions of a
+A PCI function is a GPU when a vendor backend claims its vendor ID and its class is one of that
+vendor's GPU classes (VGA ``0300`` or 3D controller ``0302``, plus any class the vendor's identity
+adds for its compute cards). Everything else is ignored, including functions of a
 GPU vendor that are not GPUs: the HDMI audio function (``0403``) of a card, an NVSwitch (``0680``),
 a bridge. A scan that cannot read the devices directory raises, so an unreadable sysfs never reads
 as "every card removed". A single card the API could not represent (an address outside the
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 
 from api.gpu.v1alpha1 import DriverType, PciInfo
 from pkg.backends import VendorIdentity, VendorRegistry, driver_type_for
-from pkg.backends.backend import GPU_CLASS_CODES
 from pkg.hardware.hostinfo import HostInfo
 from pkg.hardware.pci import PciDevice
 from pkg.inventory.desired import PciNames, device_label, pci_info
@@ -64,9 +64,10 @@ class Discovery:
 
 def gpu_vendor(device: PciDevice, vendors: VendorRegistry) -> VendorIdentity | None:
     """The backend's identity if ``device`` is a GPU one claims, else ``None``."""
-    if device.class_code not in GPU_CLASS_CODES:
+    identity = vendors.by_pci_vendor(device.vendor_id)
+    if identity is None or device.class_code not in identity.class_codes:
         return None
-    return vendors.by_pci_vendor(device.vendor_id)
+    return identity
 
 
 class Discoverer:

@@ -7,7 +7,7 @@ framework beside kopf, 4. the node components' footprint (real nodes: root, and 
 real-node lock) — then, in the full run, the allocator's own benchmarks (decisions against the
 figures before the restart/decision work, fragmentation, CEL engines, NodePrepare latency, the
 allocation ledger at 100,000 open allocations, the controllers' memory at 1,000 and 5,000 nodes
-and explain at 1,000).
+and explain at 1,000, and per-Pod attribution on a full node).
 
 A script rather than ``python -m test.bench``: the standard library has a regular package named
 ``test``, which wins over this repository's ``test`` folder (a namespace package, no
@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import allocator_bench
+import attribution_bench
 import cel_engines
 import framework_bench
 import ledger_bench
@@ -48,6 +49,7 @@ OWN: dict[str, Callable[[], None]] = {
     "prepare": prepare_bench.main,
     "ledger": ledger_bench.main,
     "scale": scale_bench.main,
+    "attribution": attribution_bench.main,
 }
 
 

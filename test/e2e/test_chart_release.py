@@ -362,6 +362,11 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
     },
     "gpu-handler": {
         ("resource.k8s.io", "resourceslices", "delete"): "slices of a pool that shrank",
+        (
+            "resource.k8s.io",
+            "resourceclaims/driver",
+            "associated-node:patch",
+        ): "checked by the API server within each resourceclaims/status patch: never a request of its own",
         ("events.k8s.io", "events", "create"): "Events on failed prepares (none failed here)",
         ("events.k8s.io", "events", "patch"): "a repeated Event patched into a series",
     },

@@ -35,6 +35,7 @@ from api.gpu.v1alpha1 import DriverType
 from pkg.backends import BackendOptions, VendorBackend, default_registry
 from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.nvidia.nvml import PynvmlAdapter
+from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.hardwaretier.cdi_inject import find_cdi_tool, find_tool
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim
@@ -255,3 +256,23 @@ def cuda_in_container(
         return run_with_cdi(runc, bundle, state_root=workdir / "runc")
 
     return run
+
+
+@pytest.fixture(scope="module")
+def whole_claim(
+    preparation: PreparationNode,
+    offers: OffersOutput,
+    facts: dict[str, CardFacts],
+    card: str,
+    card_changes_allowed: bool,
+) -> Iterator[PreparedClaim]:
+    """A claim for the first card's exclusive offer, prepared once per module and released after it."""
+    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
+        pytest.skip(
+            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
+        )
+    offer = offers.exclusive_offer(card)
+    assert offer is not None, f"card {card} has no exclusive offer"
+    claim = preparation.prepare("whole-card", offer)
+    yield claim
+    preparation.unprepare(claim)

@@ -11,40 +11,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from pkg.backends.nvidia.nvml import PynvmlAdapter
-from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CdiSpecs, driver_device_id
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim
 from pkg.hardwaretier.cuda_build import product_of
 from pkg.hardwaretier.nvml_facts import CardFacts
-from pkg.hardwaretier.offer_checks import OffersOutput
 from pkg.hardwaretier.runc import ContainerRun
 
 CudaInContainer = Callable[[PreparedClaim, str], ContainerRun]  # the conftest's cuda_in_container
-
-
-@pytest.fixture(scope="module")
-def whole_claim(
-    preparation: PreparationNode,
-    offers: OffersOutput,
-    facts: dict[str, CardFacts],
-    card: str,
-    card_changes_allowed: bool,
-) -> Iterator[PreparedClaim]:
-    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
-        pytest.skip(
-            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
-        )
-    offer = offers.exclusive_offer(card)
-    assert offer is not None, f"card {card} has no exclusive offer"
-    claim = preparation.prepare("whole-card", offer)
-    yield claim
-    preparation.unprepare(claim)
 
 
 def test_a_whole_card_claim_writes_a_cdi_spec_the_loader_accepts(

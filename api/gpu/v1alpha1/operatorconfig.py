@@ -177,6 +177,26 @@ class KubeletPluginSettings(ConfigModel):
     )
 
 
+class AttributionSettings(ConfigModel):
+    """Per-Pod attribution of the cards' processes (needs the kubelet plugin: hostPID, the checkpoint)."""
+
+    interval: Duration = Field(
+        default="10s",
+        description="Read the processes on every card this often (--attribution-interval); 0s: off.",
+    )
+    max_series: int = Field(
+        default=1000,
+        ge=1,
+        description="Process rows per node at most; the smallest beyond it are summed per device "
+        "(--attribution-max-series).",
+    )
+    usage_status_interval: Duration = Field(
+        default="30s",
+        description="Write a claim's usage into its status.devices at most this often, on material "
+        "change (--usage-status-interval); 0s: never.",
+    )
+
+
 class GpuHandlerSettings(ComponentSettings):
     backend: str = Field(default="nvidia", min_length=1, description="Vendor backend (--backend).")
     kubelet_plugin: KubeletPluginSettings = Field(
@@ -187,6 +207,9 @@ class GpuHandlerSettings(ComponentSettings):
     publish: bool = Field(default=True, description="Publish ResourceSlices (--publish).")
     publish_resync_period: Duration = Field(default="5m", description="--publish-resync-period.")
     metrics_port: Port = Field(default=8080, description="Port of /metrics, /healthz and /readyz.")
+    attribution: AttributionSettings = Field(
+        default_factory=AttributionSettings, description="Per-Pod attribution of the cards' processes."
+    )
 
 
 class DcgmSettings(ComponentSettings):

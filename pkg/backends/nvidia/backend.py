@@ -50,7 +50,9 @@ from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
+from pkg.backends.nvidia.usage import UsageReader
 from pkg.backends.registry import VendorIdentity
+from pkg.backends.usage import CardUsage
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model
 from pkg.hardware.pci import PciDevice
@@ -78,6 +80,7 @@ class NvidiaBackend:
         self._driver_root = driver_root
         self._driver_files: DriverFiles | None = None
         self._driver_files_lock = threading.Lock()
+        self._usage = UsageReader(nvml)
         self._preparer = NvidiaPreparer(
             nvml=nvml, dev_root=dev_root, proc_root=proc_root, time_slicer=time_slicer, mps=mps
         )
@@ -126,6 +129,9 @@ class NvidiaBackend:
                     self._driver_root, version=version, dev_root=self._dev_root
                 )
             return self._driver_files
+
+    def usage(self, address: str) -> CardUsage:
+        return self._usage.read(address)
 
     def read(self, gpu: PhysicalGPU) -> CardReading:
         """One NVML pass over the card; raises :class:`~pkg.backends.backend.BackendError`."""

@@ -39,6 +39,8 @@ from pkg.backends.nvidia.nvml_port import (
     NvmlError,
     NvmlEvent,
     NvmlReturn,
+    ProcessInfo,
+    ProcessUtilization,
     RemappedRows,
 )
 
@@ -210,6 +212,52 @@ class PynvmlAdapter:
             return sorted(pids)
 
         return self._device("nvmlDeviceGetComputeRunningProcesses", address, query)
+
+    def processes(self, address: str) -> list[ProcessInfo]:
+        def query(handle: Any) -> list[ProcessInfo]:
+            found: dict[tuple[int, int, int], ProcessInfo] = {}
+            listed = [
+                *self._nvml.nvmlDeviceGetComputeRunningProcesses(handle),
+                *self._nvml.nvmlDeviceGetGraphicsRunningProcesses(handle),
+            ]
+            for entry in listed:
+                info = ProcessInfo(
+                    pid=int(entry.pid),
+                    used_memory_bytes=_known(getattr(entry, "usedGpuMemory", None)),
+                    gpu_instance=int(getattr(entry, "gpuInstanceId", NO_INSTANCE)),
+                    compute_instance=int(getattr(entry, "computeInstanceId", NO_INSTANCE)),
+                )
+                found.setdefault((info.pid, info.gpu_instance, info.compute_instance), info)
+            return list(found.values())
+
+        return self._device("nvmlDeviceGetComputeRunningProcesses", address, query)
+
+    def process_utilization(self, address: str, since_us: int) -> list[ProcessUtilization]:
+        def query(handle: Any) -> list[ProcessUtilization]:
+            try:
+                samples = self._nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+            except self._nvml.NVMLError as exc:
+                if exc.value == NvmlReturn.NOT_FOUND:  # no sample newer than since_us
+                    return []
+                raise
+            return [
+                ProcessUtilization(
+                    pid=int(s.pid),
+                    timestamp_us=int(s.timeStamp),
+                    sm_percent=int(s.smUtil),
+                    memory_percent=int(s.memUtil),
+                )
+                for s in samples
+            ]
+
+        return self._device("nvmlDeviceGetProcessUtilization", address, query)
+
+    def total_energy_mj(self, address: str) -> int:
+        return int(
+            self._device(
+                "nvmlDeviceGetTotalEnergyConsumption", address, self._nvml.nvmlDeviceGetTotalEnergyConsumption
+            )
+        )
 
     def set_mig_mode(self, address: str, mode: int) -> None:
         def change(handle: Any) -> None:
@@ -455,3 +503,12 @@ def _text(value: Any) -> str:
 
 
 __all__ = ["PynvmlAdapter"]
+
+
+def _known(value: Any) -> int | None:
+    """A memory figure NVML reports, or ``None`` for its "not available" marker (pynvml gives
+    ``None``; the raw value is ``NVML_VALUE_NOT_AVAILABLE``, all bits set)."""
+    if value is None:
+        return None
+    number = int(value)
+    return None if number < 0 or number >= 0xFFFFFFFFFFFFFFFF else number

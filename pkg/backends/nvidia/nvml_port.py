@@ -161,6 +161,30 @@ class GpuFabricInfo:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProcessInfo:
+    """One entry of ``nvmlDeviceGetComputeRunningProcesses`` / ``…GraphicsRunningProcesses``: the PID
+    as the caller's PID namespace sees it, the GPU memory it holds (``None``: NVML does not know,
+    as for a process in another container without the rights to see it), and the MIG instance it
+    runs in (:data:`NO_INSTANCE` on a card without MIG)."""
+
+    pid: int
+    used_memory_bytes: int | None
+    gpu_instance: int = NO_INSTANCE
+    compute_instance: int = NO_INSTANCE
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessUtilization:
+    """One ``nvmlProcessUtilizationSample_t``: a process's share of the card's SMs and memory
+    bandwidth, in percent, over the driver's sample period ending at ``timestamp_us``."""
+
+    pid: int
+    timestamp_us: int
+    sm_percent: int
+    memory_percent: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class NvmlEvent:
     """``nvmlEventData_t``: the card (by PCI address), the event type bit, its data (the XID for
     an XID event) and the MIG instance the driver attributed it to (:data:`NO_INSTANCE`: none)."""
@@ -243,6 +267,22 @@ class Nvml(Protocol):
 
     def running_processes(self, address: str) -> list[int]:
         """PIDs of compute and graphics processes on the card (empty: the card is idle)."""
+        ...
+
+    def processes(self, address: str) -> list[ProcessInfo]:
+        """Compute and graphics processes on the card, one entry per PID and instance (the memory of
+        a PID listed by both calls is counted once): on a card in MIG mode, with their GPU and
+        compute instance."""
+        ...
+
+    def process_utilization(self, address: str, since_us: int) -> list[ProcessUtilization]:
+        """``nvmlDeviceGetProcessUtilization``: the samples newer than ``since_us`` (0: all the
+        driver keeps); empty when there are none (NVML's ``NOT_FOUND``); ``NOT_SUPPORTED`` on a card
+        in MIG mode."""
+        ...
+
+    def total_energy_mj(self, address: str) -> int:
+        """``nvmlDeviceGetTotalEnergyConsumption``: millijoules since the driver loaded (Volta+)."""
         ...
 
     def set_mig_mode(self, address: str, mode: int) -> None:

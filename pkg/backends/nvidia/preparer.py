@@ -217,6 +217,21 @@ class NvidiaPreparer:
         uuid = self._uuid(address)
         return ContainerEdits(device_nodes=self._card_nodes(address), env=((VISIBLE_DEVICES, uuid),))
 
+    def partition_mode(self, address: str) -> str | None:
+        """None: NVIDIA cards are partitioned instance by instance (MIG), not by a card-wide mode."""
+        return None
+
+    def set_partition_mode(self, address: str, mode: str | None) -> None:
+        if mode is not None:
+            raise PreparationError(
+                address=address, reason=REASON_NOT_SUPPORTED, message="NVIDIA cards have no partition modes"
+            )
+
+    def partition_edits(self, address: str, mode: str, index: int) -> ContainerEdits:
+        raise PreparationError(
+            address=address, reason=REASON_NOT_SUPPORTED, message="NVIDIA cards have no partition modes"
+        )
+
     def mig_edits(self, address: str, device: MigDevice) -> ContainerEdits:
         if not device.complete or device.uuid is None:
             raise PreparationError(

@@ -115,7 +115,12 @@ class SimulatedNvidiaPlugin:
     def create(self, options: BackendOptions) -> VendorBackend:
         # The driver's state is the node's: kept in the state folder, shared by every process there.
         driver = SimulatedDriverState(options.state_dir / "driver" if options.state_dir else None)
-        nvml = SimulatedNvml(node_name=options.node_name, sysfs_root=options.sysfs_root, state=driver)
+        nvml = SimulatedNvml(
+            node_name=options.node_name,
+            sysfs_root=options.sysfs_root,
+            state=driver,
+            processes_proc=options.processes_proc,
+        )
         return SimulatedBackend(
             nvml=nvml,
             state_dir=options.state_dir,

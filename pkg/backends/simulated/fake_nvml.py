@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -45,6 +47,7 @@ from pkg.backends.nvidia.nvml_port import (
     GPU_FABRIC_STATE_NOT_SUPPORTED,
     MIG_DISABLED,
     MIG_ENABLED,
+    NO_INSTANCE,
     NVLINK_DEVICE_TYPE_SWITCH,
     ComputeInstanceInfo,
     GpuFabricInfo,
@@ -53,6 +56,8 @@ from pkg.backends.nvidia.nvml_port import (
     NvLink,
     NvmlError,
     NvmlReturn,
+    ProcessInfo,
+    ProcessUtilization,
     RemappedRows,
 )
 from pkg.backends.nvidia.profiles import ModelFacts
@@ -64,6 +69,7 @@ from pkg.backends.simulated.driver_state import (
     SimulatedDriverState,
 )
 from pkg.backends.simulated.events import SimulatedEventSet
+from pkg.backends.simulated.gpu_processes import GpuProcess, GpuProcessScan
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
 _CLOCKS_EVENT_GPU_IDLE: Final = 0x1
@@ -73,6 +79,7 @@ _DEVICE_MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
 _WHOLE_COMPUTE_INSTANCE_PROFILE: Final = 0  # one profile per GPU instance in the simulation
 _ARCH_HOPPER: Final = 9  # NVML_DEVICE_ARCH_HOPPER: the first with GPU fabric info
 _NO_CLUSTER: Final = "00000000-0000-0000-0000-000000000000"
+_IDLE_POWER_SHARE: Final = 0.25  # of the card's maximum power limit, drawn with no SM busy
 
 
 class SimulatedNvml:
@@ -87,12 +94,20 @@ class SimulatedNvml:
         cuda_driver_version: int = CUDA_DRIVER_VERSION,
         mig_enabled: Iterable[str] = (),
         state: SimulatedDriverState | None = None,
+        processes_proc: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``processes_proc``: the ``/proc`` whose processes may use the simulated cards
+        (:mod:`~pkg.backends.simulated.gpu_processes`); ``None``: only the test hook's processes."""
         self._node = node_name
         self._sysfs = sysfs_root
         self._driver = driver_version
         self._cuda = cuda_driver_version
         self.state = state or SimulatedDriverState(mig_enabled=mig_enabled)
+        self._scan = GpuProcessScan(processes_proc) if processes_proc is not None else None
+        self._clock = clock
+        self._energy_lock = threading.Lock()
+        self._energy: dict[str, tuple[float, float]] = {}  # address: (clock, millijoules)
 
     def driver_version(self) -> str:
         return self._driver
@@ -204,8 +219,52 @@ class SimulatedNvml:
         return self._probe_order().index(address)
 
     def running_processes(self, address: str) -> list[int]:
+        return sorted({p.pid for p in self.processes(address)})
+
+    def processes(self, address: str) -> list[ProcessInfo]:
         self._model("nvmlDeviceGetComputeRunningProcesses", address)
-        return list(self.state.card(address).processes)
+        card = self.state.card(address)
+        found = {pid: ProcessInfo(pid=pid, used_memory_bytes=0) for pid in card.processes}
+        migs = self._mig_uuids(address, card)
+        for process in self._scanned(address, card):
+            gpu_instance, compute_instance = next(
+                (pair for mig, pair in migs.items() if mig in process.visible), (NO_INSTANCE, NO_INSTANCE)
+            )
+            found[process.pid] = ProcessInfo(
+                pid=process.pid,
+                used_memory_bytes=process.memory_bytes,
+                gpu_instance=gpu_instance,
+                compute_instance=compute_instance,
+            )
+        return list(found.values())
+
+    def process_utilization(self, address: str, since_us: int) -> list[ProcessUtilization]:
+        call = "nvmlDeviceGetProcessUtilization"
+        self._model(call, address)
+        card = self.state.card(address)
+        if card.mig_mode == MIG_ENABLED:
+            raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+        now_us = int(time.time() * 1_000_000)
+        if now_us <= since_us:
+            return []
+        return [
+            ProcessUtilization(pid=p.pid, timestamp_us=now_us, sm_percent=p.sm_percent, memory_percent=0)
+            for p in self._scanned(address, card)
+        ]
+
+    def total_energy_mj(self, address: str) -> int:
+        """The card's energy counter, advanced at every read by the power its processes draw now:
+        a quarter of the maximum limit idle, the whole of it with every SM busy."""
+        call = "nvmlDeviceGetTotalEnergyConsumption"
+        _low, high = self._power(call, address)
+        busy = min(100, sum(p.sm_percent for p in self._scanned(address, self.state.card(address))))
+        watts = high * (_IDLE_POWER_SHARE + (1 - _IDLE_POWER_SHARE) * busy / 100)
+        with self._energy_lock:
+            now = self._clock()
+            then, energy = self._energy.get(address, (now, 0.0))
+            energy += watts * (now - then) * 1000
+            self._energy[address] = (now, energy)
+            return int(energy)
 
     def set_mig_mode(self, address: str, mode: int) -> None:
         call = "nvmlDeviceSetMigMode"
@@ -216,10 +275,11 @@ class SimulatedNvml:
         def switch(card: CardState) -> None:
             if card.mig_mode == mode:
                 return
-            if card.processes or card.gpu_instances:
+            if card.processes or card.gpu_instances or busy:
                 raise _error(call, address, NvmlReturn.IN_USE)
             card.mig_mode = mode
 
+        busy = bool(self._scanned(address, self.state.card(address)))
         self.state.change(address, switch)
 
     def compute_mode(self, address: str) -> int:
@@ -368,6 +428,21 @@ class SimulatedNvml:
         if self.state.card(address).mig_mode != MIG_ENABLED:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
         return facts
+
+    def _scanned(self, address: str, card: CardState) -> list[GpuProcess]:
+        """Real processes using the card (:mod:`~pkg.backends.simulated.gpu_processes`)."""
+        if self._scan is None:
+            return []
+        uuids = frozenset({self.uuid(address), *self._mig_uuids(address, card)})
+        return self._scan.on_card(minor=self.minor_number(address), uuids=uuids)
+
+    def _mig_uuids(self, address: str, card: CardState) -> dict[str, tuple[int, int]]:
+        """The UUID of every MIG device of the card: (GPU instance, compute instance)."""
+        return {
+            self.mig_device_uuid(address, gi.id, ci.id): (gi.id, ci.id)
+            for gi in card.gpu_instances
+            for ci in gi.compute_instances
+        }
 
     def _probe_order(self) -> list[str]:
         devices = self._sysfs / "bus" / "pci" / "devices"

@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from kubernetes.client import V1Node, V1ObjectMeta
+from kubernetes.client import V1AllocationResult, V1Node, V1ObjectMeta
 
 from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Unschedulable, explain
 from pkg.dra.explain.bundle import BundleError, ExplainObjects, load_bundle
@@ -89,30 +90,67 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     except (BundleError, ClusterError) as error:
         print(f"error: {error}", file=err)
         return EXIT_BAD_INPUT
+    try:
+        report = explain_claim(
+            objects,
+            key,
+            node=node,
+            first_fit=args.strategy == "first-fit",
+            show_all=args.all,
+            max_devices=args.max_devices,
+        )
+    except Exception as error:  # every input error is handled above; this is a bug, said plainly
+        print(f"error: explaining {key} failed: {type(error).__name__}: {error}", file=err)
+        return EXIT_INTERNAL
+    if report.current is not None:
+        print(f"note: {key} is already allocated: {describe_allocation(report.current)}", file=out)
+    out.write(report.text)
+    return EXIT_ALLOCATABLE if report.allocatable else EXIT_NOT_ALLOCATABLE
+
+
+@dataclass(frozen=True)
+class Report:
+    """One claim explained: the rendered report, whether it is allocatable now, what it holds."""
+
+    text: str
+    allocatable: bool
+    current: V1AllocationResult | None
+
+
+def explain_claim(
+    objects: ExplainObjects,
+    key: str,
+    *,
+    node: V1Node | None,
+    first_fit: bool = False,
+    show_all: bool = False,
+    max_devices: int = 40,
+) -> Report:
+    """Explains the claim ``key`` (``namespace/name``, present in ``objects``) against every *other*
+    allocated claim there, with one attempt of the allocator and its own trace (nothing allocated
+    twice). Shared by this command and ``kubectl gpu explain``, so both answer alike; an exception
+    here is a bug, not an input error (callers check the claim exists first)."""
+    claim = objects.claims[key]
+    namespace = key.partition("/")[0]
     others = [
         c
         for k, c in objects.claims.items()
         if k != key and c.status is not None and c.status.allocation is not None
     ]
-    allocator = Allocator(strategy=FirstFit() if args.strategy == "first-fit" else BestFit())
-    try:
-        inputs = AllocationInputs.of(
-            slices=objects.slices,
-            classes=objects.classes,
-            allocated_claims=others,
-            namespace_labels=objects.namespace_labels(namespace),
-            node=node,
-        )
-        explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
-        current = claim.status.allocation if claim.status is not None else None
-        text = render(explanation, show_all=args.all, max_devices=args.max_devices)
-    except Exception as error:  # every input error is handled above; this is a bug, said plainly
-        print(f"error: explaining {key} failed: {type(error).__name__}: {error}", file=err)
-        return EXIT_INTERNAL
-    if current is not None:
-        print(f"note: {key} is already allocated: {describe_allocation(current)}", file=out)
-    out.write(text)
-    return EXIT_NOT_ALLOCATABLE if isinstance(explanation.outcome, Unschedulable) else EXIT_ALLOCATABLE
+    allocator = Allocator(strategy=FirstFit() if first_fit else BestFit())
+    inputs = AllocationInputs.of(
+        slices=objects.slices,
+        classes=objects.classes,
+        allocated_claims=others,
+        namespace_labels=objects.namespace_labels(namespace),
+        node=node,
+    )
+    explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
+    return Report(
+        text=render(explanation, show_all=show_all, max_devices=max_devices),
+        allocatable=not isinstance(explanation.outcome, Unschedulable),
+        current=claim.status.allocation if claim.status is not None else None,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from api.gpu.v1alpha1 import SharingStrategy
+
 
 @dataclass(frozen=True, slots=True)
 class Engines:
@@ -77,12 +79,33 @@ class VgpuTypeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionMode:
+    """One way of cutting the whole card into ``count`` equal compute partitions.
+
+    Some cards are partitioned by a card-wide *mode* rather than instance by instance: every
+    partition of the card has the same size, and the mode switches only while the card is free.
+    ``name`` is the mode as the driver spells it (lower-cased, a DNS label, e.g. ``cpx``);
+    ``slots`` is how many of the card's compute slots (dies) one partition holds, so
+    ``count * slots`` is the card's slot total; ``memory_mib`` is one partition's share.
+    """
+
+    name: str
+    count: int
+    slots: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
 class Card:
     """One physical card as the offer model sees it.
 
     ``physical_gpu`` is the PhysicalGPU object's name (a metric label); ``device`` the normalised
     model (``a30``); ``mig_allowed`` the node's ``gpu.deckhouse.io/allow-mig`` decision. ``engines``
     are the card's totals; left out, they are those of its largest MIG profile.
+
+    ``partition_modes`` are the card-wide partition modes the card can be switched to (empty
+    for cards partitioned instance by instance, or not at all); ``sharing`` the share strategies
+    its backend can enforce (each becomes a shared offer).
 
     Topology (docs/topology.md), each ``None`` when its source did not say: ``pcie_root`` and
     ``numa_node`` from sysfs (:mod:`pkg.hardware.pci_topology`), ``nvlink_domain`` from the vendor
@@ -108,6 +131,8 @@ class Card:
     pcie_root: str | None = None
     numa_node: int | None = None
     nvlink_domain: str | None = None
+    partition_modes: tuple[PartitionMode, ...] = ()
+    sharing: tuple[SharingStrategy, ...] = (SharingStrategy.TIME_SLICING, SharingStrategy.MPS)
     vgpu_types: tuple[VgpuTypeSpec, ...] = ()
 
     @property

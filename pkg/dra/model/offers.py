@@ -55,7 +55,7 @@ from pkg.dra.model.attributes import (
     mib_quantity,
     to_attribute,
 )
-from pkg.dra.model.card import Card, MigProfileSpec, Placement, VgpuTypeSpec
+from pkg.dra.model.card import Card, MigProfileSpec, PartitionMode, Placement, VgpuTypeSpec
 from pkg.dra.model.limits import (
     MAX_DEVICES_ADVANCED,
     SliceLimitError,
@@ -63,6 +63,7 @@ from pkg.dra.model.limits import (
     validate_device,
 )
 from pkg.dra.model.offer_order import MigKey, mig_position
+from pkg.dra.model.partition_offers import PartitionCounters, partition_counters
 from pkg.dra.model.vgpu_offers import (
     vgpu_attributes,
     vgpu_capacity,
@@ -76,7 +77,8 @@ SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 @dataclass(frozen=True)
 class Offer:
     """One published device and what it stands for (``profile``/``placement`` only for MIG,
-    ``vgpu`` only for a vGPU)."""
+    ``partition``/``partition_index`` only for a partition of a card-wide mode, ``vgpu`` only for a
+    vGPU)."""
 
     device: V1Device
     device_type: DeviceType
@@ -84,6 +86,8 @@ class Offer:
     profile: MigProfileSpec | None = None
     placement: Placement | None = None
     vgpu: VgpuTypeSpec | None = None
+    partition: PartitionMode | None = None
+    partition_index: int | None = None
 
     @property
     def name(self) -> str:
@@ -96,6 +100,8 @@ class Offer:
             return self.profile.name
         if self.vgpu is not None:
             return self.vgpu.name
+        if self.partition is not None:
+            return self.partition.name
         return (self.sharing or SharingStrategy.EXCLUSIVE).value
 
 
@@ -114,15 +120,17 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
     ``order`` gives the sort key of the card's MIG offers; only the packing benchmark passes
     another than the published one, to measure the orders side by side.
     """
-    counters = _card_counters(card)
+    partitions = partition_counters(card)
+    counters = _card_counters(card) | (partitions.counters() if partitions else {})
     counter_set = V1CounterSet(name=card.base_name, counters=_as_counters(counters))
     validate_counter_set(counter_set)
     identity = card_identity(card)
     if card.vgpu_mode:  # no CUDA on the host: vGPUs and passthrough only (vgpu_offers)
-        mig, shared = _vgpu_offers(card, identity), []
+        mig, parts, shared = _vgpu_offers(card, identity), [], []
     else:
         mig = _mig_offers(card, identity, order(card)) if card.mig_allowed else []
-        shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX]
+        parts = _partition_offers(card, identity, partitions) if partitions else []
+        shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX if s in card.sharing]
     exclusive: dict[str, AttributeValue] = {
         key("deviceType"): DeviceType.PHYSICAL.value,
         key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,
@@ -139,7 +147,7 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
         DeviceType.PHYSICAL,
         SharingStrategy.EXCLUSIVE,
     )
-    offers = (*mig, *shared, physical)
+    offers = (*mig, *parts, *shared, physical)
     if len(offers) > MAX_DEVICES_ADVANCED:  # one card's offers never span slices
         raise SliceLimitError(
             f"card {card.pci_address}", f"has {len(offers)} offers, over a slice's {MAX_DEVICES_ADVANCED}"
@@ -220,6 +228,34 @@ def _vgpu_offers(card: Card, identity: dict[str, AttributeValue]) -> list[Offer]
                 uses=uses,
             )
             offers.append(Offer(device, DeviceType.VGPU, SharingStrategy.EXCLUSIVE, vgpu=spec))
+    return offers
+
+
+def _partition_offers(
+    card: Card, identity: dict[str, AttributeValue], counters: PartitionCounters
+) -> list[Offer]:
+    """Every partition of every mode, smallest partitions first (the scheduler's first fit then
+    fills a card already cut small before it cuts another)."""
+    offers = []
+    for weights in sorted(counters.weights, key=lambda w: -w.mode.count):
+        mode = weights.mode
+        for index in range(mode.count):
+            uses = {"memory": mib_quantity(mode.memory_mib)} | counters.uses(weights, index)
+            attrs = identity | {
+                key("deviceType"): DeviceType.PARTITION.value,
+                key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,  # a GPUClass selects on it
+                key("partitionMode"): mode.name,
+                key("partitionCount"): mode.count,
+                key("partitionIndex"): index,
+            }
+            device = _device(
+                f"{card.base_name}-{mode.name}-{index}",
+                attrs=attrs,
+                capacity={"memory": V1DeviceCapacity(value=mib_quantity(mode.memory_mib))},
+                counter_set=card.base_name,
+                uses=uses,
+            )
+            offers.append(Offer(device, DeviceType.PARTITION, partition=mode, partition_index=index))
     return offers
 
 

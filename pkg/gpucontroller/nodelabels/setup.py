@@ -27,13 +27,13 @@ from pkg.framework.controller.predicate import Funcs
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler, ObjectReconciler, Request
 from pkg.framework.reconcile.conditions import condition_status
-from pkg.gpucontroller.names import LABEL_DRIVER_READY, LABEL_NVIDIA_PRESENT
-from pkg.gpucontroller.nodelabels.internal.handler.gate_labels import GateLabelsHandler
+from pkg.gpucontroller.names import LABEL_DRIVER_READY, vendor_present_label
+from pkg.gpucontroller.nodelabels.internal.handler.gate_labels import GateLabelsHandler, known_vendors
 from pkg.gpucontroller.nodelabels.internal.service import KubeNodeLabelWriter
 from pkg.gpucontroller.nodelabels.internal.state import NodeLabelsState
 
 CONTROLLER_NAME = "nodelabels"
-GATE_LABELS = (LABEL_NVIDIA_PRESENT, LABEL_DRIVER_READY)
+GATE_LABELS = (*(vendor_present_label(v) for v in known_vendors()), LABEL_DRIVER_READY)
 
 
 def new_reconciler(

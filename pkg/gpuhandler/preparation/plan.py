@@ -2,8 +2,9 @@
 
 Everything is read from the allocation and from the published offer, never guessed from names:
 a result names a device of our pool; the device's attributes in this node's ResourceSlices say
-what it is (``deviceType``, ``sharingStrategy``, the card's ``pciAddress``, and for MIG the
-``profileID`` and placement); the allocation's opaque configs for our driver (from the class,
+what it is (``deviceType``, ``sharingStrategy``, the card's ``pciAddress``, for MIG the
+``profileID`` and placement, for a partition of a card-wide mode ``partitionMode``,
+``partitionCount`` and ``partitionIndex``); the allocation's opaque configs for our driver (from the class,
 then the claim, the later winning) say how it is configured. Anything that does not fit — a
 result for another node's pool, a device this node does not publish, an attribute missing or of
 the wrong kind, a config that is not a valid :class:`~api.gpu.v1alpha1.GpuConfig` — is a
@@ -50,6 +51,7 @@ MAX_MIG_SLOTS: Final = 64
 MAX_PROFILE_ID: Final = 1 << 16
 MAX_QUANTITY: Final = 1 << 50
 _MDEV_TYPE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_MODE: Final = re.compile(r"[a-z][a-z0-9]{0,15}")  # a partition mode's name (spx, cpx)
 _PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
@@ -62,6 +64,15 @@ class MigPlacement:
     profile_id: int
     start: int
     size: int
+
+
+@dataclass(frozen=True)
+class PartitionPlacement:
+    """Partition ``index`` of the card-wide mode ``mode`` (``count`` partitions)."""
+
+    mode: str
+    count: int
+    index: int
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,7 @@ class PlannedDevice:
     device_type: DeviceType
     sharing: SharingStrategy
     mig: MigPlacement | None = None
+    partition: PartitionPlacement | None = None
     share_id: str | None = None
     share: PlannedShare | None = None
     config: GpuConfig | None = None
@@ -185,6 +197,7 @@ def _planned(
         if not _MDEV_TYPE.fullmatch(mdev_type):
             raise PlanError(f"{where} has mdevType {mdev_type[:80]!r}, not an mdev type ID (nvidia-232)")
         vgpu = VgpuPlan(mdev_type=mdev_type)
+    partition = _partition(device, where) if device_type is DeviceType.PARTITION else None
     wanted = config.sharing.strategy if config is not None and config.sharing is not None else None
     if wanted is not None and wanted is not sharing:
         raise PlanError(
@@ -201,11 +214,23 @@ def _planned(
         device_type=device_type,
         sharing=sharing,
         mig=mig,
+        partition=partition,
         share_id=result.share_id,
         share=share,
         config=config,
         vgpu=vgpu,
     )
+
+
+def _partition(device: V1Device, where: str) -> PartitionPlacement:
+    mode = _attribute(device, "partitionMode", str, where)
+    if not _MODE.fullmatch(mode):
+        raise PlanError(f"{where} has partitionMode {mode[:80]!r}, not a mode name (cpx)")
+    count = _bounded(
+        _attribute(device, "partitionCount", int, where), 2, MAX_MIG_SLOTS, "partitionCount", where
+    )
+    index = _bounded(_attribute(device, "partitionIndex", int, where), 0, count - 1, "partitionIndex", where)
+    return PartitionPlacement(mode=mode, count=count, index=index)
 
 
 def _share(

@@ -59,6 +59,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     ClaimRecord,
     DeviceRecord,
     MigRecord,
+    PartitionRecord,
     PrepareState,
     SharingRecord,
     VfioFunctionRecord,
@@ -355,7 +356,8 @@ def _in_container(device: PlannedDevice) -> bool:
 def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:
     """Why two devices cannot both be prepared on one card (a reason and a phrase), or None.
 
-    MIG devices fit together when their placements do not overlap; shares fit together when they
+    MIG devices fit together when their placements do not overlap; partitions when they are distinct
+    partitions of one card-wide mode; shares fit together when they
     are shares of one strategy with distinct share IDs and, for TimeSlicing, the same time slice;
     vGPUs fit together unless they are the same offer (the kernel refuses a type the card cannot
     take next to the others, :mod:`.kinds.vgpu`); anything else next to anything on the card is
@@ -367,6 +369,15 @@ def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | No
         mine = set(range(device.mig.start, device.mig.start + device.mig.size))
         theirs = set(range(held.mig.placement_start, held.mig.placement_start + held.mig.placement_size))
         return ("DoubleAllocation", "overlaps a prepared MIG device") if mine & theirs else None
+    if device.partition is not None and held.partition is not None:
+        if device.partition.mode != held.partition.mode:
+            return (
+                "DoubleAllocation",
+                f"needs partition mode {device.partition.mode}, the card is in {held.partition.mode}",
+            )
+        if device.partition.index == held.partition.index:
+            return "DoubleAllocation", "is a partition already prepared"
+        return None
     share, other = device.share, held.sharing
     if share is None or other is None:
         return "DoubleAllocation", "is already prepared"
@@ -391,6 +402,11 @@ def _record(device: PlannedDevice) -> DeviceRecord:
     if device.mig is not None:
         mig = MigRecord(
             profile_id=device.mig.profile_id, placement_start=device.mig.start, placement_size=device.mig.size
+        )
+    partition = None
+    if device.partition is not None:
+        partition = PartitionRecord(
+            mode=device.partition.mode, count=device.partition.count, index=device.partition.index
         )
     vfio = None
     if device.vfio is not None:
@@ -417,6 +433,7 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         device_type=device.device_type.value,
         share_id=device.share_id,
         mig=mig,
+        partition=partition,
         sharing=sharing,
         vfio=vfio,
         vgpu=vgpu,

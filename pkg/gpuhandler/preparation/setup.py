@@ -38,6 +38,7 @@ from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesSt
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
+from pkg.gpuhandler.preparation.kinds.partition import PartitionKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
 from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
 from pkg.gpuhandler.preparation.kinds.vgpu import VgpuKind
@@ -117,6 +118,7 @@ def new_kinds(
             VfioKind(preparer=preparer, binding=binding, files=vm_files, offers=offers, dev_root=dev_root),
             VgpuKind(mdevs=mdevs, files=vm_files, offers=offers, dev_root=dev_root),
             MigKind(preparer),
+            PartitionKind(preparer),
             ShareKind(preparer=preparer, sharing=sharing),
             WholeCardKind(preparer),
         ]

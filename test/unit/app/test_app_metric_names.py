@@ -22,6 +22,8 @@ SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs" / "a30-x2"
 
 BEFORE = {
     "gpu_active_workers",
+    "gpu_attribution_pass_duration_seconds",  # per-Pod attribution (gpu-handler)
+    "gpu_attribution_passes",
     "gpu_dra_allocation_collisions",
     "gpu_dra_allocation_failures",
     "gpu_dra_allocation_latency_seconds",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from module_text import docstring_ids
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -56,14 +58,7 @@ def test_the_rule_sees_a_violation() -> None:
 def _code_strings(path: Path) -> list[str]:
     """String constants of a module, docstrings left out (they may cite the project as an example)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+    docstrings = docstring_ids(tree)
     return [
         node.value
         for node in ast.walk(tree)

@@ -133,6 +133,10 @@ GPU_HANDLER_PERMISSIONS = frozenset(
         *(("", "nodes", verb) for verb in ("list", "watch")),
         ("resource.k8s.io", "resourceclaims", "get"),
         ("", "pods", "get"),  # the Pods reserving a claim: their gpu.deckhouse.io/vfio annotation
+        ("", "pods", "list"),  # this node's Pods, for the per-Pod attribution
+        ("", "pods", "watch"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),  # DeviceUsage in status.devices
+        ("resource.k8s.io", "resourceclaims/driver", "associated-node:patch"),
         *(("events.k8s.io", "events", verb) for verb in ("create", "patch")),
     }
 )

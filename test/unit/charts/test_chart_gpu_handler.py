@@ -84,6 +84,9 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--host-run=/host/run",
         "--driver-capabilities=compute,utility",
         "--cdi-hook-source=/opt/gpu-control-plane/bin/nvidia-cdi-hook",
+        "--attribution-interval=10s",
+        "--attribution-max-series=1000",
+        "--usage-status-interval=30s",
         "--metrics-bind-address=:8080",
     ]
     env = {item["name"]: item.get("value", item.get("valueFrom")) for item in main["env"]}
@@ -200,6 +203,9 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     verbs = granted_by(one(of(docs, "gpu-handler"), "ClusterRole"))
     assert ("resource.k8s.io", "resourceclaims", "get") not in verbs
     assert ("", "pods", "get") not in verbs
+    assert ("", "pods", "list") not in verbs  # attribution rides on the plugin
+    assert ("resource.k8s.io", "resourceclaims/status", "patch") not in verbs
+    assert not any(arg.startswith("--attribution") for arg in main["args"])
     assert ("events.k8s.io", "events", "create") not in verbs
 
 

@@ -96,6 +96,8 @@ def mutate(path: str, value: Any) -> Any:
         "validator.readinessCommand": ["true"],
         "validator.driverRoot": None,
         "gpuHandler.enrichPeriod": "1m",
+        "gpuHandler.attribution.interval": "1m",
+        "gpuHandler.attribution.usageStatusInterval": "1m",
         "gpuHandler.publishResyncPeriod": "1m",
         "gpuHandler.tolerations": [{"key": "dedicated", "operator": "Exists"}],
         "dcgm.tolerations": [{"key": "dedicated", "operator": "Exists"}],
@@ -147,6 +149,8 @@ def test_every_value_changes_the_output(helm: Path, path: str) -> None:
         base["simulatedHosts.dir"] = "/srv/nodes"
     if path.startswith("metricsProxy."):  # the default (on), which the helper turns off
         base["metricsProxy.enabled"] = True
+    if path.startswith("gpuViewer.") and path != "gpuViewer.enabled":  # the role is off by default
+        base["gpuViewer.enabled"] = True
     if path.startswith("alerts.") and path != "alerts.enabled":
         base["alerts.enabled"] = True
     api = (SERVICE_MONITOR_API, PROMETHEUS_RULE_API)

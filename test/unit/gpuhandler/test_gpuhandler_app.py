@@ -86,7 +86,7 @@ def test_bad_durations(text: str) -> None:
 def test_an_unknown_backend_stops_the_process_before_it_connects(mocker: Any) -> None:
     runtime = mocker.patch("pkg.app.gpu_handler.RuntimeContainer")
     with pytest.raises(SystemExit, match=r"installed: .*simulated-nvidia"):
-        main(["--node-name=n", "--backend=amd"])
+        main(["--node-name=n", "--backend=intel"])
     runtime.assert_not_called()
 
 

@@ -59,7 +59,7 @@ def test_offers_show_where_each_card_sits(capsys: pytest.CaptureFixture[str]) ->
     ("argv", "message"),
     [
         (["offers", "--node-name=w1", "--sysfs-root=/nonexistent"], "no bus/pci/devices"),
-        (offers("--backend=amd"), "no vendor backend 'amd'"),
+        (offers("--backend=intel"), "no vendor backend 'intel'"),
         (offers("--backend=simulated-nvidia", "--server-version=1.33"), "older than 1.34"),
     ],
 )

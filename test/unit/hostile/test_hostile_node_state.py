@@ -243,7 +243,7 @@ def test_fields_a_newer_release_adds_are_read_and_kept(tmp_path: Path) -> None:
     assert again["claims"][UID]["devices"][0]["fabric"] == {"clique": 7}
 
 
-@pytest.mark.parametrize("min_reader", [5, 10**18, True, "1", None, 1.0])
+@pytest.mark.parametrize("min_reader", [6, 10**18, True, "1", None, 1.0])
 def test_a_reader_version_this_release_is_not_is_refused(tmp_path: Path, min_reader: Any) -> None:
     path = tmp_path / "checkpoint.json"
     path.write_bytes(_envelope(_body(_record()), min_reader=min_reader))

@@ -81,7 +81,12 @@ def test_the_dashboard_configmap_holds_the_dashboard_and_queries_recorded_series
     assert dashboard == shipped
     exprs = " ".join(t["expr"] for panel in dashboard["panels"] for t in panel["targets"])
     recorded = {r["record"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]}
-    for name in ("gpu_dra:allocation:idle", "gpu_dra:namespace_class:gpu_hours:increase1h"):
+    for name in (
+        "gpu_dra:allocation:idle",
+        "gpu_dra:namespace_class:gpu_hours:increase1h",
+        "gpu_process:namespace_pod:memory_bytes",  # the per-Pod views of shared cards
+        "gpu_process:namespace_pod:sm_utilization_ratio",
+    ):
         assert name in recorded
         assert name in exprs
     for family in ("gpu_physicalgpu_info", "gpu_physicalgpu_condition", "gpu_dra_prepare_failures_total"):

@@ -10,6 +10,7 @@ import pytest
 from api.gpu.v1alpha1 import DriverType
 from pkg.backends import KNOWN_DRIVERS, VendorIdentity, VendorRegistry, default_registry, driver_type_for
 from pkg.backends import registry as registry_module
+from pkg.backends.amd.identity import IDENTITY as AMD_IDENTITY
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 
 AMD = VendorIdentity(name="amd", pci_vendor_id="1002", driver_types={})
@@ -31,11 +32,13 @@ class _Backend:
         self.identity = identity
 
 
-def test_nvidia_is_installed_as_an_entry_point() -> None:
+def test_both_vendors_are_installed_as_entry_points() -> None:
     registry = default_registry()
     assert registry.by_pci_vendor("10de") == NVIDIA
     assert registry.by_pci_vendor("10DE") == NVIDIA  # IDs from people come in any case
-    assert registry.by_pci_vendor("1002") is None  # AMD needs a backend
+    assert registry.by_pci_vendor("1002") == AMD_IDENTITY
+    assert {"amd", "simulated-amd", "nvidia", "simulated-nvidia"} <= set(registry.backend_names())
+    assert registry.by_pci_vendor("8086") is None  # Intel needs a backend
     assert default_registry() is registry  # loaded once
 
 

@@ -43,7 +43,7 @@ from kubernetes.client import (
 )
 
 from api.gpu.v1alpha1 import SimulatedHostsSettings
-from api.gpu.v1alpha1.operatorconfig import KubeletPluginSettings
+from api.gpu.v1alpha1.operatorconfig import AttributionSettings, KubeletPluginSettings
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
 from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
@@ -83,7 +83,7 @@ def render(context: RenderContext) -> V1DaemonSet:
             f"--publish={str(settings.publish).lower()}",
             f"--publish-resync-period={settings.publish_resync_period}",
             f"--kubelet-plugin={str(plugin.enabled).lower()}",
-            *(_plugin_args(plugin) if plugin.enabled else []),
+            *(_plugin_args(plugin) + _attribution_args(settings.attribution) if plugin.enabled else []),
             f"--metrics-bind-address=:{settings.metrics_port}",
         ],
         env=[
@@ -126,6 +126,15 @@ def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
         f"--host-run={HOST_RUN_MOUNT}",
         f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
         f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
+    ]
+
+
+def _attribution_args(attribution: AttributionSettings) -> list[str]:
+    """Per-Pod attribution rides on the plugin: its host PID namespace and its checkpoint."""
+    return [
+        f"--attribution-interval={attribution.interval}",
+        f"--attribution-max-series={attribution.max_series}",
+        f"--usage-status-interval={attribution.usage_status_interval}",
     ]
 
 

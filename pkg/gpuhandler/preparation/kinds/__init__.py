@@ -22,8 +22,9 @@ from typing import Protocol
 
 from kubernetes.client import ResourceV1ResourceClaim
 
-from pkg.backends.preparation import ContainerEdits
+from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord
+from pkg.gpuhandler.preparation.failures import PrepareFailedError
 
 
 @dataclass
@@ -52,6 +53,20 @@ class ClaimWork:
         """Notes that ``card``'s MIG mode was switched away from ``found``."""
         self.found_mig_modes.setdefault(card, found)
         self.changed_cards.add(card)
+
+
+def require_free(preparer: CardPreparer, card: str, work: ClaimWork, *, to: str) -> None:
+    """Refuses (``CardBusy``) to switch ``card`` ``to`` another mode while another claim is on it,
+    in any state, or a process runs on it: a mode switch resets what runs there."""
+    claim = f"claim {work.record.namespace}/{work.record.name}"
+    if others := work.others_on(card):
+        raise PrepareFailedError(
+            "CardBusy", f"{claim}: card {card} must switch {to} but is prepared for {others[0]}"
+        )
+    if processes := list(preparer.processes(card)):
+        raise PrepareFailedError(
+            "CardBusy", f"{claim}: card {card} must switch {to} but runs processes {processes}"
+        )
 
 
 class DeviceKind(Protocol):

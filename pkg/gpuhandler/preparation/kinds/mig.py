@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
-from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.kinds import ClaimWork, require_free
 
 
 class MigKind:
@@ -28,7 +27,7 @@ class MigKind:
         assert mig is not None
         card = device.card
         if not self._preparer.mig_enabled(card):
-            self._require_free(card, work)
+            require_free(self._preparer, card, work, to="to MIG mode")
             self._preparer.set_mig_mode(card, enabled=True)
             work.mig_mode_changed(card, found=False)
         made = self._preparer.create_mig_device(
@@ -43,14 +42,3 @@ class MigKind:
         assert device.mig is not None
         if self._preparer.destroy_mig_device(device.card, start=device.mig.placement_start):
             work.changed_cards.add(device.card)
-
-    def _require_free(self, card: str, work: ClaimWork) -> None:
-        claim = f"claim {work.record.namespace}/{work.record.name}"
-        if others := work.others_on(card):
-            raise PrepareFailedError(
-                "CardBusy", f"{claim}: card {card} must switch to MIG mode but is prepared for {others[0]}"
-            )
-        if processes := list(self._preparer.processes(card)):
-            raise PrepareFailedError(
-                "CardBusy", f"{claim}: card {card} must switch to MIG mode but runs processes {processes}"
-            )

@@ -22,6 +22,7 @@ from pkg.gpucontroller.nodelabels.setup import (
 )
 
 PRESENT, READY = "gpu.deckhouse.io/nvidia.present", "gpu.deckhouse.io/driver-ready"
+AMD = "gpu.deckhouse.io/amd.present"
 
 
 def gpu(vendor: str = "nvidia", ready: str | None = None, node: str = "n1") -> PhysicalGPU:
@@ -45,10 +46,13 @@ def gpu(vendor: str = "nvidia", ready: str | None = None, node: str = "n1") -> P
 
 
 def test_labels_follow_the_cards() -> None:
-    assert gate_labels([]) == {PRESENT: None, READY: None}
-    assert gate_labels([gpu("amd", "True")]) == {PRESENT: None, READY: "true"}
-    assert gate_labels([gpu(ready="Unknown")]) == {PRESENT: "true", READY: None}
-    assert gate_labels([gpu(ready="False"), gpu(ready="True")]) == {PRESENT: "true", READY: "true"}
+    both = ["amd", "nvidia"]
+    assert gate_labels([], both) == {PRESENT: None, AMD: None, READY: None}
+    assert gate_labels([gpu("amd", "True")], both) == {PRESENT: None, AMD: "true", READY: "true"}
+    assert gate_labels([gpu(ready="Unknown")], both) == {PRESENT: "true", AMD: None, READY: None}
+    assert gate_labels([gpu(ready="False"), gpu("amd")], both) == {PRESENT: "true", AMD: "true", READY: None}
+    assert {PRESENT, AMD, READY} <= set(gate_labels([]))  # by default every installed vendor
+    assert gate_labels([gpu(ready="True")], vendors=["nvidia"]) == {PRESENT: "true", READY: "true"}
 
 
 def handler(mocker: Any) -> tuple[GateLabelsHandler, Any]:
@@ -65,7 +69,7 @@ def test_only_the_labels_that_differ_are_patched(mocker: Any) -> None:
     step, writer = handler(mocker)
     labels = {PRESENT: "true", READY: "true", "gpu.deckhouse.io/os.id": "debian"}
     step.handle(NodeLabelsState(node_name="n1", labels=labels, gpus=(gpu(ready="Unknown"),)))
-    writer.patch_labels.assert_called_once_with("n1", {READY: None})
+    writer.patch_labels.assert_called_once_with("n1", {READY: None})  # amd.present is absent already
     writer.reset_mock()
     step.handle(NodeLabelsState(node_name="n1", labels={PRESENT: "true"}, gpus=(gpu(ready="Unknown"),)))
     writer.patch_labels.assert_not_called()

@@ -23,7 +23,17 @@ from kubernetes.client import (
     V1PodStatus,
 )
 
-from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, PhysicalGPU, PhysicalGPUStatus
+from api.gpu.v1alpha1 import (
+    LABEL_NODE,
+    LABEL_VENDOR,
+    CurrentState,
+    DriverType,
+    PciClass,
+    PciId,
+    PciInfo,
+    PhysicalGPU,
+    PhysicalGPUStatus,
+)
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -289,3 +299,37 @@ def test_only_a_moved_pod_or_a_new_verdict_wakes_the_controller() -> None:
     spec_of(moved).node_name = "n2"
     assert verdict_changed(starting, moved)
     assert pod_node(V1Pod(spec=V1PodSpec(containers=[]))) == []
+
+
+def _amd_gpu(driver: DriverType | None) -> PhysicalGPU:
+    gpu = _gpu(vendor="amd")
+    assert gpu.status is not None
+    gpu.status.pci_info = PciInfo(
+        address="0000:05:00.0", class_=PciClass(code="1200"), vendor=PciId(id="1002"), device=PciId(id="74a1")
+    )
+    gpu.status.current_state = CurrentState(driver_type=driver)
+    return gpu
+
+
+@pytest.mark.parametrize(
+    ("driver", "status", "reason"),
+    [
+        (DriverType.ROCM, "True", "DriverBound"),
+        (DriverType.VFIO, "False", "DriverNotBound"),
+        (None, "False", "DriverNotBound"),
+    ],
+)
+def test_a_card_of_a_vendor_without_a_validator_is_ready_when_bound_to_its_driver(
+    mocker: Any, driver: DriverType | None, status: str, reason: str
+) -> None:
+    recorder = mocker.Mock(spec=EventRecorderLogger)
+    handler = _handler(mocker, recorder)
+    state = _state(mocker, _amd_gpu(driver), [])  # no validator Pod: none runs for AMD
+    handler.handle(state)
+    [condition] = state.status.conditions
+    assert (condition.type, condition.status, condition.reason) == ("DriverReady", status, reason)
+    _stored(state)
+    handler.after_write(state)
+    assert recorder.event.call_args.kwargs["reason"] == (
+        "DriverReady" if status == "True" else "DriverNotReady"
+    )

@@ -35,7 +35,7 @@ from kubernetes.client import (
     V1ResourceClaimStatus,
 )
 
-from pkg.backends import BackendOptions
+from pkg.backends import BackendOptions, VendorPlugin
 from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
 from pkg.backends.simulated.data import DRIVER_VERSION
@@ -241,6 +241,7 @@ class Node:
     events: MagicMock
     cards_changed: list[str]
     pods: Pods
+    plugin: VendorPlugin = SIMULATED_NVIDIA
 
     @property
     def mps_root(self) -> Path:
@@ -286,6 +287,7 @@ class Node:
             pods=self.pods,
             existing_host=self.host,
             kubelet_root=self.container.settings().kubelet_root,
+            plugin=self.plugin,
         )
 
 
@@ -312,9 +314,10 @@ def node(
     pods: Pods | None = None,
     kubelet_root: Path | None = None,
     driver_root: DriverRootOptions | None = None,
+    plugin: VendorPlugin = SIMULATED_NVIDIA,
 ) -> Node:
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
-    backend = SIMULATED_NVIDIA.create(
+    backend = plugin.create(
         BackendOptions(
             node_name=NODE,
             sysfs_root=host.root,
@@ -366,4 +369,5 @@ def node(
         events=events,
         cards_changed=changed,
         pods=pods,
+        plugin=plugin,
     )

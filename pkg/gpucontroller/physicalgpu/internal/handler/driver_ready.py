@@ -5,7 +5,9 @@ The verdict (:mod:`..validator`) is computed from the Pod cache on every pass an
 working copy; the template's status write is a PUT guarded by the fetched resourceVersion, so it
 merges with gpu-handler's ``HardwareHealthy`` instead of overwriting it: a write from a stale view
 conflicts and the next pass starts from the other writer's version. Cards no validator judges
-(another vendor's) are left to :mod:`.default_conditions`.
+(another vendor's, which has none) are DriverReady when bound to their vendor's own kernel driver
+(:func:`binding_verdict`); cards of a vendor no installed backend claims are left to
+:mod:`.default_conditions`.
 
 An Event is recorded when the status changes (True, False, Unknown), never on a pass that only
 restates it, and only once the write succeeded (``after_write``), so a conflicting write that is
@@ -17,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from api.gpu.v1alpha1 import PhysicalGPUConditionType
+from api.gpu.v1alpha1 import DriverType, PhysicalGPU, PhysicalGPUConditionType
+from pkg.backends.registry import default_registry
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.conditions import (
     ConditionStatus,
@@ -29,13 +32,36 @@ from pkg.framework.reconcile.conditions import (
 )
 from pkg.framework.reconcile.contract import Result
 from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState
-from pkg.gpucontroller.physicalgpu.internal.validator import node_verdict
+from pkg.gpucontroller.physicalgpu.internal.validator import Verdict, node_verdict
 
+REASON_DRIVER_BOUND = "DriverBound"
+REASON_DRIVER_NOT_BOUND = "DriverNotBound"
 EVENT_REASONS = {
     ConditionStatus.TRUE: "DriverReady",
     ConditionStatus.FALSE: "DriverNotReady",
     ConditionStatus.UNKNOWN: "DriverReadyUnknown",
 }
+
+
+def binding_verdict(gpu: PhysicalGPU) -> Verdict | None:
+    """``DriverReady`` of a card no validator judges, from the kernel driver it is bound to: True
+    when that is its vendor's own driver (``amdgpu`` for AMD: the driver that makes its device
+    nodes), False when it is another (``vfio-pci``) or none. ``None`` when no installed vendor
+    backend claims the card: nobody can say, and the default conditions keep it Unknown."""
+    info = gpu.status.pci_info if gpu.status else None
+    identity = default_registry().by_pci_vendor(info.vendor.id) if info else None
+    if identity is None:
+        return None
+    own = {t for t in identity.driver_types.values() if t is not DriverType.VFIO}
+    state = gpu.status.current_state if gpu.status else None
+    bound = state.driver_type if state else None
+    if bound in own:
+        return Verdict(ConditionStatus.TRUE, REASON_DRIVER_BOUND, f"bound to its vendor's driver ({bound})")
+    return Verdict(
+        ConditionStatus.FALSE,
+        REASON_DRIVER_NOT_BOUND,
+        f"bound to {bound}, not to its vendor's driver" if bound else "no kernel driver is bound",
+    )
 
 
 class DriverReadyHandler:
@@ -46,9 +72,14 @@ class DriverReadyHandler:
         self._now = now
 
     def handle(self, state: PhysicalGPUState) -> Result | None:
-        if not state.validated_by_validator or state.node_name is None:
+        if state.node_name is None:
             return None
-        verdict = node_verdict(state.validator_pods, state.node_name)
+        if state.validated_by_validator:
+            verdict = node_verdict(state.validator_pods, state.node_name)
+        elif (bound := binding_verdict(state.gpu)) is not None:
+            verdict = bound
+        else:
+            return None
         status = state.status
         conditions = list(status.conditions or [])
         desired = DesiredCondition(
@@ -63,7 +94,8 @@ class DriverReadyHandler:
         return None
 
     def after_write(self, state: PhysicalGPUState) -> None:
-        if state.resource.is_empty() or not state.validated_by_validator:
+        judged = state.validated_by_validator or binding_verdict(state.resource.original) is not None
+        if state.resource.is_empty() or not judged:
             return
         gpu = state.resource.original  # what the server stored
         conditions = gpu.status.conditions if gpu.status else None

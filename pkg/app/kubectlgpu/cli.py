@@ -1,0 +1,245 @@
+"""``kubectl gpu``: flags, kubectl's conventions and exit codes.
+
+kubectl finds the executable ``kubectl-gpu`` on ``PATH`` and runs it with the words after
+``kubectl gpu``; it hands over no flags of its own, so this program reads the kubeconfig the way
+kubectl does (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster), honours
+``--context`` and takes the namespace from ``-n`` or the context. Global flags may stand before or
+after the subcommand, as kubectl's do.
+
+Exit codes: **0** done; **1** an error (cluster unreachable, credentials refused, a bug);
+**2** bad usage; **3** not found (the claim); **4** forbidden (the message names the verb and
+resource to ask for); **5** ``explain`` only: the claim cannot be allocated now. Errors go to
+stderr as one sentence, never as a traceback; warnings (a read the user may not make, a
+malformed usage entry) go to stderr too and do not change the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import NoReturn, TextIO
+
+from pkg.app.kubectlgpu import explain as explain_cmd
+from pkg.app.kubectlgpu import top as top_cmd
+from pkg.app.kubectlgpu import who as who_cmd
+from pkg.app.kubectlgpu.access import (
+    EXIT_NOT_ALLOCATABLE,
+    EXIT_USAGE,
+    ForbiddenError,
+    PluginError,
+    Reader,
+    optional,
+)
+from pkg.app.kubectlgpu.table import OUTPUTS, write
+from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.dra.explain.render import describe_allocation
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.config import kubectl_api_client
+
+PROG = "kubectl gpu"
+EXAMPLES = """\
+examples:
+  # Who holds the GPUs of my namespace (or of namespace ml, or of all namespaces)
+  kubectl gpu who
+  kubectl gpu who -n ml -o wide
+  kubectl gpu who -A --node worker-1
+
+  # GPU memory and SM utilization per Pod and container, largest first
+  kubectl gpu top
+  kubectl gpu top -A --sort-by sm
+
+  # Why claim train-0 gets these devices, or none
+  kubectl gpu explain train-0 -n ml
+
+exit codes: 0 done, 1 error, 2 bad usage, 3 not found, 4 forbidden, 5 (explain) not allocatable
+"""
+WHO_HELP = """\
+Which Pod and claim hold each card, MIG device or share: one row per device our driver
+(gpu.deckhouse.io) allocated to a ResourceClaim of the namespace (-A: of every namespace), with the
+Pods the claim is reserved for. TYPE, PHYSICALGPU and the wide columns come from ResourceSlices
+and PhysicalGPUs where you may read them (a warning says when you may not). With --node, only that
+node's devices, and each of its cards nobody holds as <free>.
+"""
+TOP_HELP = """\
+GPU memory and SM utilization per Pod and container, as gpu-handler last sampled them into the
+claims' status.devices[] (AGE-OF-SAMPLE says how long ago). An allocated device without a
+sample shows <no sample>; a malformed sample shows <malformed> and a warning naming the claim.
+Sorted by GPU memory, largest first (--sort-by). SM% is - where the driver samples none (MIG).
+"""
+EXPLAIN_HELP = """\
+Why the claim gets these devices, or none: the allocator's own explanation (what gpu-dra-controller
+decides with), per request every device with its verdict, and what an allocation would consume.
+It reads ResourceSlices and DeviceClasses (cluster-scoped: the chart's gpuViewer role grants them)
+and the claims that already hold devices; where you may not list claims of other namespaces, only
+your namespace's allocations are counted and a warning says so. Read-only.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _common(defaults: bool) -> _Parser:
+    """The global flags; only the top-level copy has defaults, so a subcommand's copy never
+    overwrites a flag given before the subcommand."""
+    d = (lambda value: value) if defaults else (lambda value: argparse.SUPPRESS)
+    p = _Parser(add_help=False)
+    p.add_argument(
+        "--kubeconfig", default=d(None), help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    p.add_argument("--context", default=d(None), help="the kubeconfig context to use")
+    p.add_argument("-n", "--namespace", default=d(None), help="namespace (default: the context's)")
+    p.add_argument(
+        "--request-timeout", type=float, default=d(30.0), help="seconds to wait for each API request"
+    )
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="Who holds which GPU, what it uses, and why a claim gets what it gets.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(True)],
+    )
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = _common(False)
+
+    def command(name: str, summary: str, description: str, *examples: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            parents=[common],
+            help=summary,
+            description=description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog="examples:\n" + "".join(f"  kubectl gpu {name} {e}".rstrip() + "\n" for e in examples),
+        )
+
+    who = command(
+        "who", "which Pod and claim hold each card, MIG device or share", WHO_HELP,
+        "-n ml", "-A --node worker-1 -o wide",
+    )  # fmt: skip
+    _scope(who)
+    who.add_argument("--node", help="only the devices on this node, and its cards nobody holds")
+    who.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
+    top = command(
+        "top", "GPU memory and SM utilization per Pod and container", TOP_HELP, "", "-A --sort-by sm -o wide"
+    )
+    _scope(top)
+    top.add_argument("--sort-by", choices=tuple(top_cmd.SORT_KEYS), default="memory")
+    top.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
+    exp = command(
+        "explain", "why a claim gets these devices, or none", EXPLAIN_HELP,
+        "train-0 -n ml", "train-0 --node worker-1 --all",
+    )  # fmt: skip
+    exp.add_argument("claim", help="the ResourceClaim's name (in -n's namespace)")
+    exp.add_argument("--node", help="allocate for this node only (default: any one node)")
+    exp.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
+    exp.add_argument("--all", action="store_true", help="list every device, also those the selectors reject")
+    exp.add_argument("--max-devices", type=int, default=40, help="devices listed per request (0: no limit)")
+    return p
+
+
+def _scope(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+
+
+def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    args = parser().parse_args(argv)
+    try:
+        try:
+            api_client, context_namespace = kubectl_api_client(
+                args.kubeconfig, context=args.context, user_agent="kubectl-gpu"
+            )
+        except (
+            Exception
+        ) as error:  # the kubeconfig loaders raise a zoo of types (ConfigException, OSError...)
+            raise PluginError(f"cannot load the kubeconfig: {error}") from None
+        reader = Reader(api_client, request_timeout=args.request_timeout)
+        namespace = args.namespace or context_namespace
+        if args.command == "who":
+            return _who(reader, args, namespace, out, err)
+        if args.command == "top":
+            return _top(reader, args, namespace, out, err)
+        return _explain(reader, args, namespace, out, err)
+    except PluginError as error:
+        print(f"error: {error}", file=err)
+        return error.exit_code
+
+
+def _claims(reader: Reader, args: argparse.Namespace, namespace: str) -> list[dict[str, object]]:
+    try:
+        return reader.list_raw(RESOURCE_CLAIM, None if args.all_namespaces else namespace)
+    except ForbiddenError as refusal:
+        if refusal.namespace is None and args.all_namespaces:
+            raise ForbiddenError(
+                verb="list",
+                resource=refusal.resource,
+                namespace=None,
+                hint=f' (without -A: the claims of namespace "{namespace}")',
+            ) from None
+        raise
+
+
+def _empty(args: argparse.Namespace, namespace: str, err: TextIO) -> None:
+    where = "" if args.all_namespaces else f" in {namespace} namespace"
+    print(f"No resources found{where}.", file=err)
+
+
+def _who(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
+    claims = _claims(reader, args, namespace)
+    slices = optional(lambda: reader.list_all(RESOURCE_SLICE))
+    gpus = optional(lambda: reader.list_all(PHYSICAL_GPU))
+    catalogue = None
+    if isinstance(slices, ForbiddenError):
+        print(f"warning: {slices}: TYPE and PHYSICALGPU show <unknown>", file=err)
+    else:
+        if isinstance(gpus, ForbiddenError):
+            print(f"warning: {gpus}: PHYSICALGPU shows the card's device name instead", file=err)
+        catalogue = who_cmd.Catalogue(slices, [] if isinstance(gpus, ForbiddenError) else gpus)
+    rows = who_cmd.who_view(claims, catalogue, node=args.node)
+    if not rows and args.output not in ("json", "yaml"):
+        _empty(args, namespace, err)
+        return 0
+    write(out, kind=who_cmd.KIND, columns=who_cmd.COLUMNS, rows=rows, output=args.output)
+    return 0
+
+
+def _top(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
+    claims = _claims(reader, args, namespace)
+    view = top_cmd.top_view(claims, now=datetime.now(UTC), sort_by=args.sort_by)
+    for problem in view.problems:
+        print(f"warning: {problem}", file=err)
+    if not view.rows and args.output not in ("json", "yaml"):
+        _empty(args, namespace, err)
+        return 0
+    write(out, kind=top_cmd.KIND, columns=top_cmd.COLUMNS, rows=view.rows, output=args.output)
+    return 0
+
+
+def _explain(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
+    result = explain_cmd.explain(
+        reader,
+        namespace=namespace,
+        name=args.claim,
+        node=args.node,
+        first_fit=args.strategy == "first-fit",
+        show_all=args.all,
+        max_devices=args.max_devices,
+    )
+    for caveat in result.caveats:
+        print(f"warning: {caveat}", file=err)
+    if result.report.current is not None:
+        key = f"{namespace}/{args.claim}"
+        print(f"note: {key} is already allocated: {describe_allocation(result.report.current)}", file=out)
+    out.write(result.report.text)
+    return 0 if result.report.allocatable else EXIT_NOT_ALLOCATABLE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(sys.argv[1:] if argv is None else argv)
