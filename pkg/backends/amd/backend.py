@@ -20,10 +20,12 @@ from pkg.backends.amd.identity import IDENTITY
 from pkg.backends.amd.models import AmdModel, model_of
 from pkg.backends.amd.preparer import AmdPreparer
 from pkg.backends.amd.sysfs import CardFiles, read_card
+from pkg.backends.amd.usage import read_usage
 from pkg.backends.backend import BackendError, CardVerdict, Enrichment, claimed_gpus, pci_address
 from pkg.backends.driver_files import REASON_DRIVER_UNREADABLE, DriverFiles, DriverFilesError
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.backends.registry import VendorIdentity
+from pkg.backends.usage import CardUsage
 from pkg.dra.model.card import Card, PartitionMode
 from pkg.hardware.labels import normalize_device_model
 from pkg.hardware.pci import PciDevice
@@ -108,6 +110,10 @@ class AmdBackend:
             version=KFD_VERSION,
             edits=ContainerEdits(device_nodes=(DeviceNode(path="/dev/kfd", host_path=str(kfd)),)),
         )
+
+    def usage(self, address: str) -> CardUsage:
+        """The processes holding VRAM on the card, from the KFD's per-process files (:mod:`.usage`)."""
+        return read_usage(self._sysfs_root, address, read_card(self._sysfs_root, address).unique_id)
 
     def close(self) -> None:
         """Nothing to release: no library is loaded."""

@@ -40,6 +40,8 @@ _CPU = "the IOMMU kernel parameter of AMD CPUs, not an AMD GPU"
 
 KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/app/gpu_handler.py": (_DEFAULT, {"mig", "mps", "nvidia"}),
+    "pkg/app/kubectlgpu/cli.py": (_KINDS, {"mig"}),
+    "pkg/app/kubectlgpu/who.py": (_KINDS, {"mig"}),
     "pkg/backends/backend.py": (_PORT, {"nvidia"}),
     "pkg/backends/preparation.py": (_PORT, {"mig", "mps"}),
     "pkg/backends/registry.py": (_PORT, {"amdgpu", "nvidia", "rocm"}),
@@ -68,6 +70,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpuhandler/enrichment/owned.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/offline.py": (_DEFAULT, {"mig", "nvidia"}),
+    "pkg/gpuhandler/attribution/sampler.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/checkpoint.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/kinds/__init__.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/kinds/mig.py": (_KINDS, {"mig"}),
