@@ -129,15 +129,20 @@ class PciDriverBinding:
         return self._root / "bus" / "pci" / "devices" / address
 
     def _write(self, path: Path, value: str) -> None:
-        """One write to a sysfs attribute: a regular file that exists (never created here)."""
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "not a sysfs attribute (not a regular file)", str(path))
-            os.write(fd, value.encode("ascii"))
-        finally:
-            os.close(fd)
-        self._kernel.written(path, value)
+        write_attribute(path, value, self._kernel)
+
+
+def write_attribute(path: Path, value: str, kernel: SysfsKernel) -> None:
+    """One write to a sysfs attribute: a regular file that exists (never created here); then
+    ``kernel`` applies what the kernel does inside the write (nothing on a real host)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a sysfs attribute (not a regular file)", str(path))
+        os.write(fd, value.encode("ascii"))
+    finally:
+        os.close(fd)
+    kernel.written(path, value)
 
 
 def _check_driver(driver: str) -> None:

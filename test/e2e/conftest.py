@@ -169,6 +169,12 @@ def vm_node(node_pool: NodePool) -> RealNode:
     return node_pool.get(NodeConfig(name="e2e-node-vm", gpu_fixture=FIXTURES / "vm-dmi"))
 
 
+@pytest.fixture(scope="session")
+def vgpu_node(node_pool: NodePool) -> RealNode:
+    """Bare metal with two Tesla T4s under NVIDIA's vGPU manager (mdev types in sysfs)."""
+    return node_pool.get(NodeConfig(name="e2e-node-vg", gpu_fixture=FIXTURES / "t4-vgpu"))
+
+
 def _components(plane: ControlPlane, node: RealNode, cards: int) -> Iterator[GpuComponents]:
     components = GpuComponents(node=node, plane=plane, pci_ids=PCI_IDS, driver_version=DRIVER_VERSION)
     components.start()
@@ -201,6 +207,12 @@ def gpu_node_b(control_plane: ControlPlane, second_node: RealNode) -> Iterator[G
 def gpu_node_ws(control_plane: ControlPlane, workstation_node: RealNode) -> Iterator[GpuComponents]:
     """The workstation node with our components: one RTX A6000 (VGA + HDMI audio, IOMMU group 28)."""
     yield from _components(control_plane, workstation_node, cards=1)
+
+
+@pytest.fixture(scope="session")
+def gpu_node_vgpu(control_plane: ControlPlane, vgpu_node: RealNode) -> Iterator[GpuComponents]:
+    """The vGPU node with our components: two T4s offered as vGPUs and whole cards."""
+    yield from _components(control_plane, vgpu_node, cards=2)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,8 @@ next generation. Then Pods with ResourceClaims show that counters alone keep mod
 card excludes its MIG offers and the reverse, two 50% time-slicing shares fit and a third does not,
 time slicing and MPS never share a card, and first fit over our order places MIG instances from the
 top of the card, on the card our node order puts first (an A30 before an H100 whatever their PCI
-addresses). Every scenario gets its own node, so no allocation has to be released.
+addresses). vGPUs of a card fill it by memory and keep the whole card out. Every scenario gets its
+own node, so no allocation has to be released.
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
+from pkg.dra.model.card import Card, VgpuTypeSpec
 from pkg.dra.model.offers import CardOffers, build_offers
 from pkg.dra.model.slices import Layout, build_slices, read_server_version
 from pkg.dra.publisher import KubeSliceReader, SlicePublisher, content
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
-A30, H100 = "0000:02:00.0", "0000:9a:00.0"
+A30, H100, T4 = "0000:02:00.0", "0000:9a:00.0", "0000:3b:00.0"
 ATTR = f'device.attributes["{DRIVER}"]'
 NODE_LABEL = "gpu-test.deckhouse.io/node"
 
@@ -108,6 +110,7 @@ def classes(kube: KubeClient, unique: str) -> Iterator[dict[str, str]]:
         "ts": f'{base} && {ATTR}.deviceType == "Physical" && {ATTR}.sharingStrategy == "TimeSlicing"',
         "mps": f'{base} && {ATTR}.deviceType == "Physical" && {ATTR}.sharingStrategy == "MPS"',
         "mig": f'{base} && {ATTR}.deviceType == "MIG"',
+        "vgpu": f'{base} && {ATTR}.deviceType == "VGPU"',
     }
     names = {kind: f"{kind}-{unique}" for kind in selectors}
     for kind, cel in selectors.items():
@@ -217,6 +220,37 @@ def test_first_fit_takes_the_card_our_node_order_puts_first(
         assert ask("a-7g", classes["mig"], card=None, extra=(f'{ATTR}.migProfile.startsWith("7g.")',)) == (
             "gpu-0000-01-00-0-mig-0-0"
         )
+    finally:
+        publisher.publish(name, [])
+        with contextlib.suppress(NotFoundError):
+            kube.delete(NODE, name)
+
+
+def test_vgpus_fill_a_card_by_memory_and_exclude_the_whole_card(
+    kube: KubeClient, namespace: str, publisher: SlicePublisher, unique: str, classes: dict[str, str]
+) -> None:
+    name = f"gpu-pub-{unique}-v"
+    node = create_ready_node(kube, name, labels={NODE_LABEL: name})
+    t4 = Card(
+        physical_gpu=f"{name}-0-10de-1eb8",
+        pci_address=T4,
+        product_name="Tesla T4",
+        device="tesla-t4",
+        memory_mib=15360,
+        vgpu_types=(
+            VgpuTypeSpec("nvidia-233", "GRID T4-8Q", 8192, 2),
+            VgpuTypeSpec("nvidia-232", "GRID T4-4Q", 4096, 4),
+        ),
+    )
+    owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
+    publisher.publish(name, [build_offers(t4)], owner=owner)
+    try:
+        ask = Asker(kube, namespace, name)
+        q8 = (f'{ATTR}.vgpuType == "GRID T4-8Q"',)
+        assert ask("vm-1", classes["vgpu"], card=T4, extra=q8) == "gpu-0000-3b-00-0-vgpu-233-0"
+        assert ask("vm-2", classes["vgpu"], card=T4, extra=q8) == "gpu-0000-3b-00-0-vgpu-233-1"
+        ask.unschedulable("vm-3", classes["vgpu"], card=T4)  # the card's memory is spent: not even a 4Q
+        ask.unschedulable("whole", classes["physical"], card=T4)  # a card with vGPUs is never given whole
     finally:
         publisher.publish(name, [])
         with contextlib.suppress(NotFoundError):

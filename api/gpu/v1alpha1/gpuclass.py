@@ -47,6 +47,7 @@ class DeviceType(StrEnum):
     PHYSICAL = "Physical"
     MIG = "MIG"
     PARTITION = "Partition"  # one compute partition of a card switched to a card-wide partition mode
+    VGPU = "VGPU"  # a mediated device of a card in vGPU mode, for a VM (docs/vgpu.md)
 
 
 class SharingStrategy(StrEnum):

@@ -13,6 +13,7 @@ NVML returned it. *When* to call it (DriverReady=True, driverType Nvidia) is the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from pkg.backends.driver_files import (
     DriverFilesError,
     DriverRootOptions,
 )
+from pkg.backends.nvidia import vgpu
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.driver_root import discover_driver_files
 from pkg.backends.nvidia.events import NvmlHealthEvents
@@ -69,8 +71,10 @@ class NvidiaBackend:
         time_slicer: TimeSlicer | None = None,
         mps: MpsControl | None = None,
         driver_root: DriverRootOptions = DEFAULT_DRIVER_ROOT,
+        sysfs_root: Path | None = None,
     ) -> None:
         self._nvml = nvml
+        self._sysfs_root = sysfs_root
         self._identity = identity
         self._dev_root = dev_root
         self._driver_root = driver_root
@@ -107,7 +111,10 @@ class NvidiaBackend:
         return NvmlHealthEvents(self._nvml, addresses)
 
     def offer_inputs(self, gpu: PhysicalGPU) -> Card:
-        return card_of(gpu, self.read(gpu))
+        card = card_of(gpu, self.read(gpu))
+        if self._sysfs_root is None:
+            return card
+        return dataclasses.replace(card, vgpu_types=vgpu.vgpu_types_of(self._sysfs_root, card.pci_address))
 
     def driver_files(self) -> DriverFiles:
         """The user space of the driver NVML reports now; found again only when its version

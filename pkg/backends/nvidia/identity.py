@@ -43,6 +43,7 @@ class NvidiaPlugin:
             proc_root=options.proc_root,
             mps=NvidiaMpsControl(on_host=options.daemons_on_host),
             driver_root=options.driver_root,
+            sysfs_root=options.sysfs_root,
         )
 
 

@@ -64,6 +64,7 @@ class SimulatedBackend(NvidiaBackend):
             dev_root=dev_root,
             proc_root=proc_root,
             driver_root=driver_root,
+            sysfs_root=sysfs_root,
             time_slicer=SimulatedTimeSlicer(nvml.state),
             mps=simulated_mps_control(state_dir=state_dir, on_host=daemons_on_host),
         )

@@ -3,7 +3,8 @@
 MIG-capable models (A30, A100 40/80 GB, H100 80 GB, H200, B200) come from the generated tables of
 ``test/fixtures/facts/mig-profiles.yaml`` (:mod:`pkg.backends.nvidia.profiles`): product name, memory,
 architecture, compute capability and every GPU-instance profile with its placements. Cards without MIG, which
-that file does not cover, are declared here: the L4 and the RTX A6000 of the fixture hosts.
+that file does not cover, are declared here: the L4, the Tesla T4 (the vGPU host) and the RTX A6000
+of the fixture hosts.
 
 Power limits are the ``Min/Max Power Limit`` of public ``nvidia-smi -q`` captures of each model
 (the default limit equals the maximum on all of them). Where no capture was found (B200) the
@@ -32,6 +33,7 @@ from pkg.backends.nvidia.profiles import ModelFacts, all_models
 DRIVER_VERSION: Final = "580.76.05"
 CUDA_DRIVER_VERSION: Final = 13000  # NVML's integer form of CUDA 13.0
 
+_ARCH_TURING: Final = 6  # NVML_DEVICE_ARCH_TURING
 _ARCH_AMPERE: Final = 7  # NVML_DEVICE_ARCH_AMPERE
 _ARCH_ADA: Final = 8  # NVML_DEVICE_ARCH_ADA
 
@@ -51,6 +53,7 @@ POWER_LIMITS_W: Final[Mapping[str, tuple[int, int]]] = MappingProxyType(
         "2335": (200, 700),  # NVIDIA H200
         "27b8": (40, 72),  # NVIDIA L4
         "2230": (100, 300),  # NVIDIA RTX A6000
+        "1eb8": (60, 70),  # Tesla T4
     }
 )
 
@@ -72,7 +75,7 @@ class SimulatedModel:
     nvlinks: int = 0
 
 
-# Cards without MIG: total memory as nvidia-smi prints it (ECC on for the L4, off by default on
+# Cards without MIG: total memory as nvidia-smi prints it (ECC on for the L4 and T4, off by default on
 # the RTX A6000), architecture and compute capability from NVIDIA's CUDA GPU list.
 _WITHOUT_MIG: Final = (
     SimulatedModel(
@@ -82,6 +85,14 @@ _WITHOUT_MIG: Final = (
         architecture=_ARCH_ADA,
         compute_capability=(8, 9),
         power_limits_w=POWER_LIMITS_W["27b8"],
+    ),
+    SimulatedModel(
+        pci_device_id="1eb8",
+        product_name="Tesla T4",
+        memory_mib=15360,
+        architecture=_ARCH_TURING,
+        compute_capability=(7, 5),
+        power_limits_w=POWER_LIMITS_W["1eb8"],
     ),
     SimulatedModel(
         pci_device_id="2230",

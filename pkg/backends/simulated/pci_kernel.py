@@ -15,6 +15,9 @@ then changes the tree as the kernel would have inside the write:
   (character devices with /dev/null's numbers, like every simulated device node);
 * ``driver_override``: the kernel only stores it, which the write already did.
 
+Writes to mediated-device files (``mdev_supported_types/<type>/create``, ``<mdev>/remove``) are
+passed to :class:`~pkg.backends.simulated.mdev_kernel.SimulatedMdevKernel`.
+
 The simulated NVML reads the same links (it answers only for functions bound to ``nvidia``), so a
 card handed to ``vfio-pci`` disappears from it exactly as from the real library.
 """
@@ -23,21 +26,21 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
-from typing import Final
 
+from pkg.backends.simulated.device_nodes import make_device_node
+from pkg.backends.simulated.mdev_kernel import SimulatedMdevKernel
 from pkg.hardware.pci_binding import VFIO_PCI
-
-_NULL_DEVICE: Final = os.makedev(1, 3)
 
 
 class SimulatedPciKernel:
     def __init__(self, *, sysfs_root: Path, dev_root: Path) -> None:
         self._root = sysfs_root
         self._dev = dev_root
+        self._mdev = SimulatedMdevKernel(sysfs_root=sysfs_root, dev_root=dev_root)
 
     def written(self, path: Path, value: str) -> None:
+        self._mdev.written(path, value)
         parts = Path(os.path.relpath(os.path.realpath(path), os.path.realpath(self._root))).parts
         if len(parts) == 5 and parts[:3] == ("bus", "pci", "drivers") and parts[4] in ("bind", "unbind"):
             address = value.strip()
@@ -66,8 +69,8 @@ class SimulatedPciKernel:
         os.symlink(os.path.relpath(drivers, real), real / "driver")
         os.symlink(os.path.relpath(real, drivers), drivers / address)
         if driver == VFIO_PCI and group is not None:
-            _mknod(self._dev / "vfio" / "vfio")
-            _mknod(self._dev / "vfio" / group)
+            make_device_node(self._dev / "vfio" / "vfio")
+            make_device_node(self._dev / "vfio" / group)
 
     def _unbind(self, address: str, driver: str, path: Path) -> None:
         device = self._function(address)
@@ -100,10 +103,3 @@ def _read(path: Path) -> str:
 def _group(device: Path) -> str | None:
     link = device / "iommu_group"
     return os.path.basename(os.readlink(link)) if link.is_symlink() else None
-
-
-def _mknod(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        os.mknod(path, 0o666 | stat.S_IFCHR, _NULL_DEVICE)
-        path.chmod(0o666)

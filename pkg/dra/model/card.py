@@ -67,6 +67,18 @@ class MigProfileSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class VgpuTypeSpec:
+    """One vGPU type of a card in vGPU mode, as the kernel lists it (:mod:`pkg.hardware.mdev`):
+    the mdev type ID (``nvidia-232``), its name (``GRID T4-4Q``), framebuffer and how many
+    instances of it alone the card takes."""
+
+    type_id: str
+    name: str
+    framebuffer_mib: int
+    max_instances: int
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionMode:
     """One way of cutting the whole card into ``count`` equal compute partitions.
 
@@ -98,6 +110,9 @@ class Card:
     Topology (docs/topology.md), each ``None`` when its source did not say: ``pcie_root`` and
     ``numa_node`` from sysfs (:mod:`pkg.hardware.pci_topology`), ``nvlink_domain`` from the vendor
     library (cards that reach each other over NVLink through the same switches share it).
+
+    ``vgpu_types`` are the card's mdev types when its host driver is NVIDIA's vGPU manager (read
+    from sysfs, never guessed): such a card is offered as vGPUs and as a whole card for passthrough.
     """
 
     physical_gpu: str
@@ -118,6 +133,12 @@ class Card:
     nvlink_domain: str | None = None
     partition_modes: tuple[PartitionMode, ...] = ()
     sharing: tuple[SharingStrategy, ...] = (SharingStrategy.TIME_SLICING, SharingStrategy.MPS)
+    vgpu_types: tuple[VgpuTypeSpec, ...] = ()
+
+    @property
+    def vgpu_mode(self) -> bool:
+        """The card's host driver is the vGPU manager: it offers vGPUs, not CUDA on the host."""
+        return bool(self.vgpu_types)
 
     @property
     def base_name(self) -> str:

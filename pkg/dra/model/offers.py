@@ -12,7 +12,8 @@ https://github.com/kubernetes/enhancements/tree/master/keps/sig-scheduling/4815-
   to anything else on the card; the scheduler charges a shared offer's counters once while any
   share is allocated, so shares of one strategy stack and the two strategies never mix;
 * a MIG offer consumes its memory, the memory slices of its placement and its engines, so two
-  MIG offers fit together exactly when their placements do not overlap (and the engines last).
+  MIG offers fit together exactly when their placements do not overlap (and the engines last);
+* a card in vGPU mode has vGPU offers instead of MIG and shared ones (:mod:`.vgpu_offers`).
 
 Shared offers carry ``allowMultipleAllocations`` and consumable capacities. On such a device every
 capacity is consumed by each share, so ``sharePercent`` (100, default 100, 1-100 step 1) is the
@@ -54,10 +55,21 @@ from pkg.dra.model.attributes import (
     mib_quantity,
     to_attribute,
 )
-from pkg.dra.model.card import Card, MigProfileSpec, PartitionMode, Placement
-from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device
+from pkg.dra.model.card import Card, MigProfileSpec, PartitionMode, Placement, VgpuTypeSpec
+from pkg.dra.model.limits import (
+    MAX_DEVICES_ADVANCED,
+    SliceLimitError,
+    validate_counter_set,
+    validate_device,
+)
 from pkg.dra.model.offer_order import MigKey, mig_position
 from pkg.dra.model.partition_offers import PartitionCounters, partition_counters
+from pkg.dra.model.vgpu_offers import (
+    vgpu_attributes,
+    vgpu_capacity,
+    vgpu_device_name,
+    vgpu_memory_share_mib,
+)
 
 SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 
@@ -65,13 +77,15 @@ SHARED_SUFFIX = {SharingStrategy.TIME_SLICING: "ts", SharingStrategy.MPS: "mps"}
 @dataclass(frozen=True)
 class Offer:
     """One published device and what it stands for (``profile``/``placement`` only for MIG,
-    ``partition``/``partition_index`` only for a partition of a card-wide mode)."""
+    ``partition``/``partition_index`` only for a partition of a card-wide mode, ``vgpu`` only for a
+    vGPU)."""
 
     device: V1Device
     device_type: DeviceType
     sharing: SharingStrategy | None = None
     profile: MigProfileSpec | None = None
     placement: Placement | None = None
+    vgpu: VgpuTypeSpec | None = None
     partition: PartitionMode | None = None
     partition_index: int | None = None
 
@@ -84,6 +98,8 @@ class Offer:
         """The ``profile`` label of the offers metric: the MIG profile, else the sharing strategy."""
         if self.profile is not None:
             return self.profile.name
+        if self.vgpu is not None:
+            return self.vgpu.name
         if self.partition is not None:
             return self.partition.name
         return (self.sharing or SharingStrategy.EXCLUSIVE).value
@@ -109,9 +125,12 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
     counter_set = V1CounterSet(name=card.base_name, counters=_as_counters(counters))
     validate_counter_set(counter_set)
     identity = card_identity(card)
-    mig = _mig_offers(card, identity, order(card)) if card.mig_allowed else []
-    parts = _partition_offers(card, identity, partitions) if partitions else []
-    shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX if s in card.sharing]
+    if card.vgpu_mode:  # no CUDA on the host: vGPUs and passthrough only (vgpu_offers)
+        mig, parts, shared = _vgpu_offers(card, identity), [], []
+    else:
+        mig = _mig_offers(card, identity, order(card)) if card.mig_allowed else []
+        parts = _partition_offers(card, identity, partitions) if partitions else []
+        shared = [_shared_offer(card, identity, counters, s) for s in SHARED_SUFFIX if s in card.sharing]
     exclusive: dict[str, AttributeValue] = {
         key("deviceType"): DeviceType.PHYSICAL.value,
         key("sharingStrategy"): SharingStrategy.EXCLUSIVE.value,
@@ -129,6 +148,10 @@ def build_offers(card: Card, *, order: Callable[[Card], MigKey] = mig_position) 
         SharingStrategy.EXCLUSIVE,
     )
     offers = (*mig, *parts, *shared, physical)
+    if len(offers) > MAX_DEVICES_ADVANCED:  # one card's offers never span slices
+        raise SliceLimitError(
+            f"card {card.pci_address}", f"has {len(offers)} offers, over a slice's {MAX_DEVICES_ADVANCED}"
+        )
     names = [o.name for o in offers]
     if len(set(names)) != len(names):
         raise SliceLimitError(f"card {card.pci_address}", "two offers share a device name")
@@ -189,6 +212,22 @@ def _mig_offers(card: Card, identity: dict[str, AttributeValue], position: MigKe
             uses=uses,
         )
         offers.append(Offer(device, DeviceType.MIG, profile=profile, placement=placement))
+    return offers
+
+
+def _vgpu_offers(card: Card, identity: dict[str, AttributeValue]) -> list[Offer]:
+    offers = []
+    for spec in card.vgpu_types:
+        uses = {"memory": mib_quantity(vgpu_memory_share_mib(card, spec))}
+        for instance in range(spec.max_instances):
+            device = _device(
+                vgpu_device_name(card, spec, instance),
+                attrs=identity | vgpu_attributes(spec),
+                capacity=vgpu_capacity(spec),
+                counter_set=card.base_name,
+                uses=uses,
+            )
+            offers.append(Offer(device, DeviceType.VGPU, SharingStrategy.EXCLUSIVE, vgpu=spec))
     return offers
 
 

@@ -16,9 +16,11 @@ hardware against it. Its rules come from how such files fail in practice:
   passthrough (``vfio`` on a device: the IOMMU group and each function's original driver); a
   file holding one needs a reader of format 3, because an older one would leave the functions on
   ``vfio-pci``. Format 4 added partitions of a card-wide mode (``partition`` on a device); an
-  older reader would take one for a whole card and never switch the card back. A file without
-  shares, VFIO or partitions is still readable by format 1 readers, so a downgrade without them
-  keeps working.
+  older reader would take one for a whole card and never switch the card back. Format 5 added
+  vGPUs (``vgpu`` on a device: the mdev type and the UUID chosen for it, recorded before the
+  mdev is created); a file holding one needs a reader of format 5, because an older one would
+  leave the mdev behind. A file without shares, VFIO, partitions or vGPUs is still readable by
+  format 1 readers, so a downgrade without them keeps working.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -47,11 +49,12 @@ from api.gpu.v1alpha1 import DeviceType, SharingStrategy, TimeSlicingInterval
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 MIN_READER_VERSION: Final = 1
 SHARES_READER_VERSION: Final = 2
 VFIO_READER_VERSION: Final = 3
 PARTITION_READER_VERSION: Final = 4
+VGPU_READER_VERSION: Final = 5
 
 
 class CheckpointError(Exception):
@@ -140,6 +143,14 @@ class VfioRecord(_Record):
     functions: list[VfioFunctionRecord] = Field(default_factory=list)
 
 
+class VgpuRecord(_Record):
+    """A vGPU (mediated device) made for a claim: its mdev type and the UUID chosen for it before
+    ``create`` was written, which is what makes an mdev on the node this claim's."""
+
+    mdev_type: str = Field(alias="mdevType")
+    mdev_uuid: str = Field(alias="mdevUUID")
+
+
 class DeviceRecord(_Record):
     """One allocated device of a claim, as prepared on this node."""
 
@@ -147,12 +158,14 @@ class DeviceRecord(_Record):
     device: str
     requests: list[str] = Field(default_factory=list)
     card: str  # PCI address of the physical card
-    device_type: str = Field(alias="deviceType")  # Physical | MIG | Partition
+    device_type: str = Field(alias="deviceType")  # Physical | MIG | Partition | VGPU
     share_id: str | None = Field(default=None, alias="shareID")
     mig: MigRecord | None = None
     partition: PartitionRecord | None = None
     sharing: SharingRecord | None = None
     vfio: VfioRecord | None = None
+    # Left out when absent, so a record without a vGPU is written exactly as before format 5.
+    vgpu: VgpuRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
 
 
@@ -178,6 +191,12 @@ class CheckpointData(_Record):
     def shares(self) -> list[DeviceRecord]:
         """Every recorded share, of every claim."""
         return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
+
+    def mdevs(self) -> dict[str, str]:
+        """Every recorded vGPU's mdev UUID (in any state), and the card it is on."""
+        return {
+            d.vgpu.mdev_uuid: d.card for c in self.claims.values() for d in c.devices if d.vgpu is not None
+        }
 
     def partitions(self) -> list[DeviceRecord]:
         """Every recorded partition of a card-wide mode, of every claim."""
@@ -351,6 +370,8 @@ class CheckpointStore:
 
 
 def _min_reader(data: CheckpointData) -> int:
+    if data.mdevs():
+        return VGPU_READER_VERSION
     if data.partitions():
         return PARTITION_READER_VERSION
     if data.vfio_cards():

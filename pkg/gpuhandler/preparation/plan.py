@@ -50,6 +50,7 @@ OfferLookup = Callable[[str, str], V1Device | None]
 MAX_MIG_SLOTS: Final = 64
 MAX_PROFILE_ID: Final = 1 << 16
 MAX_QUANTITY: Final = 1 << 50
+_MDEV_TYPE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MODE: Final = re.compile(r"[a-z][a-z0-9]{0,15}")  # a partition mode's name (spx, cpx)
 _PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
@@ -100,6 +101,15 @@ class VfioPlan:
 
 
 @dataclass(frozen=True)
+class VgpuPlan:
+    """A vGPU to create: the offer's mdev type and the UUID chosen for it (:mod:`.vgpu_plan`;
+    empty until then)."""
+
+    mdev_type: str
+    mdev_uuid: str = ""
+
+
+@dataclass(frozen=True)
 class PlannedDevice:
     """One device of the claim to prepare on this node, and what it stands for."""
 
@@ -115,6 +125,7 @@ class PlannedDevice:
     share: PlannedShare | None = None
     config: GpuConfig | None = None
     vfio: VfioPlan | None = None  # passthrough asked for and allowed (:mod:`vfio`)
+    vgpu: VgpuPlan | None = None  # a vGPU offer (deviceType VGPU)
 
 
 @dataclass(frozen=True)
@@ -180,6 +191,12 @@ def _planned(
         if start + size > MAX_MIG_SLOTS:
             raise PlanError(f"{where} has placement {start}+{size}, beyond a card's {MAX_MIG_SLOTS} slots")
         mig = MigPlacement(profile_id=profile_id, start=start, size=size)
+    vgpu = None
+    if device_type is DeviceType.VGPU:
+        mdev_type = _attribute(device, "mdevType", str, where)
+        if not _MDEV_TYPE.fullmatch(mdev_type):
+            raise PlanError(f"{where} has mdevType {mdev_type[:80]!r}, not an mdev type ID (nvidia-232)")
+        vgpu = VgpuPlan(mdev_type=mdev_type)
     partition = _partition(device, where) if device_type is DeviceType.PARTITION else None
     wanted = config.sharing.strategy if config is not None and config.sharing is not None else None
     if wanted is not None and wanted is not sharing:
@@ -201,6 +218,7 @@ def _planned(
         share_id=result.share_id,
         share=share,
         config=config,
+        vgpu=vgpu,
     )
 
 

@@ -7,7 +7,8 @@
    nothing else happens: the kubelet retries and restarts, and a second prepare must change
    nothing.
 3. ``plan`` — the claim read fresh from the API server and turned into the devices this node must
-   prepare (:mod:`.plan`); when the Pod reserving it asks for VFIO passthrough, whether it may
+   prepare (:mod:`.plan`); a vGPU only for a VM's Pod, with its mdev UUID chosen
+   (:mod:`.vgpu_plan`); when the Pod reserving it asks for VFIO passthrough, whether it may
    have it and which functions go with each card (:mod:`.vfio_plan`; a retry keeps the drivers an
    earlier, unfinished attempt recorded, which sysfs no longer shows).
 4. ``refuse-double-allocation`` — a device, its card or an overlapping MIG placement already
@@ -63,6 +64,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     SharingRecord,
     VfioFunctionRecord,
     VfioRecord,
+    VgpuRecord,
 )
 from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
 from pkg.gpuhandler.preparation.driver_spec import DriverSpec
@@ -80,6 +82,7 @@ from pkg.gpuhandler.preparation.release import FOUND_MIG_MODES, ClaimRelease
 from pkg.gpuhandler.preparation.services import ClaimReader, OfferIndex, PodReader
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.preparation.vfio_plan import HostKind, plan_vfio, vfio_requested
+from pkg.gpuhandler.preparation.vgpu_plan import plan_vgpus
 
 logger = logging.getLogger(__name__)
 
@@ -171,15 +174,18 @@ class ClaimPreparer:
             with attempt.phase("plan"):
                 resource = read_claim(self._claims, claim)
                 attempt.plan = plan = plan_devices(resource, pool=self._pool, offers=self._offers)
-                if vfio_requested(resource, self._pods):
+                for_vm = vfio_requested(resource, self._pods)
+                earlier = checkpoint.claims.get(plan.uid)
+                attempt.plan = plan = plan_vgpus(plan, for_vm=for_vm, earlier=earlier)
+                if for_vm and any(d.vgpu is None for d in plan.devices):
                     plan = plan_vfio(plan, host=self._host, sysfs_root=self._sysfs_root)
-                    attempt.plan = plan = with_recorded_drivers(plan, checkpoint.claims.get(plan.uid))
+                    attempt.plan = plan = with_recorded_drivers(plan, earlier)
 
             with attempt.phase("refuse-double-allocation"):
                 refuse_double_allocation(plan, checkpoint)
 
             with attempt.phase("driver-files"):
-                driver_id = self._driver.device_id() if any(d.vfio is None for d in plan.devices) else None
+                driver_id = self._driver.device_id() if any(_in_container(d) for d in plan.devices) else None
 
             with attempt.phase("record-started"):
                 record = record_started(plan)
@@ -329,7 +335,7 @@ def record_completed(record: ClaimRecord, cdi_ids: Mapping[str, str], driver_id:
     container uses, the base spec's (``driver_id``); ``PrepareCompleted``."""
     for device in record.devices:
         device.cdi_device_ids = [cdi_ids[cdi_key(device)]]
-        if driver_id is not None and device.vfio is None:
+        if driver_id is not None and device.vfio is None and device.vgpu is None:
             device.cdi_device_ids.append(driver_id)
     record.state = PrepareState.PREPARE_COMPLETED
     record.updated = datetime.now(UTC)
@@ -342,14 +348,23 @@ def cdi_key(device: DeviceRecord) -> str:
     return device.device if device.share_id is None else f"{device.device}-{device.share_id}"
 
 
+def _in_container(device: PlannedDevice) -> bool:
+    """Whether a container uses the device through the NVIDIA driver (not a VM's device)."""
+    return device.vfio is None and device.vgpu is None
+
+
 def _conflict(device: PlannedDevice, held: DeviceRecord) -> tuple[str, str] | None:
     """Why two devices cannot both be prepared on one card (a reason and a phrase), or None.
 
     MIG devices fit together when their placements do not overlap; partitions when they are distinct
     partitions of one card-wide mode; shares fit together when they
     are shares of one strategy with distinct share IDs and, for TimeSlicing, the same time slice;
-    anything else next to anything on the card is one GPU handed out twice.
+    vGPUs fit together unless they are the same offer (the kernel refuses a type the card cannot
+    take next to the others, :mod:`.kinds.vgpu`); anything else next to anything on the card is
+    one GPU handed out twice.
     """
+    if device.vgpu is not None and held.vgpu is not None:
+        return ("DoubleAllocation", "is already prepared") if device.device == held.device else None
     if device.mig is not None and held.mig is not None:
         mine = set(range(device.mig.start, device.mig.start + device.mig.size))
         theirs = set(range(held.mig.placement_start, held.mig.placement_start + held.mig.placement_size))
@@ -399,6 +414,9 @@ def _record(device: PlannedDevice) -> DeviceRecord:
             iommu_group=device.vfio.iommu_group,
             functions=[VfioFunctionRecord(address=f.address, driver=f.driver) for f in device.vfio.functions],
         )
+    vgpu = None
+    if device.vgpu is not None:
+        vgpu = VgpuRecord(mdev_type=device.vgpu.mdev_type, mdev_uuid=device.vgpu.mdev_uuid)
     sharing = None
     if device.share is not None:
         sharing = SharingRecord(
@@ -418,6 +436,7 @@ def _record(device: PlannedDevice) -> DeviceRecord:
         partition=partition,
         sharing=sharing,
         vfio=vfio,
+        vgpu=vgpu,
     )
 
 

@@ -41,6 +41,7 @@ from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.partition import PartitionKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
 from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
+from pkg.gpuhandler.preparation.kinds.vgpu import VgpuKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
 from pkg.gpuhandler.preparation.prepare import ClaimPreparer
 from pkg.gpuhandler.preparation.release import ClaimRelease
@@ -57,6 +58,7 @@ from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
 from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.preparation.vfio_plan import HostFiles
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
+from pkg.hardware.mdev import MdevHost
 from pkg.hardware.pci_binding import PciDriverBinding
 
 logger = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ class PluginSettings:
     mps_root: Path = Path("/run") / DRIVER / "mps"
     lock_timeout: float = 30.0
     health_period: float = 10.0
-    sysfs_root: Path = Path("/sys")  # VFIO: driver binding, IOMMU groups, DMI
+    sysfs_root: Path = Path("/sys")  # VFIO: driver binding, IOMMU groups, DMI; vGPU: mdevs
     dev_root: Path = Path("/dev")  # VFIO: /dev/vfio/<group>
     proc_root: Path = Path("/proc")  # VFIO: the CPU flags (bare metal)
 
@@ -105,6 +107,7 @@ def new_kinds(
     preparer: CardPreparer,
     sharing: CardSharing,
     binding: PciDriverBinding,
+    mdevs: MdevHost,
     vm_files: VmFiles,
     offers: OfferIndex,
     dev_root: Path,
@@ -113,6 +116,7 @@ def new_kinds(
     return Kinds(
         [
             VfioKind(preparer=preparer, binding=binding, files=vm_files, offers=offers, dev_root=dev_root),
+            VgpuKind(mdevs=mdevs, files=vm_files, offers=offers, dev_root=dev_root),
             MigKind(preparer),
             PartitionKind(preparer),
             ShareKind(preparer=preparer, sharing=sharing),
@@ -125,6 +129,11 @@ def new_binding(backend: VendorBackend, settings: PluginSettings) -> PciDriverBi
     """Driver binding through the host's sysfs; a simulated backend brings the kernel's part."""
     kernel = getattr(backend, "sysfs_kernel", None)
     return PciDriverBinding(settings.sysfs_root, kernel=kernel)
+
+
+def new_mdevs(backend: VendorBackend, settings: PluginSettings) -> MdevHost:
+    """vGPUs through the host's sysfs; a simulated backend brings the kernel's part."""
+    return MdevHost(settings.sysfs_root, kernel=getattr(backend, "sysfs_kernel", None))
 
 
 def _preparer_of(backend: VendorBackend) -> CardPreparer:
@@ -171,6 +180,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         HostFiles, sysfs_root=settings.provided.sysfs_root, proc_root=settings.provided.proc_root
     )
     binding = providers.Singleton(new_binding, backend=backend, settings=settings)
+    mdevs = providers.Singleton(new_mdevs, backend=backend, settings=settings)
     vm_files = providers.Singleton(VmFiles, folder=settings.provided.vm_dir)
     slice_informer = providers.Singleton(
         node_resource_slices, informers=informers, node_name=settings.provided.node_name
@@ -198,6 +208,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         preparer=preparer,
         sharing=sharing,
         binding=binding,
+        mdevs=mdevs,
         vm_files=vm_files,
         offers=offers,
         dev_root=settings.provided.dev_root,

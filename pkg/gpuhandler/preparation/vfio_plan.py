@@ -103,6 +103,8 @@ def plan_vfio(plan: ClaimPlan, *, host: HostKind, sysfs_root: Path) -> ClaimPlan
     """``plan`` with every device's :class:`VfioPlan`, or :class:`PrepareFailedError` naming the rule."""
     label = f"claim {plan}: VFIO"
     for device in plan.devices:
+        if device.vgpu is not None:
+            continue  # a VM's vGPU: made by its own kind (:mod:`.vgpu_plan`)
         if device.device_type is not DeviceType.PHYSICAL or device.sharing is not SharingStrategy.EXCLUSIVE:
             kind = (
                 "a MIG device" if device.device_type is DeviceType.MIG else f"a {device.sharing.value} share"
@@ -117,7 +119,10 @@ def plan_vfio(plan: ClaimPlan, *, host: HostKind, sysfs_root: Path) -> ClaimPlan
             REASON_NOT_ALLOWED, f"{label} is allowed only on bare metal, and this node is not: {why}"
         )
     devices = [
-        dataclasses.replace(device, vfio=_group_of(device, sysfs_root, label)) for device in plan.devices
+        device
+        if device.vgpu is not None
+        else dataclasses.replace(device, vfio=_group_of(device, sysfs_root, label))
+        for device in plan.devices
     ]
     return dataclasses.replace(plan, devices=tuple(devices))
 

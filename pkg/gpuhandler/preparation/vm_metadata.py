@@ -1,12 +1,14 @@
-"""What a VM launcher reads about a passed-through card: device metadata and the QEMU hook input.
+"""What a VM launcher reads about a passed-through card or a vGPU: device metadata and the QEMU
+hook input.
 
-Two files per VFIO claim, under ``<plugin data dir>/vm/<claim UID>/`` on the host, bind-mounted
-read-only into the claim's containers through CDI (:func:`vm_mounts`):
+Two files per VFIO claim (the metadata alone for a claim of vGPUs only), under
+``<plugin data dir>/vm/<claim UID>/`` on the host, bind-mounted read-only into the claim's
+containers through CDI (:func:`vm_mounts`):
 
 * **Device metadata** (KEP-5304, ``metadata.resource.k8s.io/v1alpha1`` ``DeviceMetadata``), one
   file per request, with each device's published attributes plus the standard
-  ``resource.kubernetes.io/pciBusID`` — what KubeVirt's virt-launcher turns into a ``<hostdev>``
-  (VEP 10). It appears at the protocol's path,
+  ``resource.kubernetes.io/pciBusID`` of a passed-through card, or ``mdevUUID`` of a vGPU — what
+  KubeVirt's virt-launcher turns into a ``<hostdev>`` (VEP 10). It appears at the protocol's path,
   ``/var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/gpu.deckhouse.io-metadata.json``
   (``resourceclaimtemplates/<podClaimName>/...`` for a claim made from a template, which also gets
   ``podClaimName``), and at VEP 10's path,
@@ -27,6 +29,7 @@ import json
 import re
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +42,7 @@ from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.claim_ref import checked_label, checked_subdomain, checked_uid
 
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
+MDEV_UUID: Final = "mdevUUID"  # VEP 10's name for a vGPU's mdev, not yet standardised
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
 METADATA_API_VERSION: Final = "metadata.resource.k8s.io/v1alpha1"
 HOOK_API_VERSION: Final = "gpu.deckhouse.io/v1alpha1"
@@ -67,12 +71,54 @@ def metadata_document(
         attributes = {
             name: _attribute(value) for name, value in sorted(((offer and offer.attributes) or {}).items())
         }
-        attributes[PCI_BUS_ID] = {"string": record.card}
+        if record.vgpu is not None:  # a vGPU is handed over by its mdev, never by the card
+            attributes[MDEV_UUID] = {"string": record.vgpu.mdev_uuid}
+        else:
+            attributes[PCI_BUS_ID] = {"string": record.card}
         entries.append(
             {"driver": DRIVER, "pool": record.pool, "name": record.device, "attributes": attributes}
         )
     document["requests"] = [{"name": request, "devices": entries}]
     return document
+
+
+@dataclass(frozen=True)
+class MetadataDevice:
+    """One device of a ``DeviceMetadata`` document, as a VM launcher reads it: the passed-through
+    card's ``pciBusID`` or the vGPU's ``mdevUUID`` (``None`` where the device has none)."""
+
+    request: str
+    driver: str
+    pool: str
+    name: str
+    pci_bus_id: str | None
+    mdev_uuid: str | None
+
+
+def read_device_metadata(text: str | bytes) -> list[MetadataDevice]:
+    """The devices of a KEP-5304 ``DeviceMetadata`` document (what :func:`metadata_document`
+    writes); ``ValueError`` for anything else, so a reader never mistakes another file for it."""
+    document = json.loads(text)
+    if not isinstance(document, dict) or (document.get("apiVersion"), document.get("kind")) != (
+        METADATA_API_VERSION,
+        "DeviceMetadata",
+    ):
+        raise ValueError(f"not a {METADATA_API_VERSION} DeviceMetadata document")
+    found = []
+    for request in document.get("requests") or []:
+        for device in request.get("devices") or []:
+            attributes = device.get("attributes") or {}
+            found.append(
+                MetadataDevice(
+                    request=str(request.get("name", "")),
+                    driver=str(device.get("driver", "")),
+                    pool=str(device.get("pool", "")),
+                    name=str(device.get("name", "")),
+                    pci_bus_id=(attributes.get(PCI_BUS_ID) or {}).get("string"),
+                    mdev_uuid=(attributes.get(MDEV_UUID) or {}).get("string"),
+                )
+            )
+    return found
 
 
 def hook_document(claim: ResourceV1ResourceClaim, devices: Sequence[DeviceRecord]) -> dict[str, Any]:
@@ -143,8 +189,9 @@ class VmFiles:
                 checked_label(part, "request name")
         mounts: dict[str, tuple[Mount, ...]] = {}
         hook = folder / "qemu-hook.json"
-        records = [record for devices in requests.values() for record, _ in devices]
-        write_atomically(hook, _json(hook_document(claim, records)), mode=0o644, durable=False)
+        records = [r for devices in requests.values() for r, _ in devices if r.vfio is not None]
+        if records:  # passed-through cards only: a vGPU needs no hook
+            write_atomically(hook, _json(hook_document(claim, records)), mode=0o644, durable=False)
         first = True
         for request, devices in sorted(requests.items()):
             top = request.split("/", 1)[0]  # a subrequest's file sits under its request (KEP-5304)
@@ -160,7 +207,8 @@ class VmFiles:
                 found.append(
                     Mount(str(host), f"{VEP10_METADATA_ROOT}/{DRIVER}/{meta.name}/metadata.json", _READ_ONLY)
                 )
-                found.append(Mount(str(hook), f"{HOOK_ROOT}/{meta.name}.json", _READ_ONLY))
+                if records:
+                    found.append(Mount(str(hook), f"{HOOK_ROOT}/{meta.name}.json", _READ_ONLY))
                 first = False
             mounts[devices[0][0].device] = tuple(found)
         return mounts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from pkg.backends.nvidia.architecture import architecture_name
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend, read_health_file
 from pkg.backends.simulated.data import SimulatedModel, models
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
+from pkg.backends.simulated.pci_kernel import SimulatedPciKernel
+from pkg.hardware.mdev import MdevHost, new_mdev_uuid
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
@@ -25,6 +28,7 @@ EXPECTED_MODELS = {
     "2335": "NVIDIA H200",
     "2901": "NVIDIA B200",
     "27b8": "NVIDIA L4",
+    "1eb8": "Tesla T4",
     "2230": "NVIDIA RTX A6000",
 }
 
@@ -158,3 +162,36 @@ def test_a_malformed_health_file_is_never_read_as_healthy(tmp_path: Path, conten
     assert report is not None
     assert (report.status, report.reason) == (VerdictStatus.UNKNOWN, "InvalidHealthFile")
     assert read_health_file(tmp_path / "missing.health") is None
+
+
+def test_a_card_in_vgpu_mode_is_offered_as_its_mdev_types() -> None:
+    backend = simulated(FIXTURES / "t4-vgpu")
+    card = backend.offer_inputs(physical_gpu(ADDRESS, device_id="1eb8"))
+    assert card.product_name == "Tesla T4"
+    assert [(t.type_id, t.name, t.framebuffer_mib, t.max_instances) for t in card.vgpu_types] == [
+        ("nvidia-232", "GRID T4-4Q", 4096, 4),
+        ("nvidia-233", "GRID T4-8Q", 8192, 2),
+        ("nvidia-234", "GRID T4-16Q", 16384, 1),
+        ("nvidia-319", "GRID T4-4C", 4096, 4),
+    ]
+    plain = simulated(FIXTURES / "a30-x2").offer_inputs(physical_gpu(ADDRESS, device_id="20b7"))
+    assert plain.vgpu_types == ()
+
+
+def test_only_the_types_a_card_can_take_or_holds_are_offered(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "t4-vgpu", tmp_path / "sys", symlinks=True)
+    root = tmp_path / "sys"
+    kernel = SimulatedPciKernel(sysfs_root=root, dev_root=tmp_path / "dev")
+    mdevs = MdevHost(root, kernel=kernel)
+    uuids = [new_mdev_uuid() for _ in range(4)]
+    for uuid in uuids:  # the card fills up with one type: the others cannot join it
+        mdevs.create(ADDRESS, "nvidia-232", uuid)
+
+    def offered() -> list[str]:
+        card = simulated(root).offer_inputs(physical_gpu(ADDRESS, device_id="1eb8"))
+        return [t.type_id for t in card.vgpu_types]
+
+    assert offered() == ["nvidia-232"]  # full, but its offers stay under their claims
+    for uuid in uuids:
+        mdevs.remove(uuid)
+    assert offered() == ["nvidia-232", "nvidia-233", "nvidia-234", "nvidia-319"]

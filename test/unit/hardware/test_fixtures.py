@@ -40,6 +40,10 @@ EXPECTED: dict[str, tuple[bool, str, list[tuple[str, str, str, str | None, int |
         ("0000:4a:00.0", "10de:27b8", "0302", "nvidia", 0, "50"),
         ("0000:ca:00.0", "10de:27b8", "0302", "vfio-pci", 1, "150"),
     ]),
+    "t4-vgpu": (True, "ubuntu", [
+        ("0000:3b:00.0", "10de:1eb8", "0302", "nvidia", 0, "40"),
+        ("0000:d8:00.0", "10de:1eb8", "0302", "nvidia", 1, "120"),
+    ]),
     "rtx-workstation": (True, "ubuntu", [
         ("0000:00:00.0", "8086:2020", "0600", None, None, "0"),
         ("0000:65:00.0", "10de:2230", "0300", "nvidia", None, "28"),

@@ -138,5 +138,6 @@ def test_device_labels_of_every_fixture_gpu_from_pci_ids(sysfs_fixtures: Path, p
         ("10de", "20b2"): "a100-sxm4-80gb",
         ("10de", "2330"): "h100-sxm5-80gb",
         ("10de", "27b8"): "l4",
+        ("10de", "1eb8"): "tesla-t4",
         ("10de", "2230"): "rtx-a6000",
     }

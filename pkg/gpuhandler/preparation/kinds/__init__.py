@@ -1,16 +1,16 @@
 """Device kinds: what preparing and releasing one device of a claim means, one module per kind.
 
-A claim's devices are prepared one after the other, each by its kind (:class:`DeviceKind`): a
-whole card (:mod:`.whole_card`), a MIG device (:mod:`.mig`), a TimeSlicing or MPS share of a card
-(:mod:`.share`), a card passed through to a VM (:mod:`.vfio`). A kind works from the device's
-checkpoint record alone, written before anything changes on the node, so the same record that
-prepared a device can release it after a crash. ``prepare`` returns everything a container of the
-device needs (its :class:`~pkg.backends.preparation.ContainerEdits`, made in one place);
-``release`` undoes it and is idempotent: what is already gone is success.
+A claim's devices are prepared one after the other, each by its kind (:class:`DeviceKind`): a whole
+card (:mod:`.whole_card`), a MIG device (:mod:`.mig`), a TimeSlicing or MPS share of a card
+(:mod:`.share`), a card passed through to a VM (:mod:`.vfio`), a VM's vGPU (:mod:`.vgpu`). A kind
+works from the device's checkpoint record alone, written before anything changes on the node, so the
+same record that prepared a device can release it after a crash. ``prepare`` returns everything a
+container of the device needs (its :class:`~pkg.backends.preparation.ContainerEdits`, made in one
+place); ``release`` undoes it and is idempotent: what is already gone is success.
 
 :class:`Kinds` says which kind a recorded device is, from its record: each kind but the whole
-card has a field of its own (``mig``, ``sharing``, ``vfio``). Adding a kind is one module (and its
-record field) and one entry in the list the composition root
+card has a field of its own (``mig``, ``sharing``, ``vfio``, ``vgpu``, ...). Adding a kind is one
+module (and its record field) and one entry in the list the composition root
 (:mod:`~pkg.gpuhandler.preparation.setup`) registers.
 """
 

@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kubernetes.client import V1Device
-
-from pkg.backends.preparation import CardPreparer, ContainerEdits, DeviceNode, Mount
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord
+from pkg.backends.preparation import CardPreparer, ContainerEdits
+from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.kinds.vm_devices import vfio_nodes, vm_mounts
 from pkg.gpuhandler.preparation.kinds.whole_card import take_whole_card
 from pkg.gpuhandler.preparation.services import OfferIndex
 from pkg.gpuhandler.preparation.vm_metadata import VmFiles
@@ -74,23 +73,16 @@ class VfioKind:
                     f"to {VFIO_PCI}: {exc}",
                 ) from None
             work.changed_cards.add(device.card)
-        group = self._dev / "vfio" / device.vfio.iommu_group
-        control = self._dev / "vfio" / "vfio"
-        deadline = self._clock() + self._settle_timeout
-        while not (group.is_char_device() and control.is_char_device()):  # udev may lag the bind
-            if self._clock() >= deadline:
-                raise PrepareFailedError(
-                    "DeviceNodeMissing",
-                    f"claim {record.namespace}/{record.name}: {group} or {control} is missing after binding "
-                    f"card {device.card} to {VFIO_PCI}",
-                )
-            time.sleep(0.05)
+        nodes = vfio_nodes(
+            self._dev,
+            device.vfio.iommu_group,
+            timeout=self._settle_timeout,
+            clock=self._clock,
+            what=f"claim {record.namespace}/{record.name}: after binding card {device.card} to {VFIO_PCI}",
+        )
         return ContainerEdits(
-            device_nodes=(
-                DeviceNode(path="/dev/vfio/vfio", host_path=str(control)),
-                DeviceNode(path=f"/dev/vfio/{device.vfio.iommu_group}", host_path=str(group)),
-            ),
-            mounts=self._vm_mounts(device, work),
+            device_nodes=nodes,
+            mounts=vm_mounts(self._files, self._offers, device, work),
         )
 
     def release(self, device: DeviceRecord, work: ClaimWork) -> None:
@@ -109,20 +101,3 @@ class VfioKind:
                     },
                 )
         self._files.remove(work.record.uid)
-
-    def _vm_mounts(self, device: DeviceRecord, work: ClaimWork) -> tuple[Mount, ...]:
-        """Writes the claim's VM files (every passed-through device of it: the hook input lists
-        them all) and returns the mounts that ``device``'s container carries."""
-        resource = work.resource
-        if resource is None:
-            raise ValueError(f"claim {work.record}: the VM files need the claim as read from the API server")
-        mounts = self._files.write(resource, self._requests(work.record))
-        return mounts.get(device.device, ())
-
-    def _requests(self, record: ClaimRecord) -> dict[str, list[tuple[DeviceRecord, V1Device | None]]]:
-        requests: dict[str, list[tuple[DeviceRecord, V1Device | None]]] = {}
-        for device in record.devices:
-            if device.vfio is not None:
-                offer = self._offers.device(device.pool, device.device)
-                requests.setdefault(device.requests[0], []).append((device, offer))
-        return requests

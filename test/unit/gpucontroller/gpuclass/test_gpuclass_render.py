@@ -18,7 +18,7 @@ from kubernetes.client import V1ObjectMeta
 from api.gpu.v1alpha1 import GPUClass, parse_gpu_config
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
-from pkg.dra.model.card import Card, MigProfileSpec, Placement
+from pkg.dra.model.card import Card, MigProfileSpec, Placement, VgpuTypeSpec
 from pkg.dra.model.offers import build_offers
 from pkg.gpucontroller.gpuclass.render import (
     cel_string,
@@ -193,3 +193,34 @@ def test_the_sample_classes_parse() -> None:
     sample = Path(__file__).resolve().parents[4] / "config" / "samples" / "gpuclasses.yaml"
     classes = [GPUClass.from_api_dict(doc) for doc in yaml.safe_load_all(sample.read_text()) if doc]
     assert [c.metadata.name for c in classes] == ["a30-mig-2g", "big-gpu", "shared-gpu"]
+
+
+T4_VGPU = Card(
+    physical_gpu="n1-3-10de-1eb8",
+    pci_address="0000:d8:00.0",
+    product_name="Tesla T4",
+    device="tesla-t4",
+    memory_mib=15360,
+    uuid="GPU-t4",
+    vgpu_types=(
+        VgpuTypeSpec("nvidia-232", "GRID T4-4Q", 4096, 4),
+        VgpuTypeSpec("nvidia-233", "GRID T4-8Q", 8192, 2),
+    ),
+)
+
+
+def test_a_vgpu_class_selects_the_vgpu_offers_and_nothing_else() -> None:
+    def chosen(gpu_class_: GPUClass) -> set[str]:
+        selector = CEL.compile(selector_expression(gpu_class_, None))
+        return {
+            offer.name
+            for card in (A30, L4, T4_VGPU)
+            for offer in build_offers(card).offers
+            if CEL.matches(selector, device_input(DRIVER, offer.device))
+        }
+
+    q4 = {f"gpu-0000-d8-00-0-vgpu-232-{i}" for i in range(4)}
+    q8 = {f"gpu-0000-d8-00-0-vgpu-233-{i}" for i in range(2)}
+    assert chosen(gpu_class(deviceType="VGPU")) == q4 | q8
+    assert chosen(gpu_class(deviceType="VGPU", requirements={"minMemory": "8Gi"})) == q8
+    assert "gpu-0000-d8-00-0" in chosen(gpu_class())  # the whole card, for passthrough
