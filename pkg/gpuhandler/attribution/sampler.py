@@ -322,8 +322,8 @@ def _prepared_devices(
 
 
 def _device_uuid(device: DeviceRecord, uuids: Mapping[str, str]) -> str | None:
-    if device.vfio is not None:
-        return None  # a card passed to a VM: its processes are the guest's, out of the host's sight
+    if device.vfio is not None or device.vgpu is not None:
+        return None  # a card or vGPU given to a VM: its processes are the guest's, out of the host's sight
     if device.mig is not None:
         return device.mig.uuid
     return uuids.get(device.card)
