@@ -1,0 +1,156 @@
+"""KubeVirt's path to a passed-through card: the device metadata read by Kubernetes' own reader.
+
+KubeVirt's virt-launcher (GPUsWithDRA / HostDevicesWithDRA) finds a VM's DRA devices through
+KEP-5304 device metadata in its container: ``resourceclaims/<claim>/<request>/`` for a claim the
+VM names, ``resourceclaimtemplates/<the Pod's name for the claim>/<request>/`` for one made from a
+template, exactly one ``*-metadata.json`` there, whose ``resource.kubernetes.io/pciBusID``
+attribute is the card to pass through (docs/vfio.md, "What KubeVirt reads").
+
+Here the reader is not ours: ``devicemetadata`` (hack/tools/devicemetadata) is Kubernetes'
+``k8s.io/dynamic-resource-allocation/devicemetadata`` package at the pinned release, built
+statically and run as the container of a VFIO Pod on the real node, at the paths the container
+sees. It prints what it decoded; the test checks the card's PCI address and the claim it names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from gpu_nodes import checkpoint
+from k8s_fields import status_of, uid_of
+
+from pkg.devcluster.cluster import ControlPlane, default_bin_dir
+from pkg.devcluster.gpucomponents import GpuComponents
+from pkg.devcluster.images import REGISTRY, static_binary_archive
+from pkg.devcluster.processes import wait_until
+from pkg.framework.client import KubeClient
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
+from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
+
+RTX = "0000:65:00.0"  # the workstation node's card that can go to a VM
+READER_IMAGE = f"{REGISTRY}/devicemetadata:1"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+REQUEST = "gpu"
+DRIVER = "gpu.deckhouse.io"
+
+
+@pytest.fixture(scope="module")
+def reader_archive(work_dir: Path) -> Path:
+    """Kubernetes' device metadata reader as an image of its one static binary."""
+    binary = default_bin_dir() / "devicemetadata"
+    return static_binary_archive(work_dir / "devicemetadata.tar", reference=READER_IMAGE, binary=binary).path
+
+
+def _card_request() -> dict[str, Any]:
+    return {"devices": {"requests": [{"name": REQUEST, "exactly": {"deviceClassName": "gpu-physical"}}]}}
+
+
+def _reader_pod(name: str, node: str, claim: dict[str, str], args: list[str]) -> dict[str, Any]:
+    """A VM launcher's Pod (VFIO annotation, one claim) whose containers are the reader: ``merged``
+    reads the request's folder as KubeVirt does (every ``*-metadata.json`` in it), ``whole`` our
+    driver's file alone, with the claim it names."""
+    containers = [
+        {
+            "name": container,
+            "image": READER_IMAGE,
+            "imagePullPolicy": "Never",
+            "args": [*driver, *args],
+            "resources": {"claims": [{"name": claim["name"]}]},
+        }
+        for container, driver in (("merged", []), ("whole", ["--driver", DRIVER]))
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {VFIO_ANNOTATION: "true"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [claim],
+            "containers": containers,
+        },
+    }
+
+
+def _read_in_pod(
+    kube: KubeClient, plane: ControlPlane, namespace: str, objects: list[dict[str, Any]], pod: str
+) -> dict[str, dict[str, Any]]:
+    """Applies ``objects`` (the last is the Pod), waits for the readers to finish and returns what
+    each container decoded; the caller deletes the Pod."""
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump_all(objects))
+    wait_until(
+        lambda: status_of(kube.get(POD, pod, namespace)).phase in ("Succeeded", "Failed"),
+        timeout=120,
+        what=f"the readers in Pod {pod} to finish",
+    )
+    phase = status_of(kube.get(POD, pod, namespace)).phase
+    out = {c: plane.kubectl("logs", "-n", namespace, pod, "-c", c, check=False) for c in ("merged", "whole")}
+    assert phase == "Succeeded", f"a reader failed: {out}"
+    return {container: dict(json.loads(text)) for container, text in out.items()}
+
+
+def _the_card(decoded: dict[str, Any]) -> str:
+    """The one device of the one request, as KubeVirt takes it: its pciBusID string."""
+    [request] = decoded["requests"]
+    assert request["name"] == REQUEST
+    [device] = request["devices"]
+    assert device["driver"] == DRIVER
+    return str(device["attributes"][PCI_BUS_ID]["string"])
+
+
+def test_kubernetes_reader_finds_the_card_of_a_vfio_claim_by_name_and_from_a_template(
+    kube: KubeClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    gpu_node_ws: GpuComponents,
+    reader_archive: Path,
+) -> None:
+    node = gpu_node_ws.node
+    node.containerd.import_images(reader_archive)
+
+    # A claim the VM names: resourceclaims/<claim name>/<request>/.
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "vm-card"},
+        "spec": _card_request(),
+    }
+    by_name = _reader_pod(
+        "vm-by-name",
+        node.name,
+        {"name": "card", "resourceClaimName": "vm-card"},
+        ["claim", "vm-card", REQUEST],
+    )
+    decoded = _read_in_pod(kube, control_plane, namespace, [claim, by_name], "vm-by-name")
+    assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
+    whole = decoded["whole"]
+    assert (whole["namespace"], whole["name"]) == (namespace, "vm-card")
+    assert whole["uid"] == uid_of(kube.get(RESOURCE_CLAIM, "vm-card", namespace))
+    assert decoded["merged"]["podClaimName"] is whole["podClaimName"] is None
+    kube.delete(POD, "vm-by-name", namespace)
+    wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
+
+    # A claim made from a template: resourceclaimtemplates/<the Pod's name for it>/<request>/.
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "vm-card-template"},
+        "spec": {"spec": _card_request()},
+    }
+    from_template = _reader_pod(
+        "vm-from-template",
+        node.name,
+        {"name": "passthrough", "resourceClaimTemplateName": "vm-card-template"},
+        ["template", "passthrough", REQUEST],
+    )
+    decoded = _read_in_pod(kube, control_plane, namespace, [template, from_template], "vm-from-template")
+    assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
+    assert decoded["merged"]["podClaimName"] == decoded["whole"]["podClaimName"] == "passthrough"
+    assert decoded["whole"]["name"].startswith("vm-from-template-passthrough-")  # the generated claim
+    kube.delete(POD, "vm-from-template", namespace)
+    wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
