@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -95,6 +96,27 @@ def shortened_rules(source: Path, target: Path, interval: str) -> Path:
     return target
 
 
+def chart_alert_rules(target: Path, values: dict[str, str], interval: str) -> Path:
+    """The chart's alerts (its PrometheusRule, rendered with ``values``) as a rule file whose
+    groups are evaluated every ``interval``: the test's configuration, not the shipped rules."""
+    chart = Path(__file__).resolve().parents[2] / "charts" / "gpu-control-plane"
+    args = [str(default_bin_dir() / "helm"), "template", "alerts", str(chart)]
+    args += ["--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--set", "alerts.enabled=true"]
+    for path, value in values.items():
+        args += ["--set-string", f"{path}={value}"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
+    [rule] = [
+        d
+        for d in yaml.safe_load_all(out)
+        if d and d["kind"] == "PrometheusRule" and d["metadata"]["name"].endswith("-alerts")
+    ]
+    groups = rule["spec"]["groups"]
+    for group in groups:
+        group["interval"] = interval
+    target.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    return target
+
+
 @dataclass
 class Prometheus:
     port: int
@@ -111,8 +133,10 @@ class Prometheus:
         data = self._get("/api/v1/query", query=expr)
         return [(dict(r["metric"]), float(r["value"][1])) for r in data["result"]]
 
-    def alerts(self) -> list[dict[str, Any]]:
-        return list(self._get("/api/v1/alerts")["alerts"])
+    def alerts(self, name: str, state: str = "firing") -> list[dict[str, str]]:
+        """The labels of the alerts ``name`` now in ``state``."""
+        found = self._get("/api/v1/alerts")["alerts"]
+        return [dict(a["labels"]) for a in found if a["labels"]["alertname"] == name and a["state"] == state]
 
     def targets_up(self) -> list[str]:
         return [t["scrapePool"] for t in self._get("/api/v1/targets")["activeTargets"] if t["health"] == "up"]
