@@ -45,6 +45,10 @@ def reader_archive(work_dir: Path) -> Path:
     return static_binary_archive(work_dir / "devicemetadata.tar", reference=READER_IMAGE, binary=binary).path
 
 
+def _object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
 def _card_request() -> dict[str, Any]:
     return {"devices": {"requests": [{"name": REQUEST, "exactly": {"deviceClassName": "gpu-physical"}}]}}
 
@@ -113,44 +117,34 @@ def test_kubernetes_reader_finds_the_card_of_a_vfio_claim_by_name_and_from_a_tem
     node = gpu_node_ws.node
     node.containerd.import_images(reader_archive)
 
+    def read(source: dict[str, Any], pod: str, claim: dict[str, str], args: list[str]) -> dict[str, Any]:
+        """Runs the readers with ``source`` (a claim or a template); both must find the card. The
+        Pod is deleted and the claim unprepared before this returns."""
+        decoded = _read_in_pod(
+            kube, control_plane, namespace, [source, _reader_pod(pod, node.name, claim, args)], pod
+        )
+        assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
+        kube.delete(POD, pod, namespace)
+        wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
+        return decoded
+
     # A claim the VM names: resourceclaims/<claim name>/<request>/.
-    claim = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "vm-card"},
-        "spec": _card_request(),
-    }
-    by_name = _reader_pod(
-        "vm-by-name",
-        node.name,
-        {"name": "card", "resourceClaimName": "vm-card"},
-        ["claim", "vm-card", REQUEST],
+    claim = _object("ResourceClaim", "vm-card", _card_request())
+    decoded = read(
+        claim, "vm-by-name", {"name": "card", "resourceClaimName": "vm-card"}, ["claim", "vm-card", REQUEST]
     )
-    decoded = _read_in_pod(kube, control_plane, namespace, [claim, by_name], "vm-by-name")
-    assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
     whole = decoded["whole"]
     assert (whole["namespace"], whole["name"]) == (namespace, "vm-card")
     assert whole["uid"] == uid_of(kube.get(RESOURCE_CLAIM, "vm-card", namespace))
     assert decoded["merged"]["podClaimName"] is whole["podClaimName"] is None
-    kube.delete(POD, "vm-by-name", namespace)
-    wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
 
     # A claim made from a template: resourceclaimtemplates/<the Pod's name for it>/<request>/.
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "vm-card-template"},
-        "spec": {"spec": _card_request()},
-    }
-    from_template = _reader_pod(
+    template = _object("ResourceClaimTemplate", "vm-card-template", {"spec": _card_request()})
+    decoded = read(
+        template,
         "vm-from-template",
-        node.name,
         {"name": "passthrough", "resourceClaimTemplateName": "vm-card-template"},
         ["template", "passthrough", REQUEST],
     )
-    decoded = _read_in_pod(kube, control_plane, namespace, [template, from_template], "vm-from-template")
-    assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
     assert decoded["merged"]["podClaimName"] == decoded["whole"]["podClaimName"] == "passthrough"
     assert decoded["whole"]["name"].startswith("vm-from-template-passthrough-")  # the generated claim
-    kube.delete(POD, "vm-from-template", namespace)
-    wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
