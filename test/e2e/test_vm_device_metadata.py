@@ -25,7 +25,7 @@ from k8s_fields import status_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.gpucomponents import GpuComponents
-from pkg.devcluster.images import REGISTRY, static_binary_archive
+from pkg.devcluster.images import BUSYBOX_IMAGE, REGISTRY, static_binary_archive
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
@@ -36,6 +36,8 @@ READER_IMAGE = f"{REGISTRY}/devicemetadata:1"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 REQUEST = "gpu"
 DRIVER = "gpu.deckhouse.io"
+_SEPARATOR = "==stream=="
+METADATA_ROOT = "/var/run/kubernetes.io/dra-device-attributes"  # KEP-5304's, not our writer's constant
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +58,18 @@ def _card_request() -> dict[str, Any]:
 def _reader_pod(name: str, node: str, claim: dict[str, str], args: list[str]) -> dict[str, Any]:
     """A VM launcher's Pod (VFIO annotation, one claim) whose containers are the reader: ``merged``
     reads the request's folder as KubeVirt does (every ``*-metadata.json`` in it), ``whole`` our
-    driver's file alone, with the claim it names."""
-    containers = [
+    driver's file alone, with the claim it names; ``listing`` (busybox) shows the request's folder
+    and its files as they are, for the rules KubeVirt's own reader adds."""
+    kind, claim_name, request = args
+    folder = f"{METADATA_ROOT}/resourceclaim{'s' if kind == 'claim' else 'templates'}/{claim_name}/{request}"
+    listing = {
+        "name": "listing",
+        "image": BUSYBOX_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", f"cd {folder} && ls && echo {_SEPARATOR} && cat ./*-metadata.json"],
+        "resources": {"claims": [{"name": claim["name"]}]},
+    }
+    containers = [listing] + [
         {
             "name": container,
             "image": READER_IMAGE,
@@ -93,9 +105,29 @@ def _read_in_pod(
         what=f"the readers in Pod {pod} to finish",
     )
     phase = status_of(kube.get(POD, pod, namespace)).phase
-    out = {c: plane.kubectl("logs", "-n", namespace, pod, "-c", c, check=False) for c in ("merged", "whole")}
+    names = ("merged", "whole", "listing")
+    out = {c: plane.kubectl("logs", "-n", namespace, pod, "-c", c, check=False) for c in names}
     assert phase == "Succeeded", f"a reader failed: {out}"
-    return {container: dict(json.loads(text)) for container, text in out.items()}
+    files, stream = out.pop("listing").split(f"{_SEPARATOR}\n", 1)
+    decoded = {container: dict(json.loads(text)) for container, text in out.items()}
+    decoded["listing"] = {"files": files.split(), "stream": stream}
+    return decoded
+
+
+def _as_kubevirt_reads_it(listing: dict[str, Any]) -> str:
+    """KubeVirt's rules on top of Kubernetes' (its pkg/dra reader): exactly one ``*-metadata.json``
+    in the request's folder, the first object of the stream in ``v1alpha1`` (the only version it
+    knows), the request by its exact name with exactly one device, ``pciBusID`` a non-empty
+    string. Returns that string."""
+    [only] = listing["files"]
+    assert only.endswith("-metadata.json"), listing
+    first, _end = json.JSONDecoder().raw_decode(listing["stream"].lstrip())
+    assert first["apiVersion"] == "metadata.resource.k8s.io/v1alpha1"
+    [device] = next(r["devices"] for r in first["requests"] if r["name"] == REQUEST)
+    card = device["attributes"][PCI_BUS_ID]["string"]
+    assert isinstance(card, str)
+    assert card
+    return card
 
 
 def _the_card(decoded: dict[str, Any]) -> str:
@@ -124,6 +156,7 @@ def test_kubernetes_reader_finds_the_card_of_a_vfio_claim_by_name_and_from_a_tem
             kube, control_plane, namespace, [source, _reader_pod(pod, node.name, claim, args)], pod
         )
         assert _the_card(decoded["merged"]) == _the_card(decoded["whole"]) == RTX
+        assert _as_kubevirt_reads_it(decoded["listing"]) == RTX
         kube.delete(POD, pod, namespace)
         wait_until(lambda: not checkpoint(node), timeout=90, what="the claim to be unprepared")
         return decoded
