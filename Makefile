@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 install: $(STAMP) ## Create the virtualenv with pinned dependencies
 
-tools: ## Build (or reuse) etcd, kube-apiserver/-scheduler/-controller-manager, kubectl, kubelet, helm, containerd, cdi-validate, nvidia-cdi-hook
+tools: ## Build (or reuse) etcd, kube-apiserver/-scheduler/-controller-manager, kubectl, kubelet, helm, containerd, cdi-validate, promtool, prometheus, kube-rbac-proxy, nvidia-cdi-hook, devicemetadata, kueue; the Prometheus Operator's and Kueue's CRDs
 	$(TOOLS)
 
 tools-check: tools ## CI's check of the set-up path: go.sum verified and tidy, every tool linked afresh

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds the tools the tests and the demo run (etcd, the Kubernetes binaries, helm, containerd,
-# the CDI spec validator, promtool, kube-rbac-proxy, NVIDIA's CDI hook) from the modules committed
-# beside this script,
-# into a cache keyed by what was built.
+# the CDI spec validator, promtool and the Prometheus server, kube-rbac-proxy, NVIDIA's CDI hook,
+# Kubernetes' device metadata reader, Kueue's controller manager) and takes the Prometheus
+# Operator's and Kueue's CRDs from the modules committed beside this script, into a cache keyed
+# by what was built.
 #
 # Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
 # `tool` lines name the commands to build. Builds run with -mod=readonly, so what builds is exactly
 # what go.sum pins: a new release on the module proxy can neither change nor break it. Kubernetes
 # maps its staging modules to local folders, so its module replaces them with their published
-# v0.Y.Z; etcd's server module is required directly; the CDI validator is a main package of ours
-# over the CDI project's loader. Bump a tool with `make tools-update`.
+# v0.Y.Z; etcd's server module is required directly; the CDI validator and the device metadata
+# reader are main packages of ours over the CDI project's loader and Kubernetes' devicemetadata
+# package. Files a tool takes from its module (CRDs, module_files) are copied from the module as
+# downloaded and checked against go.sum, into a folder of the tool's cache beside its binaries. Bump a tool with `make tools-update`.
 #
 # Cache: $GPU_CP_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/gpu-control-plane)
 #   tools/<tool>-<version>-<key>/          finished binaries of one tool (key: hash of its go.mod,
@@ -29,7 +32,8 @@
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy nvidia-cdi-hook)
+ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy nvidia-cdi-hook devicemetadata
+           prometheus-operator kueue)
 CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
 # Changing how a tool is built (flags, tags) must change its cache key: bump this.
 RECIPE_REVISION=1
@@ -60,8 +64,13 @@ binaries() {
       done ;;
     cdi) echo "cdi-validate=gpu-control-plane/hack/tools/cdi" ;;
     kube-rbac-proxy) echo "kube-rbac-proxy=github.com/brancz/kube-rbac-proxy/cmd/kube-rbac-proxy" ;;
-    prometheus) echo "promtool=github.com/prometheus/prometheus/cmd/promtool" ;;
+    prometheus)
+      echo "promtool=github.com/prometheus/prometheus/cmd/promtool"
+      echo "prometheus=github.com/prometheus/prometheus/cmd/prometheus" ;;
     nvidia-cdi-hook) echo "nvidia-cdi-hook=github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook" ;;
+    devicemetadata) echo "devicemetadata=gpu-control-plane/hack/tools/devicemetadata" ;;
+    prometheus-operator) ;; # files only (module_files)
+    kueue) echo "kueue=sigs.k8s.io/kueue/cmd/kueue" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
 }
@@ -76,6 +85,18 @@ tool_version() {
     kube-rbac-proxy) module_version kube-rbac-proxy github.com/brancz/kube-rbac-proxy ;;
     prometheus) module_version prometheus github.com/prometheus/prometheus ;;
     nvidia-cdi-hook) module_version nvidia-cdi-hook github.com/NVIDIA/nvidia-container-toolkit ;;
+    devicemetadata) module_version devicemetadata k8s.io/dynamic-resource-allocation ;;
+    prometheus-operator) module_version prometheus-operator github.com/prometheus-operator/prometheus-operator ;;
+    kueue) module_version kueue sigs.k8s.io/kueue ;;
+  esac
+}
+
+module_files() { # "<module> <folder in it> <folder in the tool's cache>" for the files a tool
+  # takes from its module as they are (CRDs), copied beside its binaries
+  case "$1" in
+    prometheus-operator)
+      echo "github.com/prometheus-operator/prometheus-operator example/prometheus-operator-crd prometheus-operator-crd" ;;
+    kueue) echo "sigs.k8s.io/kueue config/components/crd/bases kueue-crd" ;;
   esac
 }
 
@@ -102,6 +123,7 @@ build_args() { # go build arguments (one per line) for tool $1 at version $2
         ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
       done ;;
     helm) ldflags+=" -X helm.sh/helm/v4/internal/version.version=$version" ;;
+    kueue) ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" ;;
     kube-rbac-proxy)
       # Its --version prints the component-base version, as the upstream Makefile stamps it.
       ldflags+=" -X k8s.io/component-base/version.gitVersion=$version" ;;
@@ -109,8 +131,10 @@ build_args() { # go build arguments (one per line) for tool $1 at version $2
       ldflags+=" -X github.com/containerd/containerd/v2/version.Version=$version"
       echo "-tags=no_btrfs,no_devmapper,no_zfs,no_aufs" ;;
     prometheus)
-      # Module v0.3YY.Z is Prometheus 3.YY.Z. promtool only checks and tests rules here, so the
-      # service-discovery plugins (every cloud SDK) are left out: a third of the build time.
+      # Module v0.3YY.Z is Prometheus 3.YY.Z. promtool only checks and tests rules here and the
+      # server scrapes static targets, so the service-discovery plugins (every cloud SDK) are left
+      # out: a third of the build time. The server has no built-in web UI assets (its HTTP API is
+      # all the tests read).
       ldflags+=" -X github.com/prometheus/common/version.Version=$(release_of "$tool" "$version")"
       echo "-tags=remove_all_sd" ;;
     nvidia-cdi-hook)
@@ -141,7 +165,7 @@ version_probe() { # the command line that prints binary $1's version, or nothing
     etcd|containerd) echo "--version" ;;
     helm) echo "version --short" ;;
     kube-rbac-proxy) echo "--version" ;;
-    promtool) echo "--version" ;;
+    promtool|prometheus) echo "--version" ;;
     nvidia-cdi-hook) echo "--version" ;;
   esac
 }
@@ -152,7 +176,8 @@ tool_key() { # <tool>-<version>-<hash of go.mod, go.sum and recipe>
   version="$(tool_version "$tool")"
   [[ -n "$version" ]] || die "$HERE/$tool/go.mod names no version of the tool"
   hash="$( { cat "$HERE/$tool/go.mod" "$HERE/$tool/go.sum" "$HERE/$tool"/*.go 2>/dev/null; echo "$RECIPE_REVISION";
-             binaries "$tool"; build_args "$tool" "$version"; cgo_key "$tool"; } | sha256sum | cut -c1-12)"
+             binaries "$tool"; build_args "$tool" "$version"; cgo_key "$tool"; module_files "$tool"; } \
+           | sha256sum | cut -c1-12)"
   echo "$tool-$version-$hash"
 }
 
@@ -193,7 +218,22 @@ build_tool() { # tool, destination folder (created; finished binaries in it are 
     verify_version "$dest/.$name.tmp" "$(release_of "$tool" "$version")"
     mv -f "$dest/.$name.tmp" "$dest/$name"
   done < <(binaries "$tool")
+  copy_module_files "$tool" "$dest"
   log "$tool $version built in $((SECONDS - start))s"
+}
+
+copy_module_files() { # tool, destination folder: the module's files the tool takes, as go.sum pins
+  local tool="$1" dest="$2" module from to dir
+  while read -r module from to; do
+    [[ -n "$module" && ! -d "$dest/$to" ]] || continue
+    # -mod=readonly: the download is checked against the committed go.sum.
+    dir="$(cd "$HERE/$tool" && go mod download -json "$module" | awk -F'"' '$2 == "Dir" { print $4 }')"
+    [[ -d "$dir/$from" ]] || die "$tool: $module has no folder $from"
+    rm -rf "$dest/.$to.tmp" && mkdir -p "$dest/.$to.tmp"
+    cp "$dir/$from"/*.yaml "$dest/.$to.tmp/" && chmod -R u+w "$dest/.$to.tmp"
+    mv "$dest/.$to.tmp" "$dest/$to"
+    log "$tool: $from of $module copied"
+  done < <(module_files "$tool")
 }
 
 ensure_tool() { # tool, cached-only flag; prints the folder holding its binaries
@@ -227,6 +267,7 @@ check_module() { # go.sum covers every package the tool builds, and go.mod/go.su
   local -a pkgs=()
   check_go "$tool"
   while IFS= read -r line; do pkgs+=("${line#*=}"); done < <(binaries "$tool")
+  ((${#pkgs[@]})) || pkgs=(tool)  # a files-only tool: the command its go.mod names
   (cd "$HERE/$tool" && go mod verify >/dev/null) || die "$tool: module cache differs from go.sum"
   (cd "$HERE/$tool" && go list -deps "${pkgs[@]}" >/dev/null) \
     || die "$tool: go.mod/go.sum do not cover the packages it builds"

@@ -20,6 +20,9 @@ case "$tool" in
   kube-rbac-proxy) module=github.com/brancz/kube-rbac-proxy ;;
   prometheus) module=github.com/prometheus/prometheus ;;
   nvidia-cdi-hook) module=github.com/NVIDIA/nvidia-container-toolkit ;;
+  devicemetadata) module=k8s.io/dynamic-resource-allocation ;;
+  prometheus-operator) module=github.com/prometheus-operator/prometheus-operator ;;
+  kueue) module=sigs.k8s.io/kueue ;;
   *) echo "unknown tool '$tool'" >&2; exit 1 ;;
 esac
 

@@ -64,6 +64,7 @@ NODE_CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
     "ttl-controller",
+    "job-controller",  # Jobs Kueue admits (test_kueue_admission.py)
 )
 
 

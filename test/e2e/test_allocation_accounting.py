@@ -8,6 +8,12 @@ went. The scraped device-seconds must be within one second per minute held (at l
 of that truth, the info series must name each Pod, and both claims must carry the create and
 release Events (their PhysicalGPUs too). The scraped series then feed ``promtool test rules``
 with synthetic DCGM series, so the recording rules are proven on what the controller exports.
+
+A Prometheus server (built from its module) scrapes the controller through kube-rbac-proxy with a
+metrics reader's token every second for the whole run, restart included, and evaluates the
+chart's recording rules every second (the test's copy; the shipped interval is a minute): the
+GPU-hours it records by namespace and class, read through its HTTP API, must equal the truth
+within the same bound.
 """
 
 from __future__ import annotations
@@ -31,6 +37,14 @@ from gpu_nodes import gpu_pod, run_and_show
 from k8s_fields import name_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_server import (
+    Prometheus,
+    delete_reader,
+    metrics_proxy,
+    prometheus,
+    reader_token,
+    shortened_rules,
+)
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
@@ -106,6 +120,25 @@ def dra_controller(
         proc.stop()
 
 
+@pytest.fixture
+def monitored(
+    control_plane: ControlPlane, namespace: str, dra_controller: tuple[ManagedProcess, int], tmp_path: Path
+) -> Iterator[Prometheus]:
+    """A Prometheus server scraping gpu-dra-controller every second through kube-rbac-proxy with a
+    metrics reader's token, evaluating the chart's recording rules every second."""
+    _proc, port = dra_controller
+    rules = shortened_rules(RULES, tmp_path / "recording-rules.yaml", "1s")
+    try:
+        token = reader_token(control_plane, namespace)
+        with (
+            metrics_proxy(control_plane, port, tmp_path) as proxy,
+            prometheus(tmp_path / "prometheus", {"gpu-dra-controller": proxy}, token, [rules]) as server,
+        ):
+            yield server
+    finally:
+        delete_reader(control_plane, namespace)
+
+
 def _series(port: int, name: str, **match: str) -> list[tuple[dict[str, str], float]]:
     return [
         (labels, value) for labels, value in _scrape(port).get(name, []) if match.items() <= labels.items()
@@ -130,6 +163,7 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
     namespace: str,
     gpu_node: GpuComponents,
     dra_controller: tuple[ManagedProcess, int],
+    monitored: Prometheus,
     tmp_path: Path,
 ) -> None:
     proc, port = dra_controller
@@ -202,9 +236,10 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
     for cls, error in errors.items():
         assert abs(error) <= max(1.0, truth_by_class[cls] / 60.0), (cls, by_class, truth_by_class)
 
+    _prove_rules_live(monitored, namespace, by_class, truth_by_class)
+
     made = {labels["class"]: value for labels, value in _series(port, "gpu_dra_allocations_total")}
-    assert made.get("gpu-mig-1g", 0) >= 1
-    assert made.get("gpu-physical", 0) >= 1
+    assert min(made.get("gpu-mig-1g", 0), made.get("gpu-physical", 0)) >= 1, made
 
     claim_names = set(truth.names.values())
     for reason in ("AllocationCreated", "AllocationReleased"):
@@ -217,6 +252,30 @@ def test_device_seconds_info_series_and_events_for_two_pods_across_a_restart(
 
 
 HOURS = "gpu_dra:namespace_class:gpu_hours:increase1h"
+LEADER = "gpu_dra:allocation_seconds:leader"
+
+
+def _prove_rules_live(
+    server: Prometheus, namespace: str, exported: dict[str, float], truth: dict[str, float]
+) -> None:
+    """Prometheus, having scraped the run through kube-rbac-proxy: once its recorded device-seconds
+    reached the exported totals, its GPU-hours by namespace and class are the truth, within the
+    same bound as the exported counter."""
+
+    def recorded(expr: str) -> dict[str, float]:
+        return {
+            labels["class"]: value for labels, value in server.query(f'{expr}{{namespace="{namespace}"}}')
+        }
+
+    wait_until(
+        lambda: recorded(LEADER) == exported, timeout=30, what="Prometheus to record the exported totals"
+    )
+    time.sleep(3)  # three more evaluations of the GPU-hours rule over the final samples
+    hours = recorded(HOURS)
+    print(f"Prometheus GPU-hours {hours} (x3600: { {c: h * 3600 for c, h in hours.items()} }), truth {truth}")
+    assert sorted(hours) == sorted(truth)
+    for cls, seconds in truth.items():
+        assert abs(hours[cls] * 3600 - seconds) <= max(1.0, seconds / 60.0), (cls, hours, truth)
 
 
 def _text(labels: dict[str, str]) -> str:

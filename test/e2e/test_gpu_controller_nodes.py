@@ -11,7 +11,10 @@ scheduler, kubelet and containerd run them:
 * deleting the validator Pod takes the offers away: with a device node gone, the replacement Pod's
   validation fails, DriverReady is False with the Pod's own reason and the validator's message, the
   gate label goes and gpu-handler's Pod leaves the node; with the device node back, a new Pod brings
-  all of it back;
+  all of it back; meanwhile a Prometheus server that scrapes gpu-controller through
+  kube-rbac-proxy with a metrics reader's token and evaluates the chart's alerts (the test's
+  values: GPUNotDriverReady after 2 s, every group each second) fires GPUNotDriverReady for both
+  cards, and resolves it once they are DriverReady again;
 * the DaemonSets land only where their gate labels say, and a node joining the cluster starts the
   node agent there and restarts no existing Pod (docs/architecture.md#gate-labels-not-hostname-lists); a node
   that becomes a control-plane node loses its node agent.
@@ -33,6 +36,14 @@ import pytest
 from cluster_views import cards, driver_ready, gates, offers
 from k8s_fields import labels_of, meta, name_of, status_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
+from prometheus_server import (
+    Prometheus,
+    chart_alert_rules,
+    delete_reader,
+    metrics_proxy,
+    prometheus,
+    reader_token,
+)
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from pkg.backends.simulated.data import DRIVER_VERSION
@@ -111,6 +122,25 @@ def stack(
         kube.delete(NAMESPACE, namespace)
 
 
+@contextlib.contextmanager
+def alerting(control_plane: ControlPlane, stack: GpuStack, tmp_path: Path) -> Iterator[Prometheus]:
+    """A Prometheus server scraping gpu-controller every second through kube-rbac-proxy with a
+    metrics reader's token, evaluating the chart's alerts every second; GPUNotDriverReady fires
+    after 2 s instead of the shipped 15 m (the test's values)."""
+    [controller] = [p for p in stack.processes if p.name == "gpu-controller"]
+    [port] = [int(a.rsplit(":", 1)[1]) for a in controller.argv if a.startswith("--metrics-bind-address=")]
+    rules = chart_alert_rules(tmp_path / "alerts.yaml", {"alerts.driverNotReadyFor": "2s"}, "1s")
+    try:
+        token = reader_token(control_plane, stack.namespace)
+        with (
+            metrics_proxy(control_plane, port, tmp_path) as proxy,
+            prometheus(tmp_path / "prometheus", {"gpu-controller": proxy}, token, [rules]) as server,
+        ):
+            yield server
+    finally:
+        delete_reader(control_plane, stack.namespace)
+
+
 def pods(
     kube: KubeClient, namespace: str, component: str | None = None, node: str | None = None
 ) -> list[V1Pod]:
@@ -135,7 +165,7 @@ def running_on(kube: KubeClient, namespace: str, node: str) -> dict[str, V1Pod]:
 
 
 def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
-    kube: KubeClient, stack: GpuStack, gpu_host: RealNode
+    kube: KubeClient, control_plane: ControlPlane, stack: GpuStack, gpu_host: RealNode, tmp_path: Path
 ) -> None:
     node, namespace = gpu_host.name, stack.namespace
     samples: list[tuple[int, set[tuple[str, str]], bool]] = []
@@ -170,6 +200,15 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
         what="every component Ready on the GPU node",
     )
 
+    # Started only now: the start above is what the samples must see from its beginning.
+    with alerting(control_plane, stack, tmp_path) as server:
+        _fail_and_recover(kube, stack, gpu_host, server)
+
+
+def _fail_and_recover(kube: KubeClient, stack: GpuStack, gpu_host: RealNode, alerting: Prometheus) -> None:
+    node, namespace = gpu_host.name, stack.namespace
+    time.sleep(3)  # a few evaluations over DriverReady cards: nothing pending, nothing firing
+    assert not _not_ready_alerts(alerting, node) | _not_ready_alerts(alerting, node, "pending")
     # Deleting the validator Pod takes the offers away; a missing device node keeps them away.
     dev = gpu_host.host.dev
     (dev / "nvidiactl").rename(dev / "nvidiactl.hidden")
@@ -191,6 +230,14 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
         }
         assert all(f"missing /host/{node}/host/dev/nvidiactl" in m for m in messages), messages
         stack.wait(lambda: offers(kube, node) == 0, timeout=60, what="the offers withdrawn")
+        # The chart's alert, in a Prometheus that scraped gpu-controller: firing for each card.
+        started = time.monotonic()
+        stack.wait(
+            lambda: _not_ready_alerts(alerting, node) == {name_of(g) for g in cards(kube, node)},
+            timeout=60,
+            what="GPUNotDriverReady to fire for both cards",
+        )
+        print(f"\nGPUNotDriverReady firing {time.monotonic() - started:.1f} s after the offers went")
         stack.wait(
             lambda: gates(kube, node) == {LABEL_NVIDIA_PRESENT: "true"},
             timeout=30,
@@ -210,6 +257,18 @@ def test_a_card_is_offered_only_while_its_validator_pod_is_ready(
     kube.delete(POD, name_of(failing), namespace)  # a new Pod skips the crash-loop back-off
     stack.wait(lambda: offers(kube, node) == 2 * OFFERS_PER_A30, timeout=180, what="the offers back")
     assert driver_ready(kube, node) == {("True", "Validated")}
+    started = time.monotonic()
+    stack.wait(
+        lambda: not _not_ready_alerts(alerting, node) and not _not_ready_alerts(alerting, node, "pending"),
+        timeout=60,
+        what="GPUNotDriverReady to resolve",
+    )
+    print(f"GPUNotDriverReady resolved {time.monotonic() - started:.1f} s after DriverReady was back")
+
+
+def _not_ready_alerts(server: Prometheus, node: str, state: str = "firing") -> set[str]:
+    """The cards of ``node`` that GPUNotDriverReady is ``state`` for."""
+    return {a["name"] for a in server.alerts("GPUNotDriverReady", state) if a.get("node") == node}
 
 
 def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(

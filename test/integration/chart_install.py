@@ -43,10 +43,14 @@ class Release:
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
 
-def helm_template(release: str, namespace: str, values: dict[str, Any]) -> str:
+def helm_template(
+    release: str, namespace: str, values: dict[str, Any], *, api_versions: tuple[str, ...] = ()
+) -> str:
     args = [str(default_bin_dir() / "helm"), "template", release, str(CHART), "--namespace", namespace]
     for path, value in values.items():
         args += ["--set-json", f"{path}={json.dumps(value)}"]
+    for api in api_versions:
+        args += ["--api-versions", api]
     result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stdout
