@@ -37,6 +37,7 @@ _KINDS = "MIG devices and MPS shares are device kinds of the core pipeline, not 
 _NAMES = "normalising product names drops the vendor's prefix from the model label"
 _DEFAULT = "the default backend (nvidia) and the Node's allow-mig label"
 _CPU = "the IOMMU kernel parameter of AMD CPUs, not an AMD GPU"
+_SRIOV = "the mdev reader recognises NVIDIA's SR-IOV vGPU folder on a virtual function to refuse it by name"
 
 KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/app/gpu_handler.py": (_DEFAULT, {"mig", "mps", "nvidia"}),
@@ -71,6 +72,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/offline.py": (_DEFAULT, {"mig", "nvidia"}),
     "pkg/gpuhandler/attribution/sampler.py": (_KINDS, {"mig"}),
+    "pkg/hardware/mdev.py": (_SRIOV, {"nvidia"}),
     "pkg/gpuhandler/preparation/checkpoint.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/kinds/__init__.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/kinds/mig.py": (_KINDS, {"mig"}),
