@@ -196,7 +196,7 @@ def _planned(
         mdev_type = _attribute(device, "mdevType", str, where)
         if not _MDEV_TYPE.fullmatch(mdev_type):
             raise PlanError(
-                f"{where} has mdevType {mdev_type[:80]!r}, not an mdev type ID as mdev_supported_types lists it"
+                f"{where} has mdevType {mdev_type[:80]!r}, not a type ID of mdev_supported_types"
             )
         vgpu = VgpuPlan(mdev_type=mdev_type)
     partition = _partition(device, where) if device_type is DeviceType.PARTITION else None
