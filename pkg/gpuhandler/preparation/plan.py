@@ -195,9 +195,7 @@ def _planned(
     if device_type is DeviceType.VGPU:
         mdev_type = _attribute(device, "mdevType", str, where)
         if not _MDEV_TYPE.fullmatch(mdev_type):
-            raise PlanError(
-                f"{where} has mdevType {mdev_type[:80]!r}, not a type ID of mdev_supported_types"
-            )
+            raise PlanError(f"{where} has mdevType {mdev_type[:80]!r}, not a type ID of mdev_supported_types")
         vgpu = VgpuPlan(mdev_type=mdev_type)
     partition = _partition(device, where) if device_type is DeviceType.PARTITION else None
     wanted = config.sharing.strategy if config is not None and config.sharing is not None else None
