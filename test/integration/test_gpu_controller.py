@@ -14,7 +14,15 @@ from dra_objects import create_ready_node
 from kubernetes.client import V1ObjectMeta
 from process_helpers import eventually, running
 
-from api.gpu.v1alpha1 import LABEL_NODE, PciClass, PciId, PciInfo, PhysicalGPU, PhysicalGPUStatus
+from api.gpu.v1alpha1 import (
+    LABEL_NODE,
+    LABEL_VENDOR,
+    PciClass,
+    PciId,
+    PciInfo,
+    PhysicalGPU,
+    PhysicalGPUStatus,
+)
 from pkg.devcluster.processes import free_port
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError
@@ -23,7 +31,8 @@ from pkg.framework.client.builtin_kinds import EVENT, LEASE, NODE
 
 def _create_gpu(kube: KubeClient, name: str, node: str) -> PhysicalGPU:
     """Creates a PhysicalGPU as the node agent would: object first, then its status subresource."""
-    gpu = kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels={LABEL_NODE: node})))
+    labels = {LABEL_NODE: node, LABEL_VENDOR: "nvidia"}  # the agent labels each card with its vendor
+    gpu = kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels)))
     gpu.status = PhysicalGPUStatus(
         pci_info=PciInfo(
             address="0000:02:00.0",
