@@ -13,7 +13,7 @@ the projection is the union of what they read:
   ``gpu_physicalgpu_info``); ``status``: ``nodeInfo.nodeName`` (the full node name),
   ``conditions`` (DriverReady, the defaults, gate labels, metrics), ``pciInfo`` (the metric's
   ``pci_address``; kept whole because its model requires the class and ids),
-  ``currentState.driverType`` (the metric), ``currentState.nvidia.gpuUuid`` (GPUClass names) and
+  ``currentState.driverType`` (the metric), ``currentState.nvidia.gpuUUID`` (GPUClass names) and
   ``observedGeneration`` (whether a status write is due).
 * **Node** — ``metadata`` only: name (orphan cleanup, the node-labels controller), uid,
   resourceVersion, deletionTimestamp and labels (the gate labels it keeps). A Node's status
@@ -56,9 +56,9 @@ def project_physical_gpu(raw: dict[str, Any]) -> dict[str, Any]:
     current: dict[str, Any] = {}
     if state.get("driverType"):
         current["driverType"] = state["driverType"]
-    uuid = (state.get("nvidia") or {}).get("gpuUuid")
+    uuid = (state.get("nvidia") or {}).get("gpuUUID")
     if state.get("nvidia") is not None:
-        current["nvidia"] = {"gpuUuid": uuid} if uuid else {}
+        current["nvidia"] = {"gpuUUID": uuid} if uuid else {}
     if current:
         projected["currentState"] = current
     projected_gpu = _envelope(raw)
