@@ -19,6 +19,7 @@ from pkg.app.options import add_manager_flags, manager_options
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.cache.transforms import FieldSetSharer
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -31,7 +32,7 @@ from pkg.gpucontroller.orchestrator.setup import OrchestratorContainer
 from pkg.gpucontroller.orchestrator.setup import setup_controller as setup_orchestrator
 from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer
 from pkg.gpucontroller.physicalgpu.setup import setup_controller as setup_physical_gpus
-from pkg.gpucontroller.projections import project_node, project_physical_gpu
+from pkg.gpucontroller.projections import PhysicalGPUInterner, project_node, project_physical_gpu
 
 COMPONENT = "gpu-controller"
 DEFAULT_OPERATOR_CONFIG = "gpu-control-plane"
@@ -60,10 +61,13 @@ def register_controllers(
     """Registers gpu-controller's four controllers on ``manager``.
 
     Its caches of the cluster-sized kinds (PhysicalGPUs, Nodes) keep a projection of what its
-    controllers read (``pkg.gpucontroller.projections``): at 5,000 nodes they are most of the
-    process. Set before any controller asks for an informer, as the factory requires."""
+    controllers read, with repeating values shared (``pkg.gpucontroller.projections``): at 5,000
+    nodes they are most of the process. Set before any controller asks for an informer, as the
+    factory requires."""
     informers.set_transform(PHYSICAL_GPU, project_physical_gpu)
+    informers.set_object_transform(PHYSICAL_GPU, PhysicalGPUInterner())
     informers.set_transform(NODE, project_node)
+    informers.set_object_transform(NODE, FieldSetSharer())
     shared = {"client": client, "informers": informers}
     gpus = PhysicalGPUContainer(**shared, recorder=recorder)
     gpus.config.workers.from_value(workers)

@@ -1,7 +1,7 @@
 """gpu-controller's cache projections keep every field its controllers read.
 
 A whole PhysicalGPU and Node, as the node agent, gpu-handler and the kubelet write them, are
-projected as the informers project them (raw JSON, then decoded); every reader of the caches —
+projected as the informers project them (raw JSON, then decoded, then interned); every reader of the caches —
 the PhysicalGPU state and its handlers, the inventory metrics, the gate labels, the GPUClass
 UUID lookup, the node index — must answer the same on the projection as on the whole object.
 """
@@ -30,7 +30,7 @@ from pkg.gpucontroller.nodelabels.setup import gate_inputs_changed
 from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
 from pkg.gpucontroller.physicalgpu.internal.state import state_factory
 from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector
-from pkg.gpucontroller.projections import project_node, project_physical_gpu
+from pkg.gpucontroller.projections import PhysicalGPUInterner, project_node, project_physical_gpu
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
 MANAGED = [
@@ -104,9 +104,16 @@ def whole_gpu() -> dict[str, Any]:
     }
 
 
-def decoded(raw: dict[str, Any], *, projected: bool) -> PhysicalGPU:
+def decoded(
+    raw: dict[str, Any], *, projected: bool, interner: PhysicalGPUInterner | None = None
+) -> PhysicalGPU:
+    """``raw`` decoded whole, or as gpu-controller's cache holds it: projected, then interned."""
     body = copy.deepcopy(raw)
-    return PHYSICAL_GPU.decode(project_physical_gpu(body) if projected else body)
+    if not projected:
+        return PHYSICAL_GPU.decode(body)
+    return (interner if interner is not None else PhysicalGPUInterner())(
+        PHYSICAL_GPU.decode(project_physical_gpu(body))
+    )
 
 
 def both(raw: dict[str, Any]) -> tuple[PhysicalGPU, PhysicalGPU]:
@@ -215,3 +222,58 @@ def test_conditions_are_kept_whole() -> None:
     assert whole.status is not None
     conditions: list[V1Condition] = projected.status.conditions or []
     assert conditions == whole.status.conditions
+
+
+def test_interned_cards_encode_as_projected_and_share_what_repeats() -> None:
+    interner = PhysicalGPUInterner()
+    raws = [whole_gpu(), whole_gpu()]
+    raws[1]["metadata"]["name"], raws[1]["metadata"]["uid"] = "node-1-1-10de-20b7", "uid-2"
+    raws[1]["status"]["pciInfo"]["address"] = "0000:03:00.0"
+    first, second = (decoded(raw, projected=True, interner=interner) for raw in raws)
+    for raw, gpu in zip(raws, (first, second), strict=True):
+        assert PHYSICAL_GPU.encode(gpu) == PHYSICAL_GPU.encode(PHYSICAL_GPU.decode(project_physical_gpu(raw)))
+    assert first.status is not None
+    assert second.status is not None
+    assert first.spec is second.spec
+    assert first.metadata.labels is second.metadata.labels
+    assert first.status.node_info is second.status.node_info
+    assert first.status.pci_info is not second.status.pci_info  # another address
+    assert first.status.pci_info is not None
+    assert second.status.pci_info is not None
+    assert first.status.pci_info.vendor is second.status.pci_info.vendor
+    assert first.status.conditions is not None
+    assert second.status.conditions is not None
+    assert first.status.conditions[0] is second.status.conditions[0]
+    assert first.metadata is not second.metadata
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+
+
+def test_an_edited_copy_of_an_interned_card_leaves_the_cache_as_it_was() -> None:
+    interner = PhysicalGPUInterner()
+    cached, other = (decoded(whole_gpu(), projected=True, interner=interner) for _ in range(2))
+    before = PHYSICAL_GPU.encode(other)
+    working = cached.model_copy(deep=True)  # what a reconcile edits
+    assert working.status is not None
+    assert working.metadata.labels is not None
+    working.status.conditions = [*(working.status.conditions or []), V1Condition(
+        type="X", status="True", reason="R", message="m", last_transition_time=NOW)]  # fmt: skip
+    assert working.status.node_info is not None
+    working.status.node_info.node_name = "elsewhere"
+    working.metadata.labels["new"] = "label"
+    working.metadata.annotations = {"a": "b"}
+    assert PHYSICAL_GPU.encode(cached) == before
+    assert PHYSICAL_GPU.encode(other) == before
+    assert "annotations" not in cached.metadata.__pydantic_fields_set__
+
+
+def test_the_interner_forgets_its_values_past_its_bound() -> None:
+    def cards_on_ten_nodes(interner: PhysicalGPUInterner) -> int:
+        for n in range(10):
+            raw = whole_gpu()
+            raw["status"]["nodeInfo"]["nodeName"] = f"node-{n}"
+            decoded(raw, projected=True, interner=interner)
+        return len(interner)
+
+    one_card = 9  # spec, labels, nodeInfo, PCI class, vendor, device and info, two conditions
+    assert cards_on_ten_nodes(PhysicalGPUInterner()) == one_card + 9  # a new nodeInfo per node
+    assert cards_on_ten_nodes(PhysicalGPUInterner(max_values=3)) <= 3 + one_card
