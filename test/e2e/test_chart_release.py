@@ -338,7 +338,6 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
         ("apps", "daemonsets", "delete"): "pruning the DaemonSet of a component turned off",
         ("gpu.deckhouse.io", "physicalgpus", "delete"): "orphan cleanup: PhysicalGPUs of deleted nodes",
         ("gpu.deckhouse.io", "physicalgpus", "patch"): "metadata (finalizers, labels) repaired by JSON patch",
-        ("gpu.deckhouse.io", "physicalgpus/status", "patch"): "conditions through the status subresource",
         ("gpu.deckhouse.io", "gpuclasses/status", "update"): "GPUClass status (no GPUClass in this run)",
         ("gpu.deckhouse.io", "gpuclasses/finalizers", "update"): "GPUClass owner references (none here)",
         ("resource.k8s.io", "deviceclasses", "create"): "a GPUClass's DeviceClass, applied (none here)",

@@ -32,7 +32,7 @@ def can_i(control_plane: ControlPlane, release: Release, verb: str, resource: st
 # (verb, resource, extra kubectl flags); "{ns}" is the release namespace.
 NEEDED = [
     *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("list", "watch", "patch", "delete")),
-    *((verb, "physicalgpus.gpu.deckhouse.io", ("--subresource=status",)) for verb in ("update", "patch")),
+    ("patch", "physicalgpus.gpu.deckhouse.io", ("--subresource=status",)),  # its conditions, applied
     *((verb, "nodes", ()) for verb in ("list", "watch", "patch")),
     *((verb, "gpuclasses.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
     ("update", "gpuclasses.gpu.deckhouse.io", ("--subresource=status",)),
@@ -72,6 +72,7 @@ FORBIDDEN = [
     # PhysicalGPUs are created and fully rewritten only by node agents.
     ("create", "physicalgpus.gpu.deckhouse.io", ()),
     ("update", "physicalgpus.gpu.deckhouse.io", ()),
+    ("update", "physicalgpus.gpu.deckhouse.io", ("--subresource=status",)),  # applied, never PUT
     ("deletecollection", "physicalgpus.gpu.deckhouse.io", ()),
     ("update", "gpuclasses.gpu.deckhouse.io", ()),
     ("delete", "gpuclasses.gpu.deckhouse.io", ()),
@@ -184,7 +185,7 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
             ("gpu.deckhouse.io", "physicalgpus", verb, "<any>")
             for verb in ("list", "watch", "patch", "delete")
         ),
-        *(("gpu.deckhouse.io", "physicalgpus/status", verb, "<any>") for verb in ("update", "patch")),
+        ("gpu.deckhouse.io", "physicalgpus/status", "patch", "<any>"),
         *(("", "nodes", verb, "<any>") for verb in ("list", "watch", "patch")),
         *(("gpu.deckhouse.io", "gpuclasses", verb, "<any>") for verb in ("list", "watch")),
         ("gpu.deckhouse.io", "gpuclasses/status", "update", "<any>"),

@@ -22,7 +22,6 @@ from kubernetes.client import V1Node, V1Pod
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE
 from pkg.domain.informers import nodes, physical_gpus
-from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Store
@@ -33,7 +32,7 @@ from pkg.framework.controller.controller import Controller
 from pkg.framework.controller.object_ref import ObjectRefWatch, ReferrersOf
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
-from pkg.framework.reconcile import Handler, KubeResourceWriter, Request, ResourceReconciler
+from pkg.framework.reconcile import Handler, Request, ResourceReconciler
 from pkg.framework.reconcile.conditions import now_utc
 from pkg.gpucontroller.names import VALIDATOR_POD_SELECTOR
 from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
@@ -41,6 +40,7 @@ from pkg.gpucontroller.physicalgpu.internal.handler.driver_ready import DriverRe
 from pkg.gpucontroller.physicalgpu.internal.handler.orphan_cleanup import OrphanCleanupHandler
 from pkg.gpucontroller.physicalgpu.internal.service import PhysicalGPUService
 from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState, state_factory
+from pkg.gpucontroller.physicalgpu.internal.status_writer import ApplyStatusWriter
 from pkg.gpucontroller.physicalgpu.internal.validator import pod_verdict
 from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector
 
@@ -71,7 +71,9 @@ def new_reconciler(
     pods: SharedInformer[V1Pod],
     handlers: Sequence[Handler[PhysicalGPUState]],
 ) -> PhysicalGPUReconciler:
-    """Read from the cache -> state -> handlers -> one guarded metadata patch and one status PUT."""
+    """Read from the cache -> state -> handlers -> one server-side apply of the status fields the
+    controller owns (``internal/status_writer``): the cache holds a projection of each card, so a
+    PUT of the cached object would erase what the node agent and gpu-handler wrote."""
 
     def node_exists(name: str) -> bool:
         return nodes.store.get_by_key(name) is not None
@@ -81,7 +83,7 @@ def new_reconciler(
 
     return ResourceReconciler.over_cache(
         cache=gpus.store,
-        writer=KubeResourceWriter(client, PHYSICAL_GPU),
+        writer=ApplyStatusWriter(client),
         status_type=PhysicalGPUStatus,
         state_factory=state_factory(node_exists, pods_on),
         handlers=handlers,

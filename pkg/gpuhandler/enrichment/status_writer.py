@@ -3,7 +3,7 @@
 * ``apply``: server-side apply on the status subresource under field manager ``gpu-handler`` of
   exactly :class:`~pkg.gpuhandler.enrichment.owned.OwnedStatus` (capabilities,
   ``currentState.nvidia``, the ``HardwareHealthy`` condition). Forced, because the gpu-controller
-  seeds ``HardwareHealthy`` as Unknown with an update and the handler is meant to take it over;
+  seeds ``HardwareHealthy`` as Unknown (its own apply) and the handler is meant to take it over;
   fields of other managers (``pciInfo``, ``currentState.driverType``, ``DriverReady``) are not
   sent and therefore untouched. The API server checks the merged object against the CRD's CEL
   rules: ``currentState.nvidia`` next to a ``driverType`` other than Nvidia is refused (422), which

@@ -59,6 +59,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpucontroller/gpuclass/render.py": (_API, {"mig", "nvidia"}),
     "pkg/gpucontroller/gpuclass/setup.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/names.py": (_DEPLOY, {"dcgm", "nvidia"}),
+    "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/nodelabels/internal/handler/gate_labels.py": (_DEPLOY, {"nvidia"}),
     "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"dcgm"}),
     "pkg/gpucontroller/orchestrator/render/common.py": (_DEPLOY, {"nvidia", "nvml"}),

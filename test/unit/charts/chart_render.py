@@ -74,14 +74,14 @@ CLUSTER_SCOPED = frozenset(
 
 # (apiGroup, resource, verb) of every call gpu-controller makes outside its own namespace: the
 # informers (list/watch; nothing is read by name), orphan cleanup (delete), metadata JSON patch
-# (patch), status writes, the node gate labels (a Node merge patch), GPUClass status and the
-# DeviceClasses generated from them (server-side apply: patch, create), the finalizers update an
-# owner reference with blockOwnerDeletion needs, and events.k8s.io events (create, patch for a
-# series). Nothing else.
+# (patch), status writes (its PhysicalGPU conditions by server-side apply: patch), the node gate
+# labels (a Node merge patch), GPUClass status and the DeviceClasses generated from them
+# (server-side apply: patch, create), the finalizers update an owner reference with
+# blockOwnerDeletion needs, and events.k8s.io events (create, patch for a series). Nothing else.
 CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
     {
         *(("gpu.deckhouse.io", "physicalgpus", verb) for verb in ("list", "watch", "patch", "delete")),
-        *(("gpu.deckhouse.io", "physicalgpus/status", verb) for verb in ("update", "patch")),
+        ("gpu.deckhouse.io", "physicalgpus/status", "patch"),
         *(("", "nodes", verb) for verb in ("list", "watch", "patch")),
         *(("gpu.deckhouse.io", "gpuclasses", verb) for verb in ("list", "watch")),
         ("gpu.deckhouse.io", "gpuclasses/status", "update"),

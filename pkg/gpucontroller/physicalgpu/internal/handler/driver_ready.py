@@ -2,11 +2,11 @@
 (docs/architecture.md#driverready-from-the-validator).
 
 The verdict (:mod:`..validator`) is computed from the Pod cache on every pass and written into the
-working copy; the template's status write is a PUT guarded by the fetched resourceVersion, so it
-merges with gpu-handler's ``HardwareHealthy`` instead of overwriting it: a write from a stale view
-conflicts and the next pass starts from the other writer's version. Cards no validator judges
-(another vendor's, which has none) are DriverReady when bound to their vendor's own kernel driver
-(:func:`binding_verdict`); cards of a vendor no installed backend claims are left to
+working copy; the status write is a server-side apply of only the conditions gpu-controller owns
+(:mod:`..status_writer`), so gpu-handler's ``HardwareHealthy`` is never part of the request and
+cannot be overwritten. Cards no validator judges (another vendor's, which has none) are
+DriverReady when bound to their vendor's own kernel driver (:func:`binding_verdict`); cards of a
+vendor no installed backend claims are left to
 :mod:`.default_conditions`.
 
 An Event is recorded when the status changes (True, False, Unknown), never on a pass that only
