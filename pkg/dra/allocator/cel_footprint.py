@@ -56,6 +56,7 @@ class Footprint:
     driver: bool
     multi: bool
     attributes: tuple[tuple[str, str], ...]  # (domain, name), sorted
+    lookups: tuple[tuple[str, str, str], ...] = ()  # (domain, "domain/name", name): the keys to look up
 
 
 class _OpaqueError(Exception):
@@ -70,7 +71,10 @@ def footprint(ast: CheckedAst) -> Footprint | None:
     except _OpaqueError:
         return None
     attributes = tuple(sorted((r[1], r[2]) for r in reads if r[0] == "attr"))
-    return Footprint(driver=("driver",) in reads, multi=("multi",) in reads, attributes=attributes)
+    lookups = tuple((domain, f"{domain}/{name}", name) for domain, name in attributes)
+    return Footprint(
+        driver=("driver",) in reads, multi=("multi",) in reads, attributes=attributes, lookups=lookups
+    )
 
 
 def _domain_map(expr: Expr) -> str | None:
@@ -160,14 +164,14 @@ def device_key(reads: Footprint, driver: str, device: Any) -> tuple[object, ...]
         driver if reads.driver else None,
         bool(device.allow_multiple_allocations) if reads.multi else None,
     ]
-    for domain, name in reads.attributes:
-        qualified = attributes.get(f"{domain}/{name}")
+    for domain, qualified_name, name in reads.lookups:
+        qualified = attributes.get(qualified_name)
         values.append(_value(qualified))
         if domain == driver:  # a short name lands in the driver's domain
             short = attributes.get(name)
             values.append(_value(short))
             if qualified is not None and short is not None:  # both: the later one wins in the input
-                values.append(list(attributes).index(name) > list(attributes).index(f"{domain}/{name}"))
+                values.append(list(attributes).index(name) > list(attributes).index(qualified_name))
     return tuple(values)
 
 
