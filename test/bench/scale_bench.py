@@ -94,14 +94,20 @@ def controller(
     )  # fmt: skip
 
 
-def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
+def load_scale(bp: BenchPlane, nodes: int, what: str, *, note: str = "") -> list[ResourceV1ResourceClaim]:
+    """The cluster of ``nodes`` nodes x 8 H100 and 20 claims of the mix in namespace ``scale``."""
     began = time.monotonic()
     load_cluster(bp, nodes)
-    print(f"gpu-dra-controller: {nodes} nodes x 8 H100 ({nodes * 224} devices; loaded in "
-          f"{time.monotonic() - began:.0f}s)", flush=True)  # fmt: skip
+    print(f"{what}: {nodes} nodes x 8 H100 ({nodes * 224} devices; loaded in "
+          f"{time.monotonic() - began:.0f}s{note})", flush=True)  # fmt: skip
     bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name="scale")))
     claims = workload(20, "scale")
     parallel(claims, lambda c: bp.kube.create(RESOURCE_CLAIM, c))
+    return claims
+
+
+def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
+    claims = load_scale(bp, nodes, "gpu-dra-controller")
     port = free_port()
     process = controller(
         "pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller.log", tree=TREE
@@ -170,13 +176,7 @@ def measure_explain(
 
 def explain_only(bp: BenchPlane, nodes: int) -> None:
     """explain alone at ``nodes`` nodes: no controller, so the claims stay unallocated."""
-    began = time.monotonic()
-    load_cluster(bp, nodes)
-    print(f"explain: {nodes} nodes x 8 H100 ({nodes * 224} devices; loaded in "
-          f"{time.monotonic() - began:.0f}s; claims unallocated)", flush=True)  # fmt: skip
-    bp.kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name="scale")))
-    claims = workload(20, "scale")
-    parallel(claims, lambda c: bp.kube.create(RESOURCE_CLAIM, c))
+    claims = load_scale(bp, nodes, "explain", note="; claims unallocated")
     measure_explain(bp, claims, trees=[TREE, None] if TREE is not None else [None])
 
 

@@ -24,6 +24,7 @@ escapes as another exception type.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
 from pkg.dra.allocator.cel_footprint import device_key, plain_attributes
@@ -76,25 +77,25 @@ class SelectorMatcher:
     def evaluate(self, selector: Selector, cand: Candidate) -> bool:
         reads = selector.compiled.reads
         if reads is not None and self._plain(cand):
-            values = (selector.compiled.expression, device_key(reads, cand.pool.id.driver, cand.device))
-            verdict = self._by_values.get(values)
-            if verdict is None:
-                verdict = self._evaluate(selector, cand)
-                with self._lock:
-                    if len(self._by_values) >= _MAX_CACHE_ENTRIES:
-                        self._by_values.clear()
-                    self._by_values[values] = verdict
+            values = device_key(reads, cand.pool.id.driver, cand.device)
+            verdict = self._cached(self._by_values, (selector.compiled.expression, values), selector, cand)
         else:
             key = (selector.compiled.expression, cand.cache_key)
-            verdict = self._results.get(key)
-            if verdict is None:
-                verdict = self._evaluate(selector, cand)
-                with self._lock:
-                    if len(self._results) >= _MAX_CACHE_ENTRIES:
-                        self._results.clear()
-                    self._results[key] = verdict
+            verdict = self._cached(self._results, key, selector, cand)
         if isinstance(verdict, str):
             raise selector_error(selector, verdict, cand)
+        return verdict
+
+    def _cached(
+        self, cache: dict[Any, bool | str], key: object, selector: Selector, cand: Candidate
+    ) -> bool | str:
+        verdict = cache.get(key)
+        if verdict is None:
+            verdict = self._evaluate(selector, cand)
+            with self._lock:
+                if len(cache) >= _MAX_CACHE_ENTRIES:
+                    cache.clear()
+                cache[key] = verdict
         return verdict
 
     @staticmethod
