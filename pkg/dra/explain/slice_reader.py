@@ -28,6 +28,7 @@ parsed with pydantic-core's parser and dropped page by page, and shared parts co
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kubernetes.client import (
@@ -200,15 +201,29 @@ def read_slices(kube: KubeClient, *, page_size: int = PAGE_SIZE) -> list[V1Resou
 
 
 def _pages(kube: KubeClient, page_size: int) -> Iterator[object]:
-    token: str | None = None
-    while True:
-        body = kube.list_page_json(RESOURCE_SLICE, limit=page_size, continue_token=token)
-        page = from_json(body)
-        if not isinstance(page, dict):
-            raise SliceReadError("ResourceSliceList: expected an object")
-        yield from page.get("items") or ()
-        meta = page.get("metadata") or {}
-        token = meta.get("continue") if isinstance(meta, dict) else None
-        del page, body  # one page at a time
-        if not token:
-            return
+    """The items of every page, the next page requested while this one is decoded.
+
+    Why ahead: producing and sending a page is the API server's work and the socket's wait, during
+    which this process would idle; with the request made from one helper thread (the socket read
+    releases the GIL), the server works on page n+1 while page n is decoded. At most two pages are
+    held, so memory stays bounded by the page size. A failed request raises here, in order.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="slice-pages") as fetcher:
+
+        def request(token: str | None) -> Future[bytes]:
+            return fetcher.submit(kube.list_page_json, RESOURCE_SLICE, limit=page_size, continue_token=token)
+
+        pending: Future[bytes] | None = request(None)
+        try:
+            while pending is not None:
+                page = from_json(pending.result())
+                if not isinstance(page, dict):
+                    raise SliceReadError("ResourceSliceList: expected an object")
+                meta = page.get("metadata") or {}
+                token = meta.get("continue") if isinstance(meta, dict) else None
+                pending = request(token) if token else None
+                yield from page.get("items") or ()
+                del page  # one page at a time, beside the one in flight
+        finally:
+            if pending is not None:
+                pending.cancel()
