@@ -161,6 +161,19 @@ def test_cluster_snapshot_from_a_client() -> None:
     assert kube.get.call_args.args[0] is NAMESPACE
 
 
+def test_a_malformed_slice_in_the_cluster_is_named() -> None:
+    kube = MagicMock()
+    kube.list.return_value = ([], "1")
+    bad = RESOURCE_SLICE.encode(a30_pool()[1])
+    bad["spec"]["devices"][0]["capacity"]["memory"] = {"value": 5}
+    kube.list_page_json.return_value = json.dumps({"items": [bad]}).encode()
+    name, device = bad["metadata"]["name"], bad["spec"]["devices"][0]["name"]
+    with pytest.raises(
+        ClusterError, match=f"cannot read the ResourceSlices: ResourceSlice {name}: device {device}"
+    ):
+        load_cluster(kubeconfig=None, namespace="ns", node=None, client=kube)
+
+
 def test_a_missing_node_is_a_cluster_error() -> None:
     kube = MagicMock()
     kube.list.return_value = ([], "1")

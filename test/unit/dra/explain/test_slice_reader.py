@@ -131,6 +131,17 @@ def test_reads_every_page_of_one_list() -> None:
     assert {c.kwargs["limit"] for c in kube.list_page_json.call_args_list} == {2}
 
 
+def test_a_failed_page_request_raises_in_order() -> None:
+    """The next page is fetched ahead on a helper thread; its failure still surfaces here, after
+    the items of the pages before it."""
+    raw = as_json([*a30_pool("node-a"), *a30_pool("node-b")])
+    kube = MagicMock()
+    kube.list_page_json.side_effect = [pages(raw, 2)[0], OSError("connection reset")]
+    with pytest.raises(OSError, match="connection reset"):
+        read_slices(kube, page_size=2)
+    assert kube.list_page_json.call_count == 2
+
+
 def test_a_page_that_is_not_a_list_is_an_error() -> None:
     kube = MagicMock()
     kube.list_page_json.return_value = b"[1, 2]"
