@@ -199,7 +199,6 @@ def gather_pools(
             current.append(rs)
     pools = []
     all_versioned = True
-    checked: _Checked = {}  # for this gather only: nothing outlives it
     for pool_id, pool_slices in newest.items():
         versions = sorted((_slice_name(rs), _resource_version(rs)) for rs in pool_slices)
         versioned = all(version for _, version in versions)
@@ -217,7 +216,7 @@ def gather_pools(
             pool.incomplete = True
         else:
             try:
-                _build(pool, sorted(pool_slices, key=_slice_name), node, checked)
+                _build(pool, sorted(pool_slices, key=_slice_name), node)
             except (_InvalidPoolError, ValueError, ArithmeticError) as err:
                 pool.invalid = str(err)
                 pool.candidates, pool.others, pool.devices = [], [], {}
@@ -259,7 +258,7 @@ def _device_reachable(device: V1Device, node: V1Node | None) -> bool:
     )
 
 
-def _build(pool: Pool, slices: list[V1ResourceSlice], node: V1Node | None, checked: _Checked) -> None:
+def _build(pool: Pool, slices: list[V1ResourceSlice], node: V1Node | None) -> None:
     for rs in slices:
         for counter_set in rs.spec.shared_counters or ():
             if counter_set.name in pool.counter_sets:
@@ -276,7 +275,7 @@ def _build(pool: Pool, slices: list[V1ResourceSlice], node: V1Node | None, check
         for device in spec.devices or ():
             if device.name in devices:
                 raise _InvalidPoolError(f"duplicate device name {device.name}")
-            cand = _candidate(pool, source, device, per_device, checked)
+            cand = _candidate(pool, source, device, per_device)
             pool.binding_conditions |= bool(device.binding_conditions)
             relevant = _device_reachable(device, node) if per_device else slice_relevant
             (pool.candidates if relevant else pool.others).append(cand)
@@ -407,41 +406,8 @@ def _policy_key(policy: Any) -> tuple[object, ...] | None:
 _EMPTY_CAPACITY: dict[str, CapacitySpec] = {}
 
 
-# Answers within one gather by the identity of the maps they were computed from — input_problem's
-# per (driver, attributes, capacity), a counter consumption's nanos per counters map — each entry
-# keeping its maps alive, so an id is not reused while it is there. Devices decoded by parts share
-# those maps (pkg.dra.explain.slice_reader): explain's 224,000 devices are then checked a few
-# hundred times; devices with maps of their own miss, at the cost of one dict entry each.
-_Checked = dict[tuple[object, ...], tuple[object, object, Any]]
-
-
-def _consumption_of(counters: dict[str, Any], checked: _Checked) -> tuple[tuple[str, int], ...]:
-    key = ("consumption", id(counters))
-    entry = checked.get(key)
-    if entry is not None and entry[0] is counters:
-        amounts: tuple[tuple[str, int], ...] = entry[2]
-        return amounts
-    amounts = _consumption(counters)
-    checked[key] = (counters, None, amounts)
-    return amounts
-
-
-def _input_problem(driver: str, device: V1Device, checked: _Checked) -> str | None:
-    attributes, capacity = device.attributes, device.capacity
-    key = (driver, id(attributes), id(capacity))
-    entry = checked.get(key)
-    if entry is not None and entry[0] is attributes and entry[1] is capacity:
-        known: str | None = entry[2]
-        return known
-    problem = input_problem(driver, device)
-    checked[key] = (attributes, capacity, problem)
-    return problem
-
-
-def _candidate(
-    pool: Pool, source: _SliceSource, device: V1Device, per_device: bool, checked: _Checked
-) -> Candidate:
-    if (problem := _input_problem(pool.id.driver, device, checked)) is not None:
+def _candidate(pool: Pool, source: _SliceSource, device: V1Device, per_device: bool) -> Candidate:
+    if (problem := input_problem(pool.id.driver, device)) is not None:
         raise _InvalidPoolError(f"device {device.name}: {problem}")
     consumes = []
     fits_totals = True
@@ -449,7 +415,7 @@ def _candidate(
         totals = pool.counter_sets.get(usage.counter_set)
         if totals is None:
             raise _InvalidPoolError(f"counter set {usage.counter_set} not found")
-        amounts = _consumption_of(usage.counters, checked)
+        amounts = _consumption(usage.counters)
         fits_totals = _fits(totals, amounts, usage.counter_set) and fits_totals
         consumes.append((usage.counter_set, amounts))
     capacity = _capacity(device) if device.capacity else _EMPTY_CAPACITY
