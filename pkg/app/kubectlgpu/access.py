@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, V1ResourceSlice
 from pydantic import BaseModel
 from urllib3.exceptions import HTTPError
 
+from pkg.dra.explain.slice_reader import SliceReadError, read_slices
 from pkg.framework.client import ApiError, KubeClient, ListPage, NotFoundError, ResourceKind
+from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
 
 EXIT_ERROR: Final = 1
 EXIT_USAGE: Final = 2
@@ -69,6 +71,15 @@ class Reader:
         with _translated("list", kind, namespace):
             items, _ = self._kube.list(kind, namespace=namespace)
         return items
+
+    def resource_slices(self) -> list[V1ResourceSlice]:
+        """Every ResourceSlice, read as ``explain`` reads them (:mod:`pkg.dra.explain.slice_reader`:
+        raw pages, each distinct device part decoded once); a malformed slice is named."""
+        with _translated("list", RESOURCE_SLICE, None):
+            try:
+                return read_slices(self._kube)
+            except (SliceReadError, ValueError) as err:  # ValueError: a page that is not JSON
+                raise PluginError(f"cannot read the ResourceSlices: {err}") from None
 
     def list_raw(self, kind: ResourceKind[Any], namespace: str | None = None) -> list[dict[str, Any]]:
         """Every object undecoded, for callers that decode one at a time so one bad object is

@@ -24,7 +24,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1Node
 from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optional
 from pkg.dra.explain.bundle import BundleError, ExplainObjects
 from pkg.dra.explain.cli import Report, explain_claim
-from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
 
 T = TypeVar("T")
@@ -50,7 +50,7 @@ def explain(
     claim = reader.get(RESOURCE_CLAIM, name, namespace)
     caveats: list[str] = []
     objects = ExplainObjects()
-    objects.slices = _required(lambda: reader.list_all(RESOURCE_SLICE))
+    objects.slices = _required(reader.resource_slices)
     classes = _required(lambda: reader.list_all(DEVICE_CLASS))
     claims = optional(lambda: reader.list_all(RESOURCE_CLAIM))
     if isinstance(claims, ForbiddenError):

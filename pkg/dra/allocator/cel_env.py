@@ -73,6 +73,7 @@ from pkg.dra.allocator.cel_cost import (
     MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
     estimate,
 )
+from pkg.dra.allocator.cel_footprint import Footprint, footprint
 from pkg.dra.allocator.cel_library import FUNCTIONS, encode_quantity, encode_semver
 from pkg.dra.allocator.quantity import QuantityError, parse_quantity
 from pkg.dra.allocator.semver import SemverError, parse_semver
@@ -96,6 +97,7 @@ class CompiledSelector:
     program: Any  # cel.Expression; None when ``error`` is set
     error: str | None
     domains: frozenset[str]
+    reads: Footprint | None = None  # what its verdict depends on, when provably little (.cel_footprint)
 
 
 @dataclass(slots=True)
@@ -180,7 +182,8 @@ class CelEnvironment:
             result_type = checked.return_type()
             if result_type not in (cel.Type.BOOL, cel.Type.DYN):
                 raise SelectorError(f"must evaluate to bool or the unknown type, not {result_type.name()}")
-            problem = estimate(read_checked(checked.serialize())).problem()
+            ast = read_checked(checked.serialize())
+            problem = estimate(ast).problem()
             if problem is not None:
                 return CompiledSelector(expression, None, problem, domains)
             program = self._run_env.compile(expression)
@@ -188,7 +191,7 @@ class CelEnvironment:
             return CompiledSelector(expression, None, f"compilation failed: {err}", domains)
         except AstError as err:  # the engine's own output we cannot read: refuse rather than guess
             return CompiledSelector(expression, None, f"cost estimation failed: {err}", domains)
-        return CompiledSelector(expression, program, None, domains)
+        return CompiledSelector(expression, program, None, domains, footprint(ast))
 
     def matches(self, selector: CompiledSelector, device: DeviceInput) -> bool:
         """True/False, or :class:`SelectorError` for compile errors and every failure to evaluate."""

@@ -16,6 +16,11 @@ left on the card). Each claim constraint gets a trace of its own (:mod:`.constra
 its attribute splits the devices that fit, and whether any value serves every request it
 constrains — the one reason a claim whose requests all fit can still be pending. Nothing here
 writes anything.
+
+Every device gets a verdict, because the counts per verdict are part of the answer; what keeps that
+affordable at 224,000 devices is one selector pass per device (it also yields the devices the
+strategy orders) and selectors evaluated once per distinct set of the values they read
+(:mod:`.cel_footprint`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pkg.dra.allocator.constraint_trace import ConstraintTrace, trace_constraint
 from pkg.dra.allocator.consumption import DeviceUse, device_uses
 from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
-from pkg.dra.allocator.requests import Alternative, ClaimError, claim_label
+from pkg.dra.allocator.requests import Alternative, ClaimError, Selector, claim_label
 from pkg.dra.allocator.selection import SelectorEvaluationError, selector_error
 from pkg.dra.allocator.taints import blocking_taint
 from pkg.dra.model import Unschedulable
@@ -101,7 +106,11 @@ def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
 def _diagnose_all(
     ctx: AllocationContext, alt: Alternative, allocator: Allocator
 ) -> tuple[list[DeviceVerdict], list[Candidate]]:
-    """Every device's verdict for ``alt``, and the devices that fit."""
+    """Every device's verdict for ``alt``, and the devices that fit.
+
+    Each device's selectors are evaluated once here (cheap for most selectors: verdicts are shared
+    per distinct attribute values, :mod:`.cel_footprint`); that one pass also yields the devices
+    the strategy orders, so no device is matched twice."""
     verdicts = []
     for pool in ctx.pools:
         if pool.incomplete:
@@ -114,29 +123,74 @@ def _diagnose_all(
             )
         elif pool.invalid is not None:
             verdicts.append(DeviceVerdict(f"{pool.id}/*", "invalid pool", pool.invalid))
-    eligible = ctx.eligible(alt)
+    outcomes = _match_all(ctx, alt)
+    eligible = ctx.eligible(alt)  # filled by _match_all: the same devices, nothing evaluated again
     ordered = list(allocator.strategy.order(eligible, counters=ctx.counters, fits=ctx.fits_counters))
     seen = set(ordered)
     rest = [c for c in ctx.usable_candidates() if c not in seen]
     fits: list[Candidate] = []
     for cand in (*ordered, *rest):
-        verdict = diagnose(ctx, alt, cand)
+        known = _UNKNOWN if outcomes is None else outcomes.get(cand)
+        verdict = diagnose(ctx, alt, cand, selectors=known)
         verdicts.append(verdict)
         if verdict.reason == FITS:
             fits.append(cand)
     return verdicts, fits
 
 
-def diagnose(ctx: AllocationContext, alt: Alternative, cand: Candidate) -> DeviceVerdict:
-    """Why ``cand`` can or cannot serve ``alt`` right now (the allocator's checks, in its order)."""
+def _match_all(
+    ctx: AllocationContext, alt: Alternative
+) -> dict[Candidate, Selector | SelectorEvaluationError] | None:
+    """One selector pass over the usable devices: the first false selector or the error of each
+    device that does not simply match; ``alt``'s eligible devices (matching or failing, first-fit
+    order) and the context's selector errors are recorded as :meth:`AllocationContext.eligible`
+    records them. None when ``alt``'s eligible devices were already known (then each device is
+    matched again by :func:`diagnose`, from the matcher's cache)."""
+    if alt.eligible is not None:
+        return None
+    outcomes: dict[Candidate, Selector | SelectorEvaluationError] = {}
+    eligible: list[Candidate] = []
+    first_mismatch = ctx.matcher.first_mismatch
+    for cand in ctx.usable_candidates():
+        try:
+            mismatch = first_mismatch(alt, cand)
+        except SelectorEvaluationError as failure:
+            outcomes[cand] = ctx.selector_errors[cand] = failure
+            eligible.append(cand)
+            continue
+        if mismatch is None:
+            eligible.append(cand)
+        else:
+            outcomes[cand] = mismatch
+    alt.eligible = eligible
+    return outcomes
+
+
+_UNKNOWN = object()
+
+
+def diagnose(
+    ctx: AllocationContext,
+    alt: Alternative,
+    cand: Candidate,
+    *,
+    selectors: Selector | SelectorEvaluationError | object | None = _UNKNOWN,
+) -> DeviceVerdict:
+    """Why ``cand`` can or cannot serve ``alt`` right now (the allocator's checks, in its order).
+    ``selectors``, when known, is the selector pass's outcome for the device: None when all hold,
+    the first false selector, or the evaluation error."""
     device = str(cand.id)
     if not alt.admin_access and cand.id in ctx.state.dedicated:
         return DeviceVerdict(device, "already allocated", "held exclusively by another claim")
-    try:
-        mismatch = ctx.matcher.first_mismatch(alt, cand)
-    except SelectorEvaluationError as failure:
-        return DeviceVerdict(device, "selector error", str(failure))
-    if mismatch is not None:
+    mismatch: object = selectors
+    if mismatch is _UNKNOWN:
+        try:
+            mismatch = ctx.matcher.first_mismatch(alt, cand)
+        except SelectorEvaluationError as failure:
+            mismatch = failure
+    if isinstance(mismatch, SelectorEvaluationError):
+        return DeviceVerdict(device, "selector error", str(mismatch))
+    if isinstance(mismatch, Selector):
         return DeviceVerdict(
             device,
             "selector false",

@@ -71,6 +71,7 @@ class Candidate:
     memory: int = 0
     fits_totals: bool = True  # its counters fit the pool's full totals (best fit's untouched-card path)
     cel_input: Any = None  # cel_env.DeviceInput, built on first selector evaluation
+    cel_plain: bool | None = None  # its CEL input cannot fail as a whole (cel_footprint), once known
     _id: DeviceID | None = None
 
     @property

@@ -10,6 +10,12 @@ deterministic as the verdicts.
 Errors are reported like the scheduler's ("class X: selector #0 on device D: CEL runtime error:
 …"; a compile error names no device: "class X: selector #0: CEL compile error: …") and, as there,
 fail the claim: a broken selector must be fixed, not silently skip devices.
+
+A selector that provably reads only the driver and a few named attributes (its
+:class:`~.cel_footprint.Footprint`) is evaluated once per distinct set of those values instead of
+once per device: the verdicts are the engine's, on the first device of each set, and a cluster of
+identical servers has a handful of sets for hundreds of thousands of devices (see
+:mod:`.cel_footprint` for what keeps that exact).
 Every failure to evaluate reaches this module as a :class:`~.cel_env.SelectorError` — the
 iteration budget, a library function's exception and memory exhaustion included — so no failure
 escapes as another exception type.
@@ -18,8 +24,10 @@ escapes as another exception type.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError, device_input
+from pkg.dra.allocator.cel_footprint import device_key, plain_attributes
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, Selector
 from pkg.dra.model import DeviceID
@@ -53,6 +61,7 @@ class SelectorMatcher:
     def __init__(self, env: CelEnvironment) -> None:
         self.env = env
         self._results: dict[tuple[str, tuple[DeviceID, int, str]], bool | str] = {}
+        self._by_values: dict[tuple[str, tuple[object, ...]], bool | str] = {}
         self._lock = threading.Lock()
 
     def first_mismatch(self, alt: Alternative, cand: Candidate) -> Selector | None:
@@ -66,17 +75,36 @@ class SelectorMatcher:
         return None
 
     def evaluate(self, selector: Selector, cand: Candidate) -> bool:
-        key = (selector.compiled.expression, cand.cache_key)
-        verdict = self._results.get(key)
-        if verdict is None:
-            verdict = self._evaluate(selector, cand)
-            with self._lock:
-                if len(self._results) >= _MAX_CACHE_ENTRIES:
-                    self._results.clear()
-                self._results[key] = verdict
+        reads = selector.compiled.reads
+        if reads is not None and self._plain(cand):
+            values = device_key(reads, cand.pool.id.driver, cand.device)
+            verdict = self._cached(self._by_values, (selector.compiled.expression, values), selector, cand)
+        else:
+            key = (selector.compiled.expression, cand.cache_key)
+            verdict = self._cached(self._results, key, selector, cand)
         if isinstance(verdict, str):
             raise selector_error(selector, verdict, cand)
         return verdict
+
+    def _cached(
+        self, cache: dict[Any, bool | str], key: object, selector: Selector, cand: Candidate
+    ) -> bool | str:
+        verdict = cache.get(key)
+        if verdict is None:
+            verdict = self._evaluate(selector, cand)
+            with self._lock:
+                if len(cache) >= _MAX_CACHE_ENTRIES:
+                    cache.clear()
+                cache[key] = verdict
+        return verdict
+
+    @staticmethod
+    def _plain(cand: Candidate) -> bool:
+        """Whether the device's CEL input cannot fail as a whole (checked once per device)."""
+        plain = cand.cel_plain
+        if plain is None:
+            plain = cand.cel_plain = plain_attributes(cand.device)
+        return plain
 
     def _evaluate(self, selector: Selector, cand: Candidate) -> bool | str:
         if cand.cel_input is None:

@@ -27,6 +27,7 @@ from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Un
 from pkg.dra.explain.bundle import BundleError, ExplainObjects, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation, render
+from pkg.dra.explain.slice_reader import paused_gc
 from pkg.framework.keys import namespaced_key
 
 EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -145,7 +146,8 @@ def explain_claim(
         namespace_labels=objects.namespace_labels(namespace),
         node=node,
     )
-    explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
+    with paused_gc():  # one-shot: building 224,000 devices' pools is no time for full collections
+        explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
     return Report(
         text=render(explanation, show_all=show_all, max_devices=max_devices),
         allocatable=not isinstance(explanation.outcome, Unschedulable),

@@ -4,6 +4,9 @@ Reads exactly what gpu-dra-controller's caches hold for one decision: every Reso
 DeviceClass, every ResourceClaim (the allocated ones are what the claim must avoid), the claim's
 Namespace (admin access) and, with ``--node``, that Node. One list per kind, so the explanation
 is computed from a view as consistent as the controller's. Read-only: nothing is written.
+
+The ResourceSlices, by far the largest read (209 MB of JSON at 1,000 nodes of 8 H100), come
+through :mod:`.slice_reader`: raw pages, each distinct device part validated once.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import contextlib
 from urllib3.exceptions import HTTPError
 
 from pkg.dra.explain.bundle import BundleError, ExplainObjects
+from pkg.dra.explain.slice_reader import SliceReadError, read_slices
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM
 from pkg.framework.client.config import new_api_client
 
 
@@ -33,7 +37,7 @@ def load_cluster(
         raise ClusterError(f"cannot load the kubeconfig: {err}") from None
     objects = ExplainObjects()
     try:
-        objects.slices, _ = kube.list(RESOURCE_SLICE)
+        objects.slices = read_slices(kube)
         classes, _ = kube.list(DEVICE_CLASS)
         claims, _ = kube.list(RESOURCE_CLAIM)
         with contextlib.suppress(NotFoundError):  # without the Namespace: no labels, no admin access
@@ -44,6 +48,8 @@ def load_cluster(
         raise ClusterError(f"not found: {err.message}") from None
     except (ApiError, HTTPError, OSError) as err:
         raise ClusterError(f"cannot read the cluster: {err}") from None
+    except (SliceReadError, ValueError) as err:  # ValueError: a page that is not JSON
+        raise ClusterError(f"cannot read the ResourceSlices: {err}") from None
     try:
         for obj in (*classes, *claims):
             objects.add(obj, "cluster")

@@ -75,6 +75,7 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
+        raw: bool = False,
     ) -> Any:
         params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -98,6 +99,8 @@ class KubeClient:
         data = response.read()
         if not 200 <= response.status <= 299:
             raise error_from_status(response.status, data)
+        if raw:
+            return bytes(data)
         return json.loads(data) if data else None
 
     # -- reads -----------------------------------------------------------------------------------
@@ -131,6 +134,19 @@ class KubeClient:
             resource_version=str(meta.get("resourceVersion") or ""),
             continue_token=str(meta.get("continue") or ""),
         )
+
+    def list_page_json(
+        self,
+        kind: ResourceKind[Any],
+        *,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> bytes:
+        """One page of a cluster-wide list as the server's JSON bytes, for a reader that decodes
+        its own way (``explain`` reads 200 MB of ResourceSlices that way, page by page)."""
+        query = {"limit": limit, "continue": continue_token}
+        data: bytes = self._request("GET", kind.collection_path(), query=query, raw=True)
+        return data
 
     def list(
         self,

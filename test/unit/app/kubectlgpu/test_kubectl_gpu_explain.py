@@ -81,6 +81,9 @@ class FakeReader(Reader):
         objects = everything[kind.kind]
         return [o for o in objects if namespace is None or o.metadata.namespace == namespace]
 
+    def resource_slices(self) -> list[Any]:  # the real one reads through pkg.dra.explain.slice_reader
+        return self.list_all(RESOURCE_SLICE)
+
 
 def run(denied: set[tuple[str, str, str | None]]) -> Any:
     return explain(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from unittest.mock import MagicMock
 
@@ -148,18 +149,35 @@ def test_cluster_snapshot_from_a_client() -> None:
     kube = MagicMock()
     slices, classes = a30_pool(), [mig_class("1g")]
     claims = [claim("c", exact("gpu", "mig-1g"), namespace="ns")]
-    kube.list.side_effect = lambda kind: {RESOURCE_SLICE: (slices, "1"), DEVICE_CLASS: (classes, "1"),
-                                          RESOURCE_CLAIM: (claims, "1")}[kind]  # fmt: skip
+    kube.list.side_effect = lambda kind: {DEVICE_CLASS: (classes, "1"), RESOURCE_CLAIM: (claims, "1")}[kind]
+    page = {"items": [RESOURCE_SLICE.encode(s) for s in slices]}
+    kube.list_page_json.return_value = json.dumps(page).encode()
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="namespace ns not found")
     snapshot = load_cluster(kubeconfig=None, namespace="ns", node=None, client=kube)
     assert set(snapshot.claims) == {"ns/c"}
+    # Read through the slice reader: the very objects, as the API's JSON form shows them.
+    assert [RESOURCE_SLICE.encode(s) for s in snapshot.slices] == page["items"]
     assert snapshot.namespace_labels("ns") == {}
     assert kube.get.call_args.args[0] is NAMESPACE
+
+
+def test_a_malformed_slice_in_the_cluster_is_named() -> None:
+    kube = MagicMock()
+    kube.list.return_value = ([], "1")
+    bad = RESOURCE_SLICE.encode(a30_pool()[1])
+    bad["spec"]["devices"][0]["capacity"]["memory"] = {"value": 5}
+    kube.list_page_json.return_value = json.dumps({"items": [bad]}).encode()
+    name, device = bad["metadata"]["name"], bad["spec"]["devices"][0]["name"]
+    with pytest.raises(
+        ClusterError, match=f"cannot read the ResourceSlices: ResourceSlice {name}: device {device}"
+    ):
+        load_cluster(kubeconfig=None, namespace="ns", node=None, client=kube)
 
 
 def test_a_missing_node_is_a_cluster_error() -> None:
     kube = MagicMock()
     kube.list.return_value = ([], "1")
+    kube.list_page_json.return_value = b'{"items": []}'
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message='nodes "n1" not found')
     with pytest.raises(ClusterError, match='not found: nodes "n1" not found'):
         load_cluster(kubeconfig=None, namespace="ns", node="n1", client=kube)
