@@ -15,6 +15,11 @@ scheduler, kubelet and containerd run them:
   kube-rbac-proxy with a metrics reader's token and evaluates the chart's alerts (the test's
   values: GPUNotDriverReady after 2 s, every group each second) fires GPUNotDriverReady for both
   cards, and resolves it once they are DriverReady again;
+* a card made unhealthy (the simulated backend's health file) is HardwareHealthy=False from
+  gpu-handler, gpu-controller exports it, and the same kind of Prometheus server fires
+  GPUHardwareUnhealthy (2 s in the test's values) for that card alone, and resolves it once the
+  health file is gone and the card is healthy again (``--health-quiet-period=5`` on the e2e nodes);
+  both latencies are printed;
 * the DaemonSets land only where their gate labels say, and a node joining the cluster starts the
   node agent there and restarts no existing Pod (docs/architecture.md#gate-labels-not-hostname-lists); a node
   that becomes a control-plane node loses its node agent.
@@ -45,7 +50,8 @@ from prometheus_server import (
     reader_token,
 )
 
-from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
+from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY, PhysicalGPUConditionType
+from pkg.backends.simulated.backend import HEALTH_FILE_SUFFIX
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import mark_driver_ready
@@ -63,6 +69,8 @@ DRIVER = "gpu.deckhouse.io"
 OFFERS_PER_A30 = 16
 EVERYWHERE = ("gpu-node-agent",)
 DRIVER_READY_ONLY = ("gpu-handler", "nv-hostengine", "dcgm-exporter")
+HARDWARE_HEALTHY = PhysicalGPUConditionType.HARDWARE_HEALTHY
+UNHEALTHY = "GPUHardwareUnhealthy"
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +133,12 @@ def stack(
 @contextlib.contextmanager
 def alerting(control_plane: ControlPlane, stack: GpuStack, tmp_path: Path) -> Iterator[Prometheus]:
     """A Prometheus server scraping gpu-controller every second through kube-rbac-proxy with a
-    metrics reader's token, evaluating the chart's alerts every second; GPUNotDriverReady fires
-    after 2 s instead of the shipped 15 m (the test's values)."""
+    metrics reader's token, evaluating the chart's alerts every second; GPUNotDriverReady and
+    GPUHardwareUnhealthy fire after 2 s instead of the shipped 15 m and 5 m (the test's values)."""
     [controller] = [p for p in stack.processes if p.name == "gpu-controller"]
     [port] = [int(a.rsplit(":", 1)[1]) for a in controller.argv if a.startswith("--metrics-bind-address=")]
-    rules = chart_alert_rules(tmp_path / "alerts.yaml", {"alerts.driverNotReadyFor": "2s"}, "1s")
+    values = {"alerts.driverNotReadyFor": "2s", "alerts.hardwareUnhealthyFor": "2s"}
+    rules = chart_alert_rules(tmp_path / "alerts.yaml", values, "1s")
     try:
         token = reader_token(control_plane, stack.namespace)
         with (
@@ -268,7 +277,91 @@ def _fail_and_recover(kube: KubeClient, stack: GpuStack, gpu_host: RealNode, ale
 
 def _not_ready_alerts(server: Prometheus, node: str, state: str = "firing") -> set[str]:
     """The cards of ``node`` that GPUNotDriverReady is ``state`` for."""
-    return {a["name"] for a in server.alerts("GPUNotDriverReady", state) if a.get("node") == node}
+    return _alerted_cards(server, "GPUNotDriverReady", node, state)
+
+
+def _alerted_cards(server: Prometheus, alert: str, node: str, state: str = "firing") -> set[str]:
+    """The cards of ``node`` that ``alert`` is ``state`` for."""
+    return {a["name"] for a in server.alerts(alert, state) if a.get("node") == node}
+
+
+def _hardware_healthy(kube: KubeClient, node: str) -> dict[str, tuple[str, str]]:
+    """(status, reason) of HardwareHealthy by card name; ("missing", "") for a card without."""
+    found = {}
+    for gpu in cards(kube, node):
+        condition = next((c for c in status_of(gpu).conditions or [] if c.type == HARDWARE_HEALTHY), None)
+        found[name_of(gpu)] = (condition.status, condition.reason) if condition else ("missing", "")
+    return found
+
+
+def test_a_card_made_unhealthy_fires_gpu_hardware_unhealthy_until_it_recovers(
+    kube: KubeClient, control_plane: ControlPlane, stack: GpuStack, gpu_host: RealNode, tmp_path: Path
+) -> None:
+    node = gpu_host.name
+    stack.wait(
+        lambda: (
+            set(_hardware_healthy(kube, node).values()) == {("True", "Healthy")}
+            and driver_ready(kube, node) == {("True", "Validated")}
+        ),
+        timeout=180,
+        what="both cards HardwareHealthy and DriverReady",
+    )
+    by_address = {}
+    for gpu in cards(kube, node):
+        pci = status_of(gpu).pci_info
+        assert pci is not None, gpu
+        by_address[pci.address] = name_of(gpu)
+    address = min(by_address)
+    sick, other = by_address[address], by_address[max(by_address)]
+    assert sick != other, by_address
+    health_file = gpu_host.host.nvml_state / f"{address}{HEALTH_FILE_SUFFIX}"
+    with alerting(control_plane, stack, tmp_path) as server:
+        time.sleep(3)  # a few evaluations over healthy cards: nothing pending, nothing firing
+        assert not _alerted_cards(server, UNHEALTHY, node) | _alerted_cards(
+            server, UNHEALTHY, node, "pending"
+        )
+        try:
+            health_file.write_text("False RowRemappingFailed row remapping failed on bank 3\n")
+            made_sick = time.monotonic()
+            stack.wait(
+                lambda: _hardware_healthy(kube, node)[sick] == ("False", "RowRemappingFailed"),
+                timeout=60,
+                what="HardwareHealthy=False from gpu-handler",
+            )
+            condition_false = time.monotonic()
+            stack.wait(
+                lambda: _alerted_cards(server, UNHEALTHY, node) == {sick},
+                timeout=60,
+                what="GPUHardwareUnhealthy to fire for the sick card",
+            )
+            fired = time.monotonic()
+            # The other card stayed healthy, and no alert names it.
+            assert _hardware_healthy(kube, node)[other] == ("True", "Healthy")
+            assert other not in _alerted_cards(server, UNHEALTHY, node, "pending")
+        finally:
+            health_file.unlink(missing_ok=True)
+        recovered = time.monotonic()
+        stack.wait(
+            lambda: _hardware_healthy(kube, node)[sick] == ("True", "Healthy"),
+            timeout=60,
+            what="HardwareHealthy=True after the recovery",
+        )
+        condition_true = time.monotonic()
+        stack.wait(
+            lambda: (
+                not _alerted_cards(server, UNHEALTHY, node)
+                | _alerted_cards(server, UNHEALTHY, node, "pending")
+            ),
+            timeout=60,
+            what="GPUHardwareUnhealthy to resolve",
+        )
+        resolved = time.monotonic()
+    print(
+        f"\nGPUHardwareUnhealthy firing {fired - made_sick:.1f} s after the health file"
+        f" ({fired - condition_false:.1f} s after HardwareHealthy=False);"
+        f" resolved {resolved - recovered:.1f} s after its removal"
+        f" ({resolved - condition_true:.1f} s after HardwareHealthy=True)"
+    )
 
 
 def test_daemon_sets_land_by_their_gates_and_a_joining_node_restarts_nothing(

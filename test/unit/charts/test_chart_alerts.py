@@ -23,6 +23,7 @@ from pkg.devcluster.cluster import default_bin_dir
 HERE = Path(__file__).parent
 ALERTS = {
     "GPUNotDriverReady",
+    "GPUHardwareUnhealthy",
     "GPUPrepareFailures",
     "GPUAllocationFailures",
     "GPUPublisherErrors",

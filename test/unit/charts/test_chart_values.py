@@ -119,6 +119,7 @@ def mutate(path: str, value: Any) -> Any:
         "metricsProxy.resources.limits.memory": "96Mi",
         "alerts.window": "5m",
         "alerts.driverNotReadyFor": "1h",
+        "alerts.hardwareUnhealthyFor": "1h",
         "alerts.allocationFailuresFor": "1h",
         "alerts.publisherErrorsFor": "1h",
         "alerts.componentDownFor": "1h",
