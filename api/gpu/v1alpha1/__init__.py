@@ -59,6 +59,7 @@ from api.gpu.v1alpha1.operatorconfig import (
     CONFIG_KEY as OPERATOR_CONFIG_KEY,
 )
 from api.gpu.v1alpha1.operatorconfig import (
+    AmdHandlerSettings,
     ComponentSettings,
     DcgmExporterSettings,
     DcgmSettings,
@@ -108,6 +109,7 @@ __all__ = [
     "PHYSICAL_GPU_KIND",
     "PHYSICAL_GPU_PLURAL",
     "VERSION",
+    "AmdHandlerSettings",
     "ApiModel",
     "Capabilities",
     "ComponentSettings",

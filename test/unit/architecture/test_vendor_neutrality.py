@@ -30,7 +30,10 @@ VENDOR = re.compile(
 
 _DEV = "the local test cluster builds simulated nodes of a vendor: tooling outside the product layers"
 _TIER = "the hardware test tier runs on a real NVIDIA card: tooling outside the product layers"
-_DEPLOY = "gpu-controller deploys NVIDIA-only pieces (DCGM, validator, MPS) on NVIDIA nodes only"
+_DEPLOY = (
+    "gpu-controller deploys NVIDIA-only pieces (DCGM, validator, MPS) on NVIDIA nodes only, and each "
+    "vendor's gpu-handler (gpuHandler.amd: a DaemonSet of its own) on that vendor's nodes"
+)
 _API = "the API has NVIDIA blocks (capabilities.nvidia, currentState.nvidia, GPUClass nvidia.mig)"
 _PORT = "the port's vocabulary: NVIDIA as the documented example, MIG and MPS methods of CardPreparer"
 _KINDS = "MIG devices and MPS shares are device kinds of the core pipeline, not yet behind the port"
@@ -58,14 +61,14 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/dracontroller/accounting/devices.py": (_KINDS, {"mig"}),
     "pkg/gpucontroller/gpuclass/render.py": (_API, {"mig", "nvidia"}),
     "pkg/gpucontroller/gpuclass/setup.py": (_API, {"nvidia"}),
-    "pkg/gpucontroller/names.py": (_DEPLOY, {"dcgm", "nvidia"}),
+    "pkg/gpucontroller/names.py": (_DEPLOY, {"amd", "dcgm", "nvidia"}),
     "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/nodelabels/internal/handler/gate_labels.py": (_DEPLOY, {"nvidia"}),
-    "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"dcgm"}),
+    "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"amd", "dcgm"}),
     "pkg/gpucontroller/orchestrator/render/common.py": (_DEPLOY, {"nvidia", "nvml"}),
     "pkg/gpucontroller/orchestrator/render/dcgm.py": (_DEPLOY, {"dcgm", "nvidia"}),
     "pkg/gpucontroller/orchestrator/render/dcgm_exporter.py": (_DEPLOY, {"dcgm", "nvidia"}),
-    "pkg/gpucontroller/orchestrator/render/gpu_handler.py": (_DEPLOY, {"mps", "nvidia", "nvml"}),
+    "pkg/gpucontroller/orchestrator/render/gpu_handler.py": (_DEPLOY, {"amd", "mps", "nvidia", "nvml"}),
     "pkg/gpucontroller/orchestrator/render/validator.py": (_DEPLOY, {"nvidia"}),
     "pkg/gpucontroller/physicalgpu/internal/state.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/enrichment/handler/apply.py": (_API, {"nvidia"}),
