@@ -92,7 +92,7 @@ def render(context: RenderContext) -> V1DaemonSet:
     pod = _pod(
         context,
         backend=settings.backend,
-        plugin_args=_plugin_args(plugin) + _nvidia_plugin_args(plugin),
+        plugin_args=_plugin_args(plugin, nvidia=True),
         runtime_env=NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {}),
         node_selector=_gated(gates, settings),
     )
@@ -111,7 +111,7 @@ def render_amd(context: RenderContext) -> V1DaemonSet:
     pod = _pod(
         context,
         backend=settings.amd.backend,
-        plugin_args=_plugin_args(plugin),
+        plugin_args=_plugin_args(plugin, nvidia=False),
         runtime_env={},
         node_selector=_gated([LABEL_DRIVER_READY, LABEL_AMD_PRESENT], settings),
     )
@@ -178,28 +178,30 @@ def _finish(context: RenderContext, component: Component, pod: V1PodSpec) -> V1D
     return daemon_set(context, component, settings, pod=pod, rolling_update=SURGE)
 
 
-def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
-    """What every backend's kubelet plugin needs: the kubelet's and CDI's folders, /dev, /proc."""
+def _plugin_args(plugin: KubeletPluginSettings, *, nvidia: bool) -> list[str]:
+    """The kubelet plugin's flags: the kubelet's and CDI's folders, /dev and /proc for every backend;
+    MPS, the driver root the base CDI spec mounts and the CDI hook for NVIDIA's only (in the order
+    they always had, so the NVIDIA Pod template, and its Pods, stay as they were)."""
     return [
         f"--kubelet-root={plugin.kubelet_root}",
         f"--cdi-dir={plugin.cdi_dir}",
+        *([f"--mps-root={plugin.mps_root}"] if nvidia else []),
         "--dev-root=/dev",
         "--proc-root=/proc",
         f"--prepare-lock-timeout={plugin.lock_timeout}",
-    ]
-
-
-def _nvidia_plugin_args(plugin: KubeletPluginSettings) -> list[str]:
-    """What only NVIDIA's plugin uses: MPS, the driver root the base CDI spec mounts, the CDI hook."""
-    return [
-        f"--mps-root={plugin.mps_root}",
-        # MPS control daemons outlive the Pod (a rolling update): they start on the host.
-        "--daemons-on-host=true",
-        f"--driver-root={DRIVER_ROOT_MOUNT}",
-        f"--driver-root-on-host={plugin.driver_root}",
-        f"--host-run={HOST_RUN_MOUNT}",
-        f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
-        f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
+        *(
+            [
+                # MPS control daemons outlive the Pod (a rolling update): they start on the host.
+                "--daemons-on-host=true",
+                f"--driver-root={DRIVER_ROOT_MOUNT}",
+                f"--driver-root-on-host={plugin.driver_root}",
+                f"--host-run={HOST_RUN_MOUNT}",
+                f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
+                f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
+            ]
+            if nvidia
+            else []
+        ),
     ]
 
 
