@@ -292,7 +292,8 @@ def test_amd_nodes_get_a_second_daemon_set_from_the_same_release(
     settings = app.settings_from(app.parser().parse_args(main["args"]))
     assert settings.backend == "amd"
     assert settings.plugin is not None
-    assert settings.daemons_on_host is False and settings.cdi_hook_source is None
+    assert settings.daemons_on_host is False
+    assert settings.cdi_hook_source is None
 
 
 def test_without_amd_values_the_release_renders_one_handler(docs: list[dict[str, Any]]) -> None:
