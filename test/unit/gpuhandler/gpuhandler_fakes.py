@@ -178,5 +178,5 @@ def stored(before: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:
     conditions = [c for c in status.conditions or [] if c.type != "HardwareHealthy"]
     status.conditions = conditions + ([owned.health] if owned.health else []) or None
     state = status.current_state or CurrentState()
-    status.current_state = CurrentState(driver_type=state.driver_type, nvidia=owned.nvidia)
+    status.current_state = CurrentState(driver_type=state.driver_type, nvidia=owned.nvidia, amd=owned.amd)
     return before.model_copy(update={"status": status})
