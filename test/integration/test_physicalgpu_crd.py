@@ -83,7 +83,7 @@ def test_an_amd_status_round_trips(kube: KubeClient, unique: str) -> None:
     """The AMD blocks the AMD backend writes are what the CRD keeps (nothing pruned)."""
     name = f"n1-2-1002-74a1-{unique}"
     _create(kube, name)
-    status = {
+    status: dict[str, object] = {
         "capabilities": {
             "productName": "AMD Instinct MI300X",
             "vendor": "Amd",
