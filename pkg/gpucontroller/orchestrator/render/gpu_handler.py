@@ -3,7 +3,8 @@
 One DaemonSet per vendor backend: ``<config>-gpu-handler`` with ``gpuHandler.backend`` (NVIDIA), and,
 with ``gpuHandler.amd`` on, ``<config>-gpu-handler-amd`` with the AMD backend on the nodes labelled
 ``gpu.deckhouse.io/amd.present``; the NVIDIA one then also needs ``gpu.deckhouse.io/nvidia.present``,
-so neither runs on a node without its vendor's cards (a node with both gets both). What follows
+so neither runs on a node without its vendor's cards (a node with both would get both, which is not
+supported: the two would publish the node's one pool, docs/backends/amd.md). What follows
 about NVML, MPS, the driver root and the CDI hook is the NVIDIA DaemonSet's alone; the AMD one reads
 and prepares its cards through sysfs and ``/dev`` (docs/backends/amd.md).
 
