@@ -38,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, PhysicalGPU
+from api.gpu.v1alpha1 import AmdState, Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverFiles, DriverRootOptions
 from pkg.hardware.pci import PciDevice
 
@@ -63,12 +63,14 @@ class Enrichment:
     """What a backend reads for ``PhysicalGPU.status``.
 
     ``capabilities`` is ``None`` when the API has no ``Vendor`` value for the backend (the enum is
-    closed); ``nvidia`` is the ``currentState.nvidia`` block, ``None`` for other vendors. Optional
-    fields inside are ``None`` where the library did not answer, so they are left out.
+    closed); ``nvidia`` and ``amd`` are the ``currentState.nvidia`` and ``currentState.amd`` blocks,
+    each ``None`` for the other vendors (a field without a source is left out). Optional fields inside
+    are ``None`` where the library or sysfs did not answer, so they are left out.
     """
 
     capabilities: Capabilities | None
     nvidia: NvidiaState | None = None
+    amd: AmdState | None = None
 
 
 class VerdictStatus(StrEnum):

@@ -24,11 +24,15 @@ def vendor_present_label(vendor: str) -> str:
 
 
 LABEL_NVIDIA_PRESENT: Final = vendor_present_label("nvidia")
-"""``true`` on a Node with at least one NVIDIA PhysicalGPU: the GPU validator runs there."""
+"""``true`` on a Node with at least one NVIDIA PhysicalGPU: the GPU validator runs there, and the
+NVIDIA gpu-handler too while a second vendor's gpu-handler runs beside it."""
+
+LABEL_AMD_PRESENT: Final = vendor_present_label("amd")
+"""``true`` on a Node with at least one AMD PhysicalGPU: the AMD gpu-handler runs there."""
 
 LABEL_DRIVER_READY: Final = "gpu.deckhouse.io/driver-ready"
-"""``true`` on a Node with a DriverReady PhysicalGPU: gpu-handler, nv-hostengine and dcgm-exporter
-run there."""
+"""``true`` on a Node with a DriverReady PhysicalGPU, of any vendor: gpu-handler, nv-hostengine and
+dcgm-exporter run there (a vendor's own gpu-handler where its ``<vendor>.present`` label is also set)."""
 
 LABEL_CONTROL_PLANE: Final = "node-role.kubernetes.io/control-plane"
 """Nodes with this label run no gpu-node-agent: they hold no GPUs of ours."""
@@ -45,6 +49,9 @@ class Component(StrEnum):
     NODE_AGENT = "gpu-node-agent"
     VALIDATOR = "gpu-validator"
     GPU_HANDLER = "gpu-handler"
+    GPU_HANDLER_AMD = "gpu-handler-amd"
+    """gpu-handler with the AMD backend, beside the NVIDIA one: a DaemonSet of its own, since one
+    DaemonSet has one Pod template and the two backends need different flags and host folders."""
     DCGM = "nv-hostengine"
     DCGM_EXPORTER = "dcgm-exporter"
 

@@ -270,10 +270,16 @@ class _MergingWriter:
         return self._keep(gpu, data)
 
     def withdraw_nvidia(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        return self._withdraw(gpu, "nvidia")
+
+    def withdraw_amd(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        return self._withdraw(gpu, "amd")
+
+    def _withdraw(self, gpu: PhysicalGPU, block: str) -> PhysicalGPU | None:
         data = gpu.status.to_api_dict() if gpu.status else {}
-        if "nvidia" not in data.get("currentState", {}):
+        if block not in data.get("currentState", {}):
             return None
-        del data["currentState"]["nvidia"]
+        del data["currentState"][block]
         return self._keep(gpu, data)
 
     def _keep(self, gpu: PhysicalGPU, status: dict[str, Any]) -> PhysicalGPU:

@@ -24,7 +24,7 @@ from k8s_fields import allocation_results, name_of, present
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pydantic import ValidationError
 
-from api.gpu.v1alpha1 import PhysicalGPU
+from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.allocator import Allocator, CelEnvironment, Unschedulable
 from pkg.dra.allocator.pools import gather_pools
@@ -226,5 +226,33 @@ def test_a_withdrawal_that_no_longer_applies_is_nothing_to_withdraw(kube: KubeCl
                 subresource="status",
             )
         assert not raised.value.details.get("causes")  # what the writer relies on
+    finally:
+        kube.delete(PHYSICAL_GPU, name)
+
+
+def test_an_amd_block_is_withdrawn_and_then_nothing_is_left_to_withdraw(
+    kube: KubeClient, unique: str
+) -> None:
+    """currentState.amd goes the way currentState.nvidia does: a guarded JSON patch, and once it is
+    gone a second withdrawal is nothing to withdraw."""
+    name = f"hostile-amd-{unique}"
+    handler = KubeClient(kube.api_client, field_manager="gpu-handler")
+    gpu = kube.create(PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name)))
+    try:
+        kube.patch(
+            PHYSICAL_GPU,
+            name,
+            {"status": {"currentState": {"driverType": "ROCm", "amd": {"computePartitionMode": "cpx"}}}},
+            patch_type=PatchType.MERGE,
+            subresource="status",
+        )
+        writer = KubeStatusWriter(handler)
+        withdrawn = writer.withdraw_amd(gpu)
+        assert withdrawn is not None
+        assert withdrawn.status is not None
+        assert withdrawn.status.current_state is not None
+        assert withdrawn.status.current_state.amd is None
+        assert withdrawn.status.current_state.driver_type is DriverType.ROCM  # the node agent's, kept
+        assert writer.withdraw_amd(gpu) is None
     finally:
         kube.delete(PHYSICAL_GPU, name)

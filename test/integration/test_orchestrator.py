@@ -167,3 +167,54 @@ def test_without_a_config_map_nothing_runs_and_nothing_fails(
         time.sleep(3)
         assert daemon_sets(kube, namespace) == {}
     assert '"level": "error"' not in log.read_text()
+
+
+def test_amd_nodes_get_their_own_handler_which_goes_when_switched_off(
+    kube: KubeClient, kubeconfig: str, namespace: str, tmp_path: Path
+) -> None:
+    """gpuHandler.amd: the API server takes both handler DaemonSets (distinct selectors); switching
+    it off prunes the AMD one and puts the NVIDIA one back on every DriverReady node."""
+    config = "gcp"
+    handler = {"image": "registry.example/gcp:1"}
+    kube.create(
+        CONFIG_MAP,
+        V1ConfigMap(
+            metadata=V1ObjectMeta(name=config),
+            data=document(gpuHandler={**handler, "amd": {"enabled": True}}),
+        ),
+        namespace=namespace,
+    )
+    with gpu_controller(
+        kubeconfig, namespace, log_path=tmp_path / "gpu-controller.log", args=[f"--operator-config={config}"]
+    ):
+        both = eventually(
+            lambda: (found := daemon_sets(kube, namespace)) and "gpu-handler-amd" in found and found,
+            what="the AMD handler's DaemonSet",
+        )
+        amd = both["gpu-handler-amd"]
+        assert amd.metadata.name == f"{config}-gpu-handler-amd"
+        assert amd.spec.template.spec.node_selector == {
+            "gpu.deckhouse.io/driver-ready": "true",
+            "gpu.deckhouse.io/amd.present": "true",
+        }
+        assert "--backend=amd" in amd.spec.template.spec.containers[0].args
+        assert both["gpu-handler"].spec.template.spec.node_selector == {
+            "gpu.deckhouse.io/driver-ready": "true",
+            "gpu.deckhouse.io/nvidia.present": "true",
+        }
+
+        kube.patch(
+            CONFIG_MAP,
+            config,
+            {"data": document(gpuHandler=handler)},
+            patch_type=PatchType.MERGE,
+            namespace=namespace,
+        )
+        eventually(
+            lambda: (
+                "gpu-handler-amd" not in (found := daemon_sets(kube, namespace))
+                and found["gpu-handler"].spec.template.spec.node_selector
+                == {"gpu.deckhouse.io/driver-ready": "true"}
+            ),
+            what="the AMD handler pruned and the NVIDIA one on every DriverReady node",
+        )

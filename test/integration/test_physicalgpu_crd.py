@@ -79,12 +79,44 @@ def test_valid_status_round_trips(kube: KubeClient, unique: str) -> None:
         kube.delete(PHYSICAL_GPU, name)
 
 
+def test_an_amd_status_round_trips(kube: KubeClient, unique: str) -> None:
+    """The AMD blocks the AMD backend writes are what the CRD keeps (nothing pruned)."""
+    name = f"n1-2-1002-74a1-{unique}"
+    _create(kube, name)
+    status: dict[str, object] = {
+        "capabilities": {
+            "productName": "AMD Instinct MI300X",
+            "vendor": "Amd",
+            "amd": {
+                "computePartitionModes": ["spx", "dpx", "qpx", "cpx"],
+                "memoryPartitionModes": ["nps1", "nps4"],
+            },
+        },
+        "currentState": {
+            "driverType": "ROCm",
+            "amd": {"computePartitionMode": "cpx", "memoryPartitionMode": "nps1"},
+        },
+    }
+    try:
+        stored = _patch_status(kube, name, status)
+        assert stored.status is not None
+        assert stored.status.to_api_dict() == status
+    finally:
+        kube.delete(PHYSICAL_GPU, name)
+
+
 @pytest.mark.parametrize(
     ("status", "complaint"),
     [
         ({"currentState": {"driverType": "Nouveau"}}, "driverType"),
         ({"capabilities": {"memoryMiB": "lots", "vendor": "Nvidia"}}, "memoryMiB"),
         ({"capabilities": {"vendor": "Amd", "nvidia": {"migSupported": False}}}, "nvidia"),
+        ({"capabilities": {"vendor": "Nvidia", "amd": {"computePartitionModes": ["spx"]}}}, "amd"),
+        ({"currentState": {"driverType": "Nvidia", "amd": {"computePartitionMode": "spx"}}}, "amd"),
+        (
+            {"currentState": {"driverType": "ROCm", "amd": {"computePartitionMode": "SPX!"}}},
+            "computePartitionMode",
+        ),
         (
             {
                 "capabilities": {
@@ -106,7 +138,16 @@ def test_valid_status_round_trips(kube: KubeClient, unique: str) -> None:
             "address",
         ),
     ],
-    ids=["enum", "wrong-type", "nvidia-block-for-amd", "mig-block-when-unsupported", "pci-address"],
+    ids=[
+        "enum",
+        "wrong-type",
+        "nvidia-block-for-amd",
+        "amd-block-for-nvidia",
+        "amd-state-beside-nvidia-driver",
+        "amd-mode-not-lower-case",
+        "mig-block-when-unsupported",
+        "pci-address",
+    ],
 )
 def test_server_rejects_invalid_status(
     kube: KubeClient, unique: str, status: dict[str, object], complaint: str

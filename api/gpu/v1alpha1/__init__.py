@@ -44,6 +44,7 @@ from api.gpu.v1alpha1.gpuclass import (
     TimeSlicingInterval,
 )
 from api.gpu.v1alpha1.hardware import (
+    AmdCapabilities,
     Capabilities,
     MigPlacement,
     MigProfile,
@@ -59,6 +60,7 @@ from api.gpu.v1alpha1.operatorconfig import (
     CONFIG_KEY as OPERATOR_CONFIG_KEY,
 )
 from api.gpu.v1alpha1.operatorconfig import (
+    AmdHandlerSettings,
     ComponentSettings,
     DcgmExporterSettings,
     DcgmSettings,
@@ -79,6 +81,7 @@ from api.gpu.v1alpha1.physicalgpu import (
     LABEL_DEVICE,
     LABEL_NODE,
     LABEL_VENDOR,
+    AmdState,
     CurrentState,
     DriverType,
     MigMode,
@@ -108,6 +111,9 @@ __all__ = [
     "PHYSICAL_GPU_KIND",
     "PHYSICAL_GPU_PLURAL",
     "VERSION",
+    "AmdCapabilities",
+    "AmdHandlerSettings",
+    "AmdState",
     "ApiModel",
     "Capabilities",
     "ComponentSettings",

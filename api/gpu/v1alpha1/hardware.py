@@ -28,6 +28,7 @@ _HEX4 = r"^[0-9a-f]{4}$"
 MAX_OS_ID = 63
 MAX_TEXT = 256
 _ComputeType = Annotated[str, Field(max_length=32)]
+_PartitionMode = Annotated[str, Field(max_length=16, pattern=r"^[a-z0-9]+$")]
 
 
 class OSInfo(ApiModel):
@@ -159,9 +160,23 @@ class NvidiaCapabilities(ApiModel):
         return self
 
 
+class AmdCapabilities(ApiModel):
+    """The partition modes an AMD card lists in sysfs (``available_compute_partition``,
+    ``available_memory_partition``), lower case as the offers name them; a mode the card does not
+    list cannot be switched to. Absent where the card has no partitioning (MI210)."""
+
+    compute_partition_modes: list[_PartitionMode] | None = Field(
+        default=None, max_length=16, description='Compute partition modes, e.g. "spx", "dpx", "qpx", "cpx".'
+    )
+    memory_partition_modes: list[_PartitionMode] | None = Field(
+        default=None, max_length=16, description='Memory partition (NPS) modes, e.g. "nps1", "nps4".'
+    )
+
+
 class Capabilities(ApiModel):
     model_config = cel_rules(
         ("self.vendor == 'Nvidia' || !has(self.nvidia)", "nvidia is allowed only when vendor is Nvidia"),
+        ("self.vendor == 'Amd' || !has(self.amd)", "amd is allowed only when vendor is Amd"),
     )
 
     product_name: str | None = Field(
@@ -174,6 +189,9 @@ class Capabilities(ApiModel):
     nvidia: NvidiaCapabilities | None = Field(
         default=None, description="NVIDIA-specific capabilities; present only when vendor is Nvidia."
     )
+    amd: AmdCapabilities | None = Field(
+        default=None, description="AMD-specific capabilities; present only when vendor is Amd."
+    )
 
     @model_validator(mode="after")
     def _nvidia_only_for_nvidia(self) -> Capabilities:
@@ -181,5 +199,9 @@ class Capabilities(ApiModel):
             raise ValueError(
                 f"capabilities.nvidia is allowed only when capabilities.vendor is Nvidia, "
                 f"not {self.vendor.value}"
+            )
+        if self.amd is not None and self.vendor is not Vendor.AMD:
+            raise ValueError(
+                f"capabilities.amd is allowed only when capabilities.vendor is Amd, not {self.vendor.value}"
             )
         return self

@@ -21,7 +21,9 @@ The five components and where gpu-controller runs them (the node labels it maint
 =================  ==============================================================================
 ``nodeAgent``      every node but the control plane (``node-role.kubernetes.io/control-plane``)
 ``validator``      nodes with NVIDIA PhysicalGPUs (``gpu.deckhouse.io/nvidia.present=true``)
-``gpuHandler``     nodes whose cards are DriverReady (``gpu.deckhouse.io/driver-ready=true``)
+``gpuHandler``     nodes whose cards are DriverReady (``gpu.deckhouse.io/driver-ready=true``); with
+                   ``gpuHandler.amd`` on, a second DaemonSet for AMD nodes (``amd.present``), and
+                   the first one only on NVIDIA nodes (``nvidia.present``)
 ``dcgm``           the same (nv-hostengine)
 ``dcgmExporter``   the same
 =================  ==============================================================================
@@ -197,8 +199,26 @@ class AttributionSettings(ConfigModel):
     )
 
 
+class AmdHandlerSettings(ConfigModel):
+    """A second gpu-handler DaemonSet, ``<config>-gpu-handler-amd``, for the nodes with AMD cards
+    (``gpu.deckhouse.io/amd.present`` and ``driver-ready``), so that one release serves NVIDIA and AMD
+    nodes. It shares the handler's image, account, resources, placement, kubelet-plugin folders and
+    periods; it leaves out what only NVIDIA's backend uses (the runtime class and its environment,
+    the MPS folder, the driver root, ``nvidia-cdi-hook``). While it runs, the NVIDIA DaemonSet is
+    placed by ``gpu.deckhouse.io/nvidia.present`` too, so neither backend starts on a node with
+    none of its cards; while it is off, the NVIDIA DaemonSet is rendered as before."""
+
+    enabled: bool = Field(default=False, description="Run the AMD gpu-handler DaemonSet.")
+    backend: str = Field(
+        default="amd", min_length=1, description="Its backend (--backend): amd, or simulated-amd in tests."
+    )
+
+
 class GpuHandlerSettings(ComponentSettings):
     backend: str = Field(default="nvidia", min_length=1, description="Vendor backend (--backend).")
+    amd: AmdHandlerSettings = Field(
+        default_factory=AmdHandlerSettings, description="A second DaemonSet for the nodes with AMD cards."
+    )
     kubelet_plugin: KubeletPluginSettings = Field(
         default_factory=KubeletPluginSettings, description="The kubelet plugin; root and privileged while on."
     )

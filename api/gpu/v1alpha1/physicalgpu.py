@@ -88,11 +88,28 @@ class NvidiaState(ApiModel):
     )
 
 
+class AmdState(ApiModel):
+    """The partition modes an AMD card is in now (``current_compute_partition``,
+    ``current_memory_partition`` in sysfs), lower case as the offers name them; they change when a
+    claim for a partition of another mode is prepared on a free card."""
+
+    compute_partition_mode: str | None = Field(
+        default=None, max_length=16, pattern=r"^[a-z0-9]+$", description='Compute partition mode, e.g. "spx".'
+    )
+    memory_partition_mode: str | None = Field(
+        default=None, max_length=16, pattern=r"^[a-z0-9]+$", description='Memory partition mode, e.g. "nps1".'
+    )
+
+
 class CurrentState(ApiModel):
     model_config = cel_rules(
         (
             "!has(self.nvidia) || (has(self.driverType) && self.driverType == 'Nvidia')",
             "nvidia is allowed only when driverType is Nvidia",
+        ),
+        (
+            "!has(self.amd) || (has(self.driverType) && self.driverType == 'ROCm')",
+            "amd is allowed only when driverType is ROCm",
         ),
     )
 
@@ -105,6 +122,10 @@ class CurrentState(ApiModel):
         default=None,
         description="NVIDIA driver state; present only when driverType is Nvidia and DriverReady is True.",
     )
+    amd: AmdState | None = Field(
+        default=None,
+        description="AMD card state; present only when driverType is ROCm (amdgpu) and DriverReady is True.",
+    )
 
     @model_validator(mode="after")
     def _nvidia_only_for_nvidia_driver(self) -> CurrentState:
@@ -112,6 +133,11 @@ class CurrentState(ApiModel):
             found = self.driver_type.value if self.driver_type else "absent"
             raise ValueError(
                 f"currentState.nvidia is allowed only when currentState.driverType is Nvidia, not {found}"
+            )
+        if self.amd is not None and self.driver_type is not DriverType.ROCM:
+            found = self.driver_type.value if self.driver_type else "absent"
+            raise ValueError(
+                f"currentState.amd is allowed only when currentState.driverType is ROCm, not {found}"
             )
         return self
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from api.gpu.v1alpha1 import LABEL_DEVICE, Capabilities, DriverType, PhysicalGPU, Vendor
+from api.gpu.v1alpha1 import (
+    LABEL_DEVICE,
+    AmdCapabilities,
+    AmdState,
+    Capabilities,
+    DriverType,
+    PhysicalGPU,
+    Vendor,
+)
 from pkg.backends.amd.driver import AmdDriver
 from pkg.backends.amd.health import RasHealthEvents, check_health
 from pkg.backends.amd.identity import IDENTITY
@@ -69,11 +77,17 @@ class AmdBackend:
         return files, model
 
     def enrich(self, gpu: PhysicalGPU) -> Enrichment:
+        """The card's model and memory, the partition modes it lists and the ones it is in: what
+        the offers are built from, so a reader sees why a card offers (or no longer offers) a mode."""
         files, model = self.read(gpu)
         return Enrichment(
             capabilities=Capabilities(
-                product_name=model.name, memory_mib=_memory_mib(files, model), vendor=Vendor.AMD
-            )
+                product_name=model.name,
+                memory_mib=_memory_mib(files, model),
+                vendor=Vendor.AMD,
+                amd=_capabilities(files),
+            ),
+            amd=_state(files),
         )
 
     def health(self, gpu: PhysicalGPU) -> CardVerdict:
@@ -131,3 +145,20 @@ def partition_modes(files: CardFiles, model: AmdModel, memory_mib: int) -> tuple
 
 def _memory_mib(files: CardFiles, model: AmdModel) -> int:
     return files.vram_bytes // MIB if files.vram_bytes else model.memory_mib
+
+
+def _capabilities(files: CardFiles) -> AmdCapabilities | None:
+    """The modes the card lists; ``None`` (left out) for a card without partitioning."""
+    if not files.compute_modes and not files.memory_modes:
+        return None
+    return AmdCapabilities(
+        compute_partition_modes=list(files.compute_modes) or None,
+        memory_partition_modes=list(files.memory_modes) or None,
+    )
+
+
+def _state(files: CardFiles) -> AmdState | None:
+    """The modes the card is in; ``None`` (left out) for a card without partitioning."""
+    if files.compute_mode is None and files.memory_mode is None:
+        return None
+    return AmdState(compute_partition_mode=files.compute_mode, memory_partition_mode=files.memory_mode)

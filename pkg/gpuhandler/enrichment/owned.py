@@ -4,7 +4,8 @@ The enrichment owns exactly three things, written by server-side apply with fiel
 ``gpu-handler`` on the status subresource:
 
 * ``status.capabilities`` (the whole snapshot);
-* ``status.currentState.nvidia`` (never ``driverType``, which the node agent owns);
+* ``status.currentState.nvidia`` and ``status.currentState.amd`` (never ``driverType``, which the
+  node agent owns), each only for its vendor's cards;
 * the ``HardwareHealthy`` entry of ``status.conditions``. Conditions are a list map keyed by
   ``type``, so applying one entry merges it by key and leaves ``DriverReady`` and any other
   writer's conditions alone.
@@ -24,7 +25,7 @@ from typing import Any
 
 from kubernetes.client import V1Condition
 
-from api.gpu.v1alpha1 import Capabilities, NvidiaState, PhysicalGPU, PhysicalGPUConditionType
+from api.gpu.v1alpha1 import AmdState, Capabilities, NvidiaState, PhysicalGPU, PhysicalGPUConditionType
 from pkg.backends.backend import CardVerdict
 from pkg.framework.reconcile.conditions import (
     ConditionStatus,
@@ -39,12 +40,14 @@ from pkg.framework.reconcile.conditions import (
 class OwnedStatus:
     capabilities: Capabilities | None = None
     nvidia: NvidiaState | None = None
+    amd: AmdState | None = None
     health: V1Condition | None = None
 
     def same_as(self, other: OwnedStatus) -> bool:
         return (
             _dump(self.capabilities) == _dump(other.capabilities)
             and _dump(self.nvidia) == _dump(other.nvidia)
+            and _dump(self.amd) == _dump(other.amd)
             and conditions_equal(_listed(self.health), _listed(other.health))
         )
 
@@ -53,8 +56,13 @@ class OwnedStatus:
         status: dict[str, Any] = {}
         if self.capabilities is not None:
             status["capabilities"] = self.capabilities.to_api_dict()
-        if self.nvidia is not None:
-            status["currentState"] = {"nvidia": self.nvidia.to_api_dict()}
+        current = {
+            key: block.to_api_dict()
+            for key, block in (("nvidia", self.nvidia), ("amd", self.amd))
+            if block is not None
+        }
+        if current:
+            status["currentState"] = current
         if self.health is not None:
             status["conditions"] = [self.health.model_dump(by_alias=True, exclude_none=True, mode="json")]
         return status
@@ -68,6 +76,7 @@ def owned_of(gpu: PhysicalGPU) -> OwnedStatus:
     return OwnedStatus(
         capabilities=status.capabilities,
         nvidia=status.current_state.nvidia if status.current_state else None,
+        amd=status.current_state.amd if status.current_state else None,
         health=find_condition(status.conditions, PhysicalGPUConditionType.HARDWARE_HEALTHY),
     )
 
@@ -89,7 +98,7 @@ def health_condition(gpu: PhysicalGPU, report: CardVerdict, *, now: datetime) ->
     return found
 
 
-def _dump(model: Capabilities | NvidiaState | None) -> dict[str, Any] | None:
+def _dump(model: Capabilities | NvidiaState | AmdState | None) -> dict[str, Any] | None:
     return None if model is None else model.to_api_dict()
 
 

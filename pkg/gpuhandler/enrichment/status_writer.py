@@ -2,13 +2,13 @@
 
 * ``apply``: server-side apply on the status subresource under field manager ``gpu-handler`` of
   exactly :class:`~pkg.gpuhandler.enrichment.owned.OwnedStatus` (capabilities,
-  ``currentState.nvidia``, the ``HardwareHealthy`` condition). Forced, because the gpu-controller
-  seeds ``HardwareHealthy`` as Unknown (its own apply) and the handler is meant to take it over;
-  fields of other managers (``pciInfo``, ``currentState.driverType``, ``DriverReady``) are not
-  sent and therefore untouched. The API server checks the merged object against the CRD's CEL
-  rules: ``currentState.nvidia`` next to a ``driverType`` other than Nvidia is refused (422), which
-  the readiness rule prevents. An apply to the status of a deleted object fails with 404; it never
-  creates one.
+  ``currentState.nvidia`` or ``currentState.amd``, the ``HardwareHealthy`` condition). Forced,
+  because the gpu-controller seeds ``HardwareHealthy`` as Unknown (its own apply) and the handler
+  is meant to take it over; fields of other managers (``pciInfo``, ``currentState.driverType``,
+  ``DriverReady``) are not sent and therefore untouched. The API server checks the merged object
+  against the CRD's CEL rules: ``currentState.nvidia`` next to a ``driverType`` other than Nvidia
+  (``amd`` other than ROCm) is refused (422), which the readiness rule prevents. An apply to the
+  status of a deleted object fails with 404; it never creates one.
 * ``withdraw_nvidia``: removes ``currentState.nvidia`` with a JSON patch guarded by a ``test`` of
   ``metadata.uid``, when a card is no longer readable. A patch rather than an apply that omits the
   block, because an apply must restate every other owned field, and a card that is not readable is
@@ -17,7 +17,7 @@
   replaced — with a 422 that carries no field causes ("the server rejected our request due to an
   error in our request"): nothing to withdraw. A 422 *with* causes is the patched object failing
   the CRD's validation, a real failure that is raised (and retried with backoff), never taken for
-  "nothing to withdraw".
+  "nothing to withdraw". ``withdraw_amd`` does the same for ``currentState.amd``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class StatusWriter(Protocol):
         """``None`` when there was nothing to withdraw."""
         ...
 
+    def withdraw_amd(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        """``None`` when there was nothing to withdraw."""
+        ...
+
 
 class KubeStatusWriter:
     """:class:`StatusWriter` over :class:`KubeClient`; the client must write as ``gpu-handler``."""
@@ -57,9 +61,16 @@ class KubeStatusWriter:
         return self._client.apply(PHYSICAL_GPU, body, subresource="status", force=True)
 
     def withdraw_nvidia(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        return self._withdraw(gpu, "nvidia")
+
+    def withdraw_amd(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        return self._withdraw(gpu, "amd")
+
+    def _withdraw(self, gpu: PhysicalGPU, block: str) -> PhysicalGPU | None:
+        """Remove ``currentState.<block>`` (see the module docs)."""
         ops = [
             {"op": "test", "path": "/metadata/uid", "value": gpu.metadata.uid},
-            {"op": "remove", "path": "/status/currentState/nvidia"},
+            {"op": "remove", "path": f"/status/currentState/{block}"},
         ]
         try:
             return self._client.patch(
@@ -69,8 +80,9 @@ class KubeStatusWriter:
             if exc.details.get("causes"):
                 raise
             logger.debug(
-                "nothing to withdraw: the patch no longer applies (currentState.nvidia already gone, "
+                "nothing to withdraw: the patch no longer applies (currentState.%s already gone, "
                 "or the object was replaced): %s",
+                block,
                 exc.message,
                 extra={"physical_gpu": _name(gpu)},
             )

@@ -30,12 +30,24 @@ VENDOR = re.compile(
 
 _DEV = "the local test cluster builds simulated nodes of a vendor: tooling outside the product layers"
 _TIER = "the hardware test tier runs on a real NVIDIA card: tooling outside the product layers"
-_DEPLOY = "gpu-controller deploys NVIDIA-only pieces (DCGM, validator, MPS) on NVIDIA nodes only"
-_API = "the API has NVIDIA blocks (capabilities.nvidia, currentState.nvidia, GPUClass nvidia.mig)"
-_PORT = "the port's vocabulary: NVIDIA as the documented example, MIG and MPS methods of CardPreparer"
+_DEPLOY = (
+    "gpu-controller deploys NVIDIA-only pieces (DCGM, validator, MPS) on NVIDIA nodes only, and each "
+    "vendor's gpu-handler (gpuHandler.amd: a DaemonSet of its own) on that vendor's nodes"
+)
+_API = (
+    "the API has vendor blocks (capabilities.nvidia/amd, currentState.nvidia/amd, GPUClass nvidia.mig), "
+    "each written only beside its vendor's driver type (Nvidia, ROCm)"
+)
+_PORT = (
+    "the port's vocabulary: NVIDIA as the documented example, MIG and MPS methods of CardPreparer, "
+    "Enrichment's currentState blocks (nvidia, amd)"
+)
 _KINDS = "MIG devices and MPS shares are device kinds of the core pipeline, not yet behind the port"
 _NAMES = "normalising product names drops the vendor's prefix from the model label"
-_DEFAULT = "the default backend (nvidia) and the Node's allow-mig label"
+_DEFAULT = (
+    "the default backend (nvidia) and the Node's allow-mig label; the offline writer withdraws "
+    "currentState.nvidia/amd as the real one does"
+)
 _CPU = "the IOMMU kernel parameter of AMD CPUs, not an AMD GPU"
 _SRIOV = "the mdev reader recognises NVIDIA's SR-IOV vGPU folder on a virtual function to refuse it by name"
 
@@ -43,7 +55,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/app/gpu_handler.py": (_DEFAULT, {"mig", "mps", "nvidia"}),
     "pkg/app/kubectlgpu/cli.py": (_KINDS, {"mig"}),
     "pkg/app/kubectlgpu/who.py": (_KINDS, {"mig"}),
-    "pkg/backends/backend.py": (_PORT, {"nvidia"}),
+    "pkg/backends/backend.py": (_PORT, {"amd", "nvidia"}),
     "pkg/backends/preparation.py": (_PORT, {"mig", "mps"}),
     "pkg/backends/registry.py": (_PORT, {"amdgpu", "nvidia", "rocm"}),
     "pkg/devcluster/driverroot.py": (_DEV, {"cuda", "mps", "nvidia"}),
@@ -58,20 +70,20 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/dracontroller/accounting/devices.py": (_KINDS, {"mig"}),
     "pkg/gpucontroller/gpuclass/render.py": (_API, {"mig", "nvidia"}),
     "pkg/gpucontroller/gpuclass/setup.py": (_API, {"nvidia"}),
-    "pkg/gpucontroller/names.py": (_DEPLOY, {"dcgm", "nvidia"}),
+    "pkg/gpucontroller/names.py": (_DEPLOY, {"amd", "dcgm", "nvidia"}),
     "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/nodelabels/internal/handler/gate_labels.py": (_DEPLOY, {"nvidia"}),
-    "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"dcgm"}),
+    "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"amd", "dcgm"}),
     "pkg/gpucontroller/orchestrator/render/common.py": (_DEPLOY, {"nvidia", "nvml"}),
     "pkg/gpucontroller/orchestrator/render/dcgm.py": (_DEPLOY, {"dcgm", "nvidia"}),
     "pkg/gpucontroller/orchestrator/render/dcgm_exporter.py": (_DEPLOY, {"dcgm", "nvidia"}),
-    "pkg/gpucontroller/orchestrator/render/gpu_handler.py": (_DEPLOY, {"mps", "nvidia", "nvml"}),
+    "pkg/gpucontroller/orchestrator/render/gpu_handler.py": (_DEPLOY, {"amd", "mps", "nvidia", "nvml"}),
     "pkg/gpucontroller/orchestrator/render/validator.py": (_DEPLOY, {"nvidia"}),
     "pkg/gpucontroller/physicalgpu/internal/state.py": (_API, {"nvidia"}),
-    "pkg/gpuhandler/enrichment/handler/apply.py": (_API, {"nvidia"}),
-    "pkg/gpuhandler/enrichment/owned.py": (_API, {"nvidia"}),
-    "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"nvidia"}),
-    "pkg/gpuhandler/offline.py": (_DEFAULT, {"mig", "nvidia"}),
+    "pkg/gpuhandler/enrichment/handler/apply.py": (_API, {"amd", "nvidia", "rocm"}),
+    "pkg/gpuhandler/enrichment/owned.py": (_API, {"amd", "nvidia"}),
+    "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"amd", "nvidia"}),
+    "pkg/gpuhandler/offline.py": (_DEFAULT, {"amd", "mig", "nvidia"}),
     "pkg/gpuhandler/attribution/sampler.py": (_KINDS, {"mig"}),
     "pkg/hardware/mdev.py": (_SRIOV, {"nvidia"}),
     "pkg/gpuhandler/preparation/checkpoint.py": (_KINDS, {"mig"}),

@@ -262,3 +262,40 @@ def test_the_handler_can_be_disabled(helm: Path) -> None:
     assert "gpu-handler" not in node_daemon_sets(rendered)
     users = confined_users(one(rendered, "ValidatingAdmissionPolicy"))
     assert not any(user.endswith("-gpu-handler") for user in users)
+
+
+def test_amd_nodes_get_a_second_daemon_set_from_the_same_release(
+    helm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pkg.app.gpu_handler as app
+
+    docs = render(helm, {"gpuHandler.amd.enabled": True, "gpuHandler.runtimeClassName": "nvidia"})
+    daemon_sets = node_daemon_sets(docs)
+    nvidia, amd = daemon_sets["gpu-handler"], daemon_sets["gpu-handler-amd"]
+    assert amd["metadata"]["name"] == f"{nvidia['metadata']['name']}-amd"
+    nvidia_pod, amd_pod = nvidia["spec"]["template"]["spec"], amd["spec"]["template"]["spec"]
+    assert nvidia_pod["nodeSelector"] == {
+        "gpu.deckhouse.io/driver-ready": "true",
+        "gpu.deckhouse.io/nvidia.present": "true",
+    }
+    assert amd_pod["nodeSelector"] == {
+        "gpu.deckhouse.io/driver-ready": "true",
+        "gpu.deckhouse.io/amd.present": "true",
+    }
+    # The same account, so the same RBAC and the same node confinement.
+    assert amd_pod["serviceAccountName"] == nvidia_pod["serviceAccountName"]
+    assert "runtimeClassName" not in amd_pod
+    [main] = [c for c in amd_pod["containers"] if c["name"] == "gpu-handler"]
+    assert not [e for e in main["env"] if e["name"].startswith("NVIDIA_")]
+    monkeypatch.setenv("NODE_NAME", "mi-node-1")
+    monkeypatch.setenv("POD_UID", "0f3c1d2e-7a44-4b8e-9d51-2c4b6a8e0f13")
+    settings = app.settings_from(app.parser().parse_args(main["args"]))
+    assert settings.backend == "amd"
+    assert settings.plugin is not None
+    assert settings.daemons_on_host is False
+    assert settings.cdi_hook_source is None
+
+
+def test_without_amd_values_the_release_renders_one_handler(docs: list[dict[str, Any]]) -> None:
+    assert "gpu-handler-amd" not in node_daemon_sets(docs)
+    assert pod(docs)["nodeSelector"] == {"gpu.deckhouse.io/driver-ready": "true"}

@@ -102,3 +102,25 @@ def test_notes_name_every_monitor_that_could_not_be_created(helm: Path) -> None:
     asked = ("draController.metrics.serviceMonitor.enabled", "gpuHandler.metrics.serviceMonitor.enabled")
     notes = install_notes(helm, dict.fromkeys(asked, True))
     assert f"WARNING: ServiceMonitors were asked for ({', '.join(asked)})" in notes
+
+
+def test_the_amd_handler_gets_its_own_service_and_monitor(helm: Path) -> None:
+    docs = render(
+        helm,
+        {"gpuHandler.amd.enabled": True, "gpuHandler.metrics.serviceMonitor.enabled": True},
+        api_versions=(SERVICE_MONITOR_API,),
+    )
+    monitors = {
+        m["metadata"]["labels"]["app.kubernetes.io/component"]: m for m in find(docs, "ServiceMonitor")
+    }
+    assert set(monitors) == {"gpu-handler", "gpu-handler-amd"}
+    services = find(docs, "Service")
+    for component, monitor in monitors.items():
+        [service] = [
+            s
+            for s in services
+            if matches(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+        ]
+        assert matches(service["spec"]["selector"], pod_template(docs, component)["metadata"]["labels"])
+        other = ({"gpu-handler", "gpu-handler-amd"} - {component}).pop()
+        assert not matches(service["spec"]["selector"], pod_template(docs, other)["metadata"]["labels"])

@@ -91,6 +91,7 @@ class RecordingWriter:
 
     applied: list[tuple[str, OwnedStatus]] = field(default_factory=list)
     withdrawn: list[str] = field(default_factory=list)
+    withdrawn_amd: list[str] = field(default_factory=list)
 
     def apply(self, gpu: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:
         self.applied.append((str(gpu.metadata.name), owned))
@@ -98,6 +99,10 @@ class RecordingWriter:
 
     def withdraw_nvidia(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
         self.withdrawn.append(str(gpu.metadata.name))
+        return gpu
+
+    def withdraw_amd(self, gpu: PhysicalGPU) -> PhysicalGPU | None:
+        self.withdrawn_amd.append(str(gpu.metadata.name))
         return gpu
 
 
@@ -173,5 +178,5 @@ def stored(before: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:
     conditions = [c for c in status.conditions or [] if c.type != "HardwareHealthy"]
     status.conditions = conditions + ([owned.health] if owned.health else []) or None
     state = status.current_state or CurrentState()
-    status.current_state = CurrentState(driver_type=state.driver_type, nvidia=owned.nvidia)
+    status.current_state = CurrentState(driver_type=state.driver_type, nvidia=owned.nvidia, amd=owned.amd)
     return before.model_copy(update={"status": status})

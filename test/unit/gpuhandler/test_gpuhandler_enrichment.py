@@ -19,7 +19,7 @@ from gpuhandler_fakes import (
 )
 from k8s_fields import status_of
 
-from api.gpu.v1alpha1 import Capabilities, DriverType, NvidiaState, Vendor
+from api.gpu.v1alpha1 import AmdCapabilities, AmdState, Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
 from pkg.framework.reconcile.contract import Request, Result
 from pkg.gpuhandler.enrichment.reconciler import EnrichmentFailedError
@@ -114,6 +114,53 @@ def test_a_backend_of_another_driver_never_writes_nvidia_blocks() -> None:
     body = h.writer.applied[0][1].apply_status()
     assert "currentState" not in body
     assert body["capabilities"] == {"productName": "X", "vendor": "Amd"}
+
+
+def test_an_amd_card_gets_its_own_block_and_never_nvidias() -> None:
+    read = Enrichment(
+        capabilities=Capabilities(
+            product_name="AMD Instinct MI300X",
+            vendor=Vendor.AMD,
+            amd=AmdCapabilities(compute_partition_modes=["spx", "cpx"], memory_partition_modes=["nps1"]),
+        ),
+        nvidia=NvidiaState(driver_version="1.0"),
+        amd=AmdState(compute_partition_mode="cpx", memory_partition_mode="nps1"),
+    )
+    h = harness(_RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
+    h.reconciler.reconcile(Request(NAME))
+    body = h.writer.applied[0][1].apply_status()
+    assert body["currentState"] == {"amd": {"computePartitionMode": "cpx", "memoryPartitionMode": "nps1"}}
+    assert body["capabilities"]["amd"] == {
+        "computePartitionModes": ["spx", "cpx"],
+        "memoryPartitionModes": ["nps1"],
+    }
+
+
+def test_an_amd_block_read_beside_another_driver_is_not_sent() -> None:
+    stray = Enrichment(capabilities=None, amd=AmdState(compute_partition_mode="spx"))
+    h = harness(CountingBackend(simulated(), enrichment=stray), gpu())
+    h.reconciler.reconcile(Request(NAME))
+    assert "amd" not in h.writer.applied[0][1].apply_status().get("currentState", {})
+
+
+def test_an_amd_card_no_longer_ready_withdraws_its_block() -> None:
+    read = Enrichment(
+        capabilities=Capabilities(product_name="X", vendor=Vendor.AMD),
+        amd=AmdState(compute_partition_mode="spx"),
+    )
+    h = harness(_RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
+    h.reconciler.reconcile(Request(NAME))
+    enriched = stored(h.objects[NAME], h.writer.applied[0][1])
+    h.objects[NAME] = enriched.model_copy(
+        update={
+            "status": status_of(enriched).model_copy(
+                update={"conditions": [condition("DriverReady", "False")]}
+            )
+        }
+    )
+    h.reconciler.reconcile(Request(NAME))
+    assert h.writer.withdrawn_amd == [NAME]
+    assert h.writer.withdrawn == []  # there was no NVIDIA block to withdraw
 
 
 def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() -> None:

@@ -19,6 +19,7 @@ RENDERERS: dict[Component, Callable[[RenderContext], V1DaemonSet]] = {
     Component.NODE_AGENT: node_agent.render,
     Component.VALIDATOR: validator.render,
     Component.GPU_HANDLER: gpu_handler.render,
+    Component.GPU_HANDLER_AMD: gpu_handler.render_amd,
     Component.DCGM: dcgm.render,
     Component.DCGM_EXPORTER: dcgm_exporter.render,
 }
@@ -33,7 +34,11 @@ def enabled_components(context: RenderContext) -> list[Component]:
         Component.DCGM: spec.dcgm,
         Component.DCGM_EXPORTER: spec.dcgm_exporter,
     }
-    return [component for component, value in settings.items() if value.enabled]
+    enabled = [component for component, value in settings.items() if value.enabled]
+    # The AMD gpu-handler is a second DaemonSet of the handler's settings: it runs with the handler.
+    if spec.gpu_handler.enabled and spec.gpu_handler.amd.enabled:
+        enabled.append(Component.GPU_HANDLER_AMD)
+    return enabled
 
 
 def render_all(context: RenderContext) -> dict[Component, V1DaemonSet]:

@@ -1,5 +1,13 @@
 """gpu-handler on the nodes whose cards are DriverReady (gate ``gpu.deckhouse.io/driver-ready``).
 
+One DaemonSet per vendor backend: ``<config>-gpu-handler`` with ``gpuHandler.backend`` (NVIDIA), and,
+with ``gpuHandler.amd`` on, ``<config>-gpu-handler-amd`` with the AMD backend on the nodes labelled
+``gpu.deckhouse.io/amd.present``; the NVIDIA one then also needs ``gpu.deckhouse.io/nvidia.present``,
+so neither runs on a node without its vendor's cards (a node with both would get both, which is not
+supported: the two would publish the node's one pool, docs/backends/amd.md). What follows
+about NVML, MPS, the driver root and the CDI hook is the NVIDIA DaemonSet's alone; the AMD one reads
+and prepares its cards through sysfs and ``/dev`` (docs/backends/amd.md).
+
 What the Pod needs from the host, and nothing more:
 
 * the host's sysfs, read-only at ``/host/sys``: the backend finds its cards there;
@@ -43,8 +51,14 @@ from kubernetes.client import (
 )
 
 from api.gpu.v1alpha1 import SimulatedHostsSettings
-from api.gpu.v1alpha1.operatorconfig import AttributionSettings, KubeletPluginSettings
-from pkg.gpucontroller.names import LABEL_DRIVER_READY, Component
+from api.gpu.v1alpha1.operatorconfig import AttributionSettings, GpuHandlerSettings, KubeletPluginSettings
+from pkg.gpucontroller.names import (
+    GATE_VALUE,
+    LABEL_AMD_PRESENT,
+    LABEL_DRIVER_READY,
+    LABEL_NVIDIA_PRESENT,
+    Component,
+)
 from pkg.gpucontroller.orchestrator.render import metrics_proxy, simulation
 from pkg.gpucontroller.orchestrator.render.common import (
     NVIDIA_RUNTIME_ENV,
@@ -71,24 +85,75 @@ CDI_HOOK_IN_IMAGE = "/opt/gpu-control-plane/bin/nvidia-cdi-hook"
 
 
 def render(context: RenderContext) -> V1DaemonSet:
+    """The NVIDIA gpu-handler (``gpuHandler.backend``): on every DriverReady node, or, while the AMD
+    one runs beside it, on the DriverReady nodes with NVIDIA cards."""
+    settings = context.spec.gpu_handler
+    plugin = settings.kubelet_plugin
+    gates = [LABEL_DRIVER_READY, *([LABEL_NVIDIA_PRESENT] if settings.amd.enabled else [])]
+    pod = _pod(
+        context,
+        backend=settings.backend,
+        plugin_args=_plugin_args(plugin, nvidia=True),
+        runtime_env=NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {}),
+        node_selector=_gated(gates, settings),
+    )
+    pod.runtime_class_name = settings.runtime_class_name
+    if plugin.enabled:
+        _serve_the_kubelet(pod, plugin, simulated=context.spec.simulated_hosts is not None, nvidia=True)
+    return _finish(context, Component.GPU_HANDLER, pod)
+
+
+def render_amd(context: RenderContext) -> V1DaemonSet:
+    """The AMD gpu-handler (``gpuHandler.amd``) on the DriverReady nodes with AMD cards: the same
+    binary with the AMD backend, without what only NVIDIA's backend uses (no runtime class or its
+    environment, no MPS folder, driver root, host ``/run`` or ``nvidia-cdi-hook``)."""
+    settings = context.spec.gpu_handler
+    plugin = settings.kubelet_plugin
+    pod = _pod(
+        context,
+        backend=settings.amd.backend,
+        plugin_args=_plugin_args(plugin, nvidia=False),
+        runtime_env={},
+        node_selector=_gated([LABEL_DRIVER_READY, LABEL_AMD_PRESENT], settings),
+    )
+    if plugin.enabled:
+        _serve_the_kubelet(pod, plugin, simulated=context.spec.simulated_hosts is not None, nvidia=False)
+    return _finish(context, Component.GPU_HANDLER_AMD, pod)
+
+
+def _gated(gates: list[str], settings: GpuHandlerSettings) -> dict[str, str] | None:
+    """The settings' extra labels and every gate label (the gates win)."""
+    selector = gate_selector(None, settings) or {}
+    return selector | dict.fromkeys(gates, GATE_VALUE)
+
+
+def _pod(
+    context: RenderContext,
+    *,
+    backend: str,
+    plugin_args: list[str],
+    runtime_env: dict[str, str],
+    node_selector: dict[str, str] | None,
+) -> V1PodSpec:
+    """The Pod both backends share: the handler reading the host's sysfs, and its simulated host."""
     settings = context.spec.gpu_handler
     plugin = settings.kubelet_plugin
     handler = our_binary(
         settings,
         name=Component.GPU_HANDLER.value,
         args=[
-            f"--backend={settings.backend}",
+            f"--backend={backend}",
             "--sysfs-root=/host/sys",
             f"--enrich-period={settings.enrich_period}",
             f"--publish={str(settings.publish).lower()}",
             f"--publish-resync-period={settings.publish_resync_period}",
             f"--kubelet-plugin={str(plugin.enabled).lower()}",
-            *(_plugin_args(plugin) + _attribution_args(settings.attribution) if plugin.enabled else []),
+            *(plugin_args + _attribution_args(settings.attribution) if plugin.enabled else []),
             f"--metrics-bind-address=:{settings.metrics_port}",
         ],
         env=[
             *([field_env("POD_UID", "metadata.uid")] if plugin.enabled else []),
-            *env_of(NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {})),
+            *env_of(runtime_env),
             *logging_env(context.spec),
         ],
         metrics_port=settings.metrics_port,
@@ -96,36 +161,48 @@ def render(context: RenderContext) -> V1DaemonSet:
     )
     pod = V1PodSpec(
         containers=[handler],
-        runtime_class_name=settings.runtime_class_name,
         security_context=restricted_pod(),
-        node_selector=gate_selector(LABEL_DRIVER_READY, settings),
+        node_selector=node_selector,
         volumes=[host_path("host-sys", "/sys", "Directory"), tmp_volume()],
     )
     hosts = context.spec.simulated_hosts
     if hosts is not None:
         _simulate(pod, hosts, plugin)
-    if plugin.enabled:
-        _serve_the_kubelet(pod, plugin, simulated=hosts is not None)
+    return pod
+
+
+def _finish(context: RenderContext, component: Component, pod: V1PodSpec) -> V1DaemonSet:
+    """The metrics proxy goes in last: it moves the handler's endpoint the plugin's setup left alone."""
+    settings = context.spec.gpu_handler
     if context.spec.metrics_proxy is not None:
         metrics_proxy.put_in_front(pod, context.spec.metrics_proxy)
-    return daemon_set(context, Component.GPU_HANDLER, settings, pod=pod, rolling_update=SURGE)
+    return daemon_set(context, component, settings, pod=pod, rolling_update=SURGE)
 
 
-def _plugin_args(plugin: KubeletPluginSettings) -> list[str]:
+def _plugin_args(plugin: KubeletPluginSettings, *, nvidia: bool) -> list[str]:
+    """The kubelet plugin's flags: the kubelet's and CDI's folders, /dev and /proc for every backend;
+    MPS, the driver root the base CDI spec mounts and the CDI hook for NVIDIA's only (in the order
+    they always had, so the NVIDIA Pod template, and its Pods, stay as they were)."""
     return [
         f"--kubelet-root={plugin.kubelet_root}",
         f"--cdi-dir={plugin.cdi_dir}",
-        f"--mps-root={plugin.mps_root}",
+        *([f"--mps-root={plugin.mps_root}"] if nvidia else []),
         "--dev-root=/dev",
         "--proc-root=/proc",
         f"--prepare-lock-timeout={plugin.lock_timeout}",
-        # MPS control daemons outlive the Pod (a rolling update): they start on the host.
-        "--daemons-on-host=true",
-        f"--driver-root={DRIVER_ROOT_MOUNT}",
-        f"--driver-root-on-host={plugin.driver_root}",
-        f"--host-run={HOST_RUN_MOUNT}",
-        f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
-        f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
+        *(
+            [
+                # MPS control daemons outlive the Pod (a rolling update): they start on the host.
+                "--daemons-on-host=true",
+                f"--driver-root={DRIVER_ROOT_MOUNT}",
+                f"--driver-root-on-host={plugin.driver_root}",
+                f"--host-run={HOST_RUN_MOUNT}",
+                f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
+                f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
+            ]
+            if nvidia
+            else []
+        ),
     ]
 
 
@@ -166,9 +243,12 @@ def _simulate(pod: V1PodSpec, hosts: SimulatedHostsSettings, plugin: KubeletPlug
     pod.volumes = [simulation.volume(hosts), tmp_volume()]
 
 
-def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulated: bool) -> None:
+def _serve_the_kubelet(
+    pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulated: bool, nvidia: bool
+) -> None:
     """The plugin's host folders at their host paths, root, privileged (see the module docs); on
-    simulated hosts the folders are inside the one simulated-hosts mount already."""
+    simulated hosts the folders are inside the one simulated-hosts mount already. Only NVIDIA's
+    plugin gets the MPS folder, the driver root and the host's ``/run``."""
     folders = {
         # The plugin's DRA socket and its node-wide files (checkpoint, node lock).
         "kubelet-plugins": (f"{plugin.kubelet_root}/plugins", "DirectoryOrCreate"),
@@ -184,6 +264,9 @@ def _serve_the_kubelet(pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulat
         "driver-root": (plugin.driver_root, DRIVER_ROOT_MOUNT, "DirectoryOrCreate"),
         "host-run": ("/run", HOST_RUN_MOUNT, "Directory"),
     }
+    if not nvidia:
+        del folders["mps"]
+        driver_folders = {}
     if simulated:
         folders, driver_folders = {}, {}
     [handler] = pod.containers
