@@ -226,7 +226,7 @@ class SimulatedNvml:
         card = self.state.card(address)
         found = {pid: ProcessInfo(pid=pid, used_memory_bytes=0) for pid in card.processes}
         migs = self._mig_uuids(address, card)
-        for process in self._scanned(address, card):
+        for process in self._scanned(address, card, migs):
             gpu_instance, compute_instance = next(
                 (pair for mig, pair in migs.items() if mig in process.visible), (NO_INSTANCE, NO_INSTANCE)
             )
@@ -429,11 +429,16 @@ class SimulatedNvml:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
         return facts
 
-    def _scanned(self, address: str, card: CardState) -> list[GpuProcess]:
-        """Real processes using the card (:mod:`~pkg.backends.simulated.gpu_processes`)."""
+    def _scanned(
+        self, address: str, card: CardState, migs: dict[str, tuple[int, int]] | None = None
+    ) -> list[GpuProcess]:
+        """Real processes using the card (:mod:`~pkg.backends.simulated.gpu_processes`); ``migs``:
+        its MIG devices, when the caller has them already."""
         if self._scan is None:
             return []
-        uuids = frozenset({self.uuid(address), *self._mig_uuids(address, card)})
+        if migs is None:
+            migs = self._mig_uuids(address, card)
+        uuids = frozenset({self.uuid(address), *migs})
         return self._scan.on_card(minor=self.minor_number(address), uuids=uuids)
 
     def _mig_uuids(self, address: str, card: CardState) -> dict[str, tuple[int, int]]:
