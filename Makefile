@@ -15,7 +15,7 @@ TOOLS := bash hack/tools/build.sh
 TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
-	lint typecheck test test-unit test-integration test-e2e test-hardware demo bench clean image image-archive
+	lint typecheck test test-unit test-integration test-e2e test-hardware demo bench bench-smoke clean image image-archive
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -90,13 +90,16 @@ test-hardware: ## The hardware tier on an NVIDIA GPU node, as root (HARDWARE_ARG
 	"$$(if [ -x $(BIN)/python ]; then echo $(BIN)/python; else echo $(PYTHON); fi)" \
 		-m pytest test/hardware --confcutdir=test/hardware -q -p no:randomly $(HARDWARE_ARGS)
 
-test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e ## Lint, types, generated files, the set-up path, every test tier
+test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier, every benchmark at a small size
 
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) tools host-packages ## Benchmarks beside the alternatives (print four tables; BENCH_ARGS=--quick for a small size); real nodes: root
 	$(TOOLS_ENV) $(BIN)/python test/bench/run.py $(BENCH_ARGS)
+
+bench-smoke: $(STAMP) tools host-packages ## Every benchmark at a small size (make test runs it so none rots unseen); real nodes: root
+	$(TOOLS_ENV) $(BIN)/python test/bench/run.py --quick
 
 clean: ## Remove the virtualenv and local caches (not the built tools)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts

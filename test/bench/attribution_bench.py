@@ -34,6 +34,7 @@ from pkg.hardware.cgroups import read_cgroup
 
 CARDS = 8
 PASSES = 50
+QUICK_PASSES = 3
 
 
 def node(proc: Path, *, pods: int, containers: int, processes: int) -> tuple[Sampler, int]:
@@ -99,12 +100,12 @@ def node(proc: Path, *, pods: int, containers: int, processes: int) -> tuple[Sam
     return sampler, pid - 1000
 
 
-def measure(label: str, *, pods: int, containers: int, processes: int) -> None:
+def measure(label: str, *, pods: int, containers: int, processes: int, passes: int = PASSES) -> None:
     with tempfile.TemporaryDirectory() as folder:
         sampler, pids = node(Path(folder), pods=pods, containers=containers, processes=processes)
         times = []
         snapshot = sampler.sample()
-        for _ in range(PASSES):
+        for _ in range(passes):
             began = time.perf_counter()
             snapshot = sampler.sample()
             times.append(time.perf_counter() - began)
@@ -123,13 +124,15 @@ def measure(label: str, *, pods: int, containers: int, processes: int) -> None:
     )
 
 
-def main() -> None:
+def main(*, quick: bool = False) -> None:
+    passes = QUICK_PASSES if quick else PASSES
     print(
         f"per-Pod attribution: a pass over {CARDS} cards (cgroups read from disk), a scrape of its snapshot"
+        f" ({passes} passes)"
     )
-    measure("110 Pods x 1 container x 4", pods=110, containers=1, processes=4)
-    measure("110 Pods x 4 containers x 4", pods=110, containers=4, processes=4)
-    measure("300 Pods x 4 x 4 (over the cap)", pods=300, containers=4, processes=4)
+    measure("110 Pods x 1 container x 4", pods=110, containers=1, processes=4, passes=passes)
+    measure("110 Pods x 4 containers x 4", pods=110, containers=4, processes=4, passes=passes)
+    measure("300 Pods x 4 x 4 (over the cap)", pods=300, containers=4, processes=4, passes=passes)
 
 
 if __name__ == "__main__":

@@ -72,31 +72,32 @@ def compare_to(a: str, b: str) -> int:
     return (x > y) - (x < y)
 
 
-def bench_cel_expr_python() -> dict[str, float]:
+def bench_cel_expr_python(seconds: float) -> dict[str, float]:
     env = CelEnvironment()
     selector = env.compile(SELECTOR)
     cached = device_input(DRIVER, DEVICE)
     return {
-        "cached input": measure(lambda: env.matches(selector, cached)),
-        "fresh input": measure(lambda: env.matches(selector, device_input(DRIVER, DEVICE))),
+        "cached input": measure(lambda: env.matches(selector, cached), seconds=seconds),
+        "fresh input": measure(lambda: env.matches(selector, device_input(DRIVER, DEVICE)), seconds=seconds),
     }
 
 
-def bench_common_expression_language() -> dict[str, float]:
+def bench_common_expression_language(seconds: float) -> dict[str, float]:
     import cel  # type: ignore[import-not-found]
 
     program = cel.compile(SELECTOR)
     functions = {"quantity": lambda s: encode_quantity(parse_quantity(s)), "compareTo": compare_to}
     context = cel.Context(variables={"device": plain_device()}, functions=functions)
     return {
-        "cached input": measure(lambda: program.execute(context)),
+        "cached input": measure(lambda: program.execute(context), seconds=seconds),
         "fresh input": measure(
-            lambda: program.execute(cel.Context(variables={"device": plain_device()}, functions=functions))
+            lambda: program.execute(cel.Context(variables={"device": plain_device()}, functions=functions)),
+            seconds=seconds,
         ),
     }
 
 
-def bench_cel_python() -> dict[str, float]:
+def bench_cel_python(seconds: float) -> dict[str, float]:
     import celpy  # type: ignore[import-not-found]
     from celpy import celtypes
 
@@ -108,8 +109,10 @@ def bench_cel_python() -> dict[str, float]:
     program = env.program(env.compile(SELECTOR), functions=functions)
     cached = {"device": celpy.json_to_cel(plain_device())}
     return {
-        "cached input": measure(lambda: bool(program.evaluate(cached))),
-        "fresh input": measure(lambda: bool(program.evaluate({"device": celpy.json_to_cel(plain_device())}))),
+        "cached input": measure(lambda: bool(program.evaluate(cached)), seconds=seconds),
+        "fresh input": measure(
+            lambda: bool(program.evaluate({"device": celpy.json_to_cel(plain_device())})), seconds=seconds
+        ),
     }
 
 
@@ -120,13 +123,14 @@ ENGINES = {
 }
 
 
-def main() -> None:
+def main(*, quick: bool = False) -> None:
+    seconds = 0.05 if quick else 0.5
     print(f"selector: {SELECTOR}")
     for name, (module, bench) in ENGINES.items():
         if importlib.util.find_spec(module) is None:
             print(f"{name:28} not installed, skipped")
             continue
-        figures = bench()
+        figures = bench(seconds)
         print(f"{name:28} " + "  ".join(f"{k}: {v:8.2f} µs/eval" for k, v in figures.items()))
 
 

@@ -69,7 +69,9 @@ def one_document(ledger: Ledger) -> int:
     return len(json.dumps([ledger.part_json(i) for i in range(ledger.shards)], separators=(",", ":")))
 
 
-def main(open_count: int = 100_000) -> None:
+def main(*, quick: bool = False, open_count: int = 100_000) -> None:
+    if quick:
+        open_count = 5_000
     rng = random.Random(11)
     ledger = Ledger(as_of=T0)
     for n in range(open_count):

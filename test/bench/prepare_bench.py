@@ -31,6 +31,7 @@ from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 
 ROUNDS = 200
+QUICK_ROUNDS = 10
 TARGET_P99_MS = 50.0
 
 
@@ -39,9 +40,9 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _rounds(n: Node, make_claim: Callable[[int], ClaimRef]) -> tuple[list[float], list[float]]:
+def _rounds(n: Node, make_claim: Callable[[int], ClaimRef], rounds: int) -> tuple[list[float], list[float]]:
     prepares, unprepares = [], []
-    for index in range(ROUNDS):
+    for index in range(rounds):
         claim = make_claim(index)
         started = time.perf_counter()
         outcome = n.driver.prepare([claim])[claim.uid]
@@ -54,8 +55,9 @@ def _rounds(n: Node, make_claim: Callable[[int], ClaimRef]) -> tuple[list[float]
     return prepares, unprepares
 
 
-def main() -> None:
-    print(f"NodePrepare / NodeUnprepare, one claim per call, {ROUNDS} rounds (simulated A30, fsync on)")
+def main(*, quick: bool = False) -> None:
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    print(f"NodePrepare / NodeUnprepare, one claim per call, {rounds} rounds (simulated A30, fsync on)")
     header = f"{'device':<10} {'operation':<10} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
     print(f"  {header}  target p99 <= {TARGET_P99_MS:g} ms")
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,7 +79,7 @@ def main() -> None:
 
         runs = [(name, n, make) for name, make in cases.items()] + [("VFIO", ws, vfio_claim)]
         for name, on, make in runs:
-            prepares, unprepares = _rounds(on, make)
+            prepares, unprepares = _rounds(on, make, rounds)
             for operation, samples in (("prepare", prepares), ("unprepare", unprepares)):
                 p99 = _percentile(samples, 0.99)
                 verdict = "ok" if p99 <= TARGET_P99_MS else "OVER"

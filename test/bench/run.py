@@ -1,6 +1,9 @@
 """Runs the benchmarks and prints their figures: ``make bench`` (``BENCH_ARGS=--quick`` for a small
 size) or ``.venv/bin/python test/bench/run.py [--quick] [--only allocation,packing,...]``.
 
+``--quick`` runs every benchmark at a small size; ``make test`` runs it (``make bench-smoke``) so a
+change that breaks one fails CI: nothing else runs them, and table 1 once rotted unseen.
+
 The four comparison tables of docs/performance.md come first — 1. allocation (the real
 kube-scheduler beside gpu-dra-controller), 2. packing (fractions of the exact optimum), 3. the
 framework beside kopf, 4. the node components' footprint (real nodes: root, and the machine's
@@ -43,7 +46,7 @@ COMPARISONS: dict[str, Callable[..., None]] = {
     "framework": framework_bench.main,
     "node": node_bench.main,
 }
-OWN: dict[str, Callable[[], None]] = {
+OWN: dict[str, Callable[..., None]] = {
     "allocator": allocator_bench.main,
     "cel": cel_engines.main,
     "prepare": prepare_bench.main,
@@ -78,13 +81,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="small sizes (a few minutes), the four tables only"
+        "--quick",
+        action="store_true",
+        help="small sizes (a few minutes): every benchmark, as make test's smoke runs them",
     )
     parser.add_argument(
         "--only", default="", help=f"comma-separated subset of {', '.join([*COMPARISONS, *OWN])}"
     )
     args = parser.parse_args()
-    chosen = set(filter(None, args.only.split(","))) or set(COMPARISONS) | (set() if args.quick else set(OWN))
+    chosen = set(filter(None, args.only.split(","))) or set(COMPARISONS) | set(OWN)
     unknown = chosen - set(COMPARISONS) - set(OWN)
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
@@ -102,7 +107,7 @@ def main() -> None:
     for name, run in OWN.items():
         if name in chosen:
             began = time.perf_counter()
-            run()
+            run(quick=args.quick)
             print(f"  ({name}: {time.perf_counter() - began:.0f}s)\n", flush=True)
     print(f"benchmarks took {time.perf_counter() - started:.0f}s")
 
