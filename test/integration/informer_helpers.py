@@ -194,6 +194,18 @@ class RecordingListener:
         with self._lock:
             return len(self._seen)
 
+    def told(self, since: int, versions: dict[str, str], deleted: set[str]) -> bool:
+        """Whether, since notification ``since``, the last word on each key is its version or its delete.
+
+        The informer tells its listeners from a dispatch thread after the store has changed, so a
+        test that watched the store converge must wait for this too before reading notifications.
+        """
+        last = {n.key: n for n in self.seen(since)}
+        return all(
+            key in last and last[key].action != "delete" and rv(last[key].obj) == version
+            for key, version in versions.items()
+        ) and all(key in last and last[key].action == "delete" for key in deleted)
+
     def _record(self, notification: Notification) -> None:
         with self._lock:
             self._seen.append(notification)

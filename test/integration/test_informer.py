@@ -231,6 +231,15 @@ def test_watch_resumed_after_compaction_relists_and_reports_missed_deletes(
             timeout=EVENT_TIMEOUT,
             what="the store to match the server",
         )
+        eventually(
+            lambda: handler.told(
+                notified,
+                {f"{namespace}/born": rv(born), f"{namespace}/changed": rv(changed)},
+                deleted={f"{namespace}/doomed"},
+            ),
+            timeout=EVENT_TIMEOUT,
+            what="the listener to be told what the store holds",
+        )
         assert client.gone_errors >= 1, "the resumed watch must have been answered with 410 Gone"
         assert client.list_calls > lists, "410 Gone must lead to a re-list"
         stored = informer.store.get_by_key(f"{namespace}/changed")
@@ -279,6 +288,15 @@ def test_watch_resumes_across_an_apiserver_restart_without_losing_changes(
             timeout=RESTART_TIMEOUT,
             what="the store to match the server after the restart",
         )
+        eventually(
+            lambda: handler.told(
+                notified,
+                {f"{namespace}/{name}": rv(written) for _, name, written in expected},
+                deleted={f"{namespace}/gone"},
+            ),
+            timeout=EVENT_TIMEOUT,
+            what="the listener to be told what the store holds",
+        )
         changes = handler.seen(notified)
         assert [(n.action, n.key) for n in changes] == [
             *((action, f"{namespace}/{name}") for action, name, _ in expected),
@@ -325,6 +343,15 @@ def test_cached_kind_converges_after_an_apiserver_crash(
             ),
             timeout=RESTART_TIMEOUT,
             what="the store to match the server after the restart",
+        )
+        eventually(
+            lambda: handler.told(
+                notified,
+                {f"{name}-{unique}": rv(obj) for name, obj in written.items()},
+                deleted={f"gone-{unique}"},
+            ),
+            timeout=EVENT_TIMEOUT,
+            what="the listener to be told what the store holds",
         )
         last = {n.key: n for n in handler.seen(notified)}
         for name, obj in written.items():
