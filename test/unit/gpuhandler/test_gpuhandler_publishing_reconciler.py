@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,11 +49,18 @@ def _fake_slice_server() -> ModuleType:
 @dataclass
 class RecordingPublisher:
     calls: list[tuple[str, list[CardOffers], V1OwnerReference | None]] = field(default_factory=list)
+    in_use: list[Collection[str] | None] = field(default_factory=list)
 
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult:
         self.calls.append((node, list(cards), owner))
+        self.in_use.append(in_use)
         return PublishResult(generation=len(self.calls), applied=("x",))
 
     def offered(self) -> dict[str, set[str]]:
