@@ -106,7 +106,7 @@ class Node:
         return cls(capacities, tuple(devices), names)
 
 
-Rank = Callable[[Collection[str]], Mapping[str, Sequence[int]]]
+Rank = Callable[[Collection[str]], Mapping[str, tuple[int, ...]]]
 
 
 def satisfied(
@@ -133,9 +133,10 @@ def satisfied(
         if follow is not None:
             rank = follow([d.name for d in held.values()])
             ranked = sorted(every, key=lambda d: rank[d.name])
-            by_size = {}
+            lists: dict[str, list[SimDevice]] = {}
             for d in ranked:
-                by_size.setdefault(d.size, []).append(d)
+                lists.setdefault(d.size, []).append(d)
+            by_size = lists
         if e.release is not None:
             d = held.pop(e.release)
             masks[d.card] &= ~d.mask
