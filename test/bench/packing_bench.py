@@ -28,6 +28,7 @@ scheduler on a few seeds.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Collection, Sequence
@@ -159,11 +160,14 @@ def in_process(strategy: Strategy, bench: Bench, events: Sequence[Event], order:
     """Our allocator on the sequence, on the bench's slices in ``order`` (:data:`FILL`: slices
     published again after every arrival and release, given the devices in use)."""
 
+    versions = itertools.count(1)
+
     def published(in_use: Collection[str]) -> list[V1ResourceSlice]:
         slices = bench.slices(order, "pack", in_use=in_use)
+        version = str(next(versions))  # a new version: the allocator's pool cache sees the new order
         for rs in slices:
             assert rs.metadata is not None
-            rs.metadata.resource_version = "1"
+            rs.metadata.resource_version = version
         return slices
 
     slices = published(())
