@@ -15,7 +15,8 @@ set, and the scheduler's first fit then takes what a best-fit allocator would ta
 3. ties in the static publication order (:mod:`.offer_order`).
 
 That is the ranking of gpu-dra-controller's best fit (``pkg.dra.allocator.BestFit``, steps 2-4
-and 6) expressed over the offers of one node, so the two allocators pack alike; ``first fit`` on
+and 6) expressed over the offers of one node (step 4 is one function, :func:`largest_placeable`,
+which the allocator calls), so the two allocators pack alike; ``first fit`` on
 this order gives best fit's choice whenever the slices are current when the scheduler decides.
 A request only matches devices its class selects, so one ranking of all devices serves every
 request: what matters is the relative order among the devices a request could take.
@@ -35,7 +36,7 @@ arrival and release (``test/bench/packing_first_fit.py``), and the publisher run
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pkg.dra.model.offers import CardOffers
@@ -87,14 +88,16 @@ def fill_keys(
     for position, o in enumerate(offers):
         free = cards[o.card].mask & ~used[o.card]
         slices, memory = card_keys[o.card]
-        keys.append((slices, memory, o.card, -_largest_left(by_card[o.card], free & ~o.mask), position))
+        keys.append((slices, memory, o.card, -largest_placeable(by_card[o.card], free & ~o.mask), position))
     return keys
 
 
-def _largest_left(masks: Sequence[int], free: int) -> int:
-    """Memory slices of the largest offer (``masks`` largest first) that fits in ``free``."""
+def largest_placeable(masks: Iterable[int], free: int) -> int:
+    """Memory slices of the largest offer that fits in the ``free`` slices: ``masks`` are the
+    memory slices of a card's offers, largest first (offers without memory slices are skipped).
+    Best fit's placement criterion; ``pkg.dra.allocator``'s best fit calls this too."""
     for m in masks:
-        if not m & ~free:
+        if m and not m & ~free:
             return m.bit_count()
     return 0
 
