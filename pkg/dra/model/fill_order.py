@@ -120,7 +120,9 @@ def fill_rank(cards: Sequence[CardOffers], in_use: Collection[str]) -> Mapping[s
     names: list[str] = []
     for c, card_offers in enumerate(cards):
         card = card_offers.card
-        whole = (1 << card.memory_slices) - 1
+        # A card without MIG offers has no memory slices to rank by: it ranks as full (before the
+        # partitionable cards, as in the static node order), by its free memory.
+        whole = (1 << card.memory_slices) - 1 if card.mig_allowed and not card.vgpu_mode else 0
         fill_cards.append(FillCard(whole, card.memory_mib))
         for offer in card_offers.offers:
             if offer.placement is not None and offer.profile is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import cast
 
 from fake_slice_server import FakeSliceServer
@@ -131,3 +132,16 @@ def test_an_unchanged_order_writes_nothing_and_a_changed_one_writes_once() -> No
     # The same devices in use again (a resync, or a Prepare of a device of another pool): no write.
     assert not pub.publish(NODE, offers, in_use=used).changed
     assert server.writes == []
+
+
+def test_a_card_without_mig_offers_stays_before_the_partitionable_ones() -> None:
+    offers = [
+        build_offers(card("A30", "0000:18:00.0")),
+        build_offers(dataclasses.replace(card("H100", "0000:5d:00.0"), mig_allowed=False)),
+    ]
+    used = [mig_name(offers[0], "1g.6gb", 3)]
+    seen: list[str] = []
+    for d in devices(publish(offers, used)):
+        if card_of(d) not in seen:
+            seen.append(card_of(d))
+    assert seen == ["gpu-0000-5d-00-0", "gpu-0000-18-00-0"]
