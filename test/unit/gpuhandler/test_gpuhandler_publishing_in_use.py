@@ -31,7 +31,7 @@ def test_the_set_follows_the_checkpoint_feed_of_our_pool_only() -> None:
     holds, in_use = VfioHolds(), DevicesInUse()
     holds.subscribe(lambda cp: in_use.update(cp.devices_in_use(POOL)))
     holds.update(checkpoint((POOL, "gpu-0000-18-00-0-mig-1g-3"), ("gpus/other", "x")))
-    assert in_use.names() == {"gpu-0000-18-00-0-mig-1g-3"}
+    assert in_use.names() == frozenset({"gpu-0000-18-00-0-mig-1g-3"})
     holds.update(CheckpointData.model_validate({"bootID": "b"}))
     assert in_use.names() == frozenset()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import cast
 
 from fake_slice_server import FakeSliceServer
@@ -26,12 +27,15 @@ def cards(*models: tuple[str, str]) -> list[CardOffers]:
 
 def devices(slices: list[V1ResourceSlice]) -> list[V1Device]:
     """The devices in the scheduler's order: slices by name, devices as listed."""
-    ordered = sorted(slices, key=lambda rs: rs.metadata.name if rs.metadata else "")
+    ordered = sorted(slices, key=lambda rs: str(rs.metadata.name if rs.metadata else ""))
     return [d for rs in ordered for d in rs.spec.devices or ()]
 
 
 def first(
-    slices: list[V1ResourceSlice], profile_prefix: str, offers: list[CardOffers] = (), in_use: list[str] = ()
+    slices: list[V1ResourceSlice],
+    profile_prefix: str,
+    offers: Sequence[CardOffers] = (),
+    in_use: Sequence[str] = (),
 ) -> tuple[str, int]:
     """The card and placement start of the first MIG device of a size that fits next to the
     devices ``in_use``: what the scheduler's first fit takes."""
@@ -50,7 +54,7 @@ def first(
         if placement is not None and any((card_of(d), s) in taken for s in placement.slices):
             continue
         if profile is not None and str(profile.string).startswith(profile_prefix):
-            return card_of(d), int(attrs[f"{A}/placementStart"].int)
+            return card_of(d), int(attrs[f"{A}/placementStart"].int or 0)
     raise AssertionError(f"no {profile_prefix} device")
 
 
