@@ -78,12 +78,16 @@ def mig_name(offers: CardOffers, profile: str, start: int) -> str:
     raise AssertionError(f"no {profile}@{start}")
 
 
+MIXED = (("A30", "0000:18:00.0"), ("A30", "0000:5d:00.0"), ("A100-40GB", "0000:9a:00.0"))
+"""Two A30 and an A100: only a node of more than one MIG model follows the fill."""
+
+
 def publish(offers: list[CardOffers], in_use: list[str] | None) -> list[V1ResourceSlice]:
     return build_slices(node=NODE, cards=offers, generation=1, layout=Layout.SEPARATE, in_use=in_use)
 
 
 def test_a_small_request_goes_to_the_partly_used_card_first() -> None:
-    offers = cards(("A30", "0000:18:00.0"), ("A30", "0000:5d:00.0"))
+    offers = cards(*MIXED)
     assert first(publish(offers, []), "1g.")[0] == "gpu-0000-18-00-0"
     used = [mig_name(offers[1], "1g.6gb", 3)]
     bus, start = first(publish(offers, used), "1g.", offers, used)
@@ -92,7 +96,7 @@ def test_a_small_request_goes_to_the_partly_used_card_first() -> None:
 
 
 def test_the_order_follows_releases_back() -> None:
-    offers = cards(("A30", "0000:18:00.0"), ("A30", "0000:5d:00.0"))
+    offers = cards(*MIXED)
     assert devices(publish(offers, [mig_name(offers[1], "1g.6gb", 3)])) != devices(publish(offers, []))
     assert [d.name for d in devices(publish(offers, []))] == [d.name for d in devices(publish(offers, []))]
 
@@ -123,7 +127,7 @@ def test_with_nothing_in_use_small_cards_come_first_as_in_the_static_node_order(
 def test_an_unchanged_order_writes_nothing_and_a_changed_one_writes_once() -> None:
     server = FakeSliceServer()
     pub = SlicePublisher(kube=cast(KubeClient, server), reader=server, layout=Layout.SEPARATE)
-    offers = cards(("A30", "0000:18:00.0"), ("A30", "0000:5d:00.0"))
+    offers = cards(*MIXED)
     first_result = pub.publish(NODE, offers, in_use=[])
     server.writes.clear()
     assert not pub.publish(NODE, offers, in_use=[]).changed
@@ -149,3 +153,18 @@ def test_a_card_without_mig_offers_stays_before_the_partitionable_ones() -> None
         if card_of(d) not in seen:
             seen.append(card_of(d))
     assert seen == ["gpu-0000-5d-00-0", "gpu-0000-18-00-0"]
+
+
+def test_a_node_of_one_model_keeps_the_static_order_whatever_is_in_use() -> None:
+    two_a30 = (("A30", "0000:18:00.0"), ("A30", "0000:5d:00.0"))
+    for models in (two_a30, (("H100", "0000:18:00.0"), ("H100", "0000:5d:00.0"))):
+        offers = cards(*models)
+        static = [
+            d.name
+            for d in devices(build_slices(node=NODE, cards=offers, generation=1, layout=Layout.SEPARATE))
+        ]
+        used = [
+            o.name for o in offers[-1].offers if o.profile is not None and o.profile.name.startswith("1g.")
+        ][:1]
+        assert used
+        assert [d.name for d in devices(publish(offers, used))] == static
