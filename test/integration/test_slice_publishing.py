@@ -229,15 +229,17 @@ def test_first_fit_takes_the_card_our_node_order_puts_first(
 def test_the_scheduler_follows_the_republished_fill_order(
     kube: KubeClient, namespace: str, publisher: SlicePublisher, unique: str, classes: dict[str, str]
 ) -> None:
-    # Two A30s: the static order offers the first card's 1g first. Once a 1g is in use on the
-    # second card and the pool is published again given that (what gpu-handler does after the
-    # Prepare), the next 1g goes next to it, as best fit would place it.
+    # Two A30s and an A100 (only a node of more than one MIG model follows the fill): the static
+    # order offers the first A30's 1g first. Once a 1g is in use on the second A30 and the pool
+    # is published again given that (what gpu-handler does after the Prepare), the next 1g goes
+    # next to it, as best fit would place it.
     name = f"gpu-pub-{unique}-fill"
     node = create_ready_node(kube, name, labels={NODE_LABEL: name})
     models = _offer_models()
     first = models.card("A30", "0000:18:00.0", physical_gpu=f"{name}-0-10de-20b7")
     second = models.card("A30", "0000:5d:00.0", physical_gpu=f"{name}-1-10de-20b7")
-    cards = [build_offers(first), build_offers(second)]
+    third = models.card("A100-40GB", "0000:9a:00.0", physical_gpu=f"{name}-2-10de-20b0")
+    cards = [build_offers(first), build_offers(second), build_offers(third)]
     owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
     publisher.publish(name, cards, owner=owner, in_use=[])
     try:
