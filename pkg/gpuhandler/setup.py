@@ -33,6 +33,7 @@ from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverRootOptions
 from pkg.domain.informers import node_physical_gpus
+from pkg.dra.model.slices import pool_name
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
@@ -259,6 +260,10 @@ def setup_handler_publishing(manager: Manager, container: GpuHandlerContainer) -
         health_tracker=container.health_tracker(),
     )
     publishing.holds.override(providers.Object(container.vfio_holds()))
+    # The fill-following order: the devices the checkpoint records, as Prepare and Unprepare leave it.
+    in_use = publishing.in_use()
+    pool = pool_name(settings.node_name)
+    container.vfio_holds().subscribe(lambda checkpoint: in_use.update(checkpoint.devices_in_use(pool)))
     return setup_publishing(manager, publishing)
 
 

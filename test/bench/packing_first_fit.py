@@ -17,7 +17,7 @@ publisher writes is the order simulated.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubernetes.client import V1ResourceSlice
@@ -38,6 +38,7 @@ class SimDevice:
     start: int
     mask: int  # the memory slices it takes, one bit each
     use: tuple[int, ...]  # every other counter of its card, in the card's counter order
+    name: str = ""  # the published device name
 
     @property
     def size(self) -> str:
@@ -76,7 +77,7 @@ class Node:
         for name, cs in counter_sets.items():
             raw[name] = {c: parse_quantity(v.value).nanos for c, v in cs.counters.items()}
             columns[name] = [c for c in cs.counters if not c.startswith(SLICE_PREFIX)]
-        uses: list[tuple[str, dict[str, int], str, int]] = []
+        uses: list[tuple[str, dict[str, int], str, int, str]] = []
         for rs in ordered:
             for device in rs.spec.devices or ():
                 attrs = device.attributes or {}
@@ -88,34 +89,54 @@ class Node:
                     continue
                 [consumption] = device.consumes_counters or []
                 use = {c: parse_quantity(v.value).nanos for c, v in consumption.counters.items()}
-                uses.append((consumption.counter_set, use, profile, int(start)))
+                uses.append((consumption.counter_set, use, profile, int(start), device.name))
         # Scale each counter by the gcd of its values: memory in nanos would be needlessly large.
         scale = {
-            (n, c): math.gcd(total, *(u[c] for s, u, _, _ in uses if s == n and c in u))
+            (n, c): math.gcd(total, *(u[c] for s, u, *_ in uses if s == n and c in u))
             for n, counters in raw.items()
             for c, total in counters.items()
         }
         capacities = tuple(tuple(raw[n][c] // scale[n, c] for c in columns[n]) for n in names)
         devices = []
-        for card_name, use, profile, start in uses:
+        for card_name, use, profile, start, name in uses:
             card = names.index(card_name)
             mask = sum(1 << int(c[len(SLICE_PREFIX) :]) for c in use if c.startswith(SLICE_PREFIX))
             vector = tuple(use.get(c, 0) // scale[card_name, c] for c in columns[card_name])
-            devices.append(SimDevice(card, profile, start, mask, vector))
+            devices.append(SimDevice(card, profile, start, mask, vector, name))
         return cls(capacities, tuple(devices), names)
+
+
+Rank = Callable[[Collection[str]], Mapping[str, tuple[int, ...]]]
 
 
 def satisfied(
     by_size: Mapping[str, Sequence[SimDevice]],
     capacities: Sequence[tuple[int, ...]],
     events: Sequence[Event],
+    *,
+    follow: Rank | None = None,
 ) -> int:
-    """Arrivals satisfied before the first failure, first fit in ``by_size``'s order."""
+    """Arrivals satisfied before the first failure, first fit in ``by_size``'s order.
+
+    ``follow`` (the fill-following order, :func:`pkg.dra.model.fill_order.fill_rank` on the
+    node's offers) re-ranks the devices after every arrival and release, given the names of the
+    devices in use, as the gpu-handler republishes them after Prepare and Unprepare (the ranks
+    keep each card's offers together, so the slices of that order list the devices in rank
+    order; ``packing_bench`` checks this model against the real scheduler on republished slices)."""
+    if follow is not None:
+        every = [d for size in by_size.values() for d in size]
     masks = [0] * len(capacities)
     used = [[0] * len(c) for c in capacities]
     held: dict[int, SimDevice] = {}
     count = 0
     for e in events:
+        if follow is not None:
+            rank = follow([d.name for d in held.values()])
+            ranked = sorted(every, key=lambda d: rank[d.name])
+            lists: dict[str, list[SimDevice]] = {}
+            for d in ranked:
+                lists.setdefault(d.size, []).append(d)
+            by_size = lists
         if e.release is not None:
             d = held.pop(e.release)
             masks[d.card] &= ~d.mask

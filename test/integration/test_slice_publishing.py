@@ -226,6 +226,44 @@ def test_first_fit_takes_the_card_our_node_order_puts_first(
             kube.delete(NODE, name)
 
 
+def test_the_scheduler_follows_the_republished_fill_order(
+    kube: KubeClient, namespace: str, publisher: SlicePublisher, unique: str, classes: dict[str, str]
+) -> None:
+    # Two A30s and an A100 (only a node of more than one MIG model follows the fill): the static
+    # order offers the first A30's 1g first. Once a 1g is in use on the second A30 and the pool
+    # is published again given that (what gpu-handler does after the Prepare), the next 1g goes
+    # next to it, as best fit would place it.
+    name = f"gpu-pub-{unique}-fill"
+    node = create_ready_node(kube, name, labels={NODE_LABEL: name})
+    models = _offer_models()
+    first = models.card("A30", "0000:18:00.0", physical_gpu=f"{name}-0-10de-20b7")
+    second = models.card("A30", "0000:5d:00.0", physical_gpu=f"{name}-1-10de-20b7")
+    third = models.card("A100-40GB", "0000:9a:00.0", physical_gpu=f"{name}-2-10de-20b0")
+    cards = [build_offers(first), build_offers(second), build_offers(third)]
+    owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
+    publisher.publish(name, cards, owner=owner, in_use=[])
+    try:
+        ask = Asker(kube, namespace, name)
+        one_g = (f'{ATTR}.migProfile == "1g.6gb"',)
+        pinned = ask(
+            "pinned", classes["mig"], card="0000:5d:00.0", extra=(*one_g, f"{ATTR}.placementStart == 3")
+        )
+        assert pinned == "gpu-0000-5d-00-0-mig-14-3"
+        result = publisher.publish(name, cards, owner=owner, in_use=[pinned])
+        assert result.changed
+        _wait(
+            lambda: {rs.spec.pool.generation for rs in _slices(kube, name)} == {result.generation},
+            f"node {name}'s pool at generation {result.generation}",
+        )
+        time.sleep(0.5)  # the scheduler's informer
+        assert ask("follows", classes["mig"], card=None, extra=one_g) == "gpu-0000-5d-00-0-mig-14-2"
+        assert not publisher.publish(name, cards, owner=owner, in_use=[pinned]).changed
+    finally:
+        publisher.publish(name, [])
+        with contextlib.suppress(NotFoundError):
+            kube.delete(NODE, name)
+
+
 def test_vgpus_fill_a_card_by_memory_and_exclude_the_whole_card(
     kube: KubeClient, namespace: str, publisher: SlicePublisher, unique: str, classes: dict[str, str]
 ) -> None:

@@ -61,6 +61,7 @@ from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.selection import SelectorEvaluationError
 from pkg.dra.allocator.topology import keep_together
 from pkg.dra.model import PoolID
+from pkg.dra.model.fill_order import largest_placeable
 
 _MAX_STATIC_ORDERS = 512  # per pool
 _MAX_CARD_MEMOS = 512  # selector keys per pool
@@ -356,9 +357,6 @@ def _free_mask(cand: Candidate, free: dict[str, int]) -> int:
 
 def _largest_left(cand: Candidate, free_mask: int) -> int:
     """Memory slices of the largest offer of the card that still fits after placing ``cand``."""
-    left = free_mask & ~cand.slice_mask
     assert cand.card is not None
-    for offer in cand.pool.card_offers[cand.card]:  # largest first
-        if offer.slice_mask and not offer.slice_mask & ~left:
-            return offer.slice_count
-    return 0
+    offers = cand.pool.card_offers[cand.card]  # largest first
+    return largest_placeable((offer.slice_mask for offer in offers), free_mask & ~cand.slice_mask)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ from kubernetes.client import (
 
 from pkg.domain.names import DRIVER
 from pkg.dra.model.card import Card
+from pkg.dra.model.fill_order import fill_order
 from pkg.dra.model.limits import (
     INLINE_MAX_CONSUMED_COUNTERS,
     INLINE_MAX_SHARED_COUNTERS,
@@ -110,14 +111,19 @@ def build_slices(
     layout: Layout,
     owner: V1OwnerReference | None = None,
     arrange: Callable[[Sequence[Card]], list[Card]] = node_order,
+    in_use: Collection[str] | None = None,
 ) -> list[V1ResourceSlice]:
     """The node's slices in name order; none for a node without cards. Every slice is validated.
 
     ``arrange`` puts the cards in publication order; only the packing benchmark passes another
     than the published one (:func:`~.offer_order.by_pci`, the order before the search).
+    ``in_use``: the names of the node's devices in use; given, the cards and offers go in the
+    fill-following order (:mod:`.fill_order`) from that static order.
     """
     by_pci = {c.card.pci_address: c for c in cards}
     ordered = [by_pci[c.pci_address] for c in arrange([c.card for c in cards])]
+    if in_use is not None:
+        ordered = fill_order(ordered, in_use)
     groups = list(_pack(ordered, inline=layout is Layout.INLINE))
     base = slice_name_base(node)
     specs: list[tuple[str, list[CardOffers], bool]] = []

@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
@@ -90,9 +90,16 @@ class SlicePublisher:
         self._driver = driver
 
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult:
-        """Makes the node's pool hold exactly ``cards``' offers; ``owner`` (the Node) for GC."""
+        """Makes the node's pool hold exactly ``cards``' offers; ``owner`` (the Node) for GC;
+        ``in_use`` (device names in use on the node): the fill-following order
+        (:mod:`pkg.dra.model.fill_order`), else the static one."""
         existing = [
             rs
             for rs in self._reader.list_slices(node)
@@ -102,7 +109,12 @@ class SlicePublisher:
             pool=pool_name(node),
             existing=existing,
             desired_at=lambda generation: build_slices(
-                node=node, cards=cards, generation=generation, layout=self._layout, owner=owner
+                node=node,
+                cards=cards,
+                generation=generation,
+                layout=self._layout,
+                owner=owner,
+                in_use=in_use,
             ),
         )
         dropped: dict[str, list[str]] = {}

@@ -202,6 +202,10 @@ class CheckpointData(_Record):
         """Every recorded partition of a card-wide mode, of every claim."""
         return [d for c in self.claims.values() for d in c.devices if d.partition is not None]
 
+    def devices_in_use(self, pool: str) -> set[str]:
+        """Names of the devices of ``pool`` recorded for a claim, in any state."""
+        return {d.device for c in self.claims.values() for d in c.devices if d.pool == pool}
+
     def vfio_cards(self) -> set[str]:
         """Cards bound (or being bound) to ``vfio-pci`` for a claim, in any state."""
         return {d.card for c in self.claims.values() for d in c.devices if d.vfio is not None}

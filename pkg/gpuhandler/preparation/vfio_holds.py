@@ -27,6 +27,7 @@ the offers either.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData
 
@@ -36,14 +37,25 @@ class VfioHolds:
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self._returning: set[str] = set()
+        self._listeners: list[Callable[[CheckpointData], None]] = []
 
     def update(self, checkpoint: CheckpointData) -> None:
-        """The checkpoint as just loaded or written: its VFIO cards are held, the others released."""
+        """The checkpoint as just loaded or written: its VFIO cards are held, the others released.
+        Then every listener is told the checkpoint (the publisher's devices in use)."""
         fresh = checkpoint.vfio_cards()
         with self._lock:
             self._returning |= self._held - fresh
             self._returning -= fresh
             self._held = fresh
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(checkpoint)
+
+    def subscribe(self, listener: Callable[[CheckpointData], None]) -> None:
+        """``listener`` hears every checkpoint this set is told, after the set: the one feed of
+        the checkpoint as Prepare, Unprepare, start-up and the watchdog leave it."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def held(self, card: str, *, reported_vfio: bool) -> bool:
         """Whether ``card`` is passed through for a claim (or just given back, while the

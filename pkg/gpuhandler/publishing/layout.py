@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from kubernetes.client import V1OwnerReference
 
@@ -35,9 +35,14 @@ class ServerLayoutPublisher:
         self._inner: SlicePublisher | None = None
 
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult:
-        return self._publisher().publish(node, cards, owner=owner)
+        return self._publisher().publish(node, cards, owner=owner, in_use=in_use)
 
     def _publisher(self) -> SlicePublisher:
         with self._lock:

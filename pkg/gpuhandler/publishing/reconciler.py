@@ -60,6 +60,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         startup_grace: float,
         holds: Holds | None = None,
         taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: [],
+        in_use: Callable[[], frozenset[str] | None] = lambda: None,
         jitter: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[float, float], float] = random.uniform,
@@ -79,6 +80,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
                 entries=card_specs.snapshot(),
                 memory=memory,
                 taints=taints,
+                in_use=in_use(),
             )
 
         publish = PublishHandler(

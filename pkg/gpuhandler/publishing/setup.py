@@ -10,7 +10,8 @@ adds:
   else is listed or watched: a node component's load must not grow with the cluster;
 * through :func:`setup_publishing`, a single-worker controller running
   :class:`~pkg.gpuhandler.publishing.reconciler.PublishReconciler` for its one request, woken by
-  the card specs' subscription, the health tracker's verdict changes (device taints), the three
+  the card specs' subscription, the health tracker's verdict changes (device taints), the
+  devices in use changing (:mod:`.in_use`: the fill-following order after a Prepare), the three
   watches, the start-up and a jittered periodic resync (the reconciler's ``requeue_after``).
 
 The existing slices are read with a LIST per publish (:class:`KubeSliceReader`) rather than from
@@ -20,7 +21,7 @@ give a changed pool the generation it already has.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
+from pkg.gpuhandler.publishing.in_use import DevicesInUse
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
 from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
@@ -78,10 +80,15 @@ class LockedPublisher:
         self._timeout = timeout
 
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult:
         with node_lock(self._lock_path, timeout=self._timeout):
-            return self._publisher.publish(node, cards, owner=owner)
+            return self._publisher.publish(node, cards, owner=owner, in_use=in_use)
 
 
 def new_publisher(*, client: KubeClient, settings: PublishSettings) -> Publisher:
@@ -101,6 +108,7 @@ def new_reconciler(
     backend: VendorBackend,
     health_tracker: HealthTracker,
     holds: Holds | None = None,
+    in_use: DevicesInUse | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
         """The label check is a second guard behind the informer's selector."""
@@ -120,6 +128,7 @@ def new_reconciler(
         startup_grace=settings.startup_grace,
         holds=holds,
         taints=lambda address: device_taints(health_tracker.verdict(address)),
+        in_use=in_use.names if in_use is not None else lambda: None,
     )
 
 
@@ -138,6 +147,10 @@ class PublishingContainer(containers.DeclarativeContainer):
         instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
     )
 
+    # The devices prepared on this node, told by the kubelet plugin's checkpoint feed (the
+    # composition root connects it); never told without the plugin: the static order.
+    in_use = providers.Singleton(DevicesInUse)
+
     node_informer = providers.Singleton(
         node_named, informers=informers, node_name=settings.provided.node_name
     )
@@ -155,6 +168,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         backend=backend,
         holds=holds,
         health_tracker=health_tracker,
+        in_use=in_use,
     )
 
 
@@ -165,6 +179,8 @@ def setup_publishing(manager: Manager, container: PublishingContainer) -> Contro
     container.card_specs().subscribe(cards_changed.send)
     health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
     container.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
+    in_use_changed = ChannelSource(name="devices-in-use")  # the fill-following order after Prepare
+    container.in_use().subscribe(in_use_changed.send)
     return (
         ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
         .watches(container.gpu_informer(), publish, predicates=[gpu_events()])
@@ -172,6 +188,7 @@ def setup_publishing(manager: Manager, container: PublishingContainer) -> Contro
         .watches(container.slice_informer(), publish, predicates=[slice_events()])
         .watches(cards_changed, publish)
         .watches(health_changed, publish)
+        .watches(in_use_changed, publish)
         .watches(StartSource(), publish)  # the start-up publish, taken once the caches have synced
         .without_leader_election()
         .backoff(base=RETRY_BASE_SECONDS, max_delay=RETRY_MAX_SECONDS)

@@ -38,4 +38,5 @@ class PublishState(Scratch):
     entries: Mapping[str, CardEntry]
     memory: PassMemory
     taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: []  # by PCI address
+    in_use: frozenset[str] | None = None  # device names in use (fill-following order); None: static
     selection: Selection | None = None

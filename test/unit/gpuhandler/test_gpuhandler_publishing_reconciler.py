@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +29,7 @@ from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG, PUBLISH, PublishReconciler
+from pkg.gpuhandler.publishing.in_use import DevicesInUse
 
 NODE = "node-1"
 A30_SECOND = "0000:d8:00.0"
@@ -49,11 +50,18 @@ def _fake_slice_server() -> ModuleType:
 @dataclass
 class RecordingPublisher:
     calls: list[tuple[str, list[CardOffers], V1OwnerReference | None]] = field(default_factory=list)
+    in_use: list[Collection[str] | None] = field(default_factory=list)
 
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult:
         self.calls.append((node, list(cards), owner))
+        self.in_use.append(in_use)
         return PublishResult(generation=len(self.calls), applied=("x",))
 
     def offered(self) -> dict[str, set[str]]:
@@ -100,6 +108,7 @@ class World:
     cards: CardSpecs = field(default_factory=CardSpecs)
     clock: Clock = field(default_factory=Clock)
     health: HealthTracker = field(default_factory=lambda: HealthTracker(quiet_period=0.0))
+    in_use: DevicesInUse = field(default_factory=DevicesInUse)
     reconciler: PublishReconciler = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +123,7 @@ class World:
             resync_period=60.0,
             startup_grace=30.0,
             taints=lambda address: device_taints(self.health.verdict(address)),
+            in_use=self.in_use.names,
             clock=self.clock,
             rand=lambda low, high: 1.1,
         )
@@ -140,6 +150,18 @@ def test_a_pass_publishes_the_offered_cards_with_the_node_as_owner() -> None:
         api_version="v1", kind="Node", name=NODE, uid="node-uid", controller=True
     )
     assert world.publisher.offered() == {"a": {"MIG", "Physical"}}
+
+
+def test_each_pass_publishes_in_the_order_of_the_devices_in_use_then() -> None:
+    world = World()
+    world.add(card(A30_FIRST, "a"))
+    world.run()
+    assert world.publisher.in_use == [None], "nothing told the set: the static order"
+    world.in_use.update(["gpu-0000-18-00-0-mig-14-3"])
+    world.run()
+    world.in_use.update([])
+    world.run()
+    assert world.publisher.in_use[1:] == [{"gpu-0000-18-00-0-mig-14-3"}, set()]
 
 
 def test_the_nodes_label_turns_mig_offers_off() -> None:

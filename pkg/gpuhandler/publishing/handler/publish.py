@@ -1,5 +1,9 @@
 """Step 4: publish the selected cards' offers by server-side apply, with the Node as owner.
 
+The devices go in the fill-following order (:mod:`pkg.dra.model.fill_order`) given the devices in
+use on the node (:mod:`..in_use`, from the preparation checkpoint), so the kube-scheduler's first
+fit takes what best fit would; without that set (no kubelet plugin), in the static order.
+
 An unhealthy card's offers carry its device taints (:mod:`pkg.gpuhandler.health.taints`): the card
 stays published, so a blip does not withdraw its offers and running claims keep their devices.
 
@@ -11,7 +15,7 @@ node costs one LIST of its slices.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -29,7 +33,12 @@ logger = logging.getLogger("pkg.gpuhandler.publishing.reconciler")
 
 class Publisher(Protocol):
     def publish(
-        self, node: str, cards: Sequence[CardOffers], *, owner: V1OwnerReference | None = None
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        owner: V1OwnerReference | None = None,
+        in_use: Collection[str] | None = None,
     ) -> PublishResult: ...
 
 
@@ -54,7 +63,9 @@ class PublishHandler:
         offers = [
             with_taints(o, state.taints(o.card.pci_address)) for o in build_card_offers(state.selection.cards)
         ]
-        result = self._publisher.publish(state.node_name, offers, owner=node_owner(state.node))
+        result = self._publisher.publish(
+            state.node_name, offers, owner=node_owner(state.node), in_use=state.in_use
+        )
         state.memory.published = True
         logger.debug(
             "publish pass done",
