@@ -2,8 +2,9 @@
 
 Run without a subcommand it is the controller: it competes for a Lease and, while leading,
 allocates unallocated ResourceClaims of our device classes that no Pod references (see
-:mod:`pkg.dracontroller`), and answers ClaimExplanations (:mod:`pkg.dracontroller.explanations`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
-why a claim gets the devices it gets, or none, from the cluster or a YAML bundle (see
+:mod:`pkg.dracontroller`), and answers ClaimExplanations (:mod:`pkg.dracontroller.explanations`).
+``gpu-dra-controller explain <namespace>/<claim>`` prints why a claim gets the devices it gets, or
+none: asked of the running controller, or computed from the cluster or a YAML bundle (see
 :mod:`pkg.dra.explain.cli`).
 """
 

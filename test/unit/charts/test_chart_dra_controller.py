@@ -212,7 +212,8 @@ def test_namespace_roles_may_ask_for_explanations(helm: Path) -> None:
     }
     assert {k for k in roles["view"]["metadata"]["labels"] if k.startswith(aggregate)} == {f"{aggregate}view"}
     assert granted_by(roles["edit"]) == {
-        ("gpu.deckhouse.io", "claimexplanations", verb) for verb in ("create", "get", "list", "watch", "delete")
+        ("gpu.deckhouse.io", "claimexplanations", verb)
+        for verb in ("create", "get", "list", "watch", "delete")
     }
     assert granted_by(roles["view"]) == {
         ("gpu.deckhouse.io", "claimexplanations", verb) for verb in ("get", "list", "watch")
