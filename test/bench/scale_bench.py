@@ -234,6 +234,10 @@ def explain_served(bp: BenchPlane, claims: list[ResourceV1ResourceClaim], work: 
         rss, hwm = memory(process.process.pid)
     finally:
         process.stop()
+    log = (work / "gpu-dra-controller-explain.log").read_text(errors="replace").splitlines()
+    for line in [line for line in log if "explained scale/" in line][: runs + 1]:
+        message = line[line.index("explained scale/") :].rstrip().rstrip('"}')
+        print(f"    controller: {message}", flush=True)
     print(f"  kubectl gpu explain served by gpu-dra-controller: first {times[0]:.2f} s, then "
           f"{', '.join(f'{t:.2f}' for t in times[1:])} s (start to exit; target < 2 s), plugin peak RSS "
           f"{peak:.0f} MiB; controller synced {synced:.0f}s after start, RSS {before:.0f} MiB before, "

@@ -12,6 +12,7 @@ allocator. A first-fit explanation uses a second :class:`~pkg.dra.allocator.Allo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -65,10 +66,12 @@ class Explainer:
             node = self._nodes(spec.node)
             if node is None:
                 return self._error(f"node {spec.node} not found")
+        began = time.perf_counter()
         taken = self._decisions.snapshot(Request(name=spec.claim_name, namespace=namespace), node=node)
         if taken is None:
             return self._error(f"ResourceClaim {key} not found")
         claim, inputs = taken
+        snapshot = time.perf_counter() - began
         try:
             report = explain_inputs(
                 claim,
@@ -81,6 +84,15 @@ class Explainer:
             logger.exception("explaining %s failed", key)
             return self._error(f"explaining {key} failed: {type(err).__name__}: {err}"[:1024])
         text, truncated = bounded(report.text, self._max_report_bytes)
+        # The time an answer takes here, apart from the request's round trips (docs/performance.md).
+        logger.info(
+            "explained %s in %.3f s (snapshot under the decision lock %.1f ms, %d slices, report %d bytes)",
+            key,
+            time.perf_counter() - began,
+            snapshot * 1000,
+            len(inputs.slices),
+            len(text.encode()),
+        )
         return ClaimExplanationStatus(
             outcome=ExplanationOutcome.ALLOCATABLE
             if report.allocatable
