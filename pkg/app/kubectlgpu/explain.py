@@ -2,8 +2,8 @@
 
 First the plugin asks gpu-dra-controller (:func:`from_controller`): it creates a ClaimExplanation
 in the claim's namespace — ``create`` there is all the user needs, the chart aggregates it into
-the ``edit`` role — and the controller answers from the slices and pools it holds, in well under
-2 s at 1,000 nodes (docs/allocator.md#explain-served-by-the-controller). Without the CRD, without
+the ``edit`` role — and the controller answers from the slices and pools it holds, without the
+plugin reading a slice (docs/allocator.md#explain-served-by-the-controller). Without the CRD, without
 the right to create it, or without an answer in time, it warns and computes the explanation here
 (:func:`explain`, also what ``--local`` forces).
 

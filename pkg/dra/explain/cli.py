@@ -3,7 +3,7 @@
 The objects come from the cluster (``--kubeconfig``, or the in-cluster account) or from a YAML
 bundle (``--bundle``; no cluster needed). Against a cluster the command first asks the running
 gpu-dra-controller (a ClaimExplanation, :mod:`.request`): it holds every slice and pool already and
-answers in well under 2 s where reading 1,000 nodes' slices here takes 12-32 s. Without the CRD,
+answers in seconds where reading 1,000 nodes' slices here takes 12-46 s. Without the CRD,
 without the right to create the request, or without an answer in ``--timeout`` seconds it says so
 on stderr and computes the explanation itself, as ``--local`` always does; the report is the same.
 

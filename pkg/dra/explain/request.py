@@ -2,7 +2,7 @@
 delete the request.
 
 Why through the controller: it holds every ResourceSlice and the built pools already, so it
-answers in well under a second where reading the cluster takes 12-32 s at 1,000 nodes
+answers in seconds where reading the cluster takes 12-46 s at 1,000 nodes
 (docs/allocator.md#explain-served-by-the-controller). Used by ``gpu-dra-controller explain`` and
 ``kubectl gpu explain`` alike; each falls back to computing the explanation itself when this
 raises :class:`NotServedError` (no CRD, no right to create the request, no answer in time).
@@ -28,8 +28,8 @@ from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.watch import WatchEventType, WatchStreamClosedError
 
 DEFAULT_TIMEOUT = 10.0
-"""Seconds to wait for the controller: an answer takes well under 2 s at 1,000 nodes, so ten
-means the controller is down, not leading, or busy; the local computation is then the answer."""
+"""Seconds to wait for the controller: answers took 4-6 s at 1,000 nodes on a loaded machine
+so ten means the controller is down, not leading, or busy; the local computation is then the answer."""
 
 
 class NotServedError(Exception):
