@@ -28,8 +28,9 @@ from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.watch import WatchEventType, WatchStreamClosedError
 
 DEFAULT_TIMEOUT = 10.0
-"""Seconds to wait for the controller: answers took 4-6 s at 1,000 nodes on a loaded machine
-so ten means the controller is down, not leading, or busy; the local computation is then the answer."""
+"""Seconds to wait for the controller: answers took 4-6 s at 1,000 nodes on a loaded 2-CPU machine
+(docs/performance.md), so ten means the controller is down, not leading, or busy; the local
+computation is then the answer."""
 
 
 class NotServedError(Exception):
