@@ -27,10 +27,11 @@ from pkg.domain.kinds import CLAIM_EXPLANATION
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.watch import WatchEventType, WatchStreamClosedError
 
-DEFAULT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = 20.0
 """Seconds to wait for the controller: answers took 4-6 s at 1,000 nodes on a loaded 2-CPU machine
-(docs/performance.md), so ten means the controller is down, not leading, or busy; the local
-computation is then the answer."""
+(docs/performance.md), so twenty means the controller is down, not leading, or swamped; the local
+computation (12-46 s at that size) is then the answer. No CRD or no right to create the request
+falls back at once, without waiting."""
 
 
 class NotServedError(Exception):
