@@ -34,6 +34,11 @@ from pkg.framework.reconcile.contract import Request
 
 logger = logging.getLogger(__name__)
 
+
+class ClaimNotCachedError(LookupError):
+    """The claim is not in the controller's cache (yet, or at all): the reconciler decides which."""
+
+
 NodeReader = Callable[[str], V1Node | None]
 """The Node by name, None when there is none (one GET: the controller caches no Nodes)."""
 
@@ -59,7 +64,8 @@ class Explainer:
         self._clock = clock
 
     def answer(self, namespace: str, spec: ClaimExplanationSpec) -> ClaimExplanationStatus:
-        """The status that answers ``spec`` (without ``observedGeneration``: the caller's)."""
+        """The status that answers ``spec`` (without ``observedGeneration``: the caller's); raises
+        :class:`ClaimNotCachedError` when the claim is not in the cache."""
         key = f"{namespace}/{spec.claim_name}"
         node: V1Node | None = None
         if spec.node:
@@ -69,7 +75,7 @@ class Explainer:
         began = time.perf_counter()
         taken = self._decisions.snapshot(Request(name=spec.claim_name, namespace=namespace), node=node)
         if taken is None:
-            return self._error(f"ResourceClaim {key} not found")
+            raise ClaimNotCachedError(key)
         claim, inputs = taken
         snapshot = time.perf_counter() - began
         try:
@@ -102,6 +108,10 @@ class Explainer:
             truncated=truncated or None,
             computed_at=self._clock(),
         )
+
+    def not_found(self, key: str) -> ClaimExplanationStatus:
+        """The answer for a claim that is not there."""
+        return self._error(f"ResourceClaim {key} not found")
 
     def _error(self, reason: str) -> ClaimExplanationStatus:
         return ClaimExplanationStatus(

@@ -7,6 +7,9 @@ A pass over one request (level-based, from the informer cache):
   never recomputed, so a request costs one diagnosis however often it is resynced — and the
   object is deleted once ``ttl`` has passed since ``computedAt`` (requeued for then otherwise);
 * otherwise: computed (:class:`~.explainer.Explainer`), applied to ``status``, requeued for the TTL.
+  A claim the cache does not show is answered "not found" only once the request is
+  :data:`CLAIM_GRACE` old: the requester read the claim from the API server just before creating
+  the request, and the controller's claim cache may be a few milliseconds behind it.
 
 Why a TTL and not "delete when read": the requester deletes the request as soon as it printed the
 answer; the TTL is for requests whose requester went away (killed, timed out) or that someone
@@ -22,14 +25,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from api.gpu.v1alpha1 import ClaimExplanation, ClaimExplanationSpec, ClaimExplanationStatus
+from pkg.dracontroller.explanations.explainer import ClaimNotCachedError
 from pkg.framework.reconcile.contract import Request, Result
 
 DEFAULT_TTL = 600.0
 """Seconds an answered request is kept (``--explanation-ttl``)."""
+CLAIM_GRACE = timedelta(seconds=5)
+CLAIM_RETRY = timedelta(milliseconds=500)
 
 
 class Answers(Protocol):
     def answer(self, namespace: str, spec: ClaimExplanationSpec) -> ClaimExplanationStatus: ...
+
+    def not_found(self, key: str) -> ClaimExplanationStatus: ...
 
 
 class Writes(Protocol):
@@ -66,7 +74,13 @@ class ExplanationReconciler:
             and (status.observed_generation or 0) >= generation
         ):
             return self._expire(obj, status)
-        answer = self._explainer.answer(request.namespace, obj.spec)
+        try:
+            answer = self._explainer.answer(request.namespace, obj.spec)
+        except ClaimNotCachedError as missing:
+            created = obj.metadata.creation_timestamp
+            if created is not None and self._clock() - created < CLAIM_GRACE:
+                return Result(requeue_after=CLAIM_RETRY)  # the claim cache may lag the requester's read
+            answer = self._explainer.not_found(str(missing))
         answer.observed_generation = generation
         self._writer.answer(obj, answer)
         return Result(requeue_after=self._ttl)

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import T0, Env, our_mig_class, our_physical_class
 from k8s_fields import name_of
@@ -24,7 +25,7 @@ from pkg.dra.allocator import AllocationInputs, Allocator
 from pkg.dra.allocator.pools import PoolCache
 from pkg.dra.explain.bundle import ExplainObjects
 from pkg.dra.explain.cli import explain_claim
-from pkg.dracontroller.explanations.explainer import Explainer
+from pkg.dracontroller.explanations.explainer import ClaimNotCachedError, Explainer
 from pkg.dracontroller.explanations.reconciler import ExplanationReconciler
 from pkg.dracontroller.internal.service.claim_writer import planned
 from pkg.framework.reconcile.contract import Request, Result
@@ -84,9 +85,11 @@ def test_an_allocated_claim_says_what_it_holds() -> None:
     assert f"{CARD}-mig-1g-0 on node node-a" in status.current_allocation
 
 
-def test_a_missing_claim_or_node_is_an_error_answer() -> None:
+def test_a_missing_claim_or_node_is_said() -> None:
     e = env()
-    status = explainer(e).answer("default", ClaimExplanationSpec(claim_name="nope"))
+    with pytest.raises(ClaimNotCachedError, match="default/nope"):
+        explainer(e).answer("default", ClaimExplanationSpec(claim_name="nope"))
+    status = explainer(e).not_found("default/nope")
     assert (status.outcome, status.reason) == (
         ExplanationOutcome.ERROR,
         "ResourceClaim default/nope not found",
@@ -156,13 +159,21 @@ def test_the_snapshot_sees_reservations_of_writes_on_the_wire() -> None:
 
 
 class Answers:
-    def __init__(self) -> None:
+    def __init__(self, *, cached: bool = True) -> None:
         self.asked: list[tuple[str, str]] = []
+        self.cached = cached
 
     def answer(self, namespace: str, spec: ClaimExplanationSpec) -> ClaimExplanationStatus:
         self.asked.append((namespace, spec.claim_name))
+        if not self.cached:
+            raise ClaimNotCachedError(f"{namespace}/{spec.claim_name}")
         return ClaimExplanationStatus(
             outcome=ExplanationOutcome.NOT_ALLOCATABLE, report="r\n", computed_at=T0
+        )
+
+    def not_found(self, key: str) -> ClaimExplanationStatus:
+        return ClaimExplanationStatus(
+            outcome=ExplanationOutcome.ERROR, reason=f"{key} not found", computed_at=T0
         )
 
 
@@ -214,6 +225,25 @@ def test_a_changed_spec_is_answered_again() -> None:
     reconciler.reconcile(Request("q", "ml"))
     assert len(answers.asked) == 2
     assert writes.answered[-1].observed_generation == 2
+
+
+def test_a_claim_the_cache_does_not_show_yet_is_waited_for_then_not_found() -> None:
+    """The requester read the claim just before; the claim cache may lag by milliseconds."""
+    obj, answers, writes = request_object(), Answers(cached=False), Writes()
+    now = [T0 + timedelta(seconds=1)]
+    reconciler = ExplanationReconciler(
+        get=lambda r: obj, explainer=answers, writer=writes, clock=lambda: now[0]
+    )
+    assert reconciler.reconcile(Request("q", "ml")) == Result(requeue_after=timedelta(milliseconds=500))
+    assert writes.answered == []
+    now[0] = T0 + timedelta(seconds=5)
+    assert reconciler.reconcile(Request("q", "ml")) == Result(requeue_after=timedelta(seconds=600))
+    [status] = writes.answered
+    assert (status.outcome, status.reason, status.observed_generation) == (
+        ExplanationOutcome.ERROR,
+        "ml/train-0 not found",
+        1,
+    )
 
 
 def test_a_gone_or_deleting_request_is_left_alone() -> None:
