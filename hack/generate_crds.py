@@ -25,12 +25,15 @@ if str(REPO_ROOT) not in sys.path:
 
 from api.crdgen import AGE_COLUMN, CRDNames, PrinterColumn, dump_yaml, render_crd  # noqa: E402
 from api.gpu.v1alpha1 import (  # noqa: E402
+    CLAIM_EXPLANATION_KIND,
+    CLAIM_EXPLANATION_PLURAL,
     GPU_CLASS_KIND,
     GPU_CLASS_PLURAL,
     GROUP,
     PHYSICAL_GPU_KIND,
     PHYSICAL_GPU_PLURAL,
     VERSION,
+    ClaimExplanation,
     GPUClass,
     PhysicalGPU,
 )
@@ -70,6 +73,13 @@ GPU_CLASS_COLUMNS = (
     AGE_COLUMN,
 )
 
+CLAIM_EXPLANATION_COLUMNS = (
+    PrinterColumn(name="Claim", json_path=".spec.claimName"),
+    PrinterColumn(name="Outcome", json_path=".status.outcome"),
+    PrinterColumn(name="Computed", json_path=".status.computedAt", type="date"),
+    AGE_COLUMN,
+)
+
 
 def render_all() -> dict[str, str]:
     """File name -> YAML text of every CRD this project owns."""
@@ -89,10 +99,20 @@ def render_all() -> dict[str, str]:
         short_names=("gcls",),
         categories=("gpu",),
     )
+    claim_explanation = CRDNames(
+        group=GROUP,
+        version=VERSION,
+        kind=CLAIM_EXPLANATION_KIND,
+        plural=CLAIM_EXPLANATION_PLURAL,
+        short_names=("cexp",),
+        categories=("gpu",),
+        scope="Namespaced",
+    )
     rendered = {}
     for model, names, columns in (
         (PhysicalGPU, physical_gpu, PHYSICAL_GPU_COLUMNS),
         (GPUClass, gpu_class, GPU_CLASS_COLUMNS),
+        (ClaimExplanation, claim_explanation, CLAIM_EXPLANATION_COLUMNS),
     ):
         crd = render_crd(model, names=names, columns=columns, labels=LABELS)
         rendered[f"{names.group}_{names.plural}.yaml"] = dump_yaml(crd, header=HEADER)

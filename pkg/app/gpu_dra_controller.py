@@ -2,8 +2,9 @@
 
 Run without a subcommand it is the controller: it competes for a Lease and, while leading,
 allocates unallocated ResourceClaims of our device classes that no Pod references (see
-:mod:`pkg.dracontroller`). ``gpu-dra-controller explain <namespace>/<claim>`` prints
-why a claim gets the devices it gets, or none, from the cluster or a YAML bundle (see
+:mod:`pkg.dracontroller`), and answers ClaimExplanations (:mod:`pkg.dracontroller.explanations`).
+``gpu-dra-controller explain <namespace>/<claim>`` prints why a claim gets the devices it gets, or
+none: asked of the running controller, or computed from the cluster or a YAML bundle (see
 :mod:`pkg.dra.explain.cli`).
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pkg.app.options import add_manager_flags, manager_options, parse_duration
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.dra.explain import cli as explain_cli
+from pkg.dracontroller.explanations.reconciler import DEFAULT_TTL as DEFAULT_EXPLANATION_TTL
 from pkg.dracontroller.setup import (
     DEFAULT_ACCOUNTING_PERIOD,
     DEFAULT_LEDGER,
@@ -50,6 +52,12 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_ACCOUNTING_PERIOD,
         help="how often held allocations are charged and the ledger written (seconds or 10s/1m)",
     )
+    p.add_argument(
+        "--explanation-ttl",
+        type=parse_duration,
+        default=DEFAULT_EXPLANATION_TTL,
+        help="how long an answered ClaimExplanation is kept before it is deleted (seconds or 30s/10m)",
+    )
     return p
 
 
@@ -73,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "period": parsed.accounting_period,
             }
         )
+        container.config.explanations.ttl.from_value(parsed.explanation_ttl)
         setup_controller(manager, container)
         return runtime.recorder().stop
 

@@ -6,7 +6,7 @@ these are the kinds only this project defines, which is why they live above the 
 
 from __future__ import annotations
 
-from api.gpu.v1alpha1 import GPUClass, PhysicalGPU
+from api.gpu.v1alpha1 import ClaimExplanation, GPUClass, PhysicalGPU
 from pkg.framework.client.kinds import ResourceKind
 
 PHYSICAL_GPU = ResourceKind(
@@ -24,4 +24,12 @@ GPU_CLASS = ResourceKind(
     plural="gpuclasses",
     namespaced=False,
     model=GPUClass,
+)
+CLAIM_EXPLANATION = ResourceKind(
+    group="gpu.deckhouse.io",
+    version="v1alpha1",
+    kind="ClaimExplanation",
+    plural="claimexplanations",
+    namespaced=True,
+    model=ClaimExplanation,
 )

@@ -23,7 +23,8 @@ from typing import Any
 from dependency_injector import containers, providers
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Namespace, V1Pod, V1ResourceSlice
 
-from pkg.domain.kinds import PHYSICAL_GPU
+from api.gpu.v1alpha1 import ClaimExplanation
+from pkg.domain.kinds import CLAIM_EXPLANATION, PHYSICAL_GPU
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator import Allocator
 from pkg.dra.allocator.pools import PoolCache
@@ -33,6 +34,9 @@ from pkg.dracontroller.accounting.devices import HeldDevice, held_devices
 from pkg.dracontroller.accounting.events import AllocationEvents
 from pkg.dracontroller.accounting.index_cache import DeviceIndexCache
 from pkg.dracontroller.accounting.store import LedgerStore
+from pkg.dracontroller.explanations.explainer import Explainer, NodeReader
+from pkg.dracontroller.explanations.reconciler import DEFAULT_TTL, ExplanationReconciler
+from pkg.dracontroller.explanations.writer import ExplanationWriter
 from pkg.dracontroller.heap import HeapSettler
 from pkg.dracontroller.internal.handler import (
     AfterWriteHandler,
@@ -67,7 +71,14 @@ from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Indexers
 from pkg.framework.client import ApiError, KubeClient, NotFoundError, ResourceKind
-from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client.builtin_kinds import (
+    DEVICE_CLASS,
+    NAMESPACE,
+    NODE,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+)
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -147,6 +158,33 @@ def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot
     return ClaimReconciler(
         get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
     )
+
+
+def node_reader(*, client: KubeClient) -> NodeReader:
+    """A Node by name, read once per explanation that names one (the controller caches no Nodes:
+    only ``--node`` explanations need one, and a Node cache would cost every replica memory)."""
+
+    def read(name: str) -> Any:
+        try:
+            return client.get(NODE, name)
+        except NotFoundError:
+            return None
+
+    return read
+
+
+def new_explanation_reconciler(
+    *,
+    explanations: SharedInformer[ClaimExplanation],
+    explainer: Explainer,
+    writer: ExplanationWriter,
+    ttl: float | None,
+) -> ExplanationReconciler:
+    def get(request: Request) -> ClaimExplanation | None:
+        obj: ClaimExplanation | None = explanations.store.get_by_key(str(request))
+        return obj
+
+    return ExplanationReconciler(get=get, explainer=explainer, writer=writer, ttl=ttl or DEFAULT_TTL)
 
 
 class HeldDevices:
@@ -250,6 +288,24 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
     heap_settler = providers.Singleton(HeapSettler, allocator=allocator)
 
+    # ClaimExplanations: answered from the same inventory, decisions and pools (explanations/).
+    explanation_informer = providers.Singleton(informer, informers=informers, kind=CLAIM_EXPLANATION)
+    explainer = providers.Singleton(
+        Explainer,
+        decisions=decisions,
+        allocator=allocator,
+        pool_cache=pool_cache,
+        nodes=providers.Singleton(node_reader, client=client),
+    )
+    explanation_writer = providers.Singleton(ExplanationWriter, client=client)
+    explanation_reconciler = providers.Singleton(
+        new_explanation_reconciler,
+        explanations=explanation_informer,
+        explainer=explainer,
+        writer=explanation_writer,
+        ttl=config.explanations.ttl,
+    )
+
     held_devices = providers.Singleton(
         HeldDevices, claims=claim_informer, slices=slice_informer, physical_gpus=physical_gpu_informer
     )
@@ -267,8 +323,10 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     )
 
 
-CUSTOM_KINDS: tuple[ResourceKind[Any], ...] = (PHYSICAL_GPU,)
-"""Our CRDs the controller watches (the accountant reads PhysicalGPUs)."""
+CUSTOM_KINDS: tuple[ResourceKind[Any], ...] = (PHYSICAL_GPU, CLAIM_EXPLANATION)
+"""Our CRDs the controller watches (the accountant reads PhysicalGPUs; ClaimExplanations are
+answered by the explanation controller)."""
+EXPLANATION_CONTROLLER_NAME = "claimexplanation"
 
 
 class MissingCustomResourceError(RuntimeError):
@@ -296,8 +354,9 @@ def require_custom_kinds(client: KubeClient, kinds: Iterable[ResourceKind[Any]] 
 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
     """Registers the controller, its watches, the allocations collector, the accountant
-    (leader only; :mod:`pkg.dracontroller.accounting`) and the heap settler
-    (:mod:`pkg.dracontroller.heap`) with ``manager``."""
+    (leader only; :mod:`pkg.dracontroller.accounting`), the heap settler
+    (:mod:`pkg.dracontroller.heap`) and the ClaimExplanation controller
+    (:mod:`pkg.dracontroller.explanations`) with ``manager``."""
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller = (
@@ -320,4 +379,12 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     manager.metrics.register(container.accounting_collector())
     manager.add(container.accountant())
     manager.add(container.heap_settler())
+    # Leader only, one worker (ExplanationReconciler.max_workers): an explanation reads the leader's
+    # caches and pools, and one diagnosis at a time bounds its memory; failures back off.
+    (
+        ControllerBuilder(manager, name=EXPLANATION_CONTROLLER_NAME)
+        .for_(container.explanation_informer())
+        .backoff(base=1.0, max_delay=60.0)
+        .complete(container.explanation_reconciler())
+    )
     return controller

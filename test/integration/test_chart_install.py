@@ -118,6 +118,9 @@ def test_chart_objects_are_created(control_plane: ControlPlane, release: Release
             f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-reader",
             f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-auth",
             f"clusterrolebinding.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-metrics-auth",
+            # ClaimExplanations for namespace users: aggregated into edit/admin and view, bound to nobody
+            f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-claim-explanation-edit",
+            f"clusterrole.rbac.authorization.k8s.io/{release.name}-gpu-control-plane-claim-explanation-view",
             f"validatingadmissionpolicy.admissionregistration.k8s.io/{policy}",
             f"validatingadmissionpolicybinding.admissionregistration.k8s.io/{policy}",
         ]

@@ -243,11 +243,19 @@ DRA_NEEDED = [
     *((verb, "physicalgpus.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
     ("create", "configmaps", ("-n", "{ns}")),
     *((verb, f"configmaps/{name}", ("-n", "{ns}")) for verb in ("get", "update") for name in LEDGER_MAPS),
+    # ClaimExplanations it answers: an informer, a status apply, a delete after the TTL.
+    *((verb, "claimexplanations.gpu.deckhouse.io", ()) for verb in ("list", "watch")),
+    ("delete", "claimexplanations.gpu.deckhouse.io", ("-n", "{ns}")),
+    ("patch", "claimexplanations.gpu.deckhouse.io", ("--subresource=status", "-n", "{ns}")),
 ]
 
 DRA_FORBIDDEN = [
     # Claims come from the informer: none is read by name (the e2e tier's RBAC audit found no get).
     ("get", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
+    # ClaimExplanations are created by users; only their status is the controller's to write.
+    ("create", "claimexplanations.gpu.deckhouse.io", ("-n", "{ns}")),
+    ("update", "claimexplanations.gpu.deckhouse.io", ("-n", "{ns}")),
+    ("patch", "claimexplanations.gpu.deckhouse.io", ("-n", "{ns}")),
     # Claims are created and deleted by users and the kube-controller-manager; status is only PUT.
     ("create", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
     ("delete", "resourceclaims.resource.k8s.io", ("-n", "{ns}")),
@@ -325,6 +333,8 @@ def test_dra_controller_rules_review_shows_only_the_chart_rules(
         ("coordination.k8s.io", "leases", "update", DRA_LEASE_NAME),
         ("gpu.deckhouse.io", "physicalgpus", "list", "<any>"),
         ("gpu.deckhouse.io", "physicalgpus", "watch", "<any>"),
+        *(("gpu.deckhouse.io", "claimexplanations", verb, "<any>") for verb in ("list", "watch", "delete")),
+        ("gpu.deckhouse.io", "claimexplanations/status", "patch", "<any>"),
         ("", "configmaps", "create", "<any>"),
         *(("", "configmaps", verb, name) for verb in ("get", "update") for name in LEDGER_MAPS),
         *METRICS_PROXY_REVIEWS,

@@ -1,11 +1,22 @@
-"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (one card's inventory) and GPUClass (a kind of GPU) as pydantic
-models, and GPUOperatorConfig, the node components' configuration document (a ConfigMap's ``config.yaml``).
+"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (one card's inventory), GPUClass (a kind of GPU) and
+ClaimExplanation (a request to explain a claim) as pydantic models, and GPUOperatorConfig, the node
+components' configuration document (a ConfigMap's ``config.yaml``).
 
 Import from here rather than from the modules: the split into modules may change, these names do not.
 ``obj.to_api_dict()`` gives the JSON to send to the API server, ``Model.from_api_dict(d)`` parses what
 it returns.
 """
 
+from api.gpu.v1alpha1.claimexplanation import KIND as CLAIM_EXPLANATION_KIND
+from api.gpu.v1alpha1.claimexplanation import MAX_REPORT_BYTES as CLAIM_EXPLANATION_MAX_REPORT_BYTES
+from api.gpu.v1alpha1.claimexplanation import PLURAL as CLAIM_EXPLANATION_PLURAL
+from api.gpu.v1alpha1.claimexplanation import (
+    ClaimExplanation,
+    ClaimExplanationSpec,
+    ClaimExplanationStatus,
+    ExplanationOutcome,
+    ExplanationStrategy,
+)
 from api.gpu.v1alpha1.common import (
     API_VERSION,
     GROUP,
@@ -98,6 +109,9 @@ from api.gpu.v1alpha1.physicalgpu import (
 
 __all__ = [
     "API_VERSION",
+    "CLAIM_EXPLANATION_KIND",
+    "CLAIM_EXPLANATION_MAX_REPORT_BYTES",
+    "CLAIM_EXPLANATION_PLURAL",
     "DEVICE_USAGE_KIND",
     "DEVICE_USAGE_MAX_CONTAINERS",
     "GPU_CLASS_KIND",
@@ -116,6 +130,9 @@ __all__ = [
     "AmdState",
     "ApiModel",
     "Capabilities",
+    "ClaimExplanation",
+    "ClaimExplanationSpec",
+    "ClaimExplanationStatus",
     "ComponentSettings",
     "Conditions",
     "ContainerUsage",
@@ -125,6 +142,8 @@ __all__ = [
     "DeviceType",
     "DeviceUsage",
     "DriverType",
+    "ExplanationOutcome",
+    "ExplanationStrategy",
     "GPUClass",
     "GPUClassSpec",
     "GPUClassStatus",

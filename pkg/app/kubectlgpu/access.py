@@ -62,6 +62,12 @@ class Reader:
     def __init__(self, api_client: ApiClient, *, request_timeout: float = 30.0):
         self._kube = KubeClient(api_client, field_manager="kubectl-gpu", request_timeout=request_timeout)
 
+    @property
+    def client(self) -> KubeClient:
+        """The client itself, for ``explain``'s request to gpu-dra-controller (its failures are
+        answered by falling back, not by exit codes: :mod:`pkg.dra.explain.request`)."""
+        return self._kube
+
     def get(self, kind: ResourceKind[M], name: str, namespace: str | None = None) -> M:
         with _translated("get", kind, namespace, name=name):
             return self._kube.get(kind, name, namespace)

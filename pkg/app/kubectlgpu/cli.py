@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import NoReturn, TextIO
 
+from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationStrategy
 from pkg.app.kubectlgpu import explain as explain_cmd
 from pkg.app.kubectlgpu import top as top_cmd
 from pkg.app.kubectlgpu import who as who_cmd
@@ -35,6 +36,7 @@ from pkg.app.kubectlgpu.access import (
 from pkg.app.kubectlgpu.table import OUTPUTS, write
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.explain.render import describe_allocation
+from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import kubectl_api_client
 
@@ -71,9 +73,12 @@ Sorted by GPU memory, largest first (--sort-by). SM% is - where the driver sampl
 EXPLAIN_HELP = """\
 Why the claim gets these devices, or none: the allocator's own explanation (what gpu-dra-controller
 decides with), per request every device with its verdict, and what an allocation would consume.
-It reads ResourceSlices and DeviceClasses (cluster-scoped: the chart's gpuViewer role grants them)
-and the claims that already hold devices; where you may not list claims of other namespaces, only
-your namespace's allocations are counted and a warning says so. Read-only.
+It asks gpu-dra-controller: a ClaimExplanation is created in the claim's namespace (the edit role
+may create them), answered from the controller's caches and deleted. Without that API, the right
+to create it, or an answer within --timeout, it warns and computes the answer here (--local
+forces this): it then reads ResourceSlices and DeviceClasses (cluster-scoped: the chart's
+gpuViewer role grants them) and the claims that already hold devices; where you may not list
+claims of other namespaces, only your namespace's allocations are counted and a warning says so.
 """
 
 
@@ -142,6 +147,13 @@ def parser() -> argparse.ArgumentParser:
     exp.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
     exp.add_argument("--all", action="store_true", help="list every device, also those the selectors reject")
     exp.add_argument("--max-devices", type=int, default=40, help="devices listed per request (0: no limit)")
+    exp.add_argument("--local", action="store_true", help="compute here instead of asking gpu-dra-controller")
+    exp.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds to wait for gpu-dra-controller's answer before computing here",
+    )
     return p
 
 
@@ -223,15 +235,30 @@ def _top(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, 
 
 
 def _explain(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
-    result = explain_cmd.explain(
-        reader,
-        namespace=namespace,
-        name=args.claim,
-        node=args.node,
-        first_fit=args.strategy == "first-fit",
-        show_all=args.all,
-        max_devices=args.max_devices,
-    )
+    result: explain_cmd.Explained | NotServedError | None = None
+    if not args.local:
+        spec = ClaimExplanationSpec(
+            claim_name=args.claim,
+            strategy=ExplanationStrategy(args.strategy),
+            node=args.node,
+            all=args.all or None,
+            max_devices=max(args.max_devices, 0),
+        )
+        result = explain_cmd.from_controller(
+            reader, namespace=namespace, name=args.claim, spec=spec, timeout=args.timeout
+        )
+        if isinstance(result, NotServedError):
+            print(f"warning: {result}; computing the explanation here (slower)", file=err)
+    if not isinstance(result, explain_cmd.Explained):
+        result = explain_cmd.explain(
+            reader,
+            namespace=namespace,
+            name=args.claim,
+            node=args.node,
+            first_fit=args.strategy == "first-fit",
+            show_all=args.all,
+            max_devices=args.max_devices,
+        )
     for caveat in result.caveats:
         print(f"warning: {caveat}", file=err)
     if result.report.current is not None:

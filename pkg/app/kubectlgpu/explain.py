@@ -1,8 +1,15 @@
-"""``kubectl gpu explain CLAIM``: the allocator's explain, fed with what this user may read.
+"""``kubectl gpu explain CLAIM``: the allocator's explain, asked of gpu-dra-controller or computed here.
 
-The explanation is :func:`pkg.dra.explain.cli.explain_claim`, the one ``gpu-dra-controller
+First the plugin asks gpu-dra-controller (:func:`from_controller`): it creates a ClaimExplanation
+in the claim's namespace — ``create`` there is all the user needs, the chart aggregates it into
+the ``edit`` role — and the controller answers from the slices and pools it holds, without the
+plugin reading a slice (docs/allocator.md#explain-served-by-the-controller). Without the CRD, without
+the right to create it, or without an answer in time, it warns and computes the explanation here
+(:func:`explain`, also what ``--local`` forces).
+
+Both answers are :func:`pkg.dra.explain.report.explain_inputs`, the one ``gpu-dra-controller
 explain`` prints: one attempt of the allocator and its own trace, nothing allocated twice. Only
-the reading differs. A namespace user reads their claim; the ResourceSlices and DeviceClasses
+the reading differs. Computed here, a namespace user reads their claim; the ResourceSlices and DeviceClasses
 (cluster-scoped) it needs are readable only with the rights the chart's ``gpuViewer`` role grants,
 and a refusal names the read. Two reads are softer, because an answer without them is still
 worth having, and the output says what it lacks:
@@ -21,9 +28,12 @@ from typing import TypeVar
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Node
 
+from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome
 from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optional
 from pkg.dra.explain.bundle import BundleError, ExplainObjects
-from pkg.dra.explain.cli import Report, explain_claim
+from pkg.dra.explain.cli import explain_claim
+from pkg.dra.explain.report import Report
+from pkg.dra.explain.request import NotServedError, ask
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
 
@@ -35,6 +45,28 @@ VIEWER_HINT = " (the chart's gpuViewer role grants it: ask your cluster admin)"
 class Explained:
     report: Report
     caveats: list[str] = field(default_factory=list)  # what the answer could not take into account
+
+
+def from_controller(
+    reader: Reader, *, namespace: str, name: str, spec: ClaimExplanationSpec, timeout: float
+) -> Explained | NotServedError:
+    """gpu-dra-controller's answer, or why there is none (the caller warns and falls back). The
+    claim is read first: a missing or forbidden claim is the user's error, not a reason to fall
+    back, and the request names the claim's uid as its owner."""
+    claim = reader.get(RESOURCE_CLAIM, name, namespace)
+    try:
+        answer = ask(reader.client, claim, spec, timeout=timeout)
+    except NotServedError as why:
+        return why
+    if answer.outcome is ExplanationOutcome.ERROR:
+        raise PluginError(answer.reason or "gpu-dra-controller could not explain the claim")
+    held = claim.status.allocation if claim.status is not None else None  # the note, as computed here
+    report = Report(
+        text=answer.report,
+        allocatable=answer.outcome is ExplanationOutcome.ALLOCATABLE,
+        current=held if answer.current_allocation is not None else None,
+    )
+    return Explained(report, [])
 
 
 def explain(

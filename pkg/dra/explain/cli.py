@@ -1,10 +1,15 @@
 """``gpu-dra-controller explain <namespace>/<claim>``: why a claim gets these devices, or none.
 
 The objects come from the cluster (``--kubeconfig``, or the in-cluster account) or from a YAML
-bundle (``--bundle``; no cluster needed). The explanation is the allocator's own, computed the
-way gpu-dra-controller decides (best fit; ``--strategy first-fit`` shows the scheduler's order),
-against every *other* allocated claim among those objects — so for a claim that is already allocated
-it answers "what would it get now".
+bundle (``--bundle``; no cluster needed). Against a cluster the command first asks the running
+gpu-dra-controller (a ClaimExplanation, :mod:`.request`): it holds every slice and pool already and
+answers in seconds where reading 1,000 nodes' slices here takes 12-46 s. Without the CRD,
+without the right to create the request, or without an answer in ``--timeout`` seconds it says so
+on stderr and computes the explanation itself, as ``--local`` always does; the report is the same.
+
+The explanation is the allocator's own, computed the way gpu-dra-controller decides (best fit;
+``--strategy first-fit`` shows the scheduler's order), against every *other* allocated claim
+among those objects — so for a claim that is already allocated it answers "what would it get now".
 
 Exit codes, for scripts and CI: **0** allocatable, **1** not allocatable, **2** bad input or
 nothing to explain (unreadable or invalid bundle, unknown claim, cluster unreachable), **3** the
@@ -17,17 +22,23 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from kubernetes.client import V1AllocationResult, V1Node, V1ObjectMeta
+from kubernetes.client import V1Node, V1ObjectMeta
+from urllib3.exceptions import HTTPError
 
-from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Unschedulable, explain
+from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome, ExplanationStrategy
+from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit
 from pkg.dra.explain.bundle import BundleError, ExplainObjects, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
-from pkg.dra.explain.render import describe_allocation, render
+from pkg.dra.explain.render import describe_allocation
+from pkg.dra.explain.report import Report, explain_inputs
+from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError, ask
 from pkg.dra.explain.slice_reader import paused_gc
+from pkg.framework.client import ApiError, KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.client.config import new_api_client
 from pkg.framework.keys import namespaced_key
 
 EXIT_ALLOCATABLE, EXIT_NOT_ALLOCATABLE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -49,6 +60,17 @@ def parser(prog: str = "gpu-dra-controller explain") -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
     p.add_argument("--all", action="store_true", help="list every device, also those the selectors reject")
     p.add_argument("--max-devices", type=int, default=40, help="devices listed per request (0: no limit)")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="compute here from the cluster's objects instead of asking gpu-dra-controller",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds to wait for gpu-dra-controller's answer before computing here",
+    )
     return p
 
 
@@ -62,7 +84,17 @@ def _split(claim: str) -> tuple[str, str]:
 def _load(args: argparse.Namespace, namespace: str) -> ExplainObjects:
     if args.bundle is not None:
         return load_bundle(args.bundle)
-    return load_cluster(kubeconfig=args.kubeconfig, namespace=namespace, node=args.node)
+    client = getattr(args, "client", None)
+    return load_cluster(kubeconfig=args.kubeconfig, namespace=namespace, node=args.node, client=client)
+
+
+def _client(kubeconfig: str | None) -> KubeClient:
+    try:
+        return KubeClient(
+            new_api_client(kubeconfig, user_agent="gpu-dra-controller-explain"), field_manager="explain"
+        )
+    except Exception as err:  # kubeconfig loading raises a zoo of types (ConfigException, OSError...)
+        raise ClusterError(f"cannot load the kubeconfig: {err}") from None
 
 
 def _node(objects: ExplainObjects, name: str | None, source: str) -> V1Node | None:
@@ -77,10 +109,53 @@ def _node(objects: ExplainObjects, name: str | None, source: str) -> V1Node | No
     return node
 
 
+def _spec(args: argparse.Namespace, name: str) -> ClaimExplanationSpec:
+    return ClaimExplanationSpec(
+        claim_name=name,
+        strategy=ExplanationStrategy(args.strategy),
+        node=args.node,
+        all=args.all or None,
+        max_devices=max(args.max_devices, 0),
+    )
+
+
+def _from_controller(
+    kube: KubeClient, args: argparse.Namespace, key: tuple[str, str], out: TextIO, err: TextIO
+) -> int | None:
+    """The controller's answer printed and its exit code; None (and a warning) when it gave none."""
+    namespace, name = key
+    try:
+        claim = kube.get(RESOURCE_CLAIM, name, namespace)
+    except NotFoundError:
+        print(f"error: ResourceClaim {namespace}/{name} not found in the cluster", file=err)
+        return EXIT_BAD_INPUT
+    except (ApiError, HTTPError, OSError) as error:
+        print(f"error: cannot read the cluster: {error}", file=err)
+        return EXIT_BAD_INPUT
+    try:
+        answer = ask(kube, claim, _spec(args, name), timeout=args.timeout)
+    except NotServedError as why:
+        print(f"warning: {why}; computing the explanation here (slower)", file=err)
+        return None
+    if answer.outcome is ExplanationOutcome.ERROR:
+        print(f"error: {answer.reason}", file=err)
+        return EXIT_BAD_INPUT
+    if answer.current_allocation is not None:
+        print(f"note: {namespace}/{name} is already allocated: {answer.current_allocation}", file=out)
+    out.write(answer.report)
+    return EXIT_ALLOCATABLE if answer.outcome is ExplanationOutcome.ALLOCATABLE else EXIT_NOT_ALLOCATABLE
+
+
 def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     args = parser().parse_args(argv)
     try:
         namespace, name = _split(args.claim)
+        if args.bundle is None and not args.local:
+            kube = _client(args.kubeconfig)
+            answered = _from_controller(kube, args, (namespace, name), out, err)
+            if answered is not None:
+                return answered
+            args.client = kube
         objects = _load(args, namespace)
         key = namespaced_key(namespace, name)
         claim = objects.claims.get(key)
@@ -109,15 +184,6 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     return EXIT_ALLOCATABLE if report.allocatable else EXIT_NOT_ALLOCATABLE
 
 
-@dataclass(frozen=True)
-class Report:
-    """One claim explained: the rendered report, whether it is allocatable now, what it holds."""
-
-    text: str
-    allocatable: bool
-    current: V1AllocationResult | None
-
-
 def explain_claim(
     objects: ExplainObjects,
     key: str,
@@ -128,9 +194,10 @@ def explain_claim(
     max_devices: int = 40,
 ) -> Report:
     """Explains the claim ``key`` (``namespace/name``, present in ``objects``) against every *other*
-    allocated claim there, with one attempt of the allocator and its own trace (nothing allocated
-    twice). Shared by this command and ``kubectl gpu explain``, so both answer alike; an exception
-    here is a bug, not an input error (callers check the claim exists first)."""
+    allocated claim there (:func:`~pkg.dra.explain.report.explain_inputs`, the one implementation
+    gpu-dra-controller answers ClaimExplanations with). Shared by this command and ``kubectl gpu
+    explain``, so both answer alike; an exception here is a bug, not an input error (callers check
+    the claim exists first)."""
     claim = objects.claims[key]
     namespace = key.partition("/")[0]
     others = [
@@ -147,12 +214,7 @@ def explain_claim(
         node=node,
     )
     with paused_gc():  # one-shot: building 224,000 devices' pools is no time for full collections
-        explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
-    return Report(
-        text=render(explanation, show_all=show_all, max_devices=max_devices),
-        allocatable=not isinstance(explanation.outcome, Unschedulable),
-        current=claim.status.allocation if claim.status is not None else None,
-    )
+        return explain_inputs(claim, inputs, allocator=allocator, show_all=show_all, max_devices=max_devices)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

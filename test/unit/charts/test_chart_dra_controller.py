@@ -54,7 +54,8 @@ PLAIN_DRA_RBAC_HEADER = """\
 # informers of claims, slices, classes, Pods and Namespaces (list, watch), the metadata JSON patch of
 # a claim, the PUT of its status subresource (never a status patch), events.k8s.io events (create,
 # patch for a series), and `explain` run in its Pod (get the claim's Namespace and the Node asked
-# about). Nothing else: it never writes ResourceSlices, DeviceClasses, Pods or Nodes.
+# about), and the ClaimExplanations it answers (list, watch, delete after the TTL; a status apply).
+# Nothing else: it never writes ResourceSlices, DeviceClasses, Pods or Nodes.
 DRA_CONTROLLER_PERMISSIONS = frozenset(
     {
         *(("resource.k8s.io", "resourceclaims", verb) for verb in ("list", "watch", "patch")),
@@ -69,6 +70,8 @@ DRA_CONTROLLER_PERMISSIONS = frozenset(
         ("", "nodes", "get"),
         ("gpu.deckhouse.io", "physicalgpus", "list"),
         ("gpu.deckhouse.io", "physicalgpus", "watch"),
+        *(("gpu.deckhouse.io", "claimexplanations", verb) for verb in ("list", "watch", "delete")),
+        ("gpu.deckhouse.io", "claimexplanations/status", "patch"),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
     }
@@ -197,6 +200,34 @@ def test_plain_rbac_is_the_chart_rbac(helm: Path) -> None:
     ]
 
 
+def test_namespace_roles_may_ask_for_explanations(helm: Path) -> None:
+    """edit and admin (aggregated) may create, read and delete ClaimExplanations, view may read
+    them; nobody but the controller may write their status; off with explanationAccess=false."""
+    docs = of(render(helm), "claim-explanation")
+    roles = {d["metadata"]["name"].rsplit("-", 1)[-1]: d for d in find(docs, "ClusterRole")}
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {k for k in roles["edit"]["metadata"]["labels"] if k.startswith(aggregate)} == {
+        f"{aggregate}edit",
+        f"{aggregate}admin",
+    }
+    assert {k for k in roles["view"]["metadata"]["labels"] if k.startswith(aggregate)} == {f"{aggregate}view"}
+    assert granted_by(roles["edit"]) == {
+        ("gpu.deckhouse.io", "claimexplanations", verb)
+        for verb in ("create", "get", "list", "watch", "delete")
+    }
+    assert granted_by(roles["view"]) == {
+        ("gpu.deckhouse.io", "claimexplanations", verb) for verb in ("get", "list", "watch")
+    }
+    assert not find(docs, "ClusterRoleBinding")  # aggregated, bound to nobody directly
+    assert not of(render(helm, {"draController.explanationAccess": False}), "claim-explanation")
+
+
+def test_explanation_ttl_is_a_flag(helm: Path) -> None:
+    assert flag(of(render(helm), COMPONENT), "explanation-ttl", COMPONENT) == "10m"
+    docs = of(render(helm, {"draController.explanationTTL": "90s"}), COMPONENT)
+    assert flag(docs, "explanation-ttl", COMPONENT) == "90s"
+
+
 # -- the Deployment ------------------------------------------------------------------------------------
 
 
@@ -239,6 +270,7 @@ def test_container_command_args_env_and_probes(docs: list[dict[str, Any]]) -> No
         "--workers=8",
         "--allocation-ledger=gpu-dra-allocation-ledger",
         "--accounting-period=10s",
+        "--explanation-ttl=10m",
     ]
     assert env_of(docs, COMPONENT) == {
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},

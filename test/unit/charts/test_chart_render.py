@@ -118,7 +118,10 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
     agent = f"{RELEASE}-gpu-control-plane-gpu-node-agent"
     handler = f"{RELEASE}-gpu-control-plane-gpu-handler"
     policy = f"{RELEASE}-gpu-control-plane-node-scope"
+    explanation = f"{RELEASE}-gpu-control-plane-claim-explanation"
     assert names == [
+        ("ClusterRole", f"{explanation}-edit"),
+        ("ClusterRole", f"{explanation}-view"),
         ("ClusterRole", prefix),
         ("ClusterRole", dra),
         ("ClusterRole", handler),
@@ -129,6 +132,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRoleBinding", agent),
         ("ConfigMap", f"{RELEASE}-gpu-control-plane"),
         ("ConfigMap", f"{RELEASE}-gpu-control-plane-dashboard"),
+        ("CustomResourceDefinition", "claimexplanations.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "physicalgpus.gpu.deckhouse.io"),
         ("Deployment", prefix),
@@ -166,6 +170,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
                 "node-admission-policy",
                 "node-components",
                 "monitoring",
+                "claim-explanation",
             )
             name = doc["metadata"]["name"]
             assert name == f"{RELEASE}-gpu-control-plane" or name.startswith(f"{RELEASE}-gpu-control-plane-")

@@ -125,6 +125,7 @@ def mutate(path: str, value: Any) -> Any:
         "alerts.componentDownFor": "1h",
         "simulatedHosts.pciIds": "/srv/nodes/pci.ids",
         "monitoring.accountingPeriod": "30s",
+        "draController.explanationTTL": "90s",
     }
     if path in special:
         return special[path]

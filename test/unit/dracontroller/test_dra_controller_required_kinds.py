@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import MagicMock
+from unittest.mock import MagicMock, call
 
 import pytest
 
-from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.domain.kinds import CLAIM_EXPLANATION, PHYSICAL_GPU
 from pkg.dracontroller.setup import MissingCustomResourceError, require_custom_kinds
 from pkg.framework.client import ApiError, KubeClient, ListPage, NotFoundError
 
@@ -26,7 +26,7 @@ def test_missing_crd_is_named() -> None:
 def test_served_kinds_pass_with_one_small_list_each() -> None:
     fake = client(None)
     require_custom_kinds(fake)
-    fake.list_page.assert_called_once_with(PHYSICAL_GPU, limit=1)
+    assert fake.list_page.call_args_list == [call(PHYSICAL_GPU, limit=1), call(CLAIM_EXPLANATION, limit=1)]
 
 
 def test_other_errors_are_left_to_the_informers_retries() -> None:

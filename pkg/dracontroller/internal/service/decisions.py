@@ -10,7 +10,8 @@ trips, ten times the decision) run outside it, so the writes of several claims (
 are on the wire at once while the next decision already sees the reserved devices taken. The
 reservation is settled when the write lands (the written claim is recorded) or fails (the devices
 are free again; the error requeues the claim with the controller's backoff). A handler asks for a
-decision and acts on its answer (events, metrics, results).
+decision and acts on its answer (events, metrics, results). An explanation takes only a
+:meth:`Decisions.snapshot` under the lock and diagnoses outside it.
 
 Before an allocation is written (while it is reserved), the Pods that reference the claim are
 checked as of the claim's version (:class:`~.pod_references.PodReferences`: the Pod cache behind a
@@ -38,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
+from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult, V1Node
 
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
 from pkg.dra.model import Unschedulable
@@ -46,6 +47,7 @@ from pkg.dracontroller.internal.service.claim_writer import ClaimWrites, planned
 from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import PodReferences
 from pkg.framework.keys import object_key
+from pkg.framework.reconcile.contract import Request
 
 YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
 """Why ``claim`` must give its allocation back (a collision), or None; see ``internal/collisions``."""
@@ -218,6 +220,33 @@ class Decisions:
             namespace_labels=inventory.namespace_labels(namespace),
         )
         return self._allocator.attempt(claim, inputs)
+
+    def snapshot(
+        self, request: Request, *, node: V1Node | None = None
+    ) -> tuple[ResourceV1ResourceClaim, AllocationInputs] | None:
+        """The claim named by ``request`` and the inputs a decision for it would read *now*, taken
+        under the decision lock (None when the claim is not in the cache); for explanations.
+
+        Why under the lock, and only for the reads: the view must be the one the next decision
+        sees (in-flight reservations applied, no allocation half-recorded), and copying references
+        to the cached objects takes milliseconds; the attempt and its diagnosis (a second and more
+        at 1,000 nodes) then run on the frozen inputs *outside* the lock, so an explanation never
+        stalls allocations. The inputs may be a few decisions old by the time the report is
+        rendered, which is what any explanation of a moving cluster is."""
+        inventory = self._inventory
+        with inventory.in_flight.lock:
+            claim = inventory.claim(request)
+            if claim is None:
+                return None
+            key = object_key(claim)
+            inputs = AllocationInputs(
+                slices=tuple(inventory.slices()),
+                classes=inventory.classes(),
+                allocated_claims=tuple(c for c in inventory.allocated_claims() if object_key(c) != key),
+                namespace_labels=inventory.namespace_labels(request.namespace),
+                node=node,
+            )
+        return claim, inputs
 
     def check_after_write(self, claim: ResourceV1ResourceClaim, *, reserved: bool) -> AfterWrite | None:
         """The deferred check of an allocation written by :meth:`allocate` (see the module docs);

@@ -4,13 +4,18 @@ Namespace are not (the answer says what it could not count)."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 from kubectl_gpu_objects import DRIVER
 
-from pkg.app.kubectlgpu.access import ForbiddenError, Reader, resource_name
+from api.gpu.v1alpha1 import ExplanationOutcome, ExplanationStrategy
+from pkg.app.kubectlgpu import cli
+from pkg.app.kubectlgpu import explain as explain_module
+from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, resource_name
 from pkg.app.kubectlgpu.explain import explain
+from pkg.dra.explain.request import Answer, NotServedError
 from pkg.framework.client import ResourceKind
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, RESOURCE_CLAIM, RESOURCE_SLICE
 
@@ -119,3 +124,73 @@ def test_without_slices_or_classes_it_refuses_naming_the_read_and_the_role(resou
     assert str(refused.value).startswith(f"forbidden: you cannot list {resource} at the cluster scope")
     assert "gpuViewer" in str(refused.value)
     assert refused.value.exit_code == 4
+
+
+# -- asked of gpu-dra-controller, or computed here --------------------------------------------------
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, answer: Any, *argv: str) -> tuple[int, str, str]:
+    """``kubectl gpu explain pending -n ml ARGV`` with the controller's answer (or refusal) faked."""
+    asked: list[Any] = []
+
+    def ask(client: Any, claim: Any, spec: Any, *, timeout: float) -> Any:
+        asked.append((claim.metadata.name, spec, timeout))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(explain_module, "ask", ask)
+    args = cli.parser().parse_args(["explain", "pending", "-n", "ml", *argv])
+    out, err = io.StringIO(), io.StringIO()
+    reader = FakeReader(set())
+    monkeypatch.setattr(FakeReader, "client", None, raising=False)
+    code = cli._explain(reader, args, "ml", out, err)
+    _cli.asked = asked  # type: ignore[attr-defined]
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_controllers_answer_is_printed_with_its_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = Answer(
+        outcome=ExplanationOutcome.NOT_ALLOCATABLE, report="claim ml/pending (strategy first-fit)\n"
+    )
+    code, out, err = _cli(monkeypatch, answer, "--strategy", "first-fit", "--timeout", "3")
+    assert (code, out, err) == (5, "claim ml/pending (strategy first-fit)\n", "")
+    [(name, spec, timeout)] = _cli.asked  # type: ignore[attr-defined]
+    assert (name, spec.strategy, spec.max_devices, timeout) == (
+        "pending",
+        ExplanationStrategy.FIRST_FIT,
+        40,
+        3.0,
+    )
+
+
+def test_without_an_answer_it_warns_and_computes_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = _cli(monkeypatch, NotServedError("gpu-dra-controller did not answer in time"))
+    assert code == 5  # card-a is mine-held's, card-b theirs: as computed locally
+    local = explain(
+        FakeReader(set()),
+        namespace="ml",
+        name="pending",
+        node=None,
+        first_fit=False,
+        show_all=False,
+        max_devices=40,
+    )
+    assert out == local.report.text
+    assert (
+        err == "warning: gpu-dra-controller did not answer in time; computing the explanation here (slower)\n"
+    )
+
+
+def test_local_does_not_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = _cli(monkeypatch, AssertionError("asked"), "--local")
+    assert code == 5
+    assert out.startswith("claim ml/pending (strategy best-fit)")
+    assert err == ""
+    assert _cli.asked == []  # type: ignore[attr-defined]
+
+
+def test_an_error_answer_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = Answer(outcome=ExplanationOutcome.ERROR, report="", reason="node ghost not found")
+    with pytest.raises(PluginError, match="node ghost not found"):
+        _cli(monkeypatch, answer, "--node", "ghost")

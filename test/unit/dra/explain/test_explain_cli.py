@@ -16,6 +16,7 @@ from kubernetes.client import (
     V1NodeSelectorTerm,
 )
 
+from api.gpu.v1alpha1 import ExplanationOutcome
 from pkg.app.gpu_dra_controller import main as controller_main
 from pkg.dra.explain.cli import run
 from pkg.dra.explain.cluster import ClusterError, load_cluster
@@ -207,3 +208,78 @@ def test_node_descriptions() -> None:
     assert node_of(labelled) == "nodes matching the allocation's node selector"
     assert node_of(None) == "any node"
     assert describe_allocation(V1AllocationResult()) == "no devices on any node"
+
+
+# -- cluster mode: asked of gpu-dra-controller first ------------------------------------------------
+
+
+def _controller(monkeypatch: pytest.MonkeyPatch, answer: object) -> MagicMock:
+    """The cluster's client (its claim read) and the controller's answer, faked."""
+    import pkg.dra.explain.cli as cli_module
+
+    kube = MagicMock()
+    kube.get.return_value = RESOURCE_CLAIM.decode(
+        {"metadata": {"name": "c", "namespace": "ns", "uid": "u"}, "spec": {}}
+    )
+
+    def ask(client: object, claim: object, spec: object, *, timeout: float) -> object:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(cli_module, "_client", lambda kubeconfig: kube)
+    monkeypatch.setattr(cli_module, "ask", ask)
+    return kube
+
+
+def test_cluster_mode_prints_the_controllers_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkg.dra.explain.request import Answer
+
+    _controller(
+        monkeypatch,
+        Answer(
+            outcome=ExplanationOutcome.ALLOCATABLE,
+            report="claim ns/c (strategy best-fit)\n",
+            current_allocation="gpu -> d/p/x on node n",
+        ),
+    )
+    code, out, err = explain("ns/c")
+    assert (code, err) == (0, "")
+    assert out == "note: ns/c is already allocated: gpu -> d/p/x on node n\nclaim ns/c (strategy best-fit)\n"
+
+
+def test_cluster_mode_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkg.dra.explain.request import NotServedError
+
+    kube = _controller(monkeypatch, NotServedError("the ClaimExplanation API is not installed"))
+    import pkg.dra.explain.cli as cli_module
+
+    loaded: list[object] = []
+
+    def load_cluster(**kw: object) -> object:
+        loaded.append(kw["client"])
+        raise ClusterError("offline")
+
+    monkeypatch.setattr(cli_module, "load_cluster", load_cluster)
+    code, _, err = explain("ns/c")
+    assert code == 2
+    assert err.splitlines() == [
+        "warning: the ClaimExplanation API is not installed; computing the explanation here (slower)",
+        "error: offline",
+    ]
+    assert loaded == [kube]  # the same client, read locally
+
+
+def test_cluster_mode_error_answer_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkg.dra.explain.request import Answer
+
+    _controller(
+        monkeypatch, Answer(outcome=ExplanationOutcome.ERROR, report="", reason="node ghost not found")
+    )
+    assert explain("ns/c", "--node", "ghost") == (2, "", "error: node ghost not found\n")
+
+
+def test_cluster_mode_missing_claim_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = _controller(monkeypatch, AssertionError("not asked"))
+    kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="gone")
+    assert explain("ns/c") == (2, "", "error: ResourceClaim ns/c not found in the cluster\n")

@@ -1,0 +1,107 @@
+"""ClaimExplanation: a namespace user's request to gpu-dra-controller to explain one of their claims.
+
+Why a request object and not a command that reads the cluster: the explanation needs every
+ResourceSlice (about 200 MB of JSON at 1,000 nodes of 8 cards) and the compiled pools, which
+gpu-dra-controller already holds; a CLI that reads them itself takes 12-32 s and ~600 MiB. A
+namespaced object is authorised by RBAC on the user's own namespace (``create`` comes with the
+``edit`` role), needs no certificates or aggregated API, and the controller answers from its
+caches in ``status`` (docs/allocator.md#explain-served-by-the-controller).
+
+``spec`` is the explain command's flags; the claim is named in the object's own namespace only,
+so nobody can ask about another namespace's claim. ``status`` is written once, by the controller:
+``observedGeneration`` says which spec the answer is for, ``report`` is the same text
+``gpu-dra-controller explain`` prints, bounded to :data:`MAX_REPORT_BYTES` (a cut report ends with
+a line that says so). The controller deletes an answered object after its TTL, and the object
+carries an ownerReference to the claim, so it also goes when the claim does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import ClassVar, Final, Literal
+
+from kubernetes.client import V1ObjectMeta
+from pydantic import Field
+
+from api.gpu.v1alpha1.common import API_VERSION, ApiModel, Int32, Int64
+
+KIND: Final = "ClaimExplanation"
+PLURAL: Final = "claimexplanations"
+MAX_REPORT_BYTES: Final = 256 * 1024
+"""The largest report stored in ``status.report`` (an object must stay well under etcd's 1.5 MiB,
+and a report longer than this is one nobody reads: ``maxDevices`` shortens it)."""
+DEFAULT_MAX_DEVICES: Final = 40
+CLAIM_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class ExplanationStrategy(StrEnum):
+    BEST_FIT = "best-fit"
+    FIRST_FIT = "first-fit"
+
+
+class ExplanationOutcome(StrEnum):
+    """What the answer says: the claim can be allocated now, cannot, or could not be explained."""
+
+    ALLOCATABLE = "Allocatable"
+    NOT_ALLOCATABLE = "NotAllocatable"
+    ERROR = "Error"
+
+
+class ClaimExplanationSpec(ApiModel):
+    claim_name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=CLAIM_NAME_PATTERN,
+        description="The ResourceClaim to explain, in this object's namespace.",
+    )
+    strategy: ExplanationStrategy = Field(
+        default=ExplanationStrategy.BEST_FIT,
+        description="best-fit: how gpu-dra-controller decides; first-fit: the kube-scheduler's order.",
+    )
+    node: str | None = Field(
+        default=None, max_length=253, description="Allocate for this node only (default: any one node)."
+    )
+    all: bool | None = Field(default=None, description="List every device, also those the selectors reject.")
+    max_devices: Int32 = Field(
+        default=DEFAULT_MAX_DEVICES, ge=0, le=100_000, description="Devices listed per request (0: no limit)."
+    )
+
+
+class ClaimExplanationStatus(ApiModel):
+    observed_generation: Int64 | None = Field(
+        default=None, ge=0, description="metadata.generation the answer is for."
+    )
+    outcome: ExplanationOutcome | None = Field(
+        default=None, description="Allocatable, NotAllocatable, or Error (the claim could not be explained)."
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="With outcome Error: why (e.g. the claim does not exist).",
+    )
+    current_allocation: str | None = Field(
+        default=None, max_length=4096, description="The claim's allocation now, when it is already allocated."
+    )
+    report: str | None = Field(
+        default=None,
+        max_length=MAX_REPORT_BYTES,
+        description="The explanation, as `gpu-dra-controller explain` prints it (cut at 256 KiB, saying so).",
+    )
+    truncated: bool | None = Field(default=None, description="The report was cut to fit.")
+    computed_at: datetime | None = Field(default=None, description="When the controller answered.")
+
+
+class ClaimExplanation(ApiModel):
+    """A request to explain one ResourceClaim of this namespace (answered in ``status``)."""
+
+    KIND: ClassVar[str] = KIND
+    PLURAL: ClassVar[str] = PLURAL
+
+    api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(
+        default=API_VERSION, alias="apiVersion", description="API version of the object."
+    )
+    kind: Literal["ClaimExplanation"] = Field(default="ClaimExplanation", description="Kind of the object.")
+    metadata: V1ObjectMeta = Field(default_factory=V1ObjectMeta, description="Standard object metadata.")
+    spec: ClaimExplanationSpec = Field(description="Which claim to explain, and how.")
+    status: ClaimExplanationStatus | None = Field(default=None, description="The controller's answer.")
