@@ -124,8 +124,8 @@ def fill_rank(cards: Sequence[CardOffers], in_use: Collection[str]) -> Mapping[s
     H100: 735 against 741, below NVML's 737). Such a node keeps the static order whatever is in use.
     """
     if len({signature(c.card) for c in cards if c.card.mig_allowed and c.card.mig_profiles}) < 2:
-        offers = [(c, o.name) for c, card_offers in enumerate(cards) for o in card_offers.offers]
-        return {name: (0, 0, c, 0, position) for position, (c, name) in enumerate(offers)}
+        published = [(c, o.name) for c, card_offers in enumerate(cards) for o in card_offers.offers]
+        return {name: (0, 0, c, 0, position) for position, (c, name) in enumerate(published)}
     fill_cards: list[FillCard] = []
     offers: list[FillOffer] = []
     names: list[str] = []
