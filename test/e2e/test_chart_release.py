@@ -358,6 +358,12 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
         ): "allocating a claim no Pod references (none here)",
         ("events.k8s.io", "events", "create"): "Events on claims (none allocated here)",
         ("events.k8s.io", "events", "patch"): "a repeated Event patched into a series",
+        ("gpu.deckhouse.io", "claimexplanations", "delete"): "an answered kubectl gpu explain past its TTL",
+        (
+            "gpu.deckhouse.io",
+            "claimexplanations/status",
+            "patch",
+        ): "answering a kubectl gpu explain (test/integration/test_claim_explanation.py)",
     },
     "gpu-handler": {
         ("resource.k8s.io", "resourceslices", "delete"): "slices of a pool that shrank",
@@ -380,7 +386,7 @@ def test_explain_runs_in_the_dra_controller_pod(plane: ControlPlane) -> None:
     """What NOTES.txt tells an operator to run, with the controller's own ServiceAccount."""
     # A named Pod, not deployment/…: kubectl may pick an old Pod of the upgrade still stopping.
     pod = serving_pod(plane, "gpu-dra-controller")["metadata"]["name"]
-    argv = ["gpu-dra-controller", "explain", "workloads/mps-share", "--node", NODE]
+    argv = ["gpu-dra-controller", "explain", "workloads/mps-share", "--node", NODE, "--local"]
     shown = plane.kubectl("exec", "-n", NAMESPACE, pod, "-c", "gpu-dra-controller", "--", *argv)
     assert "note: workloads/mps-share is already allocated" in shown, shown
     assert Release.mps_card in shown, shown

@@ -283,3 +283,35 @@ def test_cluster_mode_missing_claim_exits_2(monkeypatch: pytest.MonkeyPatch) -> 
     kube = _controller(monkeypatch, AssertionError("not asked"))
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="gone")
     assert explain("ns/c") == (2, "", "error: ResourceClaim ns/c not found in the cluster\n")
+
+
+def test_cluster_mode_without_the_right_to_get_the_claim_computes_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller's own account lists claims but may not get one: it falls back, never fails."""
+    from pkg.framework.client import ApiError
+
+    kube = _controller(monkeypatch, AssertionError("not asked"))
+    kube.get.side_effect = ApiError(status=403, reason="Forbidden", message="no get")
+    import pkg.dra.explain.cli as cli_module
+
+    def load_cluster(**kw: object) -> object:
+        raise ClusterError("offline")
+
+    monkeypatch.setattr(cli_module, "load_cluster", load_cluster)
+    code, _, err = explain("ns/c")
+    assert code == 2
+    assert err.splitlines() == [
+        "warning: cannot get ResourceClaim ns/c (Forbidden); computing the explanation here (slower)",
+        "error: offline",
+    ]
+
+
+def test_cluster_mode_other_api_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pkg.framework.client import ApiError
+
+    kube = _controller(monkeypatch, AssertionError("not asked"))
+    kube.get.side_effect = ApiError(status=500, reason="InternalError", message="etcd down")
+    code, out, err = explain("ns/c")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: cannot read the cluster: 500 InternalError")
