@@ -85,8 +85,16 @@ def test_every_device_gets_the_verdict_it_gets_per_device(monkeypatch: pytest.Mo
     assert Counter(calls)[PER_DEVICE] >= devices  # the reference really ran per device
 
 
-@pytest.mark.parametrize("admin", [None, True])
-def test_the_selector_pass_verdicts_are_diagnoses_own(admin: bool | None) -> None:
+# A claim selector after the class's: the vendor holds everywhere (devices the class rejects are
+# rejected by the class's selector), or nowhere (the class's devices by the claim's).
+VENDOR = f'device.attributes["{DRIVER}"].vendor == "nvidia"'
+NOT_VENDOR = f'device.attributes["{DRIVER}"].vendor == "amd"'
+
+
+@pytest.mark.parametrize(
+    ("admin", "selectors"), [(None, ()), (True, ()), (None, (VENDOR,)), (None, (NOT_VENDOR,))]
+)
+def test_the_selector_pass_verdicts_are_diagnoses_own(admin: bool | None, selectors: tuple[str, ...]) -> None:
     """explain gives the devices the selector pass rejected their verdict without calling
     ``diagnose`` (docs/performance.md): each is still the verdict ``diagnose`` gives the device on
     its own, held devices ("already allocated" first) and admin access included."""
@@ -97,7 +105,7 @@ def test_the_selector_pass_verdicts_are_diagnoses_own(admin: bool | None) -> Non
         held = claim(f"t{n}", exact("gpu", cls, count=2))
         inputs = AllocationInputs.of(slices=slices, classes=classes, allocated_claims=taken)
         taken.append(with_allocation(held, allocated(Allocator().attempt(held, inputs).outcome)))
-    asked = claim("asked", exact("gpu", "mig-1g", admin=admin))
+    asked = claim("asked", exact("gpu", "mig-1g", admin=admin, selectors=selectors))
     allocator = Allocator()
     labels = {ADMIN_ACCESS_LABEL: "true"}
     inputs = AllocationInputs.of(
@@ -112,7 +120,11 @@ def test_the_selector_pass_verdicts_are_diagnoses_own(admin: bool | None) -> Non
     assert got == [diagnose(ctx, alt, by_name[v.device]) for v in got]
     reasons = Counter(v.reason for v in got)
     assert reasons["selector false"] > 0
-    assert reasons["fits"] > 0
+    assert (reasons["fits"] > 0) is (NOT_VENDOR not in selectors)
+    owners = {v.detail.split(":")[0] for v in got if v.reason == "selector false"}
+    assert owners == (
+        {"class mig-1g", "claim default/asked"} if NOT_VENDOR in selectors else {"class mig-1g"}
+    )
     held_rejected = any(
         v.reason == "already allocated" and ctx.matcher.first_mismatch(alt, by_name[v.device]) is not None
         for v in got
