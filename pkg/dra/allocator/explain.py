@@ -165,8 +165,9 @@ def _match_all(
     matches.
 
     The eligible devices are the context's (:meth:`AllocationContext.eligible`), memoised per pool
-    and selector set — the attempt being explained has just matched the same pools, so in a
-    working controller nothing is evaluated again here. A device not among them was rejected by a
+    and selector set: a pool the attempt, an earlier decision or an earlier explanation matched for
+    these selectors is not matched again (best fit's search may visit only some pools; the others
+    are matched here once, and memoised). A device not among them was rejected by a
     selector that evaluated to false: with one selector (a class's, the usual request) that is the
     one, and with more, :meth:`~.selection.SelectorMatcher.first_mismatch` names it from the
     matcher's cache. Either way, the outcome the per-device pass gave before, found without
