@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from kubernetes.client import ApiClient, V1ResourceSlice
 from pydantic import BaseModel
 from urllib3.exceptions import HTTPError
 
-from pkg.dra.explain.slice_reader import SliceReadError, read_slices
 from pkg.framework.client import ApiError, KubeClient, ListPage, NotFoundError, ResourceKind
-from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, V1ResourceSlice
 
 EXIT_ERROR: Final = 1
 EXIT_USAGE: Final = 2
@@ -81,6 +81,11 @@ class Reader:
     def resource_slices(self) -> list[V1ResourceSlice]:
         """Every ResourceSlice, read as ``explain`` reads them (:mod:`pkg.dra.explain.slice_reader`:
         raw pages, each distinct device part decoded once); a malformed slice is named."""
+        # Imported here: only a local explanation reads slices, and the reader imports the slice
+        # models, which every other command's start would pay for (docs/performance.md).
+        from pkg.dra.explain.slice_reader import SliceReadError, read_slices  # noqa: PLC0415
+        from pkg.framework.client.builtin_kinds import RESOURCE_SLICE  # noqa: PLC0415
+
         with _translated("list", RESOURCE_SLICE, None):
             try:
                 return read_slices(self._kube)

@@ -24,7 +24,6 @@ from typing import NoReturn, TextIO
 from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationStrategy
 from pkg.app.kubectlgpu import explain as explain_cmd
 from pkg.app.kubectlgpu import top as top_cmd
-from pkg.app.kubectlgpu import who as who_cmd
 from pkg.app.kubectlgpu.access import (
     EXIT_NOT_ALLOCATABLE,
     EXIT_USAGE,
@@ -35,9 +34,9 @@ from pkg.app.kubectlgpu.access import (
 )
 from pkg.app.kubectlgpu.table import OUTPUTS, write
 from pkg.domain.kinds import PHYSICAL_GPU
-from pkg.dra.explain.render import describe_allocation
+from pkg.dra.explain.allocation_text import describe_allocation
 from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError
-from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
+from pkg.framework.client import builtin_kinds
 from pkg.framework.client.config import kubectl_api_client
 
 PROG = "kubectl gpu"
@@ -186,7 +185,7 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
 
 def _claims(reader: Reader, args: argparse.Namespace, namespace: str) -> list[dict[str, object]]:
     try:
-        return reader.list_raw(RESOURCE_CLAIM, None if args.all_namespaces else namespace)
+        return reader.list_raw(builtin_kinds.RESOURCE_CLAIM, None if args.all_namespaces else namespace)
     except ForbiddenError as refusal:
         if refusal.namespace is None and args.all_namespaces:
             raise ForbiddenError(
@@ -204,8 +203,11 @@ def _empty(args: argparse.Namespace, namespace: str, err: TextIO) -> None:
 
 
 def _who(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
+    # Imported here: who reads slices, whose models ``explain``'s start need not load.
+    from pkg.app.kubectlgpu import who as who_cmd  # noqa: PLC0415 - see above
+
     claims = _claims(reader, args, namespace)
-    slices = optional(lambda: reader.list_all(RESOURCE_SLICE))
+    slices = optional(lambda: reader.list_all(builtin_kinds.RESOURCE_SLICE))
     gpus = optional(lambda: reader.list_all(PHYSICAL_GPU))
     catalogue = None
     if isinstance(slices, ForbiddenError):

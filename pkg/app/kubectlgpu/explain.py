@@ -24,18 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-from kubernetes.client import ResourceV1ResourceClaim, V1Node
+from typing import TYPE_CHECKING, TypeVar
 
 from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome
 from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optional
-from pkg.dra.explain.bundle import BundleError, ExplainObjects
-from pkg.dra.explain.cli import explain_claim
 from pkg.dra.explain.report import Report
 from pkg.dra.explain.request import NotServedError, ask
-from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE, RESOURCE_CLAIM
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
+
+if TYPE_CHECKING:
+    from kubernetes.client import ResourceV1ResourceClaim, V1Node
 
 T = TypeVar("T")
 VIEWER_HINT = " (the chart's gpuViewer role grants it: ask your cluster admin)"
@@ -79,6 +78,13 @@ def explain(
     show_all: bool,
     max_devices: int,
 ) -> Explained:
+    # The local computation's modules (the allocator, the slice and bundle readers, the models of
+    # slices, classes and nodes) are imported only when it runs: a process answered by the
+    # controller never loads them, a third of its start-up otherwise (docs/performance.md).
+    from pkg.dra.explain.bundle import BundleError, ExplainObjects  # noqa: PLC0415 - see above
+    from pkg.dra.explain.cli import explain_claim  # noqa: PLC0415 - see above
+    from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE  # noqa: PLC0415
+
     claim = reader.get(RESOURCE_CLAIM, name, namespace)
     caveats: list[str] = []
     objects = ExplainObjects()

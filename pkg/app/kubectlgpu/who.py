@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
-
-from kubernetes.client import V1Device, V1ResourceSlice
+from typing import TYPE_CHECKING, Any, Final
 
 from api.gpu.v1alpha1.physicalgpu import LABEL_NODE, PhysicalGPU
 from pkg.app.kubectlgpu.claims import Held, held, node_of_pool
 from pkg.app.kubectlgpu.table import Column, Row
 from pkg.domain.names import DRIVER
 from pkg.dra.model.attributes import key as attribute
+
+if TYPE_CHECKING:
+    from kubernetes.client import V1Device, V1ResourceSlice
 
 KIND: Final = "GPUHolderList"
 COLUMNS: Final = (

@@ -18,14 +18,16 @@ constrains — the one reason a claim whose requests all fit can still be pendin
 writes anything.
 
 Every device gets a verdict, because the counts per verdict are part of the answer; what keeps that
-affordable at 224,000 devices is one selector pass per device (it also yields the devices the
-strategy orders) and selectors evaluated once per distinct set of the values they read
-(:mod:`.cel_footprint`).
+affordable at 224,000 devices is the attempt's own selector pass (the eligible devices, memoised
+per pool; a device outside them was rejected by the first selector that is false for it), selectors
+evaluated once per distinct set of the values they read (:mod:`.cel_footprint`), and no call or
+object per rejected device beyond its verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kubernetes.client import V1AllocationResult
 
@@ -44,8 +46,11 @@ from pkg.dra.model import Unschedulable
 FITS = "fits"
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceVerdict:
+class DeviceVerdict(NamedTuple):
+    """One device's verdict. A named tuple, not a frozen dataclass: an explanation at 224,000
+    devices makes one per device, and a frozen dataclass's ``__init__`` (``object.__setattr__``
+    per field) took about a third of a second of that (docs/performance.md)."""
+
     device: str  # driver/pool/device
     reason: str  # fits | incomplete pool | invalid pool | already allocated | selector false |
     # selector error | taint | capacity | counters exhausted
@@ -108,9 +113,9 @@ def _diagnose_all(
 ) -> tuple[list[DeviceVerdict], list[Candidate]]:
     """Every device's verdict for ``alt``, and the devices that fit.
 
-    Each device's selectors are evaluated once here (cheap for most selectors: verdicts are shared
-    per distinct attribute values, :mod:`.cel_footprint`); that one pass also yields the devices
-    the strategy orders, so no device is matched twice."""
+    The selector pass is the attempt's own (:func:`_match_all`: the eligible devices memoised per
+    pool, what the strategy orders), so no device is matched twice; the devices it rejected get
+    their verdict in the loop, the rest from :func:`diagnose`."""
     verdicts = []
     for pool in ctx.pools:
         if pool.incomplete:
@@ -124,13 +129,27 @@ def _diagnose_all(
         elif pool.invalid is not None:
             verdicts.append(DeviceVerdict(f"{pool.id}/*", "invalid pool", pool.invalid))
     outcomes = _match_all(ctx, alt)
-    eligible = ctx.eligible(alt)  # filled by _match_all: the same devices, nothing evaluated again
+    eligible = ctx.eligible(alt)  # known to _match_all: the same list, nothing evaluated again
     ordered = list(allocator.strategy.order(eligible, counters=ctx.counters, fits=ctx.fits_counters))
     seen = set(ordered)
     rest = [c for c in ctx.usable_candidates() if c not in seen]
     fits: list[Candidate] = []
+    # The two first checks of :func:`diagnose`, inlined for the devices the selector pass already
+    # rejected (most of a cluster: a MIG 1g request matches one device in four); the same checks
+    # in the same order, so the same verdicts, with each selector's sentence built once.
+    dedicated = frozenset() if alt.admin_access else ctx.state.dedicated
+    false_details: dict[int, str] = {}
     for cand in (*ordered, *rest):
-        known = _UNKNOWN if outcomes is None else outcomes.get(cand)
+        known = outcomes.get(cand)
+        if isinstance(known, Selector):
+            if cand.id in dedicated:
+                verdicts.append(DeviceVerdict(str(cand.id), *_HELD))
+                continue
+            detail = false_details.get(id(known))
+            if detail is None:
+                detail = false_details[id(known)] = _false_detail(known)
+            verdicts.append(DeviceVerdict(str(cand.id), SELECTOR_FALSE, detail))
+            continue
         verdict = diagnose(ctx, alt, cand, selectors=known)
         verdicts.append(verdict)
         if verdict.reason == FITS:
@@ -140,33 +159,46 @@ def _diagnose_all(
 
 def _match_all(
     ctx: AllocationContext, alt: Alternative
-) -> dict[Candidate, Selector | SelectorEvaluationError] | None:
-    """One selector pass over the usable devices: the first false selector or the error of each
-    device that does not simply match; ``alt``'s eligible devices (matching or failing, first-fit
-    order) and the context's selector errors are recorded as :meth:`AllocationContext.eligible`
-    records them. None when ``alt``'s eligible devices were already known (then each device is
-    matched again by :func:`diagnose`, from the matcher's cache)."""
-    if alt.eligible is not None:
-        return None
+) -> dict[Candidate, Selector | SelectorEvaluationError]:
+    """The selector pass's outcome for every usable device: the first false selector of each
+    device the selectors reject, the error of each that fails to evaluate; none for a device that
+    matches.
+
+    The eligible devices are the context's (:meth:`AllocationContext.eligible`), memoised per pool
+    and selector set: a pool the attempt, an earlier decision or an earlier explanation matched for
+    these selectors is not matched again (best fit's search may visit only some pools; the others
+    are matched here once, and memoised). A device not among them was rejected by a
+    selector that evaluated to false: with one selector (a class's, the usual request) that is the
+    one, and with more, :meth:`~.selection.SelectorMatcher.first_mismatch` names it from the
+    matcher's cache. Either way, the outcome the per-device pass gave before, found without
+    visiting 224,000 devices' attribute values again (docs/performance.md)."""
+    eligible = ctx.eligible(alt)  # records the selector errors in ctx.selector_errors too
+    errors = ctx.selector_errors
     outcomes: dict[Candidate, Selector | SelectorEvaluationError] = {}
-    eligible: list[Candidate] = []
+    for cand in eligible:
+        failure = errors.get(cand)
+        if failure is not None:
+            outcomes[cand] = failure
+    matched = set(eligible)
+    only = alt.selectors[0] if len(alt.selectors) == 1 else None
     first_mismatch = ctx.matcher.first_mismatch
     for cand in ctx.usable_candidates():
-        try:
-            mismatch = first_mismatch(alt, cand)
-        except SelectorEvaluationError as failure:
-            outcomes[cand] = ctx.selector_errors[cand] = failure
-            eligible.append(cand)
+        if cand in matched:
             continue
-        if mismatch is None:
-            eligible.append(cand)
-        else:
-            outcomes[cand] = mismatch
-    alt.eligible = eligible
+        mismatch = only if only is not None else first_mismatch(alt, cand)
+        if mismatch is None:  # cannot happen: a device no selector rejects is eligible
+            raise AssertionError(f"device {cand.id}: not eligible, yet every selector holds")
+        outcomes[cand] = mismatch
     return outcomes
 
 
 _UNKNOWN = object()
+SELECTOR_FALSE = "selector false"
+_HELD = ("already allocated", "held exclusively by another claim")
+
+
+def _false_detail(selector: Selector) -> str:
+    return f"{selector.owner}: selector #{selector.index}: {selector.compiled.expression}"
 
 
 def diagnose(
@@ -181,7 +213,7 @@ def diagnose(
     the first false selector, or the evaluation error."""
     device = str(cand.id)
     if not alt.admin_access and cand.id in ctx.state.dedicated:
-        return DeviceVerdict(device, "already allocated", "held exclusively by another claim")
+        return DeviceVerdict(device, *_HELD)
     mismatch: object = selectors
     if mismatch is _UNKNOWN:
         try:
@@ -191,11 +223,7 @@ def diagnose(
     if isinstance(mismatch, SelectorEvaluationError):
         return DeviceVerdict(device, "selector error", str(mismatch))
     if isinstance(mismatch, Selector):
-        return DeviceVerdict(
-            device,
-            "selector false",
-            f"{mismatch.owner}: selector #{mismatch.index}: {mismatch.compiled.expression}",
-        )
+        return DeviceVerdict(device, SELECTOR_FALSE, _false_detail(mismatch))
     taint = blocking_taint(cand.device.taints, alt.tolerations)
     if taint is not None:
         return DeviceVerdict(device, "taint", f"{taint.key}={taint.value or ''}:{taint.effect} not tolerated")

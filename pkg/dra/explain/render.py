@@ -10,7 +10,8 @@ Three shapes, one per reader:
 * :func:`summary` — one line for an ``AllocationFailed`` event: per request, the devices by
   verdict and the most frequent rejection with its detail (e.g. the exhausted counter).
 * :func:`describe_allocation` — the devices of an allocation result and its node, for the
-  ``Allocated`` event and the report's last section.
+  ``Allocated`` event and the report's last section (in :mod:`.allocation_text`, which imports
+  no allocator, re-exported here).
 
 A claim constraint (``matchAttribute``, ``distinctAttribute``) is reported after the requests:
 whether it can be met, and how its attribute splits the devices that fit — per node and value, how
@@ -29,35 +30,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kubernetes.client import V1AllocationResult, V1NodeSelector
-
 from pkg.dra.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
 from pkg.dra.allocator.constraint_trace import ConstraintTrace, ValueGroup
 from pkg.dra.allocator.consumption import CapacityUse, CounterUse, DeviceUse
 from pkg.dra.allocator.pools import SLICE_COUNTER_PREFIX
+from pkg.dra.explain.allocation_text import describe_allocation, node_of
 
 SELECTOR_FALSE = "selector false"
 FITS = "fits"
 
-
-def node_of(selector: V1NodeSelector | None) -> str:
-    """The node an allocation is pinned to, a description of its node selector, or "any node"."""
-    if selector is None:
-        return "any node"
-    for term in selector.node_selector_terms or ():
-        for field in term.match_fields or ():
-            if field.key == "metadata.name" and field.operator == "In" and len(field.values or ()) == 1:
-                return f"node {(field.values or [''])[0]}"
-    return "nodes matching the allocation's node selector"
-
-
-def describe_allocation(result: V1AllocationResult) -> str:
-    """``req -> driver/pool/device, ... on node n`` (shares say so)."""
-    parts = []
-    for r in (result.devices.results if result.devices is not None else None) or ():
-        share = f" (share {r.share_id})" if r.share_id else ""
-        parts.append(f"{r.request} -> {r.driver}/{r.pool}/{r.device}{share}")
-    return f"{', '.join(parts) or 'no devices'} on {node_of(result.node_selector)}"
+__all__ = ["describe_allocation", "node_of", "render", "summary"]
 
 
 def _counts(trace: RequestTrace) -> Counter[str]:

@@ -12,12 +12,12 @@ pools it already built are not built again).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
+if TYPE_CHECKING:
+    from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
-from pkg.dra.allocator import AllocationInputs, Allocator, Unschedulable, explain
-from pkg.dra.explain.render import render
+    from pkg.dra.allocator import AllocationInputs, Allocator
 
 TRUNCATION_NOTE: Final = "... report cut at {limit} KiB ({dropped} more lines): --max-devices lists fewer\n"
 
@@ -41,6 +41,11 @@ def explain_inputs(
 ) -> Report:
     """Explains ``claim`` against ``inputs`` with one attempt of ``allocator`` and its own trace.
     An exception here is a bug, not an input error (callers check that the claim exists)."""
+    # Imported here, not with the module: :class:`Report` also holds ``kubectl gpu explain``'s
+    # answer from gpu-dra-controller, a process that computes none (docs/performance.md).
+    from pkg.dra.allocator import Unschedulable, explain  # noqa: PLC0415 - see above
+    from pkg.dra.explain.render import render  # noqa: PLC0415 - see above
+
     explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
     return Report(
         text=render(explanation, show_all=show_all, max_devices=max_devices),

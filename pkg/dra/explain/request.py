@@ -28,7 +28,7 @@ from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.watch import WatchEventType, WatchStreamClosedError
 
 DEFAULT_TIMEOUT = 20.0
-"""Seconds to wait for the controller: answers took 4-6 s at 1,000 nodes on a loaded 2-CPU machine
+"""Seconds to wait for the controller: answers took 1.5-3.5 s at 1,000 nodes on a loaded 2-CPU machine
 (docs/performance.md), so twenty means the controller is down, not leading, or swamped; the local
 computation (12-46 s at that size) is then the answer. No CRD or no right to create the request
 falls back at once, without waiting."""

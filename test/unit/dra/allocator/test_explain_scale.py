@@ -19,8 +19,10 @@ from alloc_builders import (
 )
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1ResourceSlice
 
-from pkg.dra.allocator import AllocationInputs, Allocator, CelEnvironment
+from pkg.dra.allocator import AllocationInputs, Allocator, CelEnvironment, explain
 from pkg.dra.allocator.cel_env import CompiledSelector, DeviceInput
+from pkg.dra.allocator.explain import diagnose
+from pkg.dra.allocator.requests import ADMIN_ACCESS_LABEL
 
 # The same condition as mig_class("1g"), written so it has no footprint (it reads the domain map
 # with "in"): evaluated per device, the reference the shared verdicts are compared with.
@@ -81,3 +83,50 @@ def test_every_device_gets_the_verdict_it_gets_per_device(monkeypatch: pytest.Mo
     }
     assert shared_calls[expression] <= len(kinds) < devices / 100  # once per distinct kind, not per device
     assert Counter(calls)[PER_DEVICE] >= devices  # the reference really ran per device
+
+
+# A claim selector after the class's: the vendor holds everywhere (devices the class rejects are
+# rejected by the class's selector), or nowhere (the class's devices by the claim's).
+VENDOR = f'device.attributes["{DRIVER}"].vendor == "nvidia"'
+NOT_VENDOR = f'device.attributes["{DRIVER}"].vendor == "amd"'
+
+
+@pytest.mark.parametrize(
+    ("admin", "selectors"), [(None, ()), (True, ()), (None, (VENDOR,)), (None, (NOT_VENDOR,))]
+)
+def test_the_selector_pass_verdicts_are_diagnoses_own(admin: bool | None, selectors: tuple[str, ...]) -> None:
+    """explain gives the devices the selector pass rejected their verdict without calling
+    ``diagnose`` (docs/performance.md): each is still the verdict ``diagnose`` gives the device on
+    its own, held devices ("already allocated" first) and admin access included."""
+    slices = cluster(12)
+    classes = [mig_class("1g"), mig_class("2g")]
+    taken: list[ResourceV1ResourceClaim] = []
+    for n, cls in enumerate(("mig-1g", "mig-2g", "mig-1g", "mig-2g")):
+        held = claim(f"t{n}", exact("gpu", cls, count=2))
+        inputs = AllocationInputs.of(slices=slices, classes=classes, allocated_claims=taken)
+        taken.append(with_allocation(held, allocated(Allocator().attempt(held, inputs).outcome)))
+    asked = claim("asked", exact("gpu", "mig-1g", admin=admin, selectors=selectors))
+    allocator = Allocator()
+    labels = {ADMIN_ACCESS_LABEL: "true"}
+    inputs = AllocationInputs.of(
+        slices=slices, classes=classes, allocated_claims=taken, namespace_labels=labels
+    )
+    trace = explain(allocator.attempt(asked, inputs), allocator=allocator)
+    got = list(trace.requests[0].devices)
+    ctx = allocator.context(asked, inputs)  # a fresh context: diagnose evaluates every selector itself
+    alt = ctx.plans[0].alternatives[0]
+    by_name = {str(c.id): c for c in ctx.usable_candidates()}
+    assert sorted(v.device for v in got) == sorted(by_name)
+    assert got == [diagnose(ctx, alt, by_name[v.device]) for v in got]
+    reasons = Counter(v.reason for v in got)
+    assert reasons["selector false"] > 0
+    assert (reasons["fits"] > 0) is (NOT_VENDOR not in selectors)
+    owners = {v.detail.split(":")[0] for v in got if v.reason == "selector false"}
+    assert owners == (
+        {"class mig-1g", "claim default/asked"} if NOT_VENDOR in selectors else {"class mig-1g"}
+    )
+    held_rejected = any(
+        v.reason == "already allocated" and ctx.matcher.first_mismatch(alt, by_name[v.device]) is not None
+        for v in got
+    )
+    assert held_rejected is (admin is None)  # a held device the selectors reject: held comes first
