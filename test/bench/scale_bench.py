@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import subprocess
@@ -33,6 +34,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench_cluster import BenchPlane, bench_plane, fetch, parallel, total, wait_for
@@ -110,12 +113,21 @@ def load_scale(bp: BenchPlane, nodes: int, what: str, *, note: str = "") -> list
     return claims
 
 
-def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
-    claims = load_scale(bp, nodes, "gpu-dra-controller")
+@dataclass(frozen=True)
+class RunningController:
+    """A gpu-dra-controller of the bench, synced, with the load's claims allocated."""
+
+    pid: int
+    synced: float  # seconds from start to ready
+    log: Path
+
+
+@contextlib.contextmanager
+def running_controller(
+    bp: BenchPlane, claims: list[ResourceV1ResourceClaim], log: Path, tree: Path | None
+) -> Iterator[RunningController]:
     port = free_port()
-    process = controller(
-        "pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller.log", tree=TREE
-    )
+    process = controller("pkg.app.gpu_dra_controller", bp, port, "scale", log, tree=tree)
     started = time.monotonic()
     process.start()
     try:
@@ -125,14 +137,25 @@ def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
         wait_for(
             lambda: allocated(url) >= len(claims) or None, what="the claims allocated", timeout=900, every=1
         )
-        time.sleep(5)  # the heap settler runs every second
         assert process.process is not None
-        rss, peak = memory(process.process.pid)
+        yield RunningController(pid=process.process.pid, synced=synced, log=log)
     finally:
         process.stop()
-    print(f"  RSS {rss:6.0f} MiB  peak {peak:6.0f} MiB  (caches synced {synced:.0f}s after start; "
-          f"{len(claims)} claims allocated; target <= 1024 MiB)", flush=True)  # fmt: skip
-    measure_explain(bp, claims, trees=[None])
+
+
+def dra(bp: BenchPlane, nodes: int, work: Path) -> None:
+    """gpu-dra-controller's memory with the cluster cached, ``kubectl gpu explain`` served by it,
+    then explain computed locally."""
+    claims = load_scale(bp, nodes, "gpu-dra-controller")
+    claim = explained_claim(bp, claims)
+    with running_controller(bp, claims, work / "gpu-dra-controller.log", TREE) as ctl:
+        time.sleep(5)  # the heap settler runs every second
+        rss, peak = memory(ctl.pid)
+        print(f"  RSS {rss:6.0f} MiB  peak {peak:6.0f} MiB  (caches synced {ctl.synced:.0f}s after start; "
+              f"{len(claims)} claims allocated; target <= 1024 MiB)", flush=True)  # fmt: skip
+        if TREE is None:  # an older tree may serve no explanations
+            explain_served(bp, claim, ctl)
+    measure_explain(bp, claim, trees=[None])
 
 
 def explained_claim(bp: BenchPlane, claims: list[ResourceV1ResourceClaim]) -> str:
@@ -188,10 +211,7 @@ def timed(argv: list[str], *, exit_codes: tuple[int, ...]) -> tuple[float, float
     return took, usage.ru_maxrss / 1024, errors
 
 
-def measure_explain(
-    bp: BenchPlane, claims: list[ResourceV1ResourceClaim], *, trees: list[Path | None]
-) -> None:
-    claim = explained_claim(bp, claims)
+def measure_explain(bp: BenchPlane, claim: str, *, trees: list[Path | None]) -> None:
     for tree in trees:
         took, peak = explain_once(bp, claim, tree)
         where = f"from {tree}" if tree else "this tree"
@@ -203,52 +223,37 @@ def explain_only(bp: BenchPlane, nodes: int, work: Path) -> None:
     """explain at ``nodes`` nodes: computed locally with no controller (the claims unallocated),
     then served by gpu-dra-controller."""
     claims = load_scale(bp, nodes, "explain", note="; claims unallocated")
-    measure_explain(bp, claims, trees=[TREE, None] if TREE is not None else [None])
-    explain_served(bp, claims, work)
+    claim = explained_claim(bp, claims)
+    measure_explain(bp, claim, trees=[TREE, None] if TREE is not None else [None])
+    with running_controller(bp, claims, work / "gpu-dra-controller-explain.log", None) as ctl:
+        explain_served(bp, claim, ctl)
 
 
 KUBECTL_GPU = Path(sys.executable).parent / "kubectl-gpu"
 
 
-def explain_served(bp: BenchPlane, claims: list[ResourceV1ResourceClaim], work: Path, runs: int = 3) -> None:
-    """``kubectl gpu explain`` answered by gpu-dra-controller: start to exit, after the controller
-    synced and allocated the claims; and the controller's RSS after answering."""
-    claim = f"explained-{claims[0].metadata.name if claims[0].metadata else ''}"
-    port = free_port()
-    process = controller(
-        "pkg.app.gpu_dra_controller", bp, port, "scale", work / "gpu-dra-controller-explain.log"
-    )
-    started = time.monotonic()
-    process.start()
-    try:
-        wait_for(lambda: ready(port), what="gpu-dra-controller ready", timeout=900, every=0.5)
-        synced = time.monotonic() - started
-        url = f"http://127.0.0.1:{port}/metrics"
-        wait_for(
-            lambda: allocated(url) >= len(claims) or None, what="the claims allocated", timeout=900, every=1
-        )
-        assert process.process is not None
-        before, _ = memory(process.process.pid)
-        argv = [str(KUBECTL_GPU), "explain", claim, "-n", "scale", f"--kubeconfig={bp.plane.kubeconfig}",
-                "--timeout", "60"]  # fmt: skip
-        times = []
-        del CPU_SECONDS[:]
-        for _ in range(runs + 1):
-            took, peak, errors = timed(argv, exit_codes=(0, 5))
-            if "warning:" in errors:
-                raise RuntimeError(f"kubectl gpu explain was not served by the controller: {errors}")
-            times.append(took)
-        rss, hwm = memory(process.process.pid)
-    finally:
-        process.stop()
-    log = (work / "gpu-dra-controller-explain.log").read_text(errors="replace").splitlines()
+def explain_served(bp: BenchPlane, claim: str, ctl: RunningController, runs: int = 3) -> None:
+    """``kubectl gpu explain`` answered by the running gpu-dra-controller: start to exit, the
+    plugin's CPU, the controller's own time (its log) and its RSS before and after answering."""
+    before, _ = memory(ctl.pid)
+    argv = [str(KUBECTL_GPU), "explain", claim, "-n", "scale", f"--kubeconfig={bp.plane.kubeconfig}",
+            "--timeout", "60"]  # fmt: skip
+    times = []
+    del CPU_SECONDS[:]
+    for _ in range(runs + 1):
+        took, peak, errors = timed(argv, exit_codes=(0, 5))
+        if "warning:" in errors:
+            raise RuntimeError(f"kubectl gpu explain was not served by the controller: {errors}")
+        times.append(took)
+    rss, hwm = memory(ctl.pid)
+    log = ctl.log.read_text(errors="replace").splitlines()
     for line in [line for line in log if "explained scale/" in line][: runs + 1]:
         message = line[line.index("explained scale/") :].rstrip().rstrip('"}')
         print(f"    controller: {message}", flush=True)
     print(f"  kubectl gpu explain served by gpu-dra-controller: first {times[0]:.2f} s, then "
           f"{', '.join(f'{t:.2f}' for t in times[1:])} s (start to exit; target < 2 s; the plugin's CPU "
           f"{', '.join(f'{t:.2f}' for t in CPU_SECONDS)} s), plugin peak RSS "
-          f"{peak:.0f} MiB; controller synced {synced:.0f}s after start, RSS {before:.0f} MiB before, "
+          f"{peak:.0f} MiB; controller synced {ctl.synced:.0f}s after start, RSS {before:.0f} MiB before, "
           f"{rss:.0f} MiB after (peak {hwm:.0f} MiB)", flush=True)  # fmt: skip
 
 
