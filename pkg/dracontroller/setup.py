@@ -67,6 +67,7 @@ from pkg.dracontroller.internal.watch import (
 )
 from pkg.dracontroller.metrics import AllocationCollector
 from pkg.dracontroller.reconciler import ClaimReconciler
+from pkg.dracontroller.warmup import SelectorWarmer
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Indexers
@@ -287,6 +288,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     )
     reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
     heap_settler = providers.Singleton(HeapSettler, allocator=allocator)
+    selector_warmer = providers.Singleton(SelectorWarmer, allocator=allocator, inventory=inventory)
 
     # ClaimExplanations: answered from the same inventory, decisions and pools (explanations/).
     explanation_informer = providers.Singleton(informer, informers=informers, kind=CLAIM_EXPLANATION)
@@ -355,7 +357,8 @@ def require_custom_kinds(client: KubeClient, kinds: Iterable[ResourceKind[Any]] 
 def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Controller:
     """Registers the controller, its watches, the allocations collector, the accountant
     (leader only; :mod:`pkg.dracontroller.accounting`), the heap settler
-    (:mod:`pkg.dracontroller.heap`) and the ClaimExplanation controller
+    (:mod:`pkg.dracontroller.heap`), the selector warmer (leader only;
+    :mod:`pkg.dracontroller.warmup`) and the ClaimExplanation controller
     (:mod:`pkg.dracontroller.explanations`) with ``manager``."""
     claims = container.claim_informer()
     slices = container.slice_informer()
@@ -379,6 +382,7 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     manager.metrics.register(container.accounting_collector())
     manager.add(container.accountant())
     manager.add(container.heap_settler())
+    manager.add(container.selector_warmer())
     # Leader only, one worker (ExplanationReconciler.max_workers): an explanation reads the leader's
     # caches and pools, and one diagnosis at a time bounds its memory; failures back off.
     (

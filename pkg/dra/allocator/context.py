@@ -37,12 +37,41 @@ class PoolUnavailableError(Exception):
 
 
 SelectorKey = tuple[tuple[str, int, str], ...]
+Eligibility = tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]
+"""A pool's devices whose selectors hold or fail with an error (in order), and those errors."""
 
 
 def selector_key(alt: Alternative) -> SelectorKey:
     """What an alternative's device verdicts depend on: its selectors, keyed by owner too (a cached
     error names the class or claim the selector came from)."""
     return tuple((s.owner, s.index, s.compiled.expression) for s in alt.selectors)
+
+
+def match(matcher: SelectorMatcher, alt: Alternative, candidates: Iterable[Candidate]) -> Eligibility:
+    """The candidates whose selectors hold or fail with an error (in order), and those errors."""
+    matching: list[Candidate] = []
+    errors: dict[Candidate, SelectorEvaluationError] = {}
+    for cand in candidates:
+        try:
+            if matcher.first_mismatch(alt, cand) is not None:
+                continue
+        except SelectorEvaluationError as failure:
+            errors[cand] = failure
+        matching.append(cand)
+    return matching, errors
+
+
+def pool_eligibility(pool: Pool, alt: Alternative, matcher: SelectorMatcher, key: SelectorKey) -> Eligibility:
+    """``alt``'s eligible devices of ``pool``, memoised on the pool under ``key`` (its
+    :func:`selector_key`) for as long as the pool is unchanged: every attempt and explanation whose
+    selectors are the same shares one pass over the pool's devices."""
+    memo = pool.eligible_memo.get(key)
+    if memo is None:
+        memo = match(matcher, alt, pool.candidates)
+        if len(pool.eligible_memo) >= _MAX_MEMO_PER_POOL:
+            pool.eligible_memo.clear()
+        pool.eligible_memo[key] = memo
+    return memo
 
 
 class AllocationContext:
@@ -89,36 +118,15 @@ class AllocationContext:
             for pool in self.pools:
                 if not pool.usable:
                     continue
-                memo = pool.eligible_memo.get(key)
-                if memo is None:
-                    memo = self._match_pool(alt, pool)
-                    if len(pool.eligible_memo) >= _MAX_MEMO_PER_POOL:
-                        pool.eligible_memo.clear()
-                    pool.eligible_memo[key] = memo
-                eligible.extend(memo[0])
-                self.selector_errors.update(memo[1])
+                matching, errors = pool_eligibility(pool, alt, self.matcher, key)
+                eligible.extend(matching)
+                self.selector_errors.update(errors)
             alt.eligible = eligible
         return alt.eligible
 
-    def _match_pool(
-        self, alt: Alternative, pool: Pool
-    ) -> tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]:
-        return self.match(alt, pool.candidates)
-
-    def match(
-        self, alt: Alternative, candidates: Iterable[Candidate]
-    ) -> tuple[list[Candidate], dict[Candidate, SelectorEvaluationError]]:
+    def match(self, alt: Alternative, candidates: Iterable[Candidate]) -> Eligibility:
         """The candidates whose selectors hold or fail with an error (in order), and those errors."""
-        matching: list[Candidate] = []
-        errors: dict[Candidate, SelectorEvaluationError] = {}
-        for cand in candidates:
-            try:
-                if self.matcher.first_mismatch(alt, cand) is not None:
-                    continue
-            except SelectorEvaluationError as failure:
-                errors[cand] = failure
-            matching.append(cand)
-        return matching, errors
+        return match(self.matcher, alt, candidates)
 
     def all_devices(self, alt: Alternative) -> list[Candidate]:
         """The devices an ``All`` request must get; raises for incomplete/invalid pools, CEL errors

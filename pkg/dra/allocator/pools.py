@@ -38,6 +38,7 @@ holds, and a pool where it does not is ordered the general way.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,6 +136,13 @@ class Pool:
     def usable(self) -> bool:
         return not self.incomplete and self.invalid is None
 
+    def name_candidates(self) -> None:
+        """Makes every reachable device's id now instead of on first use: an explanation names
+        every device of the cluster, and making 224,000 ids inside its first request costs the
+        requester a fifth of a second (:meth:`~.allocator.Allocator.warm_classes`)."""
+        for cand in self.candidates:
+            _ = cand.id
+
 
 class _InvalidPoolError(Exception):
     pass
@@ -150,6 +158,9 @@ class PoolCache:
     """
 
     def __init__(self, *, max_entries: int = 20_000) -> None:
+        # Held while pools are gathered past a recall miss, so two threads asking at once (a
+        # decision and the selector warmer after a restart) build a cluster's pools once, not twice.
+        self.building = threading.Lock()
         self._entries: dict[tuple[PoolID, str | None], tuple[tuple[object, ...], Pool]] = {}
         self._max_entries = max_entries
         self._last: tuple[str | None, tuple[int, ...], tuple[V1ResourceSlice, ...], list[Pool]] | None = None
@@ -185,10 +196,19 @@ def gather_pools(
     """
     slices = tuple(slices)
     node_key = node.metadata.name if node is not None and node.metadata is not None else None
-    if cache is not None:
-        recalled = cache.recall(node_key, slices)
-        if recalled is not None:
-            return recalled
+    if cache is None:
+        return _gather(slices, node, node_key, None)
+    recalled = cache.recall(node_key, slices)
+    if recalled is not None:
+        return recalled
+    with cache.building:
+        recalled = cache.recall(node_key, slices)  # another thread may have built them meanwhile
+        return recalled if recalled is not None else _gather(slices, node, node_key, cache)
+
+
+def _gather(
+    slices: tuple[V1ResourceSlice, ...], node: V1Node | None, node_key: str | None, cache: PoolCache | None
+) -> list[Pool]:
     newest: dict[PoolID, list[V1ResourceSlice]] = {}
     for rs in slices:
         pool_id = PoolID(rs.spec.driver, rs.spec.pool.name)

@@ -135,8 +135,7 @@ def _alternative(
         raise ClaimError(f"{label}: device class {class_name} not found")
     if getattr(spec, "derived_attributes", None):
         raise ClaimError(f"{label}: derived attributes are not supported")
-    class_spec = device_class.spec
-    selectors = _selectors(class_spec.selectors if class_spec else None, f"class {class_name}", env, label)
+    selectors = class_selectors(class_name, device_class, env, label=label)
     selectors += _selectors(getattr(spec, "selectors", None), f"claim {claim_label(claim)}", env, label)
     mode = getattr(spec, "allocation_mode", None) or "ExactCount"
     if mode not in ("ExactCount", "All"):
@@ -163,6 +162,32 @@ def _alternative(
         admin_access=admin_access,
         capacity=capacity,
         tolerations=tuple(getattr(spec, "tolerations", None) or ()),
+    )
+
+
+def class_selectors(
+    name: str, device_class: V1DeviceClass, env: CelEnvironment, *, label: str
+) -> tuple[Selector, ...]:
+    """The compiled selectors of class ``name``, as every request naming it gets them first
+    (``label`` names the request in errors)."""
+    spec = device_class.spec
+    return _selectors(spec.selectors if spec else None, f"class {name}", env, label)
+
+
+def class_alternative(name: str, device_class: V1DeviceClass, env: CelEnvironment) -> Alternative:
+    """What a request for one device of class ``name`` with no selectors of its own gets: the
+    alternative whose selector verdicts every such request shares (its :func:`~.context.selector_key`
+    is theirs). Raises :class:`ClaimError` for a selector that is not CEL."""
+    return Alternative(
+        name="",
+        parent=None,
+        device_class=device_class,
+        selectors=class_selectors(name, device_class, env, label=f"class {name}"),
+        all_devices=False,
+        count=1,
+        admin_access=False,
+        capacity=None,
+        tolerations=(),
     )
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
 from k8s_fields import counter_sets, meta, slice_devices
 from kubernetes.client import V1Device
 
-from pkg.dra.allocator.pools import PoolCache, gather_pools
+from pkg.dra.allocator import pools as pools_module
+from pkg.dra.allocator.pools import Pool, PoolCache, gather_pools
 from pkg.dra.model import Unschedulable
 
 
@@ -88,6 +92,35 @@ def test_same_slice_objects_reuse_the_last_answer_and_new_objects_do_not() -> No
     assert gather_pools(unversioned, node=None, cache=cache) is not gather_pools(
         unversioned, node=None, cache=cache
     )
+
+
+def test_two_threads_asking_at_once_build_the_pools_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    slices = [rs for n in range(3) for rs in a30_pool(f"node-{n}")]
+    cache = PoolCache()
+    building, release = threading.Event(), threading.Event()
+    original = pools_module._build
+
+    def slow_build(*args: Any) -> None:
+        building.set()
+        release.wait(5)
+        original(*args)
+
+    monkeypatch.setattr(pools_module, "_build", slow_build)
+    answers: dict[str, list[Pool]] = {}
+    first = threading.Thread(target=lambda: answers.update(a=gather_pools(slices, node=None, cache=cache)))
+    first.start()
+    assert building.wait(5)  # the first thread is building
+    second = threading.Thread(
+        target=lambda: answers.update(b=gather_pools(list(slices), node=None, cache=cache))
+    )
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waits for the build under way instead of making its own
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert answers["a"] is answers["b"]
+    assert cache.built_devices == sum(len(p.devices) for p in answers["a"])  # each pool built once
 
 
 def test_unknown_counter_makes_the_pool_invalid_even_when_its_consumption_was_seen_before() -> None:
