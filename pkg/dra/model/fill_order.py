@@ -39,6 +39,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pkg.dra.model.card import Card
 from pkg.dra.model.offer_order import signature
 from pkg.dra.model.offers import CardOffers
 
@@ -113,6 +114,12 @@ def fill_order(cards: Sequence[CardOffers], in_use: Collection[str]) -> list[Car
     ]
 
 
+def follows_fill(cards: Iterable[Card]) -> bool:
+    """Whether a node of ``cards`` publishes in the fill-following order: MIG cards of more than one
+    model (:func:`fill_rank` says why); any other node keeps the static order whatever is in use."""
+    return len({signature(c) for c in cards if c.mig_allowed and c.mig_profiles}) > 1
+
+
 def fill_rank(cards: Sequence[CardOffers], in_use: Collection[str]) -> Mapping[str, FillKey]:
     """Every device of ``cards`` (in static node order, offers in static order) by name, with its
     key given the device names ``in_use`` on the node; names not published are ignored.
@@ -123,7 +130,7 @@ def fill_rank(cards: Sequence[CardOffers], in_use: Collection[str]) -> Mapping[s
     work and the fill loses (two cards of an 8-slice model: 190 against 195 over 20 seeds; eight
     H100: 735 against 741, below NVML's 737). Such a node keeps the static order whatever is in use.
     """
-    if len({signature(c.card) for c in cards if c.card.mig_allowed and c.card.mig_profiles}) < 2:
+    if not follows_fill(c.card for c in cards):
         published = [(c, o.name) for c, card_offers in enumerate(cards) for o in card_offers.offers]
         return {name: (0, 0, c, 0, position) for position, (c, name) in enumerate(published)}
     fill_cards: list[FillCard] = []

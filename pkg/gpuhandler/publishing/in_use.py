@@ -12,6 +12,10 @@ checkpoint a Prepare, an Unprepare, the start-up reconciliation or the watchdog 
 first update (no kubelet plugin on this node, or it has not started yet) :meth:`names` is None
 and the publisher keeps the static order.
 
+Only a node that follows the fill wakes the publisher (:func:`wake_if_fill_followed`): on a node
+of one MIG model the order is the static one whatever is in use, and a publish there would list
+the node's slices to write nothing. A node whose cards change is republished for that reason.
+
 Bursts: a change only adds the publisher's single request, which the work queue holds once; a
 burst of Prepares while a publish runs costs one more publish, and a publish writes only when the
 order changed (:mod:`pkg.dra.publisher`).
@@ -21,7 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+
+from pkg.dra.model.card import Card
+from pkg.dra.model.fill_order import follows_fill
 
 logger = logging.getLogger(__name__)
 
@@ -54,3 +61,16 @@ class DevicesInUse:
     def subscribe(self, listener: Callable[[], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
+
+
+def wake_if_fill_followed(
+    cards: Callable[[], Iterable[Card]], wake: Callable[[], None]
+) -> Callable[[], None]:
+    """A :class:`DevicesInUse` listener that calls ``wake`` only while the node's ``cards`` follow
+    the fill (:func:`~pkg.dra.model.fill_order.follows_fill`)."""
+
+    def changed() -> None:
+        if follows_fill(cards()):
+            wake()
+
+    return changed

@@ -48,7 +48,7 @@ from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.node_lock import node_lock
 from pkg.gpuhandler.publishing.handler.publish import Publisher
-from pkg.gpuhandler.publishing.in_use import DevicesInUse
+from pkg.gpuhandler.publishing.in_use import DevicesInUse, wake_if_fill_followed
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
 from pkg.gpuhandler.publishing.reconciler import PUBLISH, PublishReconciler
 from pkg.gpuhandler.publishing.watches import gpu_events, node_events, slice_events
@@ -180,7 +180,10 @@ def setup_publishing(manager: Manager, container: PublishingContainer) -> Contro
     health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
     container.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
     in_use_changed = ChannelSource(name="devices-in-use")  # the fill-following order after Prepare
-    container.in_use().subscribe(in_use_changed.send)
+    card_specs = container.card_specs()
+    container.in_use().subscribe(
+        wake_if_fill_followed(lambda: (e.card for e in card_specs.snapshot().values()), in_use_changed.send)
+    )
     return (
         ControllerBuilder(manager, name=PUBLISH_CONTROLLER)
         .watches(container.gpu_informer(), publish, predicates=[gpu_events()])
