@@ -4,30 +4,14 @@ cold allocator gives."""
 
 from __future__ import annotations
 
-import pytest
 from alloc_builders import a30_pool, claim, device_class, exact, explained, mig_class, physical_class
 from kubernetes.client import V1ResourceSlice
 
-from pkg.dra.allocator import Allocator, CelEnvironment
-from pkg.dra.allocator.cel_env import CompiledSelector, DeviceInput
+from pkg.dra.allocator import Allocator
 
 
 def cluster(nodes: int, generation: int = 1) -> list[V1ResourceSlice]:
     return [rs for n in range(nodes) for rs in a30_pool(f"node-{n}", generation=generation)]
-
-
-@pytest.fixture
-def evaluations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every CEL evaluation from now on, by expression."""
-    calls: list[str] = []
-    original = CelEnvironment.matches
-
-    def counting(self: CelEnvironment, selector: CompiledSelector, device: DeviceInput) -> bool:
-        calls.append(selector.expression)
-        return original(self, selector, device)
-
-    monkeypatch.setattr(CelEnvironment, "matches", counting)
-    return calls
 
 
 def verdicts(allocator: Allocator, slices: list[V1ResourceSlice], class_name: str) -> list[tuple[str, str]]:
@@ -43,8 +27,9 @@ def verdicts(allocator: Allocator, slices: list[V1ResourceSlice], class_name: st
 
 
 def test_after_warming_an_explanation_evaluates_no_selector_and_says_what_a_cold_one_says(
-    evaluations: list[str],
+    cel_evaluations: list[str],
 ) -> None:
+    evaluations = cel_evaluations
     slices = cluster(6)
     classes = {"mig-1g": mig_class("1g"), "mig-2g": mig_class("2g"), "physical-exclusive": physical_class()}
     warm = Allocator()
