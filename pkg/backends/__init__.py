@@ -1,7 +1,7 @@
 """GPU vendor backends: who claims which PCI vendor, and how its cards are read.
 
 A plugin, found through the Python entry point group ``gpu_control_plane.vendors``, has an
-*identity* (:class:`~pkg.backends.registry.VendorIdentity`) and builds a *backend*
+*identity* (:class:`~pkg.backends.identity.VendorIdentity`) and builds a *backend*
 (:class:`~pkg.backends.backend.VendorBackend`, docs/architecture.md#vendor-backend-port). The node agent asks
 the registry only "does any plugin claim PCI vendor ``10de``?" and, if one does, how to name it in labels and
 which of its drivers mean what; the gpu-handler builds one backend by entry point name (``nvidia``, or

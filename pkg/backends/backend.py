@@ -40,22 +40,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from api.gpu.v1alpha1 import AmdState, Capabilities, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverFiles, DriverRootOptions
+from pkg.backends.errors import BackendError
 from pkg.hardware.pci import PciDevice
 
 if TYPE_CHECKING:
     from pkg.backends.health_events import HealthEventSource
+    from pkg.backends.identity import VendorIdentity
     from pkg.backends.preparation import CardPreparer
-    from pkg.backends.registry import VendorIdentity
     from pkg.backends.usage import CardUsage
     from pkg.dra.model.card import Card
-
-
-class BackendError(Exception):
-    """A backend could not read one card; ``address`` names it, ``reason`` is a CamelCase word."""
-
-    def __init__(self, *, address: str, reason: str, message: str) -> None:
-        super().__init__(f"GPU {address}: {message}")
-        self.address, self.reason, self.message = address, reason, message
 
 
 @dataclass(frozen=True)
@@ -215,3 +208,16 @@ def pci_address(gpu: PhysicalGPU) -> str:
             message="status.pciInfo is not reported yet",
         )
     return info.address
+
+
+__all__ = [  # BackendError lives in pkg.backends.errors, which every port and vendor can import
+    "BackendError",
+    "BackendOptions",
+    "CardVerdict",
+    "Enrichment",
+    "VendorBackend",
+    "VendorPlugin",
+    "VerdictStatus",
+    "claimed_gpus",
+    "pci_address",
+]

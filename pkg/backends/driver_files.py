@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:  # preparation imports the backend port, which imports this module
-    from pkg.backends.preparation import ContainerEdits
+from pkg.backends.preparation import ContainerEdits
 
 REASON_ROOT_MISSING: Final = "DriverRootMissing"
 REASON_ROOT_INCOMPLETE: Final = "DriverRootIncomplete"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from api.gpu.v1alpha1 import TimeSlicingInterval
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 
 REASON_CARD_BUSY: Final = "CardBusy"
 REASON_MIG_MODE: Final = "MigModeChangeFailed"

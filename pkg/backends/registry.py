@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, cast
 
 from api.gpu.v1alpha1 import DriverType
+from pkg.backends.identity import GPU_CLASS_CODES, VendorIdentity
 
 if TYPE_CHECKING:
     from pkg.backends.backend import VendorPlugin
@@ -44,36 +43,6 @@ ENTRY_POINT_GROUP: Final = "gpu_control_plane.vendors"
 KNOWN_DRIVERS: Final[Mapping[str, DriverType]] = MappingProxyType(
     {"nvidia": DriverType.NVIDIA, "vfio-pci": DriverType.VFIO, "amdgpu": DriverType.ROCM}
 )
-
-# VGA compatible controller, 3D controller: the classes every vendor's GPUs use. A vendor may add
-# others its compute cards report (AMD: display controller 0380, processing accelerator 1200).
-GPU_CLASS_CODES: Final = frozenset({"0300", "0302"})
-
-_VENDOR_ID = re.compile(r"^[0-9a-f]{4}$")
-_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS label: also a valid label value
-
-
-@dataclass(frozen=True)
-class VendorIdentity:
-    """How a vendor's cards are recognised and named.
-
-    ``name`` is the value of the ``gpu.deckhouse.io/vendor`` label (a DNS label, e.g. ``nvidia``);
-    ``driver_types`` maps the kernel drivers this vendor's cards are bound to onto the driver type
-    reported in the status; ``class_codes`` are the PCI classes (base class + subclass) under
-    which its GPUs appear.
-    """
-
-    name: str
-    pci_vendor_id: str
-    driver_types: Mapping[str, DriverType] = field(default_factory=dict)
-    class_codes: frozenset[str] = GPU_CLASS_CODES
-
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(f"vendor name {self.name!r} is not a DNS label (lower-case, digits, '-')")
-        if not _VENDOR_ID.match(self.pci_vendor_id):
-            raise ValueError(f"PCI vendor ID {self.pci_vendor_id!r} is not 4 lower-case hex digits")
-        object.__setattr__(self, "driver_types", MappingProxyType(dict(self.driver_types)))
 
 
 def driver_type_for(identity: VendorIdentity | None, driver: str | None) -> DriverType | None:
@@ -180,3 +149,14 @@ def _load(ep: EntryPoint) -> VendorPlugin | VendorIdentity | None:
 def default_registry() -> VendorRegistry:
     """The process-wide registry from installed entry points, loaded on first use."""
     return VendorRegistry.from_entry_points()
+
+
+__all__ = [  # VendorIdentity and GPU_CLASS_CODES live in pkg.backends.identity, which the port imports too
+    "ENTRY_POINT_GROUP",
+    "GPU_CLASS_CODES",
+    "KNOWN_DRIVERS",
+    "VendorIdentity",
+    "VendorRegistry",
+    "default_registry",
+    "driver_type_for",
+]

@@ -31,8 +31,8 @@ from pkg.backends.amd.sysfs import CardFiles, read_card
 from pkg.backends.amd.usage import read_usage
 from pkg.backends.backend import BackendError, CardVerdict, Enrichment, claimed_gpus, pci_address
 from pkg.backends.driver_files import REASON_DRIVER_UNREADABLE, DriverFiles, DriverFilesError
+from pkg.backends.identity import VendorIdentity
 from pkg.backends.preparation import ContainerEdits, DeviceNode
-from pkg.backends.registry import VendorIdentity
 from pkg.backends.usage import CardUsage
 from pkg.dra.model.card import Card, PartitionMode
 from pkg.hardware.labels import normalize_device_model

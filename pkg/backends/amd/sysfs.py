@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 from pkg.hardware.files import read_text
 
 KFD_NODES: Final = "class/kfd/kfd/topology/nodes"

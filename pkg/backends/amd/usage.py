@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from pkg.backends.amd.sysfs import KFD_NODES, location_id, read_properties
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 from pkg.backends.usage import CardUsage, ProcessUsage
 from pkg.hardware.files import read_text
 

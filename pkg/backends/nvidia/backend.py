@@ -39,6 +39,7 @@ from pkg.backends.driver_files import (
     DriverFilesError,
     DriverRootOptions,
 )
+from pkg.backends.identity import VendorIdentity
 from pkg.backends.nvidia import vgpu
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.driver_root import discover_driver_files
@@ -51,7 +52,6 @@ from pkg.backends.nvidia.profiles import ProfileFacts
 from pkg.backends.nvidia.reading import CardReading, read_card
 from pkg.backends.nvidia.sharing import MpsControl, TimeSlicer
 from pkg.backends.nvidia.usage import UsageReader
-from pkg.backends.registry import VendorIdentity
 from pkg.backends.usage import CardUsage
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.hardware.labels import normalize_device_model

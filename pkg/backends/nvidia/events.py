@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 from pkg.backends.health_events import HealthEvent, Severity
 from pkg.backends.nvidia.nvml_port import (
     EVENT_DOUBLE_BIT_ECC,

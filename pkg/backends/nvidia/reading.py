@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 from pkg.backends.nvidia.architecture import architecture_name
 from pkg.backends.nvidia.mig import MigReading, read_mig
 from pkg.backends.nvidia.nvlink import nvlink_domain

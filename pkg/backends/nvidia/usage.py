@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from pkg.backends.backend import BackendError
+from pkg.backends.errors import BackendError
 from pkg.backends.nvidia.nvml_port import NO_INSTANCE, Nvml, NvmlError, if_offered
 from pkg.backends.usage import CardUsage, ProcessUsage
 

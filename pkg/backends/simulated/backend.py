@@ -28,9 +28,9 @@ from typing import Final
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends.backend import BackendOptions, CardVerdict, VendorBackend, VerdictStatus, pci_address
 from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverRootOptions
+from pkg.backends.identity import VendorIdentity
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
-from pkg.backends.registry import VendorIdentity
 from pkg.backends.simulated.driver_state import SimulatedDriverState
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.backends.simulated.pci_kernel import SimulatedPciKernel

@@ -13,7 +13,7 @@ from api.gpu.v1alpha1 import DriverType
 from pkg.backends import BackendError, BackendOptions, VendorIdentity, VendorRegistry, VerdictStatus
 from pkg.backends import registry as registry_module
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
-from pkg.backends.nvidia.identity import NVIDIA as NVIDIA_PLUGIN
+from pkg.backends.nvidia.plugin import NVIDIA as NVIDIA_PLUGIN
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
 
 from backend_fakes import physical_gpu  # isort: skip
