@@ -58,10 +58,11 @@ from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter
 from pkg.gpuhandler.preparation import metrics as preparation_metrics
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
+from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed
+from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.runnable import PluginRunnable
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 from pkg.gpuhandler.publishing import PublishingContainer, PublishSettings, setup_publishing
 from pkg.hardware.labels import to_label_value
 from pkg.hardware.pci_topology import SysfsPciTopology
@@ -166,6 +167,8 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
     vfio_holds = providers.Singleton(new_vfio_holds)
+    # The checkpoint as the kubelet plugin leaves it, for the publisher's devices in use.
+    checkpoint_feed = providers.Singleton(CheckpointFeed)
     gpu_informer = providers.Singleton(
         node_physical_gpus, informers=informers, node_label=settings.provided.node_label
     )
@@ -263,7 +266,7 @@ def setup_handler_publishing(manager: Manager, container: GpuHandlerContainer) -
     # The fill-following order: the devices the checkpoint records, as Prepare and Unprepare leave it.
     in_use = publishing.in_use()
     pool = pool_name(settings.node_name)
-    container.vfio_holds().subscribe(lambda checkpoint: in_use.update(checkpoint.devices_in_use(pool)))
+    container.checkpoint_feed().subscribe(lambda checkpoint: in_use.update(checkpoint.devices_in_use(pool)))
     return setup_publishing(manager, publishing)
 
 
@@ -281,6 +284,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         gpu_informer=container.gpu_informer(),
         card_changes=container.card_changes(),
         holds=container.vfio_holds(),
+        feed=container.checkpoint_feed(),
         health_tracker=container.health_tracker(),
     )
     preparation.slice_informer()  # registered before the manager starts the informers

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandle
 from preparation_fakes import A30, Node, mig_offer, node, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
 
 ROUNDS = 200
 QUICK_ROUNDS = 10

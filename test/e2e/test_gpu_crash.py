@@ -39,7 +39,7 @@ from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
-from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 
 @pytest.fixture

@@ -27,10 +27,11 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointStore,
     ClaimRecord,
     DeviceRecord,
-    MigRecord,
     PrepareState,
     read_boot_id,
 )
+from pkg.gpuhandler.preparation.kinds.mig import MigRecord
+from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 
 UNSEEN = "0000:99:00.0"  # no such card on the node
 
@@ -42,7 +43,7 @@ def handler(gpu_node: GpuComponents) -> Iterator[GpuComponents]:
 
 def _store(components: GpuComponents) -> CheckpointStore:
     path = components.node.kubelet.paths.root / "plugins" / DRIVER / "checkpoint.json"
-    return CheckpointStore(path, boot_id=read_boot_id)
+    return CheckpointStore(path, boot_id=read_boot_id, records=RECORD_TYPES)
 
 
 def _slices(kube: KubeClient, node: str) -> list[str]:

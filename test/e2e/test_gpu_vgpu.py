@@ -28,7 +28,7 @@ from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD
-from pkg.gpuhandler.preparation.vm_metadata import read_device_metadata
+from pkg.gpuhandler.preparation.kinds.vm.files import read_device_metadata
 
 SAMPLE = Path(__file__).resolve().parents[2] / "config" / "samples" / "pod-vgpu.yaml"
 SHOW_VGPU = (

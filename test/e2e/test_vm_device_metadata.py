@@ -29,7 +29,7 @@ from pkg.devcluster.images import BUSYBOX_IMAGE, REGISTRY, static_binary_archive
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
-from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
 
 RTX = "0000:65:00.0"  # the workstation node's card that can go to a VM
 READER_IMAGE = f"{REGISTRY}/devicemetadata:1"

@@ -34,6 +34,8 @@ from pkg.backends.backend import BackendError
 from pkg.backends.usage import CardUsage, ProcessUsage
 from pkg.gpuhandler.attribution.pods import PodContainer, PodDirectory
 from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.kinds.mig import mig_record
+from pkg.gpuhandler.preparation.kinds.vm.records import for_vm
 from pkg.hardware.cgroups import ProcessCgroup
 
 logger = logging.getLogger(__name__)
@@ -322,8 +324,8 @@ def _prepared_devices(
 
 
 def _device_uuid(device: DeviceRecord, uuids: Mapping[str, str]) -> str | None:
-    if device.vfio is not None or device.vgpu is not None:
+    if for_vm(device):
         return None  # a card or vGPU given to a VM: its processes are the guest's, out of the host's sight
-    if device.mig is not None:
-        return device.mig.uuid
+    if (mig := mig_record(device)) is not None:
+        return mig.uuid
     return uuids.get(device.card)

@@ -10,17 +10,14 @@ hardware against it. Its rules come from how such files fail in practice:
   rewrite). NVIDIA's driver checksummed its own struct, so every upgrade that added a field
   declared the old checkpoint corrupt (their #1080, #1100).
 * **Versioned for readers**: ``version`` is the writer's format, ``minReaderVersion`` the oldest
-  reader that may use the file; a reader older than that refuses instead of misreading. Format 2
-  added shares (``sharing`` on a device); a file holding one needs a reader of format 2, because
-  an older one would not stop the card's MPS daemon or restore its time slice. Format 3 added VFIO
-  passthrough (``vfio`` on a device: the IOMMU group and each function's original driver); a
-  file holding one needs a reader of format 3, because an older one would leave the functions on
-  ``vfio-pci``. Format 4 added partitions of a card-wide mode (``partition`` on a device); an
-  older reader would take one for a whole card and never switch the card back. Format 5 added
-  vGPUs (``vgpu`` on a device: the mdev type and the UUID chosen for it, recorded before the
-  mdev is created); a file holding one needs a reader of format 5, because an older one would
-  leave the mdev behind. A file without shares, VFIO, partitions or vGPUs is still readable by
-  format 1 readers, so a downgrade without them keeps working.
+  reader that may use the file; a reader older than that refuses instead of misreading. Each
+  device kind (:mod:`.kinds`) stores its part of a device's record under a field of its own and
+  declares the first format that understood it (shares 2, VFIO passthrough 3, partitions 4,
+  vGPUs 5): a file holding such a record asks for that reader, because an older one would take
+  the device for a whole card and leave behind what the kind made (an MPS daemon, functions on
+  ``vfio-pci``, an mdev). A file with whole cards and MIG devices only is still readable by
+  format 1 readers, so a downgrade without the newer kinds keeps working. This model validates a
+  kind's record through the model the kind registered (:class:`RecordTypes`) and names no kind.
 * **Bound to one boot** (``bootID``): MIG instances and files under /run do not survive a reboot,
   so entries written in an earlier boot describe hardware state that no longer exists.
 
@@ -38,23 +35,22 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.gpu.v1alpha1 import DeviceType, SharingStrategy, TimeSlicingInterval
+from api.gpu.v1alpha1 import DeviceType
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
 FORMAT_VERSION: Final = 5
 MIN_READER_VERSION: Final = 1
-SHARES_READER_VERSION: Final = 2
-VFIO_READER_VERSION: Final = 3
-PARTITION_READER_VERSION: Final = 4
-VGPU_READER_VERSION: Final = 5
+
+K = TypeVar("K", bound="KindRecord")
 
 
 class CheckpointError(Exception):
@@ -100,59 +96,42 @@ class PrepareState(enum.StrEnum):
     PREPARE_COMPLETED = "PrepareCompleted"
 
 
-class MigRecord(_Record):
-    """A MIG device made for a claim: the GPU instance at the offer's placement and its compute
-    instance. ``gpu_instance`` is ``None`` until created (the placement alone then identifies it)."""
-
-    profile_id: int = Field(alias="profileID")
-    placement_start: int = Field(alias="placementStart")
-    placement_size: int = Field(alias="placementSize")
-    gpu_instance: int | None = Field(default=None, alias="gpuInstance")
-    compute_instance: int | None = Field(default=None, alias="computeInstance")
-    uuid: str | None = None
+class KindRecord(_Record):
+    """A device kind's part of a device's record (:mod:`.kinds`): the kind declares its model, the
+    field it is stored under and the oldest reader that understands it."""
 
 
-class SharingRecord(_Record):
-    """A share of a whole card: its strategy and what the node set up and enforces for it."""
+class RecordTypes:
+    """The kinds' record models by field, and the reader version each needs: how the checkpoint
+    validates and versions what the kinds store, without knowing one of them."""
 
-    strategy: str  # TimeSlicing | MPS
-    share_percent: int = Field(alias="sharePercent")
-    memory_mib: int = Field(alias="memoryMiB")
-    interval: str = "Default"  # TimeSlicing: the card's time slice while it is shared
+    def __init__(self, types: dict[str, tuple[type[KindRecord], int]]) -> None:
+        self._types = dict(types)
 
+    def __iter__(self) -> Iterator[tuple[str, type[KindRecord], int]]:
+        for name, (model, version) in self._types.items():
+            yield name, model, version
 
-class PartitionRecord(_Record):
-    """A partition of a card-wide mode: the mode the card was switched to and which partition."""
+    def validate(self, device: DeviceRecord) -> None:
+        """Turns every kind record of ``device`` into its model (ValidationError when damaged)."""
+        for name, model, _ in self:
+            device.kind_record(name, model)
 
-    mode: str
-    count: int
-    index: int
-
-
-class VfioFunctionRecord(_Record):
-    """A function bound to ``vfio-pci`` for a claim, and the driver to give it back to."""
-
-    address: str
-    driver: str | None = None  # None: it was unbound
-
-
-class VfioRecord(_Record):
-    """VFIO passthrough of a card: its IOMMU group and every function bound with it (card first)."""
-
-    iommu_group: str = Field(alias="iommuGroup")
-    functions: list[VfioFunctionRecord] = Field(default_factory=list)
-
-
-class VgpuRecord(_Record):
-    """A vGPU (mediated device) made for a claim: its mdev type and the UUID chosen for it before
-    ``create`` was written, which is what makes an mdev on the node this claim's."""
-
-    mdev_type: str = Field(alias="mdevType")
-    mdev_uuid: str = Field(alias="mdevUUID")
+    def min_reader(self, data: CheckpointData) -> int:
+        """The oldest reader that understands every record in ``data``."""
+        found = MIN_READER_VERSION
+        for claim in data.claims.values():
+            for device in claim.devices:
+                for name, _, version in self:
+                    if version > found and device.has_kind_record(name):
+                        found = version
+        return found
 
 
 class DeviceRecord(_Record):
-    """One allocated device of a claim, as prepared on this node."""
+    """One allocated device of a claim, as prepared on this node: what every kind has; the kind's
+    own part (a MIG placement, a share's limits, ...) is an extra field named by the kind
+    (:meth:`kind_record`), so this model never names a kind and keeps what it does not know."""
 
     pool: str
     device: str
@@ -160,13 +139,27 @@ class DeviceRecord(_Record):
     card: str  # PCI address of the physical card
     device_type: str = Field(alias="deviceType")  # Physical | MIG | Partition | VGPU
     share_id: str | None = Field(default=None, alias="shareID")
-    mig: MigRecord | None = None
-    partition: PartitionRecord | None = None
-    sharing: SharingRecord | None = None
-    vfio: VfioRecord | None = None
-    # Left out when absent, so a record without a vGPU is written exactly as before format 5.
-    vgpu: VgpuRecord | None = Field(default=None, exclude_if=lambda value: value is None)
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
+
+    def has_kind_record(self, name: str) -> bool:
+        return (self.__pydantic_extra__ or {}).get(name) is not None
+
+    def kind_record(self, name: str, model: type[K]) -> K | None:
+        """The kind record stored under ``name`` as ``model`` (validated once, then kept as the
+        model, so a kind's changes to it are saved), or None when the device has none."""
+        extra = self.__pydantic_extra__
+        if extra is None:
+            return None
+        value = extra.get(name)
+        if value is None or isinstance(value, model):
+            return value
+        typed = model.model_validate(value)
+        extra[name] = typed
+        return typed
+
+    def set_kind_record(self, name: str, record: KindRecord) -> None:
+        assert self.__pydantic_extra__ is not None
+        self.__pydantic_extra__[name] = record
 
 
 class ClaimRecord(_Record):
@@ -188,27 +181,9 @@ class CheckpointData(_Record):
     def claims_on_card(self, card: str) -> list[ClaimRecord]:
         return [c for c in self.claims.values() if any(d.card == card for d in c.devices)]
 
-    def shares(self) -> list[DeviceRecord]:
-        """Every recorded share, of every claim."""
-        return [d for c in self.claims.values() for d in c.devices if d.sharing is not None]
-
-    def mdevs(self) -> dict[str, str]:
-        """Every recorded vGPU's mdev UUID (in any state), and the card it is on."""
-        return {
-            d.vgpu.mdev_uuid: d.card for c in self.claims.values() for d in c.devices if d.vgpu is not None
-        }
-
-    def partitions(self) -> list[DeviceRecord]:
-        """Every recorded partition of a card-wide mode, of every claim."""
-        return [d for c in self.claims.values() for d in c.devices if d.partition is not None]
-
     def devices_in_use(self, pool: str) -> set[str]:
         """Names of the devices of ``pool`` recorded for a claim, in any state."""
         return {d.device for c in self.claims.values() for d in c.devices if d.pool == pool}
-
-    def vfio_cards(self) -> set[str]:
-        """Cards bound (or being bound) to ``vfio-pci`` for a claim, in any state."""
-        return {d.card for c in self.claims.values() for d in c.devices if d.vfio is not None}
 
 
 def _canonical(data: Any) -> bytes:
@@ -222,8 +197,9 @@ def checksum(data: Any) -> str:
 class CheckpointFile:
     """Reads and writes the checkpoint at ``path``; call only while holding the node lock."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, records: RecordTypes) -> None:
         self.path = path
+        self.records = records
 
     def load(self, *, boot_id: str) -> CheckpointData:
         """The stored data; an empty checkpoint for this boot when there is no file yet.
@@ -296,9 +272,23 @@ class CheckpointFile:
             for key, record in claims.items():
                 self._check_record(key, record)
         try:
-            return CheckpointData.model_validate(envelope["data"])
+            data = CheckpointData.model_validate(envelope["data"])
         except ValidationError as exc:
             raise CheckpointUnreadable(self.path, f"has invalid content: {exc}") from exc
+        for uid, claim in data.claims.items():
+            for device in claim.devices:
+                try:
+                    self.records.validate(device)
+                except ValidationError as exc:
+                    # A value a newer release added needs its minReaderVersion, so here it means
+                    # damage, refused rather than misread (an unknown strategy taken for MPS).
+                    problems = "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+                    )
+                    raise CheckpointUnreadable(
+                        self.path, f"device {device.device} has invalid content: {problems}", claim=uid
+                    ) from exc
+        return data
 
     def _check_record(self, key: str, record: Any) -> None:
         """A record is filed under its own UID, a UID of the API server's form, and holds only
@@ -313,19 +303,8 @@ class CheckpointFile:
             raise CheckpointUnreadable(self.path, f"the record under it is of claim {uid!r}", claim=key)
         devices = record.get("devices")
         for device in devices if isinstance(devices, list) else []:  # the model refuses the rest
-            if not isinstance(device, dict):
-                continue
-            _known(self.path, key, "deviceType", device.get("deviceType"), DeviceType)
-            sharing = device.get("sharing")
-            if isinstance(sharing, dict):
-                _known(self.path, key, "sharing strategy", sharing.get("strategy"), SharingStrategy)
-                _known(
-                    self.path,
-                    key,
-                    "time-slice interval",
-                    sharing.get("interval", "Default"),
-                    TimeSlicingInterval,
-                )
+            if isinstance(device, dict):
+                _known(self.path, key, "deviceType", device.get("deviceType"), DeviceType)
 
     def _int(self, text: str) -> int:
         if len(text) > MAX_NUMBER_CHARS:
@@ -347,7 +326,7 @@ class CheckpointFile:
         body = data.model_dump(mode="json", by_alias=True)
         envelope = {
             "version": FORMAT_VERSION,
-            "minReaderVersion": _min_reader(data),
+            "minReaderVersion": self.records.min_reader(data),
             "checksum": checksum(body),
             "data": body,
         }
@@ -358,8 +337,8 @@ class CheckpointStore:
     """The checkpoint file bound to this boot's ID: the one reader and writer of the node's record
     (Prepare, Unprepare, start-up, the health feed and the MPS watchdog), under the node lock."""
 
-    def __init__(self, path: Path, boot_id: Callable[[], str]) -> None:
-        self.file = CheckpointFile(path)
+    def __init__(self, path: Path, boot_id: Callable[[], str], records: RecordTypes) -> None:
+        self.file = CheckpointFile(path, records)
         self._boot_id = boot_id
 
     @property
@@ -371,16 +350,6 @@ class CheckpointStore:
 
     def save(self, data: CheckpointData) -> None:
         self.file.save(data)
-
-
-def _min_reader(data: CheckpointData) -> int:
-    if data.mdevs():
-        return VGPU_READER_VERSION
-    if data.partitions():
-        return PARTITION_READER_VERSION
-    if data.vfio_cards():
-        return VFIO_READER_VERSION
-    return SHARES_READER_VERSION if data.shares() else MIN_READER_VERSION
 
 
 def _depth(raw: bytes) -> int:
@@ -420,3 +389,23 @@ def _kind(mode: int) -> str:
 def read_boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
     """This boot's ID; the kernel makes a new one at every boot."""
     return path.read_text().strip()
+
+
+class CheckpointFeed:
+    """The checkpoint as each Prepare, Unprepare, start-up and watchdog round leaves it, told to
+    whoever listens (the publisher's devices in use). Listeners are told under the node lock, in
+    the order they subscribed, and must be quick."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[CheckpointData], None]] = []
+
+    def subscribe(self, listener: Callable[[CheckpointData], None]) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def publish(self, checkpoint: CheckpointData) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(checkpoint)

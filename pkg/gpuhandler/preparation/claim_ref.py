@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from pkg.gpuhandler.preparation.failures import PrepareFailedError
+
 # The API server's UIDs (k8s.io/apimachinery types.UID from uuid.NewUUID): 8-4-4-4-12 hex digits.
 _UID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # DNS-1123 label (namespaces, request names) and subdomain (object names).
@@ -59,8 +61,6 @@ def validate_claim_ref(claim: object) -> None:
     ``name``, or with ``metadata`` holding them: a ResourceClaim, the kubelet's claim reference, a
     checkpoint record) names a claim the API server could have made; else
     ``PrepareFailedError("InvalidClaim", ...)``, before any of it touches a path."""
-    from pkg.gpuhandler.preparation.failures import PrepareFailedError  # noqa: PLC0415 (a cycle)
-
     meta = getattr(claim, "metadata", None) if not hasattr(claim, "uid") else claim
     uid = getattr(meta, "uid", None)
     namespace = getattr(meta, "namespace", None)

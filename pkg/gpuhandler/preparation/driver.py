@@ -1,8 +1,10 @@
 """The gpu-handler's answer to the kubelet: Prepare and Unprepare, one claim at a time, node-locked.
 
-For each claim of a call: take the node lock (bounded wait), prepare (:mod:`.prepare`) or
-unprepare (:mod:`.unprepare`) it, tell the VFIO holds (:mod:`.vfio_holds`) the checkpoint as the
-call left it, release the lock; then count, time and report. A failure becomes that claim's error
+For each claim of a call: check its identity (:func:`~.claim_ref.validate_claim_ref`), take the
+node lock (bounded wait), run the Prepare or Unprepare pipeline (:mod:`.prepare_steps`,
+:mod:`.unprepare_steps`) over it, tell the checkpoint's listener (the cards held for VMs, the
+publisher's devices in use) the checkpoint as the call left it, release the lock; then count,
+time and report. A failure becomes that claim's error
 for the kubelet (which retries with backoff), a ``Warning`` event on the claim and on the
 PhysicalGPU of each card it was for, and a ``gpu_dra_prepare_failures_total`` sample; the other
 claims of the call are unaffected. Cards whose mode changed are announced
@@ -18,14 +20,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from pkg.backends.backend import BackendError
+from pkg.framework.client import ApiError
 from pkg.framework.kubeletplugin.types import ClaimRef, Driver, PrepareOutcome
-from pkg.gpuhandler.node_lock import node_lock
+from pkg.framework.steptaker import Pipeline
+from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.failures import reason_of
-from pkg.gpuhandler.preparation.prepare import Attempt, ClaimPreparer
-from pkg.gpuhandler.preparation.services import CardChanges, ClaimEvents
-from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
+from pkg.gpuhandler.preparation.attempt import ClaimAttempt
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError
+from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
+from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.services import CardChanges, CheckpointListener, ClaimEvents
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +39,9 @@ class GpuDriver(Driver):
     def __init__(
         self,
         *,
-        preparer: ClaimPreparer,
-        unpreparer: ClaimUnpreparer,
-        holds: VfioHolds,
+        prepare: Pipeline[ClaimAttempt],
+        unprepare: Pipeline[ClaimAttempt],
+        listener: CheckpointListener,
         lock_path: Path,
         lock_timeout: float,
         events: ClaimEvents,
@@ -45,9 +50,9 @@ class GpuDriver(Driver):
         after_change: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._preparer = preparer
-        self._unpreparer = unpreparer
-        self._holds = holds
+        self._prepare = prepare
+        self._unprepare = unprepare
+        self._listener = listener
         self._lock_path = lock_path
         self._lock_timeout = lock_timeout
         self._events = events
@@ -59,18 +64,18 @@ class GpuDriver(Driver):
     def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
         outcomes = {}
         for claim in claims:
-            attempt = self._locked(claim, "prepare", self._preparer.prepare)
+            attempt = self._locked(claim, self._prepare)
             if attempt.error is None and attempt.answer is not None:
                 outcomes[claim.uid] = attempt.answer
                 continue
             error = attempt.error
             reason = reason_of(error) if error else "InternalError"
             message = f"claim {claim.namespace}/{claim.name}: {error or 'prepare failed'} (reason {reason})"
-            plan = attempt.plan
-            device_type = plan.devices[0].device_type.value if plan and plan.devices else "unknown"
-            metrics.prepare_failures.labels(reason=reason, deviceType=device_type, vendor=self._vendor).inc()
+            metrics.prepare_failures.labels(
+                reason=reason, deviceType=attempt.device_type, vendor=self._vendor
+            ).inc()
             self._events.warning(claim, reason="PrepareFailed", message=message)
-            for card in sorted({d.card for d in plan.devices} if plan else ()):
+            for card in attempt.cards:
                 self._events.card_warning(card, reason="PrepareFailed", message=message)
             outcomes[claim.uid] = PrepareOutcome.failed(message)
         return outcomes
@@ -78,7 +83,7 @@ class GpuDriver(Driver):
     def unprepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, str]:
         errors = {}
         for claim in claims:
-            attempt = self._locked(claim, "unprepare", self._unpreparer.unprepare)
+            attempt = self._locked(claim, self._unprepare)
             if attempt.error is None:
                 errors[claim.uid] = ""
                 continue
@@ -87,16 +92,20 @@ class GpuDriver(Driver):
             errors[claim.uid] = message
         return errors
 
-    def _locked(self, claim: ClaimRef, operation: str, call: Callable[[ClaimRef], Attempt]) -> Attempt:
+    def _locked(self, claim: ClaimRef, pipeline: Pipeline[ClaimAttempt]) -> ClaimAttempt:
         started = self._clock()
-        attempt: Attempt | None = None
+        operation = pipeline.name
+        attempt = ClaimAttempt(claim)
         try:
+            validate_claim_ref(claim)  # InvalidClaim before its UID reaches a path (claim_ref)
             with node_lock(self._lock_path, timeout=self._lock_timeout):
-                attempt = call(claim)
+                result = pipeline.run(attempt, log_fields={"claim_uid": claim.uid})
+                attempt.error, attempt.failed_at = result.error, result.failed_at
                 if attempt.checkpoint is not None:
-                    self._holds.update(attempt.checkpoint)
+                    self._listener(attempt.checkpoint)
+        except PrepareFailedError as exc:  # an identity the API server never made
+            attempt.error, attempt.failed_at = exc, "validate-claim"
         except Exception as exc:  # the lock itself: time out or an unusable lock file
-            attempt = attempt or Attempt(operation)
             attempt.error, attempt.failed_at = exc, "node-lock"
         ok = attempt.error is None
         outcome = "success" if ok else "failure"
@@ -118,3 +127,19 @@ class GpuDriver(Driver):
             self._cards.changed(card)
         self._after_change()
         return attempt
+
+
+def reason_of(error: BaseException) -> str:
+    """The ``reason`` of a failure, as a word a metric can carry: a step's own, or one for an error
+    from below (the backend, an unreadable checkpoint, the node lock), never from message text."""
+    if isinstance(error, PrepareFailedError | BackendError):
+        return error.reason
+    if isinstance(error, CheckpointError):
+        return "CheckpointUnreadable"
+    if isinstance(error, NodeLockTimeoutError):
+        return "NodeLockTimeout"
+    if isinstance(error, ApiError):
+        return "ApiError"
+    if isinstance(error, OSError):
+        return "HostError"
+    return "InternalError"

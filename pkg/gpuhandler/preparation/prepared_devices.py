@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import NAMESPACE
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
+from pkg.gpuhandler.preparation.kinds.mig import mig_record
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class PreparedDevicesCollector(Collector):
             if record.state is not PrepareState.PREPARE_COMPLETED:
                 continue
             for device in record.devices:
-                mig = device.mig
+                mig = mig_record(device)
                 if mig is None or mig.uuid is None:
                     continue
                 gpu_instance = "" if mig.gpu_instance is None else str(mig.gpu_instance)

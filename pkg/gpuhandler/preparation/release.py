@@ -1,4 +1,6 @@
-"""Releasing a claim: the one order used by a rolled-back Prepare, by Unprepare and by start-up.
+"""Releasing a claim: the one order used by a rolled-back Prepare, by Unprepare and by start-up
+(the first two through :meth:`ClaimRelease.release_devices` and the CDI spec's removal as
+Prepare's undos, :mod:`.prepare_steps`; Unprepare through :meth:`ClaimRelease.release`).
 
 1. Each device by its kind (:mod:`.kinds`), last first: a share's card setting undone unless
    another claim's share needs it, a passed-through card's functions given back to their drivers
@@ -48,8 +50,33 @@ class ClaimRelease:
         *,
         found_mig_modes: Mapping[str, bool] | None = None,
     ) -> set[str]:
-        """Gives back what ``record`` holds (other claims: ``checkpoint``); returns the cards whose
-        mode changed."""
+        """Gives back what ``record`` holds (other claims: ``checkpoint``): its devices and the MIG
+        modes (:meth:`release_devices`), then its CDI spec; returns the cards whose mode changed."""
+        failed: list[Exception] = []
+        changed: set[str] = set()
+        try:
+            changed = self.release_devices(record, checkpoint, found_mig_modes=found_mig_modes)
+        except Exception as exc:
+            failed.append(exc)
+        try:
+            self._cdi.remove(record.uid)
+        except Exception as exc:  # e.g. a folder where the spec should be
+            logger.error("removing the CDI spec of claim %s failed: %s", record, exc)
+            failed.append(exc)
+        if failed:
+            raise failed[0]
+        return changed
+
+    def release_devices(
+        self,
+        record: ClaimRecord,
+        checkpoint: CheckpointData,
+        *,
+        found_mig_modes: Mapping[str, bool] | None = None,
+    ) -> set[str]:
+        """Gives back ``record``'s devices, last first, and puts each card's MIG mode back as it
+        was found (``found_mig_modes``, else as the kept record says); returns the cards whose
+        mode changed. Every device is tried; the first failure is raised at the end."""
         work = ClaimWork(record=record, checkpoint=checkpoint)
         if found_mig_modes is None:  # a rollback that could not finish recorded them
             found_mig_modes = recorded_mig_modes(record)
@@ -73,11 +100,6 @@ class ClaimRelease:
             except Exception as exc:
                 logger.error("putting the MIG mode of %s back failed: %s", card, exc)
                 failed.append(exc)
-        try:
-            self._cdi.remove(record.uid)
-        except Exception as exc:  # e.g. a folder where the spec should be
-            logger.error("removing the CDI spec of claim %s failed: %s", record, exc)
-            failed.append(exc)
         if failed:
             raise failed[0]
         return work.changed_cards
@@ -90,3 +112,10 @@ def recorded_mig_modes(record: ClaimRecord) -> dict[str, bool]:
     if not isinstance(found, dict):
         return {}
     return {str(card): enabled for card, enabled in found.items() if isinstance(enabled, bool)}
+
+
+def remember_found_mig_modes(record: ClaimRecord, modes: Mapping[str, bool]) -> None:
+    """Keeps on ``record`` the MIG modes an attempt found its cards in, for whoever finishes its
+    release (:meth:`ClaimRelease.release_devices`). An extra field of the record: readers that do
+    not know it keep it, and records without it load as before."""
+    setattr(record, FOUND_MIG_MODES, dict(sorted(modes.items())))

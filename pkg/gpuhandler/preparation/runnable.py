@@ -25,14 +25,14 @@ from pkg.framework.kubeletplugin.sockets import any_instance_serves
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointFeed, CheckpointStore
 from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import MpsWatchdog
+from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
 from pkg.gpuhandler.preparation.services import CardChanges, RecorderClaimEvents
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
-from pkg.gpuhandler.preparation.sharing import MpsWatchdog
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +99,13 @@ class PluginRunnable:
         watchdog: MpsWatchdog = self._container.watchdog()
         store: CheckpointStore = self._container.store()
         holds: VfioHolds = self._container.holds()
+        feed: CheckpointFeed = self._container.feed()
         try:
             # A short wait: a busy lock means Prepare/Unprepare are at work; the next round comes soon.
             with node_lock(settings.lock_path, timeout=1.0):
                 checkpoint = store.load()
                 holds.update(checkpoint)  # another instance (a rolling update) may have changed it
+                feed.publish(checkpoint)
                 watchdog.check(checkpoint)
         except (NodeLockTimeoutError, CheckpointError) as exc:
             logger.debug("MPS watchdog round skipped: %s", exc)
@@ -142,16 +144,16 @@ class PluginRunnable:
                 report = reconcile_at_startup(
                     store=self._container.store(),
                     claims=self._container.claims(),
-                    release=self._container.release(),
-                    preparer=self._container.preparer(),
-                    sharing=self._container.sharing(),
+                    release=self._container.record_release(),
+                    kinds=self._container.kinds(),
                     cdi=self._container.cdi(),
-                    vm_files=self._container.vm_files(),
                     cards=lambda: cards,
                 )
                 if report.checkpoint is not None:  # until now nothing is held
                     holds: VfioHolds = self._container.holds()
                     holds.update(report.checkpoint)
+                    feed: CheckpointFeed = self._container.feed()
+                    feed.publish(report.checkpoint)
         except CheckpointError as exc:
             # Serve anyway: every prepare then fails with this reason, visibly, on each claim.
             metrics.startup_failures.labels(step="load-checkpoint").inc()
@@ -167,11 +169,8 @@ class PluginRunnable:
                 "stale_boot": len(report.stale_boot),
                 "rolled_back": len(report.rolled_back),
                 "unprepared": len(report.unprepared),
-                "orphan_mig_devices": len(report.orphan_mig_devices),
                 "orphan_cdi_specs": len(report.orphan_cdi_specs),
-                "mps_started": len(report.sharing.mps_started),
-                "mps_orphans_stopped": len(report.sharing.mps_orphans_stopped),
-                "sharing_failures": len(report.sharing.failed),
+                **{what.replace(" ", "_"): len(items) for what, items in sorted(report.node.items())},
                 "failures": len(report.failures),
             },
         )
@@ -184,9 +183,6 @@ class PluginRunnable:
         for failure in report.failures:
             if failure.card is not None:
                 by_card.setdefault(failure.card, []).append(f"{failure.step}: {failure.error}")
-        for line in report.sharing.failed:
-            card, _, error = line.partition(": ")
-            by_card.setdefault(card, []).append(f"sharing: {error}")
         for card, problems in sorted(by_card.items()):
             message = "start-up reconciliation left work for a later round: " + "; ".join(problems)
             warn = partial(events.card_warning, card, reason="StartupIncomplete", message=message[:1000])

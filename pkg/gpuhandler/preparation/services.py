@@ -26,6 +26,11 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.events.recorder import EventRecorderLogger, EventType
 from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData
+
+# Hears the checkpoint as each Prepare, Unprepare, start-up and watchdog round leaves it (the cards
+# held for VMs, the publisher's devices in use).
+CheckpointListener = Callable[[CheckpointData], None]
 
 
 class ClaimReader(Protocol):

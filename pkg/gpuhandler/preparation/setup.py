@@ -1,19 +1,21 @@
 """Composition root of the gpu-handler's kubelet plugin: Prepare/Unprepare on this node.
 
-:class:`PreparationContainer` builds the straight Prepare and Unprepare (:mod:`.prepare`,
-:mod:`.unprepare`), the device kinds they prepare and release through (:func:`new_kinds`, the one
-list a new kind is registered in), the one release order (:mod:`.release`), the services they
-use, the driver the kubelet's calls reach and the
-:class:`~pkg.framework.kubeletplugin.server.KubeletPlugin` that serves it.
-:class:`~.runnable.PluginRunnable` runs it in the manager.
+:class:`PreparationContainer` declares, each in one place: the device kinds this node prepares
+(``kinds``, in the order an offer is matched: the one list a new kind is registered in), the two
+pipelines (``prepare_steps`` and ``unprepare_steps``, their order read top to bottom, run by the
+framework's StepTaker), the one release order (:mod:`.release`), the services the steps use, the
+driver the kubelet's calls reach and the :class:`~pkg.framework.kubeletplugin.server.KubeletPlugin`
+that serves it. :class:`~.runnable.PluginRunnable` runs it in the manager.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 
 from dependency_injector import containers, providers
 
@@ -22,6 +24,7 @@ from pkg.backends import VendorBackend
 from pkg.backends.driver_files import DriverFiles
 from pkg.backends.preparation import CardPreparer
 from pkg.domain.informers import node_resource_slices, node_slices_selector
+from pkg.domain.metrics import METRICS
 from pkg.domain.names import DRIVER
 from pkg.dra.model.slices import pool_name
 from pkg.framework.cache.informer import SharedInformer
@@ -30,34 +33,49 @@ from pkg.framework.client import KubeClient
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
+from pkg.framework.steptaker import Pipeline, Step
 from pkg.gpuhandler.health import HealthTracker
+from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointStore, read_boot_id
+from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed, CheckpointStore, RecordTypes, read_boot_id
+from pkg.gpuhandler.preparation.crash import crash_hook
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
-from pkg.gpuhandler.preparation.kinds import Kinds
+from pkg.gpuhandler.preparation.kinds import DeviceKind, Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.partition import PartitionKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
-from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
-from pkg.gpuhandler.preparation.kinds.vgpu import VgpuKind
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import CardSharing, MpsWatchdog
+from pkg.gpuhandler.preparation.kinds.vm.files import VmFiles
+from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
+from pkg.gpuhandler.preparation.kinds.vm.vfio import HostFiles, VfioKind
+from pkg.gpuhandler.preparation.kinds.vm.vgpu import VgpuKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
-from pkg.gpuhandler.preparation.prepare import ClaimPreparer
+from pkg.gpuhandler.preparation.plan import ClaimPlanner
+from pkg.gpuhandler.preparation.prepare_steps import (
+    DriverFiles as DriverFilesStep,
+)
+from pkg.gpuhandler.preparation.prepare_steps import (
+    LoadCheckpoint,
+    PlanDevices,
+    PrepareDevices,
+    RecordCompleted,
+    RecordedAnswer,
+    RecordStarted,
+    RefuseDoubleAllocation,
+    WriteCdiSpec,
+)
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import (
     CardChanges,
     KubeClaimReader,
     KubePodReader,
-    OfferIndex,
     RecorderClaimEvents,
     SliceOfferIndex,
 )
-from pkg.gpuhandler.preparation.sharing import CardSharing, MpsWatchdog
-from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
-from pkg.gpuhandler.preparation.vfio_plan import HostFiles
-from pkg.gpuhandler.preparation.vm_metadata import VmFiles
+from pkg.gpuhandler.preparation.startup import RecordRelease
+from pkg.gpuhandler.preparation.unprepare_steps import ForgetClaim, NothingToUnprepare, ReleaseClaim
 from pkg.hardware.mdev import MdevHost
 from pkg.hardware.pci_binding import PciDriverBinding
 
@@ -102,27 +120,23 @@ class PluginSettings:
         return pool_name(self.node_name)
 
 
-def new_kinds(
-    *,
-    preparer: CardPreparer,
-    sharing: CardSharing,
-    binding: PciDriverBinding,
-    mdevs: MdevHost,
-    vm_files: VmFiles,
-    offers: OfferIndex,
-    dev_root: Path,
-) -> Kinds:
-    """The device kinds this node prepares; a new kind is registered here."""
-    return Kinds(
-        [
-            VfioKind(preparer=preparer, binding=binding, files=vm_files, offers=offers, dev_root=dev_root),
-            VgpuKind(mdevs=mdevs, files=vm_files, offers=offers, dev_root=dev_root),
-            MigKind(preparer),
-            PartitionKind(preparer),
-            ShareKind(preparer=preparer, sharing=sharing),
-            WholeCardKind(preparer),
-        ]
+def record_types(kinds: Sequence[type[DeviceKind]]) -> RecordTypes:
+    """What the checkpoint validates and versions: each kind's record model, by field."""
+    return RecordTypes(
+        {
+            k.record_field: (k.record_model, k.reader_version)
+            for k in kinds
+            if k.record_field and k.record_model
+        }
     )
+
+
+def new_pipeline(
+    name: str, steps: Sequence[Step[ClaimAttempt]], environ: Mapping[str, str] = os.environ
+) -> Pipeline[ClaimAttempt]:
+    """A pipeline of the kubelet plugin, with the crash hook ``GPU_HANDLER_CRASH_AT`` names, if any."""
+    hook = crash_hook(name, [step.name for step in steps], environ)
+    return Pipeline(name, steps, hook=hook, metrics=METRICS)
 
 
 def new_binding(backend: VendorBackend, settings: PluginSettings) -> PciDriverBinding:
@@ -156,6 +170,10 @@ def _gpus_of(gpus: SharedInformer[PhysicalGPU]) -> Callable[[], list[PhysicalGPU
     return gpus.store.list
 
 
+def _kinds_of(kinds: Sequence[DeviceKind]) -> Kinds:
+    return Kinds(kinds)
+
+
 class PreparationContainer(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=PluginSettings)
     client = providers.Dependency(instance_of=KubeClient)
@@ -164,7 +182,10 @@ class PreparationContainer(containers.DeclarativeContainer):
     backend: providers.Dependency[VendorBackend] = providers.Dependency()
     gpu_informer = providers.Dependency(instance_of=SharedInformer)  # this node's PhysicalGPUs
     card_changes: providers.Dependency[CardChanges] = providers.Dependency()
-    holds = providers.Dependency(instance_of=VfioHolds, default=VfioHolds())
+    # The cards passed through for claims, and the checkpoint's listeners: the gpu-handler's, shared
+    # with the enrichment and the publisher; a private one each when not given.
+    holds = providers.Dependency(instance_of=VfioHolds, default=providers.Singleton(VfioHolds))
+    feed = providers.Dependency(instance_of=CheckpointFeed, default=providers.Singleton(CheckpointFeed))
     # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
     health_tracker = providers.Dependency(
         instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
@@ -172,8 +193,6 @@ class PreparationContainer(containers.DeclarativeContainer):
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
     vendor = providers.Singleton(_vendor_of, backend=backend)
-    boot_id = providers.Object(read_boot_id)
-    store = providers.Singleton(CheckpointStore, path=settings.provided.checkpoint_path, boot_id=boot_id)
     claims = providers.Singleton(KubeClaimReader, client=client)
     pods = providers.Singleton(KubePodReader, client=client)
     host_kind = providers.Singleton(
@@ -192,6 +211,39 @@ class PreparationContainer(containers.DeclarativeContainer):
     cdi = providers.Singleton(CdiSpecs, folder=settings.provided.cdi_dir)
     sharing = providers.Singleton(CardSharing, preparer=preparer, mps_root=settings.provided.mps_root)
     watchdog = providers.Singleton(MpsWatchdog, sharing=sharing, preparer=preparer)
+
+    # The device kinds, in the order an allocated offer is matched against them (the first that
+    # accepts it plans it): the one list a new kind is registered in.
+    kinds = providers.Singleton(
+        _kinds_of,
+        providers.List(
+            providers.Singleton(
+                VfioKind,
+                preparer=preparer,
+                binding=binding,
+                host=host_kind,
+                sysfs_root=settings.provided.sysfs_root,
+                holds=holds,
+                files=vm_files,
+                offers=offers,
+                dev_root=settings.provided.dev_root,
+            ),
+            providers.Singleton(
+                VgpuKind, mdevs=mdevs, files=vm_files, offers=offers, dev_root=settings.provided.dev_root
+            ),
+            providers.Singleton(MigKind, preparer),
+            providers.Singleton(PartitionKind, preparer),
+            providers.Singleton(ShareKind, preparer=preparer, sharing=sharing),
+            providers.Singleton(WholeCardKind, preparer),
+        ),
+    )
+    boot_id = providers.Object(read_boot_id)
+    store = providers.Singleton(
+        CheckpointStore,
+        path=settings.provided.checkpoint_path,
+        boot_id=boot_id,
+        records=kinds.provided.records,
+    )
     events = providers.Singleton(
         RecorderClaimEvents, recorder=recorder, gpus=providers.Factory(_gpus_of, gpus=gpu_informer)
     )
@@ -202,16 +254,6 @@ class PreparationContainer(containers.DeclarativeContainer):
         store=store,
         gpus=providers.Factory(_gpus_of, gpus=gpu_informer),
         verdicts=health_tracker.provided.verdicts,
-    )
-    kinds = providers.Singleton(
-        new_kinds,
-        preparer=preparer,
-        sharing=sharing,
-        binding=binding,
-        mdevs=mdevs,
-        vm_files=vm_files,
-        offers=offers,
-        dev_root=settings.provided.dev_root,
     )
     release = providers.Singleton(ClaimRelease, kinds=kinds, preparer=preparer, cdi=cdi)
     driver_files_status = providers.Singleton(
@@ -227,27 +269,40 @@ class PreparationContainer(containers.DeclarativeContainer):
         vendor=vendor,
         status=driver_files_status,
     )
-    claim_preparer = providers.Singleton(
-        ClaimPreparer,
-        store=store,
-        claims=claims,
-        offers=offers,
-        pods=pods,
-        host=host_kind,
-        sysfs_root=settings.provided.sysfs_root,
-        pool=settings.provided.pool,
-        kinds=kinds,
-        release=release,
-        cdi=cdi,
-        holds=holds,
-        driver=driver_spec,
+    planner = providers.Singleton(
+        ClaimPlanner, pool=settings.provided.pool, offers=offers, pods=pods, kinds=kinds
     )
-    claim_unpreparer = providers.Singleton(ClaimUnpreparer, store=store, release=release, cdi=cdi)
+
+    # Prepare, in the order its steps run (prepare_steps.py says what each does and undoes).
+    load_checkpoint = providers.Singleton(LoadCheckpoint, store)
+    prepare_steps = providers.List(
+        load_checkpoint,
+        providers.Singleton(RecordedAnswer),
+        providers.Singleton(PlanDevices, claims=claims, planner=planner),
+        providers.Singleton(RefuseDoubleAllocation, kinds),
+        providers.Singleton(DriverFilesStep, driver=driver_spec, kinds=kinds),
+        providers.Singleton(RecordStarted, store=store, listener=feed.provided.publish),
+        providers.Singleton(PrepareDevices, kinds=kinds, release=release, store=store),
+        providers.Singleton(WriteCdiSpec, cdi),
+        providers.Singleton(RecordCompleted, store=store, kinds=kinds),
+    )
+    # Unprepare, in the order its steps run (unprepare_steps.py).
+    unprepare_steps = providers.List(
+        load_checkpoint,
+        providers.Singleton(NothingToUnprepare, cdi),
+        providers.Singleton(ReleaseClaim, release),
+        providers.Singleton(ForgetClaim, store),
+    )
+    prepare = providers.Singleton(new_pipeline, "prepare", prepare_steps)
+    unprepare = providers.Singleton(new_pipeline, "unprepare", unprepare_steps)
+    # Start-up releases a record a crash left behind through Prepare's undos.
+    record_release = providers.Singleton(RecordRelease, prepare)
+
     driver = providers.Singleton(
         GpuDriver,
-        preparer=claim_preparer,
-        unpreparer=claim_unpreparer,
-        holds=holds,
+        prepare=prepare,
+        unprepare=unprepare,
+        listener=feed.provided.publish,
         lock_path=settings.provided.lock_path,
         lock_timeout=settings.provided.lock_timeout,
         events=events,
@@ -263,3 +318,18 @@ class PreparationContainer(containers.DeclarativeContainer):
         driver=driver,
         health=board,
     )
+
+
+def _names(steps: Any) -> tuple[str, ...]:
+    return tuple(str(provider.cls.name) for provider in steps.args)
+
+
+# The crash points, by pipeline: the steps' names in the order declared above.
+PREPARE_POINTS: Final = _names(PreparationContainer.prepare_steps)
+UNPREPARE_POINTS: Final = _names(PreparationContainer.unprepare_steps)
+# Every kind class registered above, in order: their records are what this release's checkpoint holds.
+KIND_CLASSES: Final[tuple[type[DeviceKind], ...]] = tuple(
+    provider.cls for provider in PreparationContainer.kinds.args[0].args
+)
+# What a checkpoint of this release may hold besides whole cards: the kinds' records, by field.
+RECORD_TYPES: Final = record_types(KIND_CLASSES)

@@ -6,23 +6,19 @@ Run once, under the node lock, before the plugin registers with the kubelet:
    /run did not survive, so every entry describes state that is gone. Entries are dropped (their
    leftovers released, in case hardware kept something) and the kubelet prepares again what
    still runs.
-2. **Prepares that died half-way** — ``PrepareStarted`` entries are rolled back: their MIG devices
-   (found by placement) destroyed, their CDI specs removed, the entries dropped. The kubelet's
-   retry starts them afresh.
+2. **Prepares that died half-way** — ``PrepareStarted`` entries are rolled back and dropped. The
+   kubelet's retry starts them afresh.
 3. **Claims that no longer exist** — a completed entry whose ResourceClaim is gone (or was
    recreated with another UID) is unprepared: the kubelet forgets to unprepare claims deleted
    while the plugin was down (NVIDIA's #1278).
-4. **What nobody owns** — MIG devices on this node's cards that no entry owns, and claim CDI specs
-   that no entry owns, are removed.
-5. **Shared cards** — as the remaining entries say (:meth:`~sharing.CardSharing.reconcile`): time
-   slices set, MPS daemons running for cards with MPS shares, every other MPS daemon stopped and
-   its card given back.
+4. **What nobody owns** — claim CDI specs that no entry owns are removed, and each device kind
+   makes what it leaves on the node match the remaining entries
+   (:meth:`~.kinds.DeviceKind.reconcile_node`): MIG devices no entry owns destroyed, shared cards'
+   time slices and MPS daemons as the entries say, VM files no entry owns removed.
 
-Dropping an entry releases the claim in the one release order (:mod:`.release`), as Unprepare
-does: its shares' card settings unless a remaining entry's share needs them, its VFIO functions
-back to their original drivers (the record names them from before the first bind) and its VM
-files removed, its MIG devices destroyed, its CDI spec removed; only then is the entry dropped.
-VM metadata folders no entry owns are removed with the orphans.
+Dropping an entry runs Prepare's undos over it (:meth:`~pkg.framework.steptaker.Pipeline.undo`),
+the path a failed Prepare rolls back through: its CDI spec removed, its devices released by their
+kinds in the one release order (:mod:`.release`), and only then the entry forgotten.
 
 An unreadable checkpoint stops here and is reported: nothing is removed when it is unknown who
 owns what (:mod:`checkpoint`). Every action is logged and counted in the returned report.
@@ -40,15 +36,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pkg.backends.preparation import CardPreparer
 from pkg.framework.client import NotFoundError
+from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.framework.steptaker import Pipeline
 from pkg.gpuhandler.preparation import metrics
+from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointStore, ClaimRecord, PrepareState
-from pkg.gpuhandler.preparation.release import ClaimRelease
+from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.services import ClaimReader
-from pkg.gpuhandler.preparation.sharing import CardSharing, SharingReport
-from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +64,8 @@ class StartupReport:
     stale_boot: list[str] = field(default_factory=list)  # claim UIDs dropped for another boot
     rolled_back: list[str] = field(default_factory=list)  # PrepareStarted entries
     unprepared: list[str] = field(default_factory=list)  # claims that no longer exist
-    orphan_mig_devices: list[str] = field(default_factory=list)  # "<card>@<start>"
     orphan_cdi_specs: list[str] = field(default_factory=list)  # claim UIDs
-    sharing: SharingReport = field(default_factory=SharingReport)
+    node: dict[str, list[str]] = field(default_factory=dict)  # what the kinds did: what -> cards
     changed_cards: set[str] = field(default_factory=set)
     failures: list[StartupFailure] = field(default_factory=list)  # what a later round retries
     checkpoint: CheckpointData | None = None  # the record as start-up left it (the VFIO holds follow it)
@@ -78,7 +73,7 @@ class StartupReport:
     @property
     def complete(self) -> bool:
         """Whether every step finished (else a later round runs start-up again)."""
-        return not self.failures and not self.sharing.failed
+        return not self.failures
 
     def failed(
         self, step: str, exc: BaseException, *, card: str | None = None, claim_uid: str | None = None
@@ -93,24 +88,43 @@ class StartupReport:
         self.failures.append(StartupFailure(step=step, error=str(exc), card=card, claim_uid=claim_uid))
 
 
+class RecordRelease:
+    """Releases a recorded claim through Prepare's undos, as a rolled-back Prepare does; the
+    record is forgotten (durably) only when every release succeeded, else it is kept, started."""
+
+    def __init__(self, prepare: Pipeline[ClaimAttempt]) -> None:
+        self._prepare = prepare
+
+    def __call__(self, record: ClaimRecord, checkpoint: CheckpointData) -> set[str]:
+        """Returns the cards whose mode changed; raises what the first failing undo raised."""
+        attempt = ClaimAttempt(
+            ClaimRef(namespace=record.namespace, name=record.name, uid=record.uid),
+            checkpoint=checkpoint,
+            record=record,
+        )
+        attempt.work = ClaimWork(record=record, checkpoint=checkpoint, changed_cards=attempt.changed_cards)
+        result = self._prepare.undo(attempt, log_fields={"claim_uid": record.uid})
+        if result.undo_failure is not None:
+            raise result.undo_failure.error
+        return attempt.changed_cards
+
+
 def reconcile_at_startup(
     *,
     store: CheckpointStore,
     claims: ClaimReader,
-    release: ClaimRelease,
-    preparer: CardPreparer,
-    sharing: CardSharing,
+    release: Callable[[ClaimRecord, CheckpointData], set[str]],
+    kinds: Kinds,
     cdi: CdiSpecs,
-    vm_files: VmFiles,
     cards: Callable[[], Sequence[str]],
 ) -> StartupReport:
-    """Runs the five passes (call with the node lock held); raises ``CheckpointError`` only.
+    """Runs the four passes (call with the node lock held); raises ``CheckpointError`` only.
 
     Every other failure — a card the backend cannot read, a full disk, a foreign file where ours
     was expected, a record of a newer release — is caught where it happens: the step does what it
     safely can, the rest is reported in :attr:`StartupReport.failures` (and counted in
     ``gpu_handler_startup_failures_total{step}``) for a later round. An entry whose release
-    failed is kept: it still owns its devices, so no orphan sweep takes them.
+    failed is kept, started: it still owns its devices, so no orphan sweep takes them.
     """
     report = StartupReport()
     report.checkpoint = checkpoint = store.load()
@@ -118,11 +132,14 @@ def reconcile_at_startup(
     def drop(uid: str, step: str) -> bool:
         record = checkpoint.claims[uid]
         try:
-            report.changed_cards |= release.release(record, checkpoint)
+            report.changed_cards |= release(record, checkpoint)
         except Exception as exc:  # kept: it still owns what could not be released
+            if uid not in checkpoint.claims:  # all released; only saving that failed: retried below
+                return True
+            record.state = PrepareState.PREPARE_STARTED
             report.failed(step, exc, card=_first_card(record), claim_uid=uid)
             return False
-        del checkpoint.claims[uid]
+        checkpoint.claims.pop(uid, None)
         return True
 
     tried: set[str] = set()  # entries whose release failed this round
@@ -134,10 +151,9 @@ def reconcile_at_startup(
                     "dropped an entry of an earlier boot", extra={"claim": str(record), "claim_uid": uid}
                 )
             else:
-                # Kept, but prepared for a boot that is gone: a later round (or the kubelet's
-                # retry) rolls it back like a prepare that did not finish. The boot ID moves on,
-                # so claims prepared in this boot are never taken for another boot's.
-                record.state = PrepareState.PREPARE_STARTED
+                # Kept, started: a later round (or the kubelet's retry) rolls it back like a prepare
+                # that did not finish. The boot ID moves on, so claims prepared in this boot are
+                # never taken for another boot's.
                 tried.add(uid)
         checkpoint.boot_id = store.boot_id
     for uid, record in list(checkpoint.claims.items()):
@@ -159,20 +175,33 @@ def reconcile_at_startup(
     except Exception as exc:
         report.failed("list-cards", exc)
         known_cards = []
-    _remove_orphans(checkpoint, preparer, cdi, known_cards, report)
     try:
-        for uid in vm_files.remove_all_but(list(checkpoint.claims)):
-            logger.info("removed VM metadata no claim owns", extra={"claim_uid": uid})
-    except Exception as exc:  # e.g. a file where the VM folder should be
-        report.failed("orphan-vm-files", exc)
-    try:
-        report.sharing = sharing.reconcile(checkpoint, known_cards)
-    except Exception as exc:
-        report.failed("sharing", exc)
-    for failed in report.sharing.failed:
-        metrics.startup_failures.labels(step="sharing").inc()
-        logger.debug("sharing failure counted: %s", failed)
+        report.orphan_cdi_specs = cdi.remove_all_but(list(checkpoint.claims))
+    except Exception as exc:  # e.g. a folder where a spec file should be
+        report.failed("orphan-cdi-specs", exc)
+    for uid in report.orphan_cdi_specs:
+        logger.info("removed a CDI spec no claim owns", extra={"claim_uid": uid})
+    _reconcile_kinds(kinds, checkpoint, known_cards, report)
     return report
+
+
+def _reconcile_kinds(
+    kinds: Kinds, checkpoint: CheckpointData, cards: Sequence[str], report: StartupReport
+) -> None:
+    """Each kind makes what it leaves on the node match the remaining records."""
+    for kind in kinds:
+        step = kind.node_step
+        try:
+            found = kind.reconcile_node(checkpoint, cards)
+        except Exception as exc:
+            report.failed(step, exc)
+            continue
+        for what, items in found.done.items():
+            report.node.setdefault(what, []).extend(items)
+        report.changed_cards |= found.changed_cards
+        for line in found.failed:
+            card, _, error = line.partition(": ")
+            report.failed(step, RuntimeError(error), card=card or None)
 
 
 def _first_card(record: ClaimRecord) -> str | None:
@@ -189,43 +218,3 @@ def _exists(claims: ClaimReader, namespace: str, name: str, uid: str) -> bool:
     except Exception as exc:  # ApiError, a transport error: unknown is not gone
         logger.warning("cannot check claim %s/%s, keeping it: %s", namespace, name, exc)
         return True
-
-
-def _remove_orphans(
-    checkpoint: CheckpointData,
-    preparer: CardPreparer,
-    cdi: CdiSpecs,
-    cards: Sequence[str],
-    report: StartupReport,
-) -> None:
-    owned = {
-        (d.card, d.mig.placement_start)
-        for c in checkpoint.claims.values()
-        for d in c.devices
-        if d.mig is not None
-    }
-    for card in cards:
-        try:
-            devices = preparer.mig_devices(card)
-        except Exception as exc:  # a card the vendor library cannot see now (e.g. on vfio-pci)
-            logger.warning("cannot list MIG devices of %s: %s", card, exc)
-            continue
-        for device in devices:
-            if (card, device.start) in owned:
-                continue
-            try:
-                preparer.destroy_mig_device(card, start=device.start)
-            except Exception as exc:
-                report.failed("orphan-mig-devices", exc, card=card)
-                continue
-            report.orphan_mig_devices.append(f"{card}@{device.start}")
-            report.changed_cards.add(card)
-            logger.info(
-                "removed a MIG device no claim owns", extra={"pci_address": card, "start": device.start}
-            )
-    try:
-        report.orphan_cdi_specs = cdi.remove_all_but(list(checkpoint.claims))
-    except Exception as exc:  # e.g. a folder where a spec file should be
-        report.failed("orphan-cdi-specs", exc)
-    for uid in report.orphan_cdi_specs:
-        logger.info("removed a CDI spec no claim owns", extra={"claim_uid": uid})

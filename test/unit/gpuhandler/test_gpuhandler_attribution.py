@@ -25,7 +25,8 @@ from pkg.framework.client.errors import ApiError
 from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter, device_usage
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, CAPPED, UNATTRIBUTED, Sampler, Snapshot
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, MigRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.kinds.mig import MigRecord
 from pkg.hardware.cgroups import ProcessCgroup
 
 CARD, OTHER = "0000:3b:00.0", "0000:86:00.0"

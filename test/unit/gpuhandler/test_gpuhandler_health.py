@@ -28,6 +28,7 @@ from pkg.gpuhandler.health import CardHealth, HealthState, HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter, transitions
 from pkg.gpuhandler.health.taints import TAINT_KEY, device_taints
+from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 
 T0 = datetime(2026, 11, 24, 1, 0, 0, tzinfo=UTC)
 
@@ -223,7 +224,7 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
     )
     from pkg.gpuhandler.preparation.health_feed import HealthFeed
 
-    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "boot")
+    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "boot", records=RECORD_TYPES)
     device = DeviceRecord.model_validate(
         {"pool": "gpus/node-1", "device": "gpu-0000-3b-00-0-mig-14-3", "card": A30_FIRST, "deviceType": "MIG"}
     )

@@ -11,8 +11,13 @@ from gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from pkg.dra.model.card import Card
 from pkg.dra.model.fill_order import follows_fill
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
+from pkg.gpuhandler.preparation.checkpoint import (
+    CheckpointData,
+    CheckpointFeed,
+    ClaimRecord,
+    DeviceRecord,
+    PrepareState,
+)
 from pkg.gpuhandler.publishing.in_use import DevicesInUse, wake_if_fill_followed
 
 POOL = "gpus/node-a"
@@ -36,11 +41,11 @@ def test_nothing_told_means_no_set_and_the_static_order() -> None:
 
 
 def test_the_set_follows_the_checkpoint_feed_of_our_pool_only() -> None:
-    holds, in_use = VfioHolds(), DevicesInUse()
-    holds.subscribe(lambda cp: in_use.update(cp.devices_in_use(POOL)))
-    holds.update(checkpoint((POOL, "gpu-0000-18-00-0-mig-1g-3"), ("gpus/other", "x")))
+    feed, in_use = CheckpointFeed(), DevicesInUse()
+    feed.subscribe(lambda cp: in_use.update(cp.devices_in_use(POOL)))
+    feed.publish(checkpoint((POOL, "gpu-0000-18-00-0-mig-1g-3"), ("gpus/other", "x")))
     assert in_use.names() == frozenset({"gpu-0000-18-00-0-mig-1g-3"})
-    holds.update(CheckpointData.model_validate({"bootID": "b"}))
+    feed.publish(CheckpointData.model_validate({"bootID": "b"}))
     assert in_use.names() == frozenset()
 
 

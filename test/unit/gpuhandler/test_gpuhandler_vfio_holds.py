@@ -23,10 +23,10 @@ from pkg.gpuhandler.preparation.checkpoint import (
     ClaimRecord,
     DeviceRecord,
     PrepareState,
-    VfioFunctionRecord,
-    VfioRecord,
 )
-from pkg.gpuhandler.preparation.vfio_holds import VfioHolds
+from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
+from pkg.gpuhandler.preparation.kinds.vm.records import VfioFunctionRecord, VfioRecord
+from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 from pkg.gpuhandler.publishing.selection import select_cards
 
 NAME = "node-1-0-10de-20b7"
@@ -124,8 +124,10 @@ def test_the_publisher_keeps_a_held_card_until_the_agent_reports_it_back_on_nvid
 
 def test_holds_follow_the_checkpoint_they_are_told_and_read_nothing(tmp_path: Path) -> None:
     holds = VfioHolds()
-    CheckpointFile(tmp_path / "checkpoint.json").save(_passed_through(A30_FIRST))  # an earlier instance
-    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "b")
+    CheckpointFile(tmp_path / "checkpoint.json", RECORD_TYPES).save(
+        _passed_through(A30_FIRST)
+    )  # an earlier instance
+    store = CheckpointStore(tmp_path / "checkpoint.json", boot_id=lambda: "b", records=RECORD_TYPES)
     data = store.load()
     assert holds.cards() == frozenset()  # nothing is read by the holds themselves
 

@@ -25,7 +25,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 
 from pkg.backends.preparation import ContainerEdits
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation import atomic_file, plan
+from pkg.gpuhandler.preparation import atomic_file, kinds
 from pkg.gpuhandler.preparation.atomic_file import AtomicWriteError, write_atomically
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
@@ -37,14 +37,14 @@ from pkg.gpuhandler.preparation.checkpoint import (
     ClaimRecord,
     DeviceRecord,
     PrepareState,
-    SharingRecord,
     checksum,
 )
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, validate_claim_ref
+from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.prepare import ClaimPreparer
-from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
-from pkg.gpuhandler.preparation.vm_metadata import VmFiles
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import SharingRecord
+from pkg.gpuhandler.preparation.kinds.vm.files import VmFiles
+from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 OTHER = "0f9e8d7c-6b5a-4948-8372-615049382716"
@@ -87,7 +87,7 @@ def _snapshot(root: Path) -> dict[str, bytes | str]:
 def _load_error(path: Path) -> str:
     """In the child: what loading the checkpoint at ``path`` answers (the error, or the claims)."""
     try:
-        data = CheckpointFile(path).load(boot_id="now")
+        data = CheckpointFile(path, RECORD_TYPES).load(boot_id="now")
     except CheckpointUnreadable as exc:
         return f"CheckpointUnreadable: {exc}"
     return f"loaded {sorted(data.claims)}"
@@ -237,7 +237,7 @@ def test_fields_a_newer_release_adds_are_read_and_kept(tmp_path: Path) -> None:
     body["claims"][UID]["devices"][0]["fabric"] = {"clique": 7}
     path = tmp_path / "checkpoint.json"
     path.write_bytes(_envelope(body))
-    file = CheckpointFile(path)
+    file = CheckpointFile(path, RECORD_TYPES)
     file.save(file.load(boot_id="boot"))
     again = json.loads(path.read_bytes())["data"]
     assert again["future"] == {"nested": [1, 2.5, "x"]}
@@ -399,7 +399,7 @@ def test_a_checkpoint_that_cannot_be_saved_names_its_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "checkpoint.json"
-    file = CheckpointFile(path)
+    file = CheckpointFile(path, RECORD_TYPES)
     file.save(CheckpointData(boot_id="boot"))
     before = path.read_bytes()
     monkeypatch.setattr(os, "fsync", lambda _: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
@@ -414,59 +414,50 @@ def test_a_checkpoint_that_cannot_be_saved_names_its_file(
 
 @pytest.mark.parametrize("text", ["1Ei", "10e100000", "9" * 5000, "2Pi"])
 def test_quantities_beyond_any_card_are_refused(text: str) -> None:
-    answer = run_bounded(_plan_error, plan._quantity, text, "consumed memory", "claim ns/c")
+    answer = run_bounded(_plan_error, kinds.quantity, text, "consumed memory", "claim ns/c")
     assert answer.startswith("PlanError: claim ns/c"), answer
 
 
 @pytest.mark.parametrize(("value", "low", "high"), [(-1, 0, 63), (64, 0, 63), (0, 1, 64), (10**30, 1, 64)])
 def test_placement_numbers_are_bounded(value: int, low: int, high: int) -> None:
-    with pytest.raises(plan.PlanError, match=f"not between {low} and {high}"):
-        plan._bounded(value, low, high, "placementStart", "claim ns/c")
+    with pytest.raises(kinds.PlanError, match=f"not between {low} and {high}"):
+        kinds.bounded(value, low, high, "placementStart", "claim ns/c")
 
 
 @pytest.mark.parametrize("address", ["../../etc", "0000:3b:00.0/../x", "", "0000:3b:00.8", "0000:3b:00.0\n"])
 def test_a_pci_address_that_is_a_path_is_refused(address: str) -> None:
-    with pytest.raises(plan.PlanError, match="not a PCI address"):
-        plan._pci_address(address, "claim ns/c")
+    with pytest.raises(kinds.PlanError, match="not a PCI address"):
+        kinds.pci_address(address, "claim ns/c")
 
 
 def _plan_error(fn: Callable[..., Any], *args: Any) -> str:
     try:
         return f"returned {fn(*args)!r:.100}"
-    except plan.PlanError as exc:
+    except kinds.PlanError as exc:
         return f"PlanError: {exc}"
 
 
+@pytest.mark.parametrize("operation", ["prepare", "unprepare"])
 @pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
-def test_unprepare_refuses_a_path_bearing_uid_before_reading_or_removing_anything(uid: str) -> None:
-    store, release, cdi = Mock(), Mock(), Mock()
-    unpreparer = ClaimUnpreparer(store=store, release=release, cdi=cdi, environ={})
-    attempt = unpreparer.unprepare(ClaimRef(namespace="team", name="c", uid=uid))
-    assert isinstance(attempt.error, PrepareFailedError)
-    assert attempt.error.reason == "InvalidClaim"
-    assert store.mock_calls == release.mock_calls == cdi.mock_calls == []
-
-
-@pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
-def test_prepare_refuses_a_path_bearing_uid_before_reading_or_writing_anything(uid: str) -> None:
-    store, claims, offers, pods, host, kinds, release, cdi, holds, driver = (Mock() for _ in range(10))
-    preparer = ClaimPreparer(
-        store=store,
-        claims=claims,
-        offers=offers,
-        pods=pods,
-        host=host,
-        sysfs_root=Path("/nonexistent"),
-        pool="node-a",
-        kinds=kinds,
-        release=release,
-        cdi=cdi,
-        holds=holds,
-        driver=driver,
-        environ={},
+def test_a_path_bearing_uid_is_refused_before_reading_or_writing_anything(
+    tmp_path: Path, uid: str, operation: str
+) -> None:
+    prepare, unprepare, listener, events, cards = (Mock() for _ in range(5))
+    driver = GpuDriver(
+        prepare=prepare,
+        unprepare=unprepare,
+        listener=listener,
+        lock_path=tmp_path / "node.lock",
+        lock_timeout=1.0,
+        events=events,
+        cards=cards,
+        vendor="nvidia",
     )
-    attempt = preparer.prepare(ClaimRef(namespace="team", name="c", uid=uid))
-    assert isinstance(attempt.error, PrepareFailedError)
-    assert attempt.error.reason == "InvalidClaim"
-    for used in (store, claims, offers, pods, host, kinds, release, cdi, holds, driver):
-        assert used.mock_calls == []
+    claim = ClaimRef(namespace="team", name="c", uid=uid)
+    if operation == "prepare":
+        assert "InvalidClaim" in driver.prepare([claim])[uid].error
+    else:
+        assert "is not a claim UID" in driver.unprepare([claim])[uid]
+    for used in (prepare, unprepare, listener, cards):
+        assert used.mock_calls == []  # no pipeline ran: nothing read, nothing written
+    assert not (tmp_path / "node.lock").exists()  # not even the lock was taken

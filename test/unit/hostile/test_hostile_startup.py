@@ -24,6 +24,8 @@ from preparation_fakes import A30, A30_B, Node, mig_offer, node, whole_offer  # 
 from pkg.backends.simulated.sharing import stop_simulated_daemons  # noqa: E402
 from pkg.gpuhandler.preparation import metrics  # noqa: E402
 from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PrepareState  # noqa: E402
+from pkg.gpuhandler.preparation.kinds.mig import ORPHANS  # noqa: E402
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import share_of  # noqa: E402
 
 GONE = "0000:99:00.0"  # a card the backend does not see (fallen off the bus, or on vfio-pci)
 
@@ -84,7 +86,7 @@ def test_a_completed_claim_on_an_unreadable_card_keeps_everything_it_owns(tmp_pa
     assert owner in n.container.store().load().claims
     assert 2 in _instances(n)  # the completed claim's MIG device is never swept
     assert n.container.cdi().path_of(owner).exists()
-    assert report.orphan_mig_devices == ["0000:3b:00.0@0"]  # the lost record's device moved off A30
+    assert report.node[ORPHANS] == ["0000:3b:00.0@0"]  # the lost record's device moved off A30
 
 
 def test_a_full_disk_fails_the_save_not_the_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -170,7 +172,7 @@ def test_a_sharing_value_this_release_does_not_know_leaves_everything_as_it_is(t
     assert n.driver.prepare([claim])[claim.uid].error == ""
     store = n.container.store()
     data = store.load()
-    sharing = data.claims[claim.uid].devices[0].sharing
+    sharing = share_of(data.claims[claim.uid].devices[0])
     assert sharing is not None
     sharing.interval = "Eternal"
     store.save(data)

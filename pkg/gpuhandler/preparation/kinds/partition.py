@@ -16,24 +16,69 @@ holds is left as it is, and the next whole-card Prepare switches it instead
 from __future__ import annotations
 
 import logging
+import re
+from typing import Final
 
 from pkg.backends.preparation import CardPreparer, ContainerEdits
-from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
-from pkg.gpuhandler.preparation.kinds import ClaimWork, require_free
+from pkg.gpuhandler.preparation.checkpoint import DeviceRecord, KindRecord
+from pkg.gpuhandler.preparation.kinds import (
+    MAX_SLOTS,
+    ClaimWork,
+    Conflict,
+    DeviceKind,
+    Offer,
+    PlanContext,
+    PlanError,
+    record_of,
+    require_free,
+)
 
 logger = logging.getLogger(__name__)
 
+_MODE: Final = re.compile(r"[a-z][a-z0-9]{0,15}")  # a partition mode's name (spx, cpx)
 
-class PartitionKind:
+
+class PartitionRecord(KindRecord):
+    """A partition of a card-wide mode: the mode the card was switched to and which partition."""
+
+    mode: str
+    count: int
+    index: int
+
+
+class PartitionKind(DeviceKind):
     name = "partition"
     record_field = "partition"
+    record_model = PartitionRecord
+    reader_version = 4  # an older reader takes a partition for a whole card and never switches it back
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
 
+    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
+        return offer.device_type == "Partition"
+
+    def plan(self, offer: Offer, context: PlanContext) -> PartitionRecord:
+        mode = offer.attribute("partitionMode", str)
+        if not _MODE.fullmatch(mode):
+            raise PlanError(f"{offer.where} has partitionMode {mode[:80]!r}, not a mode name (cpx)")
+        count = offer.bounded("partitionCount", 2, MAX_SLOTS)
+        index = offer.bounded("partitionIndex", 0, count - 1)
+        return PartitionRecord(mode=mode, count=count, index=index)
+
+    def conflict(self, device: DeviceRecord, held: DeviceRecord) -> Conflict | None:
+        mine = record_of(device, PartitionKind, PartitionRecord)
+        theirs = record_of(held, PartitionKind, PartitionRecord)
+        if mine.mode != theirs.mode:
+            return Conflict(
+                "DoubleAllocation", f"needs partition mode {mine.mode}, the card is in {theirs.mode}"
+            )
+        if mine.index == theirs.index:
+            return Conflict("DoubleAllocation", "is a partition already prepared")
+        return None
+
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
-        partition = device.partition
-        assert partition is not None
+        partition = record_of(device, PartitionKind, PartitionRecord)
         card = device.card
         found = self._preparer.partition_mode(card)
         if found != partition.mode:

@@ -3,15 +3,17 @@
 A card left in MIG mode without MIG devices (the last MIG claim on it went, and the mode stayed
 so the next MIG claim needs no switch) leaves MIG mode first; a card with MIG devices cannot be
 handed out whole. Releasing a whole card changes nothing: it stays as it is for the next claim.
-Shares and passed-through cards take the card the same way (:func:`take_whole_card`).
+Shares and passed-through cards take the card the same way (:func:`take_whole_card`). The kind
+has no record of its own: a device without any kind's record is a whole card.
 """
 
 from __future__ import annotations
 
+from api.gpu.v1alpha1 import SharingStrategy
 from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.kinds import ClaimWork, DeviceKind, Offer
 
 
 def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWork) -> None:
@@ -20,22 +22,26 @@ def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWor
     if not preparer.mig_enabled(card):
         return
     if preparer.mig_devices(card):
-        record = work.record
         raise PrepareFailedError(
-            "CardInMigUse",
-            f"claim {record.namespace}/{record.name}: card {card} has MIG devices; "
-            "a whole-card claim cannot use it",
+            "CardInMigUse", f"{work.label}: card {card} has MIG devices; a whole-card claim cannot use it"
         )
     preparer.set_mig_mode(card, enabled=False)
     work.mig_mode_changed(card, found=True)
 
 
-class WholeCardKind:
+def is_whole_card(offer: Offer) -> bool:
+    """Whether ``offer`` is a card allocated whole and exclusively."""
+    return offer.device_type == "Physical" and offer.sharing is SharingStrategy.EXCLUSIVE
+
+
+class WholeCardKind(DeviceKind):
     name = "whole card"
-    record_field = None
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
+
+    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
+        return is_whole_card(offer)
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         take_whole_card(self._preparer, device, work)

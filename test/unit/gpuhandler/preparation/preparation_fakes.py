@@ -270,11 +270,9 @@ class Node:
         return reconcile_at_startup(
             store=c.store(),
             claims=c.claims(),
-            release=c.release(),
-            preparer=c.preparer(),
-            sharing=c.sharing(),
+            release=c.record_release(),
+            kinds=c.kinds(),
             cdi=c.cdi(),
-            vm_files=c.vm_files(),
             cards=lambda: list(cards),
         )
 

@@ -16,12 +16,12 @@ from k8s_fields import uid_of
 from kubernetes.client import V1Device
 from preparation_fakes import Node, attrs, kill_at, node
 
-from pkg.backends.amd.identity import SIMULATED_AMD
+from pkg.backends.amd.plugin import SIMULATED_AMD
 from pkg.backends.amd.simulated import PROCESSES_DIR, make_device_files
 from pkg.backends.amd.sysfs import read_card
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
-from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 WHOLE = "0000:05:00.0"
 SPLIT = "0000:26:00.0"

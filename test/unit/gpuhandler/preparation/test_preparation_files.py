@@ -23,10 +23,11 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointFile,
     ClaimRecord,
     DeviceRecord,
-    MigRecord,
     PrepareState,
     checksum,
 )
+from pkg.gpuhandler.preparation.kinds.mig import MigRecord
+from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 
@@ -57,7 +58,7 @@ def _claim(uid: str = UID, *, state: PrepareState = PrepareState.PREPARE_COMPLET
 
 
 def test_a_saved_checkpoint_reads_back_the_same(tmp_path: Path) -> None:
-    file = CheckpointFile(tmp_path / "checkpoint.json")
+    file = CheckpointFile(tmp_path / "checkpoint.json", RECORD_TYPES)
     data = CheckpointData(boot_id="boot-1", claims={UID: _claim()})
 
     file.save(data)
@@ -67,7 +68,7 @@ def test_a_saved_checkpoint_reads_back_the_same(tmp_path: Path) -> None:
 
 
 def test_no_file_is_an_empty_checkpoint_of_this_boot(tmp_path: Path) -> None:
-    data = CheckpointFile(tmp_path / "missing.json").load(boot_id="boot-1")
+    data = CheckpointFile(tmp_path / "missing.json", RECORD_TYPES).load(boot_id="boot-1")
 
     assert data == CheckpointData(boot_id="boot-1")
 
@@ -81,7 +82,7 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
     path.write_text(
         json.dumps({"version": 7, "minReaderVersion": 1, "checksum": checksum(newer), "data": newer})
     )
-    file = CheckpointFile(path)
+    file = CheckpointFile(path, RECORD_TYPES)
 
     data = file.load(boot_id="b")
     data.claims[UID].state = PrepareState.PREPARE_STARTED  # this release changes what it knows
@@ -114,14 +115,14 @@ def test_an_untrustworthy_checkpoint_is_refused_and_left_alone(
     path.write_bytes(content)
 
     with pytest.raises(CheckpointError, match=problem) as raised:
-        CheckpointFile(path).load(boot_id="b")
+        CheckpointFile(path, RECORD_TYPES).load(boot_id="b")
 
     assert str(path) in str(raised.value)
     assert path.read_bytes() == content
 
 
 def test_a_changed_byte_fails_the_checksum(tmp_path: Path) -> None:
-    file = CheckpointFile(tmp_path / "checkpoint.json")
+    file = CheckpointFile(tmp_path / "checkpoint.json", RECORD_TYPES)
     file.save(CheckpointData(boot_id="b", claims={UID: _claim()}))
     file.path.write_text(file.path.read_text().replace('"gpuInstance": 5', '"gpuInstance": 6'))
 

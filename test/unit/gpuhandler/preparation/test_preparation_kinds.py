@@ -12,22 +12,15 @@ from pathlib import Path
 import pytest
 from preparation_fakes import A30, POOL, Node, node, whole_offer
 
-from pkg.gpuhandler.preparation.checkpoint import (
-    CheckpointData,
-    ClaimRecord,
-    DeviceRecord,
-    PrepareState,
-    SharingRecord,
-    VfioFunctionRecord,
-    VfioRecord,
-)
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds, UnknownKindError
-from pkg.gpuhandler.preparation.kinds.mig import MigKind
+from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION, ClaimWork, Kinds, UnknownKindError
+from pkg.gpuhandler.preparation.kinds.mig import MigKind, mig_record
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
-from pkg.gpuhandler.preparation.kinds.vfio import VfioKind
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import SharingRecord, share_of
+from pkg.gpuhandler.preparation.kinds.vm.records import VfioFunctionRecord, VfioRecord, vfio_of
+from pkg.gpuhandler.preparation.kinds.vm.vfio import VfioKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
-from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
 
 RTX = "0000:65:00.0"
 RTX_AUDIO = "0000:65:00.1"
@@ -88,8 +81,10 @@ def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path) -> No
     preparer = node(tmp_path / "m").container.preparer()
     with pytest.raises(UnknownKindError, match=r"gpu-x on card 0000:3b:00\.0 is of no known kind"):
         Kinds([MigKind(preparer)]).of(_device())
-    with pytest.raises(UnknownKindError, match=r"is of 2 kinds: \['whole card', 'whole card'\]"):
-        Kinds([WholeCardKind(preparer), WholeCardKind(preparer)]).of(_device())
+    with pytest.raises(ValueError, match=r"more than one kind without a record field"):
+        Kinds([WholeCardKind(preparer), WholeCardKind(preparer)])
+    with pytest.raises(ValueError, match=r"two kinds share a record field: \['mig', 'mig'\]"):
+        Kinds([MigKind(preparer), MigKind(preparer)])
 
 
 def test_a_checkpoint_written_before_the_kinds_reads_the_same_and_each_record_finds_its_kind(
@@ -100,29 +95,26 @@ def test_a_checkpoint_written_before_the_kinds_reads_the_same_and_each_record_fi
 
     data = n.container.store().file.parse(FIXTURE.read_bytes())
 
-    for claim in raw["data"]["claims"].values():  # fields added since read as absent
-        for device in claim["devices"]:
-            device.setdefault("partition", None)
     assert data.model_dump(mode="json", by_alias=True) == raw["data"]  # nothing lost or renamed
     kinds: Kinds = n.container.kinds()
     found = {record.name: type(kinds.of(record.devices[0])) for record in data.claims.values()}
     assert found == {"train": MigKind, "infer": ShareKind, "slices": ShareKind, "vm": VfioKind}
     [mig] = data.claims["af4d8077-aa21-4f3c-8ec2-5d49606d3c05"].devices
-    assert mig.mig is not None
-    assert (mig.mig.placement_start, mig.mig.gpu_instance, mig.mig.uuid) == (
+    assert (made := mig_record(mig)) is not None
+    assert (made.placement_start, made.gpu_instance, made.uuid) == (
         3,
         1,
         "MIG-260e56fc-be3d-5dd4-b6ba-3e9cd4a40bbf",
     )
     [vm] = data.claims["34ccba44-6a15-4b98-ae78-640b07b4dbd3"].devices
-    assert vm.vfio is not None
-    assert [(f.address, f.driver) for f in vm.vfio.functions] == [
+    assert (passed := vfio_of(vm)) is not None
+    assert [(f.address, f.driver) for f in passed.functions] == [
         (RTX, "nvidia"),
         (RTX_AUDIO, "snd_hda_intel"),
     ]
     [infer] = data.claims["e565a05c-e10f-4cfd-aa78-63172cdf9fc8"].devices
-    assert infer.sharing is not None
-    assert (infer.sharing.strategy, infer.sharing.share_percent, infer.sharing.memory_mib) == (
+    assert (share := share_of(infer)) is not None
+    assert (share.strategy, share.share_percent, share.memory_mib) == (
         "MPS",
         30,
         4096,
@@ -142,9 +134,9 @@ def test_the_mig_kind_switches_a_free_card_makes_the_device_and_releases_it(tmp_
 
     assert _mig_mode(n)
     assert _instances(n) == [3]
-    assert device.mig is not None
-    assert device.mig.uuid is not None  # completed in the record
-    assert edits.env == (("NVIDIA_VISIBLE_DEVICES", device.mig.uuid),)
+    assert (made := mig_record(device)) is not None
+    assert made.uuid is not None  # completed in the record
+    assert edits.env == (("NVIDIA_VISIBLE_DEVICES", made.uuid),)
     assert (work.changed_cards, work.found_mig_modes) == ({A30}, {A30: False})
     assert kind.prepare(device, _work(device)) == edits  # again: the same device, nothing new
 

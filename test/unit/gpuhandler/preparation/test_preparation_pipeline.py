@@ -20,6 +20,7 @@ from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_f
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CDI_KIND
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.kinds.mig import mig_record
 
 
 def _gpu_instances(n: Node, card: str = A30) -> list[tuple[int, int]]:
@@ -51,10 +52,10 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert _gpu_instances(n) == [(14, 3)]
     record = n.container.store().load().claims[claim.uid]
     assert record.state is PrepareState.PREPARE_COMPLETED
-    assert present(present(record.devices[0].mig).uuid).startswith("MIG-")
+    assert present(present(mig_record(record.devices[0])).uuid).startswith("MIG-")
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     env = spec["devices"][0]["containerEdits"]["env"]
-    assert env == [f"NVIDIA_VISIBLE_DEVICES={present(record.devices[0].mig).uuid}"]
+    assert env == [f"NVIDIA_VISIBLE_DEVICES={present(mig_record(record.devices[0])).uuid}"]
     assert n.cards_changed == [A30]  # MIG mode changed: the enrichment must look again
 
 

@@ -17,8 +17,9 @@ from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError
 from pkg.backends.simulated.mps_daemon import MARKER, SHM_FILE
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import SHARES_READER_VERSION, PrepareState
-from pkg.gpuhandler.preparation.sharing import MpsWatchdog
+from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.kinds.share import ShareKind
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import MpsWatchdog, share_of
 
 EXCLUSIVE_PROCESS = 3  # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
 LONG = 3  # nvidia-smi --set-timeslice=3
@@ -66,8 +67,8 @@ def test_time_slicing_shares_set_the_cards_slice_until_the_last_one_goes(tmp_pat
     uuids = {_env(n, c.uid)["NVIDIA_VISIBLE_DEVICES"] for c in (first, second)}
     assert len(uuids) == 1  # both see the same card
     record = n.container.store().load().claims[first.uid].devices[0]
-    assert record.sharing is not None
-    assert (record.sharing.strategy, record.sharing.share_percent, record.sharing.interval) == (
+    assert (share := share_of(record)) is not None
+    assert (share.strategy, share.share_percent, share.interval) == (
         "TimeSlicing",
         50,
         "Long",
@@ -197,7 +198,7 @@ def test_shares_make_the_checkpoint_unreadable_to_releases_that_do_not_know_them
     claim = n.claims.allocate("share", [shared], consumed={"sharePercent": "10"})
     n.driver.prepare([claim])
 
-    assert json.loads(path.read_text())["minReaderVersion"] == SHARES_READER_VERSION
+    assert json.loads(path.read_text())["minReaderVersion"] == ShareKind.reader_version
 
 
 # -- start-up and the watchdog ------------------------------------------------------------------------
@@ -220,9 +221,9 @@ def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(tmp_p
 
     report = n.reconcile()
 
-    assert report.sharing.mps_started == [A30]
-    assert report.sharing.mps_orphans_stopped == [A30_B]
-    assert report.sharing.failed == []
+    assert report.node["MPS daemons started"] == [A30]
+    assert report.node["orphan MPS daemons stopped"] == [A30_B]
+    assert report.failures == []
     assert _daemon_pid(n, A30) not in (None, dead)
     assert orphan_pid is not None
     assert _daemon_pid(n, A30_B) is None

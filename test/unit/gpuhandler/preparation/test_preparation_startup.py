@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from preparation_fakes import A30, A30_B, Node, mig_offer, node
 
+from pkg.framework.steptaker import Pipeline, StepOutcome, When
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
-from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, PREPARE_POINTS, UNPREPARE_POINTS, When, crash_at
-from pkg.gpuhandler.preparation.prepare import Attempt
+from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, crash_at, crash_hook
+from pkg.gpuhandler.preparation.kinds.mig import ORPHANS
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
@@ -64,7 +66,7 @@ def test_what_no_claim_owns_is_removed_and_what_one_owns_is_kept(tmp_path: Path)
 
     report = n.reconcile()
 
-    assert report.orphan_mig_devices == [f"{A30}@0"]
+    assert report.node[ORPHANS] == [f"{A30}@0"]
     assert report.orphan_cdi_specs == [stray]
     assert _instances(n) == [3]
     assert set(n.container.cdi().claims()) == {claim.uid}
@@ -117,12 +119,30 @@ def test_a_crash_point_is_read_only_for_a_point_of_its_own_pipeline() -> None:
     )
 
 
+class _Plan:
+    name = "plan"
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+
+    def take(self, context: None) -> StepOutcome:
+        self.done.append("worked")
+        return StepOutcome.DONE
+
+    def undo(self, context: None) -> None:
+        self.done.append("undone")
+
+
 def _run_crashing(when: When, marker: str) -> None:
-    done: list[str] = []
-    attempt = Attempt("prepare", ("plan", when))
-    with attempt.phase("plan"):
-        done.append("worked")
-    Path(marker).write_text(",".join(done))  # reached only if the process did not die
+    step = _Plan()
+    hook = crash_hook("prepare", ["plan"], {CRASH_AT_ENV: f"prepare:plan:{when}"})
+    Pipeline("prepare", [step], hook=hook).run(None)
+    Path(marker).write_text(",".join(step.done))  # reached only if the process did not die
+
+
+def test_no_hook_without_a_crash_point_of_the_pipeline() -> None:
+    assert crash_hook("prepare", PREPARE_POINTS, {}) is None
+    assert crash_hook("prepare", PREPARE_POINTS, {CRASH_AT_ENV: "unprepare:plan:after"}) is None
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

@@ -1,26 +1,27 @@
-"""The straight Prepare and Unprepare: the phases in order, each one a crash point by name, each
-failure after ``record-started`` rolled back through the one release order, the recorded answer.
+"""Prepare and Unprepare as the composition root declares them: the steps in order, each one a
+crash point by name, each failure after ``record-started`` rolled back through the undos, the
+recorded answer.
 
-The preparation node of :mod:`preparation_fakes` (the production preparer over the simulated
-NVML); :class:`~pkg.gpuhandler.preparation.prepare.ClaimPreparer` is called directly where a test
-needs the :class:`~pkg.gpuhandler.preparation.prepare.Attempt` (where it failed), through the
-driver where the kubelet's answer is the point.
+The preparation node of :mod:`preparation_fakes` (the production pipelines over the simulated
+NVML); a pipeline is run directly where a test needs the
+:class:`~pkg.gpuhandler.preparation.attempt.ClaimAttempt` (where it failed), through the driver
+where the kubelet's answer is the point.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from preparation_fakes import A30, Node, kill_at, mig_offer, node
 
 from pkg.framework.kubeletplugin.types import ClaimRef
+from pkg.framework.steptaker import Pipeline
+from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
-from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
-from pkg.gpuhandler.preparation.prepare import Attempt, ClaimPreparer
-from pkg.gpuhandler.preparation.unprepare import ClaimUnpreparer
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 
 def _instances(n: Node, card: str = A30) -> list[int]:
@@ -36,71 +37,87 @@ def _mig_claim(n: Node, start: int = 3) -> ClaimRef:
     return n.claims.allocate("train", [offer])
 
 
-def _preparer(n: Node) -> ClaimPreparer:
-    return n.container.claim_preparer()
+def _run(pipeline: Pipeline[ClaimAttempt], claim: ClaimRef) -> ClaimAttempt:
+    """``pipeline`` run over ``claim`` as the driver runs it (without the node lock)."""
+    attempt = ClaimAttempt(claim)
+    result = pipeline.run(attempt)
+    attempt.error, attempt.failed_at = result.error, result.failed_at
+    return attempt
 
 
-def _unpreparer(n: Node) -> ClaimUnpreparer:
-    return n.container.claim_unpreparer()
+def _prepare(n: Node, claim: ClaimRef) -> ClaimAttempt:
+    return _run(n.container.prepare(), claim)
+
+
+def _unprepare(n: Node, claim: ClaimRef) -> ClaimAttempt:
+    return _run(n.container.unprepare(), claim)
+
+
+class _Steps:
+    """The steps the pipelines reach, in order, as ``<pipeline>:<step>``: from the runner's log of
+    every step it takes."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self._caplog = caplog
+
+    def seen(self) -> list[str]:
+        return [
+            f"{r.__dict__['pipeline']}:{r.__dict__['step']}"
+            for r in self._caplog.records
+            if r.name == "pkg.framework.steptaker.pipeline" and hasattr(r, "step")
+        ]
+
+    def clear(self) -> None:
+        self._caplog.clear()
 
 
 @pytest.fixture
-def passed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The phases every Attempt passes from now on, in order."""
-    seen: list[str] = []
-    phase = Attempt.phase
-
-    @contextmanager
-    def recording(self: Attempt, point: str) -> Iterator[None]:
-        seen.append(f"{self.pipeline}:{point}")
-        with phase(self, point):
-            yield
-
-    monkeypatch.setattr(Attempt, "phase", recording)
-    return seen
+def passed(caplog: pytest.LogCaptureFixture) -> _Steps:
+    caplog.set_level(logging.DEBUG, logger="pkg.framework.steptaker.pipeline")
+    return _Steps(caplog)
 
 
 # -- the phases, in order, named as the crash points ---------------------------------------------
 
 
 def test_a_prepare_passes_every_crash_point_in_order_and_an_unprepare_too(
-    tmp_path: Path, passed: list[str]
+    tmp_path: Path, passed: _Steps
 ) -> None:
     n = node(tmp_path)
     claim = _mig_claim(n)
 
     assert n.driver.prepare([claim])[claim.uid].error == ""
-    assert passed == [f"prepare:{p}" for p in PREPARE_POINTS]
+    assert passed.seen() == [f"prepare:{p}" for p in PREPARE_POINTS]
     passed.clear()
     assert n.driver.unprepare([claim]) == {claim.uid: ""}
-    assert passed == [f"unprepare:{p}" for p in UNPREPARE_POINTS]
+    assert passed.seen() == [f"unprepare:{p}" for p in UNPREPARE_POINTS]
 
 
-def test_the_recorded_answer_ends_a_prepare_and_needs_no_api_call(tmp_path: Path, passed: list[str]) -> None:
+def test_the_recorded_answer_ends_a_prepare_and_needs_no_api_call(tmp_path: Path, passed: _Steps) -> None:
     n = node(tmp_path)
     claim = _mig_claim(n)
     first = n.driver.prepare([claim])[claim.uid]
     n.claims.delete(claim)
     passed.clear()
 
-    attempt = _preparer(n).prepare(claim)
+    attempt = _prepare(n, claim)
 
-    assert passed == ["prepare:load-checkpoint", "prepare:recorded-answer"]
+    assert passed.seen() == ["prepare:load-checkpoint", "prepare:recorded-answer"]
     assert attempt.answer == first
     assert (attempt.error, attempt.note) == (None, "already prepared: the recorded answer")
     assert _instances(n) == [3]
 
 
 def test_a_claim_never_prepared_ends_an_unprepare_and_loses_only_its_leftover_cdi_spec(
-    tmp_path: Path, passed: list[str]
+    tmp_path: Path, passed: _Steps
 ) -> None:
     n = node(tmp_path)
     claim = _mig_claim(n)
     n.container.cdi().write(claim.uid, {"gpu-x": n.container.preparer().card_edits(A30)})
 
-    attempt = _unpreparer(n).unprepare(claim)
+    attempt = _unprepare(n, claim)
 
-    assert passed == ["unprepare:load-checkpoint", "unprepare:nothing-to-unprepare"]
+    assert passed.seen() == ["unprepare:load-checkpoint", "unprepare:nothing-to-unprepare"]
     assert (attempt.error, attempt.note) == (None, "not prepared on this node")
     assert not n.container.cdi().path_of(claim.uid).exists()
 
@@ -198,7 +215,7 @@ def test_a_failure_after_record_started_is_rolled_back_through_the_release_order
     claim = _mig_claim(n)
     break_it(n, monkeypatch)
 
-    attempt = _preparer(n).prepare(claim)
+    attempt = _prepare(n, claim)
 
     assert attempt.failed_at == phase
     assert reason in str(attempt.error)
@@ -216,7 +233,7 @@ def test_a_failure_before_record_started_changes_nothing_and_names_its_phase(tmp
     second = n.claims.allocate("second", [offer])  # two allocators raced
     assert n.driver.prepare([first])[first.uid].error == ""
 
-    attempt = _preparer(n).prepare(second)
+    attempt = _prepare(n, second)
 
     assert attempt.failed_at == "refuse-double-allocation"
     assert attempt.plan is not None  # the failure's events name its cards

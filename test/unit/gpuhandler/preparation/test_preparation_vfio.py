@@ -18,10 +18,17 @@ from k8s_fields import present
 from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare_failures, whole_offer
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import VFIO_READER_VERSION, PrepareState
-from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
-from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
-from pkg.gpuhandler.preparation.vm_metadata import HOOK_ROOT, METADATA_ROOT, PCI_BUS_ID, VEP10_METADATA_ROOT
+from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.kinds.vm.files import (
+    HOOK_ROOT,
+    METADATA_ROOT,
+    PCI_BUS_ID,
+    VEP10_METADATA_ROOT,
+)
+from pkg.gpuhandler.preparation.kinds.vm.records import vfio_of
+from pkg.gpuhandler.preparation.kinds.vm.vfio import VfioKind
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 RTX = "0000:65:00.0"
 RTX_AUDIO = "0000:65:00.1"
@@ -81,12 +88,12 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
     assert (n.host.dev / "vfio" / "28").is_char_device()
     record = n.container.store().load().claims[claim.uid]
     assert record.state is PrepareState.PREPARE_COMPLETED
-    vfio = record.devices[0].vfio
+    vfio = vfio_of(record.devices[0])
     assert vfio is not None
     assert vfio.iommu_group == "28"
     assert [(f.address, f.driver) for f in vfio.functions] == [(RTX, "nvidia"), (RTX_AUDIO, "snd_hda_intel")]
     stored = json.loads(n.container.store().file.path.read_text())
-    assert stored["minReaderVersion"] == VFIO_READER_VERSION  # an older reader would not rebind
+    assert stored["minReaderVersion"] == VfioKind.reader_version  # an older reader would not rebind
 
     [device] = _spec(n, claim)["devices"]
     edits = device["containerEdits"]
@@ -156,7 +163,7 @@ def test_a_pod_without_the_annotation_gets_the_card_on_its_driver(tmp_path: Path
     assert _driver(n, RTX) == "nvidia"
     env = _spec(n, claim)["devices"][0]["containerEdits"]["env"]
     assert env[0].startswith("NVIDIA_VISIBLE_DEVICES=GPU-")
-    assert n.container.store().load().claims[claim.uid].devices[0].vfio is None
+    assert vfio_of(n.container.store().load().claims[claim.uid].devices[0]) is None
 
 
 def _refused(n: Node, claim: ClaimRef, reason: str, *words: str) -> str:
@@ -262,7 +269,7 @@ def test_a_crash_after_each_prepare_step_converges(
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert (_driver(restarted, RTX), _driver(restarted, RTX_AUDIO)) == ("vfio-pci", "vfio-pci")
     [record] = restarted.container.store().load().claims.values()
-    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(vfio_of(record.devices[0])).functions] == ["nvidia", "snd_hda_intel"]
 
     assert restarted.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(restarted)
@@ -322,6 +329,6 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
         retry = n.driver.prepare([claim])[claim.uid]
     assert retry.error == ""
     [record] = n.container.store().load().claims.values()
-    assert [f.driver for f in present(record.devices[0].vfio).functions] == ["nvidia", "snd_hda_intel"]
+    assert [f.driver for f in present(vfio_of(record.devices[0])).functions] == ["nvidia", "snd_hda_intel"]
     assert n.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(n)

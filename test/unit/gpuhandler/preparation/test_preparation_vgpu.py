@@ -18,15 +18,17 @@ from kubernetes.client import V1Device, V1DeviceCapacity
 from preparation_fakes import POOL, Node, attrs, kill_at, node, prepare_failures
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import VGPU_READER_VERSION, PrepareState
-from pkg.gpuhandler.preparation.crash import PREPARE_POINTS, UNPREPARE_POINTS
-from pkg.gpuhandler.preparation.vfio_plan import VFIO_ANNOTATION
-from pkg.gpuhandler.preparation.vm_metadata import (
+from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
+from pkg.gpuhandler.preparation.kinds.vm.files import (
     MDEV_UUID,
     METADATA_ROOT,
     PCI_BUS_ID,
     read_device_metadata,
 )
+from pkg.gpuhandler.preparation.kinds.vm.records import vgpu_of
+from pkg.gpuhandler.preparation.kinds.vm.vgpu import VgpuKind
+from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 from pkg.hardware.mdev import MdevHost, mdev_types, new_mdev_uuid
 
 T4 = "0000:3b:00.0"
@@ -82,7 +84,7 @@ def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(tmp_pa
     assert outcome.error == ""
     record = n.container.store().load().claims[claim.uid]
     assert record.state is PrepareState.PREPARE_COMPLETED
-    vgpu = record.devices[0].vgpu
+    vgpu = vgpu_of(record.devices[0])
     assert vgpu is not None
     assert vgpu.mdev_type == "nvidia-232"
     assert _mdevs(n) == [vgpu.mdev_uuid]  # the mdev is the recorded one
@@ -90,7 +92,7 @@ def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(tmp_pa
     assert _available(n) == 3
     assert _available(n, "nvidia-233") == 0
     stored = json.loads(n.container.store().file.path.read_text())
-    assert stored["minReaderVersion"] == VGPU_READER_VERSION  # an older reader would leave the mdev
+    assert stored["minReaderVersion"] == VgpuKind.reader_version  # an older reader would leave the mdev
 
     group = MdevHost(n.host.root).iommu_group(vgpu.mdev_uuid)
     [device] = json.loads(n.container.cdi().path_of(claim.uid).read_text())["devices"]
@@ -184,8 +186,8 @@ def test_a_crash_after_each_prepare_step_converges(
         assert _nothing_left(restarted)
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     [record] = restarted.container.store().load().claims.values()
-    assert record.devices[0].vgpu is not None
-    assert _mdevs(restarted) == [record.devices[0].vgpu.mdev_uuid]
+    assert (vgpu := vgpu_of(record.devices[0])) is not None
+    assert _mdevs(restarted) == [vgpu.mdev_uuid]
 
     assert restarted.driver.unprepare([claim]) == {claim.uid: ""}
     assert _nothing_left(restarted)
@@ -200,8 +202,8 @@ def test_a_crash_between_create_and_the_next_step_leaves_an_owned_mdev(
     kill_at(n, monkeypatch, "prepare:prepare-devices:after", claim)
     [record] = n.container.store().load().claims.values()
     assert record.state is PrepareState.PREPARE_STARTED
-    assert record.devices[0].vgpu is not None
-    assert _mdevs(n) == [record.devices[0].vgpu.mdev_uuid]  # recorded before it was made
+    assert (vgpu := vgpu_of(record.devices[0])) is not None
+    assert _mdevs(n) == [vgpu.mdev_uuid]  # recorded before it was made
 
 
 @pytest.mark.parametrize("step", UNPREPARE_POINTS)

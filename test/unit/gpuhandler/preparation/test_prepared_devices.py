@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from pkg.gpuhandler.preparation.checkpoint import (
-    CheckpointData,
-    ClaimRecord,
-    DeviceRecord,
-    MigRecord,
-    PrepareState,
-)
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.kinds.mig import MigRecord
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 
 

@@ -1,27 +1,106 @@
 """A TimeSlicing or MPS share of a whole card: the card's shared setting, and the share's limits.
 
-A share takes the card whole (out of MIG mode, :func:`~.whole_card.take_whole_card`); what the
+A share takes the card whole (out of MIG mode, :func:`~..whole_card.take_whole_card`); what the
 card needs for its shares — the time slice, the MPS control daemon — is set up by the first share
-and undone by the last (:class:`~pkg.gpuhandler.preparation.sharing.CardSharing`), so releasing a
-share undoes it only when no other claim's share of that strategy is left on the card.
+and undone by the last (:class:`~.card_sharing.CardSharing`), so releasing a share undoes it only
+when no other claim's share of that strategy is left on the card.
+
+A share is planned with what the scheduler consumed for it (``consumedCapacity``):
+``sharePercent``, and ``memory`` when the claim asked for memory. MPS enforces both, so a share's
+memory limit is the memory it consumed or, when it asked for none, its ``sharePercent`` of the
+card's memory. Shares fit together on a card when they are of one strategy with distinct share
+IDs and, for TimeSlicing, the same time slice. At start-up the recorded shares' card settings are
+made again and MPS daemons no share owns are stopped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
+from api.gpu.v1alpha1 import SharingStrategy, TimeSlicingInterval
 from pkg.backends.preparation import CardPreparer, ContainerEdits
-from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
-from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, DeviceRecord
+from pkg.gpuhandler.preparation.kinds import (
+    ClaimWork,
+    Conflict,
+    DeviceKind,
+    NodeReport,
+    Offer,
+    PlanContext,
+    PlanError,
+    record_of,
+)
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import FIELD, CardSharing, SharingRecord
 from pkg.gpuhandler.preparation.kinds.whole_card import take_whole_card
-from pkg.gpuhandler.preparation.sharing import CardSharing
+
+SHARE_PERCENT: Final = "sharePercent"
+MEMORY: Final = "memory"
+MIB: Final = 2**20
 
 
-class ShareKind:
+class ShareKind(DeviceKind):
     name = "share"
-    record_field = "sharing"
+    record_field = FIELD
+    record_model = SharingRecord
+    node_step = "sharing"
+    reader_version = 2  # an older reader would not stop the card's MPS daemon or restore its time slice
 
     def __init__(self, *, preparer: CardPreparer, sharing: CardSharing) -> None:
         self._preparer = preparer
         self._sharing = sharing
+
+    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
+        return offer.device_type == "Physical" and offer.sharing is not SharingStrategy.EXCLUSIVE
+
+    def plan(self, offer: Offer, context: PlanContext) -> SharingRecord:
+        settings = offer.config.sharing if offer.config is not None else None
+        consumed = offer.result.consumed_capacity or {}
+        if SHARE_PERCENT in consumed:
+            percent = offer.quantity(consumed[SHARE_PERCENT], f"consumed {SHARE_PERCENT}")
+        elif (
+            settings is not None
+            and settings.mps is not None
+            and settings.mps.default_active_thread_percentage
+        ):
+            percent = settings.mps.default_active_thread_percentage
+        else:
+            percent = 100
+        if not 1 <= percent <= 100:
+            raise PlanError(f"{offer.where} has consumed {SHARE_PERCENT} {percent}, not between 1 and 100")
+        asked = offer.quantity(consumed[MEMORY], f"consumed {MEMORY}") if MEMORY in consumed else 0
+        memory_bytes = asked
+        if offer.sharing is SharingStrategy.MPS and asked == 0:  # MPS needs a limit; time-slicing none
+            card_memory = (offer.device.capacity or {}).get(MEMORY)
+            if card_memory is None or card_memory.value is None:
+                raise PlanError(f"{offer.where} is an MPS share but its offer has no {MEMORY} capacity")
+            memory_bytes = offer.quantity(card_memory.value, f"{MEMORY} capacity") * percent // 100
+        interval = TimeSlicingInterval.DEFAULT
+        if settings is not None and settings.time_slicing is not None:
+            interval = settings.time_slicing.interval
+        return SharingRecord(
+            strategy=offer.sharing.value,
+            share_percent=percent,
+            memory_mib=memory_bytes // MIB,
+            interval=interval.value,
+        )
+
+    def conflict(self, device: DeviceRecord, held: DeviceRecord) -> Conflict | None:
+        share = record_of(device, ShareKind, SharingRecord)
+        other = record_of(held, ShareKind, SharingRecord)
+        if share.strategy != other.strategy:
+            return Conflict(
+                "DoubleAllocation", f"is a {share.strategy} share, but the card is shared by {other.strategy}"
+            )
+        if device.share_id is not None and device.share_id == held.share_id:
+            return Conflict("DoubleAllocation", f"has share ID {device.share_id}, which is already prepared")
+        if share.strategy == SharingStrategy.TIME_SLICING and share.interval != other.interval:
+            return Conflict(
+                "IntervalConflict",
+                f"asks for time slice {share.interval}, but the card is time-sliced {other.interval} "
+                "for the shares already on it",
+            )
+        return None
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         take_whole_card(self._preparer, device, work)
@@ -29,3 +108,12 @@ class ShareKind:
 
     def release(self, device: DeviceRecord, work: ClaimWork) -> None:
         self._sharing.release(device, others=work.others_on(device.card))
+
+    def reconcile_node(self, checkpoint: CheckpointData, cards: Sequence[str]) -> NodeReport:
+        found = self._sharing.reconcile(checkpoint, cards)
+        report = NodeReport(failed=list(found.failed))
+        for card in found.mps_started:
+            report.add("MPS daemons started", card)
+        for card in found.mps_orphans_stopped:
+            report.add("orphan MPS daemons stopped", card)
+        return report

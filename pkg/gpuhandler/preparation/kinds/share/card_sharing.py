@@ -28,13 +28,58 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from pydantic import Field, field_validator
+
 from api.gpu.v1alpha1 import SharingStrategy, TimeSlicingInterval
 from pkg.backends.backend import BackendError
 from pkg.backends.preparation import CardPreparer, ContainerEdits, MpsFolders, MpsLimits
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, KindRecord
 
 logger = logging.getLogger(__name__)
+
+FIELD = "sharing"
+
+
+class SharingRecord(KindRecord):
+    """A share of a whole card: its strategy and what the node set up and enforces for it. A
+    strategy or time slice this release does not know is refused when the checkpoint is read: a
+    newer release that adds one must raise the reader version, so here it means damage (an
+    unknown strategy would otherwise be taken for MPS)."""
+
+    strategy: str  # TimeSlicing | MPS
+    share_percent: int = Field(alias="sharePercent")
+    memory_mib: int = Field(alias="memoryMiB")
+    interval: str = "Default"  # TimeSlicing: the card's time slice while it is shared
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if value not in {s.value for s in SharingStrategy}:
+            raise ValueError(f"sharing strategy {value!r} is unknown to this release")
+        return value
+
+    @field_validator("interval")
+    @classmethod
+    def _known_interval(cls, value: str) -> str:
+        if value not in {i.value for i in TimeSlicingInterval}:
+            raise ValueError(f"time-slice interval {value!r} is unknown to this release")
+        return value
+
+
+def share_of(device: DeviceRecord) -> SharingRecord | None:
+    """``device``'s share record, or None for a device of another kind."""
+    return device.kind_record(FIELD, SharingRecord)
+
+
+def shares(checkpoint: CheckpointData) -> list[tuple[DeviceRecord, SharingRecord]]:
+    """Every recorded share, of every claim, with its device."""
+    found = []
+    for claim in checkpoint.claims.values():
+        for device in claim.devices:
+            if (share := share_of(device)) is not None:
+                found.append((device, share))
+    return found
 
 
 @dataclass
@@ -58,7 +103,7 @@ class CardSharing:
 
     def set_up(self, device: DeviceRecord) -> ContainerEdits:
         """Makes the card ready for the share ``device`` and returns what its container needs."""
-        share = device.sharing
+        share = share_of(device)
         if share is None:
             raise ValueError(f"device {device.device} is not a share")
         if share.strategy == SharingStrategy.TIME_SLICING:
@@ -72,11 +117,11 @@ class CardSharing:
     def release(self, device: DeviceRecord, others: Iterable[ClaimRecord]) -> None:
         """Undoes what the share ``device`` needed of its card, unless a share of ``others`` on the
         card (another claim's) still needs it."""
-        share = device.sharing
+        share = share_of(device)
         if share is None:
             raise ValueError(f"device {device.device} is not a share")
         on_card = [d for claim in others for d in claim.devices if d.card == device.card]
-        strategies = {d.sharing.strategy for d in on_card if d.sharing is not None}
+        strategies = {other.strategy for d in on_card if (other := share_of(d)) is not None}
         if share.strategy in strategies:
             return
         if share.strategy == SharingStrategy.TIME_SLICING:
@@ -112,9 +157,8 @@ class CardSharing:
         """:func:`time_slices`, a share whose recorded time slice this release does not know
         reported instead of raised (its card is left as it is)."""
         slices: dict[str, TimeSlicingInterval] = {}
-        for device in checkpoint.shares():
-            share = device.sharing
-            if share is None or share.strategy != SharingStrategy.TIME_SLICING:
+        for device, share in shares(checkpoint):
+            if share.strategy != SharingStrategy.TIME_SLICING:
                 continue
             try:
                 slices[device.card] = TimeSlicingInterval(share.interval)
@@ -142,19 +186,15 @@ class CardSharing:
 def time_slices(checkpoint: CheckpointData) -> dict[str, TimeSlicingInterval]:
     """The time slice each card's recorded TimeSlicing shares use."""
     return {
-        d.card: TimeSlicingInterval(d.sharing.interval)
-        for d in checkpoint.shares()
-        if d.sharing is not None and d.sharing.strategy == SharingStrategy.TIME_SLICING
+        d.card: TimeSlicingInterval(share.interval)
+        for d, share in shares(checkpoint)
+        if share.strategy == SharingStrategy.TIME_SLICING
     }
 
 
 def mps_cards(checkpoint: CheckpointData) -> set[str]:
     """The cards with a recorded MPS share."""
-    return {
-        d.card
-        for d in checkpoint.shares()
-        if d.sharing is not None and d.sharing.strategy == SharingStrategy.MPS
-    }
+    return {d.card for d, share in shares(checkpoint) if share.strategy == SharingStrategy.MPS}
 
 
 class MpsWatchdog:

@@ -4,7 +4,7 @@ a launcher opens, and the claim's VM files, written by whichever kind prepares o
 One metadata file per request lists every VM device of that request, so each kind writes the
 files for all of the claim's VM devices from their records (a vGPU's UUID is recorded before its
 mdev exists) and takes the mounts that fall to its own device
-(:meth:`~pkg.gpuhandler.preparation.vm_metadata.VmFiles.write`).
+(:meth:`~.files.VmFiles.write`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pkg.backends.preparation import DeviceNode, Mount
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork
+from pkg.gpuhandler.preparation.kinds.vm.files import VmFiles
+from pkg.gpuhandler.preparation.kinds.vm.records import for_vm
 from pkg.gpuhandler.preparation.services import OfferIndex
-from pkg.gpuhandler.preparation.vm_metadata import VmFiles
 
 
 def vm_mounts(files: VmFiles, offers: OfferIndex, device: DeviceRecord, work: ClaimWork) -> tuple[Mount, ...]:
@@ -30,7 +31,7 @@ def vm_mounts(files: VmFiles, offers: OfferIndex, device: DeviceRecord, work: Cl
         raise ValueError(f"claim {work.record}: the VM files need the claim as read from the API server")
     requests: dict[str, list[tuple[DeviceRecord, V1Device | None]]] = {}
     for recorded in work.record.devices:
-        if recorded.vfio is not None or recorded.vgpu is not None:
+        if for_vm(recorded):
             offer = offers.device(recorded.pool, recorded.device)
             requests.setdefault(recorded.requests[0], []).append((recorded, offer))
     return files.write(resource, requests).get(device.device, ())

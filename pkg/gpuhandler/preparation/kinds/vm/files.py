@@ -40,6 +40,7 @@ from pkg.domain.names import DRIVER
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.claim_ref import checked_label, checked_subdomain, checked_uid
+from pkg.gpuhandler.preparation.kinds.vm.records import vfio_of, vgpu_of
 
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
 MDEV_UUID: Final = "mdevUUID"  # VEP 10's name for a vGPU's mdev, not yet standardised
@@ -71,8 +72,8 @@ def metadata_document(
         attributes = {
             name: _attribute(value) for name, value in sorted(((offer and offer.attributes) or {}).items())
         }
-        if record.vgpu is not None:  # a vGPU is handed over by its mdev, never by the card
-            attributes[MDEV_UUID] = {"string": record.vgpu.mdev_uuid}
+        if (vgpu := vgpu_of(record)) is not None:  # a vGPU is handed over by its mdev, never by the card
+            attributes[MDEV_UUID] = {"string": vgpu.mdev_uuid}
         else:
             attributes[PCI_BUS_ID] = {"string": record.card}
         entries.append(
@@ -126,17 +127,16 @@ def hook_document(claim: ResourceV1ResourceClaim, devices: Sequence[DeviceRecord
     meta = claim.metadata or V1ObjectMeta()
     entries = []
     for record in devices:
-        assert record.vfio is not None
+        vfio = vfio_of(record)
+        assert vfio is not None
         entries.append(
             {
                 "request": record.requests[0] if record.requests else "",
                 "device": record.device,
                 "pciBusID": record.card,
-                "iommuGroup": record.vfio.iommu_group,
-                "vfioDevice": f"/dev/vfio/{record.vfio.iommu_group}",
-                "functions": [
-                    {"address": f.address, "originalDriver": f.driver} for f in record.vfio.functions
-                ],
+                "iommuGroup": vfio.iommu_group,
+                "vfioDevice": f"/dev/vfio/{vfio.iommu_group}",
+                "functions": [{"address": f.address, "originalDriver": f.driver} for f in vfio.functions],
             }
         )
     return {
@@ -189,7 +189,7 @@ class VmFiles:
                 checked_label(part, "request name")
         mounts: dict[str, tuple[Mount, ...]] = {}
         hook = folder / "qemu-hook.json"
-        records = [r for devices in requests.values() for r, _ in devices if r.vfio is not None]
+        records = [r for devices in requests.values() for r, _ in devices if vfio_of(r) is not None]
         if records:  # passed-through cards only: a vGPU needs no hook
             write_atomically(hook, _json(hook_document(claim, records)), mode=0o644, durable=False)
         first = True

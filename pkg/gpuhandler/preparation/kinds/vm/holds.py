@@ -12,24 +12,22 @@ kubelet plugin keeps this set, and the readers treat a held card as allocated:
 * the publisher keeps offering the card as last described (its exclusive allocation already
   consumes every counter of the card, so nothing else can be allocated from it).
 
-The set follows the checkpoint as it is told it, and reads nothing itself: the checkpoint has one
-reader, under the node lock. A Prepare tells it the checkpoint once the claim is recorded, before
-any bind (so the enrichment never sees a card leave the NVIDIA driver unheld), and the driver
-(:mod:`.driver`) tells it the checkpoint as each Prepare and Unprepare left it, at the end of the
-call and still under the lock; start-up tells it after its reconciliation
-(before the plugin serves: until then nothing is held), and the MPS watchdog at each periodic
-read (another instance, in a rolling update, may have changed the checkpoint). A card released
-stays *returning* until its PhysicalGPU no longer says ``VFIO`` — gpu-node-agent notices the
-driver change on its next scan — so the gap between the rebind and that report does not withdraw
-the offers either.
+The passed-through kind tells the set a card before it binds the card to ``vfio-pci``
+(:meth:`VfioHolds.hold`: the enrichment never sees a card leave the NVIDIA driver unheld) and
+after it gave the card's functions back (:meth:`VfioHolds.returned`); start-up and the MPS
+watchdog's periodic read set it from the checkpoint whole (:meth:`VfioHolds.update`: another
+instance, in a rolling update, may have changed it). Until start-up nothing is held. A card
+released stays *returning* until its PhysicalGPU no longer says ``VFIO`` — gpu-node-agent notices
+the driver change on its next scan — so the gap between the rebind and that report does not
+withdraw the offers either.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData
+from pkg.gpuhandler.preparation.kinds.vm.records import vfio_of
 
 
 class VfioHolds:
@@ -37,25 +35,27 @@ class VfioHolds:
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self._returning: set[str] = set()
-        self._listeners: list[Callable[[CheckpointData], None]] = []
 
     def update(self, checkpoint: CheckpointData) -> None:
-        """The checkpoint as just loaded or written: its VFIO cards are held, the others released.
-        Then every listener is told the checkpoint (the publisher's devices in use)."""
-        fresh = checkpoint.vfio_cards()
+        """The checkpoint as just loaded: its passed-through cards are held, the others released."""
+        fresh = {d.card for c in checkpoint.claims.values() for d in c.devices if vfio_of(d) is not None}
         with self._lock:
             self._returning |= self._held - fresh
             self._returning -= fresh
             self._held = fresh
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(checkpoint)
 
-    def subscribe(self, listener: Callable[[CheckpointData], None]) -> None:
-        """``listener`` hears every checkpoint this set is told, after the set: the one feed of
-        the checkpoint as Prepare, Unprepare, start-up and the watchdog leave it."""
+    def hold(self, card: str) -> None:
+        """``card`` is about to leave the vendor's driver for a claim."""
         with self._lock:
-            self._listeners.append(listener)
+            self._held.add(card)
+            self._returning.discard(card)
+
+    def returned(self, card: str) -> None:
+        """``card``'s functions went back to their drivers; it stays returning until reported so."""
+        with self._lock:
+            if card in self._held:
+                self._held.discard(card)
+                self._returning.add(card)
 
     def held(self, card: str, *, reported_vfio: bool) -> bool:
         """Whether ``card`` is passed through for a claim (or just given back, while the
