@@ -20,6 +20,7 @@ node would read.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from pkg.dra.model.slices import pool_name
 from pkg.framework.client import NotFoundError
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.driver import GpuDriver
-from pkg.gpuhandler.preparation.driver_spec import DriverFilesState
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 
 logger = logging.getLogger(__name__)
@@ -169,7 +170,10 @@ class LoggedDriverFiles:
 
 
 class _NoHealthFeed:
-    """The kubelet's health stream is not served here; nothing to refresh after a change."""
+    """The kubelet's health stream is not served here: a change marks a list nobody rebuilds."""
+
+    def __init__(self) -> None:
+        self.stale = threading.Event()
 
     def refresh(self) -> None:
         return None

@@ -1,7 +1,8 @@
 """The walk of one MIG claim through NodePrepare: which files under pkg/ the call visits, in order.
 
 One MIG claim is prepared through the real :class:`~pkg.gpuhandler.preparation.driver.GpuDriver`
-(the node the preparation unit tests build: the NVIDIA preparer over the simulated NVML) while
+(the node the preparation unit tests build: the NVIDIA preparer over the simulated NVML, started as
+the plugin starts before it serves) while
 ``sys.setprofile`` records every Python call. Each call into a function defined in another file
 under ``pkg/`` than the one control is in, and each return to a caller in another file, is a step
 of the walk (code outside ``pkg/`` is transparent); reported are the distinct files visited and
@@ -38,6 +39,10 @@ def walk(*, skip: tuple[str, ...] = (), returns: bool = True) -> list[str]:
         [offer] = n.offers.publish(mig_offer(A30, start=3))
         claim = n.claims.allocate("train", [offer])
         driver = n.driver  # built before tracing: the walk is the call, not the wiring
+        # Started as PluginRunnable starts the plugin before it serves: start-up reconciliation,
+        # then the base CDI spec for the loaded driver (the driver's files found once, not per call).
+        n.reconcile()
+        n.container.driver_spec().refresh()
         files: list[str] = []
 
         def profile(frame: FrameType, event: str, _arg: Any) -> None:

@@ -1,7 +1,7 @@
 """``DriverFilesReady`` on a real API server: its own field manager, merged beside the others.
 
 gpu-handler's kubelet plugin reports whether the driver's user space can be given to containers
-(pkg.gpuhandler.preparation.driver_spec) by server-side apply of that one condition under
+(pkg.gpuhandler.preparation.driver_files_status) by server-side apply of that one condition under
 ``gpu-handler-driver-files``. The enrichment's apply of ``HardwareHealthy`` (field manager
 ``gpu-handler``) must never remove it, nor it the enrichment's; a bad state is a Warning event on
 the card, once per reason.
@@ -22,7 +22,7 @@ from pkg.framework.client.builtin_kinds import EVENT, NODE
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.gpuhandler.enrichment.owned import OwnedStatus
 from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
-from pkg.gpuhandler.preparation.driver_spec import DriverFilesState, KubeDriverFilesStatus
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState, KubeDriverFilesStatus
 
 
 def _conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str]]:

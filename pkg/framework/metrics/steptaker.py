@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
 from pkg.framework.metrics.provider import MetricsProvider
 
@@ -47,13 +48,12 @@ class StepMetrics:
             labelnames=("pipeline", "step", "outcome"),
             buckets=_DURATION_BUCKETS,
         )
-        for step in steps:
-            for outcome in TakeOutcome:
-                self._duration.labels(pipeline=pipeline, step=step, outcome=outcome.value)
-
-    def observe(self, step: str, *, outcome: TakeOutcome, seconds: float) -> None:
-        """Records one step the runner reached, by how it ended."""
-        self._duration.labels(pipeline=self._pipeline, step=step, outcome=outcome.value).observe(seconds)
+        # Every series made once, here: a step's sample is then one observe on its child.
+        self.series: dict[tuple[str, TakeOutcome], Any] = {
+            (step, outcome): self._duration.labels(pipeline=pipeline, step=step, outcome=outcome.value)
+            for step in steps
+            for outcome in TakeOutcome
+        }
 
 
 __all__ = ["STEP_DURATION", "StepMetrics", "TakeOutcome"]

@@ -33,7 +33,7 @@ none) into ``steptaker_step_duration_seconds{pipeline,step,outcome}``
 (:mod:`pkg.framework.metrics.steptaker`), ``outcome`` being the step's outcome or ``failed``, and
 logged at DEBUG with the caller's ``log_fields`` as ``extra`` plus ``pipeline``, ``step``,
 ``outcome`` and ``seconds`` (and ``error`` for a failed one). Bad ``log_fields`` are refused with
-:class:`ValueError` before the first take (see :mod:`~pkg.framework.steptaker.fields`).
+:class:`ValueError` before the first take (:func:`checked_fields`).
 
 Nothing about the GPU, or any resource, is known here: the steps and the context are the caller's.
 A pipeline holds no per-run state, so one instance serves concurrent runs (as
@@ -49,12 +49,29 @@ from typing import Generic
 
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.steptaker import StepMetrics, TakeOutcome
-from pkg.framework.steptaker.fields import checked_fields
 from pkg.framework.steptaker.result import PipelineResult, UndoFailure
 from pkg.framework.steptaker.rollback import roll_back
 from pkg.framework.steptaker.step import C_contra, Step, StepHook, StepOutcome
 
 logger = logging.getLogger(__name__)
+
+# Attributes every LogRecord has; an ``extra`` key among them makes ``logging`` raise.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def checked_fields(log_fields: Mapping[str, object] | None) -> dict[str, object]:
+    """A copy of ``log_fields`` (empty for None); ValueError if a key would clash with ``logging``.
+
+    The runner logs every step with the caller's fields as ``extra``, and ``logging`` raises
+    ``KeyError`` for a key that names an attribute every ``LogRecord`` has (``name``, ``msg``...)
+    from inside the run, after some steps took effect and before the runner could undo them: so the
+    fields are checked before the first step, a caller's mistake found by its first test. The
+    runner's own fields are written after the caller's, so they win over one of the same name."""
+    fields = dict(log_fields or {})
+    clashes = sorted(set(fields) & _RECORD_ATTRIBUTES)
+    if clashes:
+        raise ValueError(f"log fields {clashes} are LogRecord attributes; rename them")
+    return fields
 
 
 class Pipeline(Generic[C_contra]):
@@ -166,7 +183,7 @@ class Pipeline(Generic[C_contra]):
         self, step: str, *, outcome: TakeOutcome, started: float, fields: Mapping[str, object]
     ) -> None:
         seconds = self._clock() - started
-        self._metrics.observe(step, outcome=outcome, seconds=seconds)
+        self._metrics.series[(step, outcome)].observe(seconds)
         logger.debug(
             "step %s of pipeline %s: %s",
             step,

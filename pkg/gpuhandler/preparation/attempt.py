@@ -58,16 +58,3 @@ class ClaimAttempt:
         if self.plan is not None and self.plan.devices:
             return self.plan.devices[0].device_type
         return self.offers[0].device_type if self.offers else "unknown"
-
-    def loaded(self) -> CheckpointData:
-        assert self.checkpoint is not None, "load-checkpoint runs first"
-        return self.checkpoint
-
-    def planned(self) -> ClaimPlan:
-        assert self.plan is not None, "plan runs before"
-        return self.plan
-
-    def started(self) -> tuple[ClaimRecord, ClaimWork]:
-        assert self.record is not None, "record-started runs before"
-        assert self.work is not None, "record-started runs before"
-        return self.record, self.work

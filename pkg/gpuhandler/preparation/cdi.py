@@ -16,6 +16,15 @@ NodePrepareResources and the runtime (containerd) applies the edits: the device 
 environment a container of the device needs, and the folders it mounts (an MPS share's daemon
 folders).
 
+:class:`DriverSpec` keeps the base spec in step with the loaded driver: it asks the backend for the
+driver's user space (:meth:`~pkg.backends.backend.VendorBackend.driver_files`: one NVML call while
+the driver version is unchanged, a new discovery when it changed) and writes the base spec when its
+content changed. Prepare asks it before it changes anything on the node, so a driver upgrade
+rewrites the base spec before any new Prepare answers, and a driver root that is missing or
+incomplete fails the Prepare with the reason, instead of handing out a spec that lacks
+``libcuda``. Start-up and the plugin's periodic round ask too, so the spec exists before the first
+claim and the state (:mod:`.driver_files_status`) is visible while no claim comes.
+
 The spec's ``cdiVersion`` is the oldest version that has every field used (``hostPath`` needs
 0.5.0), so older runtimes read the files too; the file is written atomically (a runtime never
 reads half a spec).
@@ -24,15 +33,20 @@ reads half a spec).
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pkg.backends.driver_files import DriverFiles
+from pkg.backends.driver_files import DriverFiles, DriverFilesError
 from pkg.backends.preparation import ContainerEdits
 from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
 from pkg.gpuhandler.preparation.claim_ref import checked_uid
+from pkg.gpuhandler.preparation.driver_files_status import REASON_FOUND, DriverFilesState, DriverFilesStatus
+from pkg.gpuhandler.preparation.failures import PrepareFailedError
+
+logger = logging.getLogger(__name__)
 
 CDI_VENDOR: Final = "k8s.gpu.deckhouse.io"
 CDI_CLASS: Final = "claim"
@@ -185,3 +199,64 @@ class CdiSpecs:
         for uid in removed:
             self.remove(uid)
         return removed
+
+
+class DriverSpec:
+    """Writes ``vendor``'s base spec from the backend's driver files; answers its CDI device ID."""
+
+    def __init__(
+        self, *, files: Callable[[], DriverFiles], cdi: CdiSpecs, vendor: str, status: DriverFilesStatus
+    ) -> None:
+        self._files = files
+        self._cdi = cdi
+        self._vendor = vendor
+        self._status = status
+        self._written: DriverFiles | None = None  # what the file holds, as this instance wrote it
+        self._reported: DriverFilesState | None = None  # told once per change, not per Prepare
+
+    def device_id(self) -> str:
+        """The base spec's CDI device ID, the spec current; :class:`PrepareFailedError` when the
+        driver's user space cannot be given to containers. The state is reported when it changed."""
+        try:
+            files = self._files()
+            # The same files already written and the file in place: nothing to read or write.
+            if files is not self._written or not self._cdi.driver_path(self._vendor).exists():
+                self._cdi.write_driver(self._vendor, files)
+                logger.info(
+                    "base CDI spec current",
+                    extra={
+                        "driver_version": files.version,
+                        "path": str(self._cdi.driver_path(self._vendor)),
+                        **files.found,
+                    },
+                )
+                self._written = files
+        except DriverFilesError as exc:
+            self._report(DriverFilesState(ready=False, reason=exc.reason, message=exc.message))
+            raise PrepareFailedError(
+                exc.reason, f"the {self._vendor} driver's files cannot be given to containers: {exc.message}"
+            ) from exc
+        except (OSError, ValueError) as exc:
+            self._report(DriverFilesState(ready=False, reason="DriverSpecUnwritable", message=str(exc)))
+            raise PrepareFailedError("DriverSpecUnwritable", f"the base CDI spec: {exc}") from exc
+        found = ", ".join(f"{count} {what}" for what, count in files.found.items())
+        ready = DriverFilesState(ready=True, reason=REASON_FOUND, message=f"driver {files.version}: {found}")
+        if ready != self._reported:
+            self._report(ready)
+        return driver_device_id(self._vendor)
+
+    def _report(self, state: DriverFilesState) -> None:
+        self._reported = state
+        self._status.report(state)
+
+    def withdraw(self) -> bool:
+        """Removes the base spec (the plugin leaves the node for good); whether there was one."""
+        self._written = None
+        return remove_file(self._cdi.driver_path(self._vendor), durable=False)
+
+    def refresh(self) -> None:
+        """:meth:`device_id` for the periodic round: a failure is reported, not raised."""
+        try:
+            self.device_id()
+        except PrepareFailedError as exc:
+            logger.warning("driver files unavailable: %s", exc)

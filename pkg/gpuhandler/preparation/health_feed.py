@@ -9,6 +9,11 @@ condition (True → Healthy, False → Unhealthy, otherwise Unknown). The list i
 Prepare/Unprepare, at once on every verdict change, and on a short period, so a card turning
 unhealthy reaches running Pods' status (``allocatedResourcesStatus``) within seconds and without a
 new prepare.
+
+A rebuild reads the checkpoint and every PhysicalGPU, which neither the kubelet's Prepare nor a
+verdict change need wait for: they mark the list stale (:attr:`HealthFeed.stale`, an event) and the
+feed's own loop (:meth:`HealthFeed.run`, on a thread of the plugin's) rebuilds it at once, or after
+the period when nothing asked; a burst of calls costs a rebuild or two, not one each.
 """
 
 from __future__ import annotations
@@ -47,10 +52,25 @@ class HealthFeed:
         # Refreshes come from the plugin's period, Prepare/Unprepare and the health monitor; one at
         # a time, so an older list can never be published after a newer one.
         self._lock = threading.Lock()
+        # Set to ask :meth:`run` for a rebuild (after a Prepare or Unprepare, on a verdict change).
+        self.stale = threading.Event()
 
     def refresh(self) -> None:
         with self._lock:
             self._refresh()
+
+    def run(self, stop: threading.Event, *, period: float) -> None:
+        """Rebuilds the list whenever it is marked stale, and every ``period`` seconds, until
+        ``stop``; a failed rebuild is logged and the next one tries again."""
+        while not stop.is_set():
+            self.stale.wait(period)
+            self.stale.clear()
+            if stop.is_set():
+                return
+            try:
+                self.refresh()
+            except Exception:
+                logger.exception("rebuilding the device health list failed")
 
     def _refresh(self) -> None:
         try:

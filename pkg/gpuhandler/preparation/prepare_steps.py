@@ -14,7 +14,7 @@ step                        what it does (and what its undo gives back)
 ``refuse-double-allocation`` a device conflicting with one another claim holds on its card
                             is refused: two allocators raced
 ``driver-files``            the base CDI spec current for the loaded driver, for a claim a
-                            container uses (:mod:`.driver_spec`); not applicable to a VM's
+                            container uses (:class:`~.cdi.DriverSpec`); not applicable to a VM's
 ``record-started``          the claim recorded ``PrepareStarted`` with all a release needs,
                             durably, before anything changes on the node (undo: forget it)
 ``prepare-devices``         each device by its kind (undo: release them, last first, and put
@@ -43,7 +43,7 @@ from pkg.framework.client import NotFoundError
 from pkg.framework.kubeletplugin.types import ClaimRef, PreparedDevice, PrepareOutcome
 from pkg.framework.steptaker import StepOutcome
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
-from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointData,
     CheckpointStore,
@@ -51,7 +51,6 @@ from pkg.gpuhandler.preparation.checkpoint import (
     DeviceRecord,
     PrepareState,
 )
-from pkg.gpuhandler.preparation.driver_spec import DriverSpec
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds, PlanError
 from pkg.gpuhandler.preparation.plan import ClaimPlan, ClaimPlanner
@@ -83,7 +82,7 @@ class RecordedAnswer:
     name = "recorded-answer"
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        recorded = attempt.loaded().claims.get(attempt.claim.uid)
+        recorded = loaded(attempt).claims.get(attempt.claim.uid)
         if recorded is None or recorded.state is not PrepareState.PREPARE_COMPLETED:
             return StepOutcome.NOT_APPLICABLE
         attempt.answer = answer_of(recorded)
@@ -107,7 +106,7 @@ class PlanDevices:
         attempt.resource = resource = read_claim(self._claims, attempt.claim)
         try:
             attempt.offers = self._planner.offers(resource)
-            earlier = attempt.loaded().claims.get(attempt.claim.uid)
+            earlier = loaded(attempt).claims.get(attempt.claim.uid)
             attempt.plan = self._planner.plan(resource, attempt.offers, earlier=earlier)
         except PlanError as exc:
             raise PrepareFailedError("InvalidAllocation", str(exc)) from None
@@ -126,7 +125,7 @@ class RefuseDoubleAllocation:
         self._kinds = kinds
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        refuse_double_allocation(attempt.planned(), attempt.loaded(), self._kinds)
+        refuse_double_allocation(planned(attempt), loaded(attempt), self._kinds)
         return DONE
 
     def undo(self, attempt: ClaimAttempt) -> None:
@@ -145,7 +144,7 @@ class DriverFiles:
         self._kinds = kinds
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        if not any(self._kinds.in_container(d) for d in attempt.planned().devices):
+        if not any(self._kinds.in_container(d) for d in planned(attempt).devices):
             return StepOutcome.NOT_APPLICABLE  # only a VM's devices: no driver files in the VM's Pod
         attempt.driver_id = self._driver.device_id()
         return DONE
@@ -166,7 +165,7 @@ class RecordStarted:
         self._listener = listener
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        plan, checkpoint = attempt.planned(), attempt.loaded()
+        plan, checkpoint = planned(attempt), loaded(attempt)
         record = record_started(plan)
         checkpoint.claims[plan.uid] = record
         self._store.save(checkpoint)
@@ -184,7 +183,7 @@ class RecordStarted:
         """The claim forgotten, durably (only a record this attempt saved: a save that failed left
         the earlier one, which owns what an earlier attempt left)."""
         if attempt.record is not None:
-            forget(self._store, attempt.loaded(), attempt.record.uid)
+            forget(self._store, loaded(attempt), attempt.record.uid)
 
 
 class PrepareDevices:
@@ -198,7 +197,7 @@ class PrepareDevices:
         self._store = store
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        record, work = attempt.started()
+        record, work = started(attempt)
         # Keyed by device and share ID: two shares of one card in one claim are two CDI devices,
         # each with its own limits.
         attempt.edits = {cdi_key(d): self._kinds.of(d).prepare(d, work) for d in record.devices}
@@ -210,15 +209,15 @@ class PrepareDevices:
         back on the record, saved, and raises: the record stays and owns what is left."""
         if attempt.record is None:
             return
-        record, work = attempt.started()
+        record, work = started(attempt)
         try:
             attempt.changed_cards |= self._release.release_devices(
-                record, attempt.loaded(), found_mig_modes=work.found_mig_modes or None
+                record, loaded(attempt), found_mig_modes=work.found_mig_modes or None
             )
         except Exception:
             if work.found_mig_modes:  # the kept record says which mode to put back
                 remember_found_mig_modes(record, work.found_mig_modes)
-                self._store.save(attempt.loaded())
+                self._store.save(loaded(attempt))
             raise
 
 
@@ -250,14 +249,14 @@ class RecordCompleted:
         self._kinds = kinds
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        record, _ = attempt.started()
+        record, _ = started(attempt)
         for device in record.devices:
             device.cdi_device_ids = [attempt.cdi_ids[cdi_key(device)]]
             if attempt.driver_id is not None and self._kinds.in_container(device):
                 device.cdi_device_ids.append(attempt.driver_id)
         record.state = PrepareState.PREPARE_COMPLETED
         record.updated = datetime.now(UTC)
-        self._store.save(attempt.loaded())
+        self._store.save(loaded(attempt))
         attempt.answer = answer_of(record)
         return DONE
 
@@ -266,6 +265,24 @@ class RecordCompleted:
         say the claim was prepared."""
         if attempt.record is not None:
             attempt.record.state = PrepareState.PREPARE_STARTED
+
+
+def loaded(attempt: ClaimAttempt) -> CheckpointData:
+    """The checkpoint ``load-checkpoint`` read."""
+    assert attempt.checkpoint is not None, "load-checkpoint runs first"
+    return attempt.checkpoint
+
+
+def planned(attempt: ClaimAttempt) -> ClaimPlan:
+    assert attempt.plan is not None, "plan runs before"
+    return attempt.plan
+
+
+def started(attempt: ClaimAttempt) -> tuple[ClaimRecord, ClaimWork]:
+    """The record ``record-started`` saved, and the work the kinds report into."""
+    assert attempt.record is not None, "record-started runs before"
+    assert attempt.work is not None, "record-started runs before"
+    return attempt.record, attempt.work
 
 
 def read_claim(claims: ClaimReader, claim: ClaimRef) -> ResourceV1ResourceClaim:

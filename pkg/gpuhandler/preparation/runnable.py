@@ -25,8 +25,9 @@ from pkg.framework.kubeletplugin.sockets import any_instance_serves
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation import metrics
+from pkg.gpuhandler.preparation.cdi import DriverSpec
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointFeed, CheckpointStore
-from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesStatus
+from pkg.gpuhandler.preparation.driver_files_status import KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds.share.card_sharing import MpsWatchdog
 from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
@@ -76,21 +77,26 @@ class PluginRunnable:
         plugin: KubeletPlugin = self._container.plugin()
         health: HealthFeed = self._container.health()
         tracker: HealthTracker = self._container.health_tracker()
-        tracker.subscribe(lambda _address, _old, _new: _safely("health refresh", health.refresh))
+        tracker.subscribe(lambda _address, _old, _new: health.stale.set())
         _safely("health refresh", health.refresh)
+        rebuilds = threading.Thread(
+            target=partial(health.run, stop, period=settings.health_period), name="health-feed", daemon=True
+        )
+        rebuilds.start()
         driver_spec: DriverSpec = self._container.driver_spec()
         driver_status: KubeDriverFilesStatus = self._container.driver_files_status()
         _safely("driver files", driver_spec.refresh)  # the base spec before the first claim
         plugin.start()
         try:
             while not stop.wait(settings.health_period):
-                _safely("health refresh", health.refresh)
                 _safely("driver files", driver_spec.refresh)
                 _safely("driver files condition", driver_status.sync)  # PhysicalGPUs that came since
                 self._watch_mps(settings)
                 if self._retry_at is not None and self._clock() >= self._retry_at:
                     self._startup_round(settings, first=False)
         finally:
+            health.stale.set()  # wakes the rebuild loop, which sees the stop
+            rebuilds.join(timeout=5.0)
             plugin.stop()
             store: CheckpointStore = self._container.store()
             _safely("base CDI spec", partial(leave_node, settings, store=store, driver_spec=driver_spec))

@@ -36,11 +36,11 @@ from pkg.framework.kubeletplugin.types import HealthBoard, PluginIdentity
 from pkg.framework.steptaker import Pipeline, Step
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
-from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
 from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed, CheckpointStore, RecordTypes, read_boot_id
 from pkg.gpuhandler.preparation.crash import crash_hook
 from pkg.gpuhandler.preparation.driver import GpuDriver
-from pkg.gpuhandler.preparation.driver_spec import DriverSpec, KubeDriverFilesStatus
+from pkg.gpuhandler.preparation.driver_files_status import KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import DeviceKind, Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
@@ -308,7 +308,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         events=events,
         cards=card_changes,
         vendor=vendor,
-        after_change=health.provided.refresh,
+        after_change=health.provided.stale.set,
     )
     identity = providers.Singleton(_identity, settings=settings)
     plugin = providers.Singleton(

@@ -23,7 +23,7 @@ from pkg.framework.steptaker import StepOutcome
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import CheckpointStore
-from pkg.gpuhandler.preparation.prepare_steps import forget
+from pkg.gpuhandler.preparation.prepare_steps import forget, loaded
 from pkg.gpuhandler.preparation.release import ClaimRelease
 
 
@@ -36,7 +36,7 @@ class NothingToUnprepare:
         self._cdi = cdi
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        attempt.record = attempt.loaded().claims.get(attempt.claim.uid)
+        attempt.record = loaded(attempt).claims.get(attempt.claim.uid)
         if attempt.record is not None:
             return StepOutcome.NOT_APPLICABLE
         self._cdi.remove(attempt.claim.uid)
@@ -57,7 +57,7 @@ class ReleaseClaim:
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
         assert attempt.record is not None, "nothing-to-unprepare runs before"
-        attempt.changed_cards |= self._release.release(attempt.record, attempt.loaded())
+        attempt.changed_cards |= self._release.release(attempt.record, loaded(attempt))
         return StepOutcome.DONE
 
     def undo(self, attempt: ClaimAttempt) -> None:
@@ -73,7 +73,7 @@ class ForgetClaim:
         self._store = store
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        forget(self._store, attempt.loaded(), attempt.claim.uid)
+        forget(self._store, loaded(attempt), attempt.claim.uid)
         return StepOutcome.DONE
 
     def undo(self, attempt: ClaimAttempt) -> None:

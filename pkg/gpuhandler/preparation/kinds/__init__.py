@@ -3,7 +3,8 @@ a passed-through card and a vGPU, each kind in its own module, behind one contra
 
 A kind owns its device's whole life cycle (:class:`DeviceKind`):
 
-* **plan** — whether an allocated offer is of this kind (:meth:`DeviceKind.accepts`), and the
+* **plan** — which allocated offers are of this kind (``offers``, an :class:`OfferMatch`: data the
+  registry matches, so planning a device never enters another kind's module), and the
   kind's part of the device's checkpoint record (:meth:`DeviceKind.plan`), read from the offer's
   attributes and the claim's configuration, refused with a :class:`PlanError` that names the claim;
 * **record** — the model of that part (``record_model``), stored in the device's record under
@@ -121,6 +122,23 @@ class PlanContext:
 
 
 @dataclass(frozen=True)
+class OfferMatch:
+    """Which offers a kind takes: of ``device_type``, and where given, shared or not (a TimeSlicing
+    or MPS offer is shared) and for a VM's claim or not."""
+
+    device_type: str
+    shared: bool | None = None
+    for_vm: bool | None = None
+
+    def matches(self, offer: Offer, *, for_vm: bool) -> bool:
+        if offer.device_type != self.device_type:
+            return False
+        if self.shared is not None and self.shared != (offer.sharing is not SharingStrategy.EXCLUSIVE):
+            return False
+        return self.for_vm is None or self.for_vm == for_vm
+
+
+@dataclass(frozen=True)
 class Conflict:
     """Why a device cannot be prepared next to one already held: a reason and a phrase."""
 
@@ -179,15 +197,12 @@ class DeviceKind(ABC):
     """One kind of device: its plan, record, conflict rule, consumer, prepare and release."""
 
     name: ClassVar[str]  # for messages: "a <name>"
+    offers: ClassVar[OfferMatch]  # the offers this kind plans
     record_field: ClassVar[str | None] = None  # None: the kind that has no record of its own
     record_model: ClassVar[type[KindRecord] | None] = None
     reader_version: ClassVar[int] = 1  # the oldest checkpoint reader that understands the record
     consumer: ClassVar[Consumer] = Consumer.CONTAINER
     node_step: ClassVar[str] = "node"  # the start-up step of reconcile_node, for reports and metrics
-
-    @abstractmethod
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        """Whether ``offer`` is a device of this kind (the registry asks kinds in their order)."""
 
     def plan(self, offer: Offer, context: PlanContext) -> KindRecord | None:
         """The kind's part of the device's record, chosen before anything changes on the node."""
@@ -256,7 +271,7 @@ class Kinds:
 
     def for_offer(self, offer: Offer, *, for_vm: bool) -> DeviceKind:
         for kind in self._kinds:
-            if kind.accepts(offer, for_vm=for_vm):
+            if kind.offers.matches(offer, for_vm=for_vm):
                 return kind
         raise PlanError(f"{offer.where} is a {offer.device_type} device of no kind this node prepares")
 

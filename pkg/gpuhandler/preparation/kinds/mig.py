@@ -27,6 +27,7 @@ from pkg.gpuhandler.preparation.kinds import (
     DeviceKind,
     NodeReport,
     Offer,
+    OfferMatch,
     PlanContext,
     PlanError,
     devices_of,
@@ -59,15 +60,13 @@ class MigRecord(KindRecord):
 
 class MigKind(DeviceKind):
     name = "MIG device"
+    offers = OfferMatch("MIG")
     record_field = FIELD
     record_model = MigRecord
     node_step = "orphan-mig-devices"
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return offer.device_type == "MIG"
 
     def plan(self, offer: Offer, context: PlanContext) -> MigRecord:
         profile_id = offer.bounded("profileID", 0, MAX_PROFILE_ID)

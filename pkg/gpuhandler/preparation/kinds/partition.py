@@ -27,6 +27,7 @@ from pkg.gpuhandler.preparation.kinds import (
     Conflict,
     DeviceKind,
     Offer,
+    OfferMatch,
     PlanContext,
     PlanError,
     record_of,
@@ -48,15 +49,13 @@ class PartitionRecord(KindRecord):
 
 class PartitionKind(DeviceKind):
     name = "partition"
+    offers = OfferMatch("Partition")
     record_field = "partition"
     record_model = PartitionRecord
     reader_version = 4  # an older reader takes a partition for a whole card and never switches it back
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return offer.device_type == "Partition"
 
     def plan(self, offer: Offer, context: PlanContext) -> PartitionRecord:
         mode = offer.attribute("partitionMode", str)

@@ -9,11 +9,10 @@ has no record of its own: a device without any kind's record is a whole card.
 
 from __future__ import annotations
 
-from api.gpu.v1alpha1 import SharingStrategy
 from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.gpuhandler.preparation.checkpoint import DeviceRecord
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.kinds import ClaimWork, DeviceKind, Offer
+from pkg.gpuhandler.preparation.kinds import ClaimWork, DeviceKind, OfferMatch
 
 
 def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWork) -> None:
@@ -29,19 +28,12 @@ def take_whole_card(preparer: CardPreparer, device: DeviceRecord, work: ClaimWor
     work.mig_mode_changed(card, found=True)
 
 
-def is_whole_card(offer: Offer) -> bool:
-    """Whether ``offer`` is a card allocated whole and exclusively."""
-    return offer.device_type == "Physical" and offer.sharing is SharingStrategy.EXCLUSIVE
-
-
 class WholeCardKind(DeviceKind):
     name = "whole card"
+    offers = OfferMatch("Physical", shared=False)
 
     def __init__(self, preparer: CardPreparer) -> None:
         self._preparer = preparer
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return is_whole_card(offer)
 
     def prepare(self, device: DeviceRecord, work: ClaimWork) -> ContainerEdits:
         take_whole_card(self._preparer, device, work)

@@ -12,9 +12,9 @@ from preparation_fakes import A30, CDI_HOOK, mig_offer, node, stand_in_driver, w
 
 from pkg.backends.driver_files import DriverFiles, DriverFilesError, DriverRootOptions
 from pkg.backends.preparation import ContainerEdits, DeviceNode
-from pkg.gpuhandler.preparation.cdi import CdiSpecs
+from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
-from pkg.gpuhandler.preparation.driver_spec import DriverFilesState, DriverSpec
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState
 from pkg.gpuhandler.preparation.runnable import leave_node
 
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"

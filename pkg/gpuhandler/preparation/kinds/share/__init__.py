@@ -27,6 +27,7 @@ from pkg.gpuhandler.preparation.kinds import (
     DeviceKind,
     NodeReport,
     Offer,
+    OfferMatch,
     PlanContext,
     PlanError,
     record_of,
@@ -41,6 +42,7 @@ MIB: Final = 2**20
 
 class ShareKind(DeviceKind):
     name = "share"
+    offers = OfferMatch("Physical", shared=True)
     record_field = FIELD
     record_model = SharingRecord
     node_step = "sharing"
@@ -49,9 +51,6 @@ class ShareKind(DeviceKind):
     def __init__(self, *, preparer: CardPreparer, sharing: CardSharing) -> None:
         self._preparer = preparer
         self._sharing = sharing
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return offer.device_type == "Physical" and offer.sharing is not SharingStrategy.EXCLUSIVE
 
     def plan(self, offer: Offer, context: PlanContext) -> SharingRecord:
         settings = offer.config.sharing if offer.config is not None else None

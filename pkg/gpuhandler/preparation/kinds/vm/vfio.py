@@ -46,6 +46,7 @@ from pkg.gpuhandler.preparation.kinds import (
     DeviceKind,
     NodeReport,
     Offer,
+    OfferMatch,
     PlanContext,
     record_of,
 )
@@ -53,7 +54,7 @@ from pkg.gpuhandler.preparation.kinds.vm.devices import vfio_nodes, vm_mounts
 from pkg.gpuhandler.preparation.kinds.vm.files import VmFiles
 from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
 from pkg.gpuhandler.preparation.kinds.vm.records import VFIO_FIELD, VfioFunctionRecord, VfioRecord, vfio_of
-from pkg.gpuhandler.preparation.kinds.whole_card import is_whole_card, take_whole_card
+from pkg.gpuhandler.preparation.kinds.whole_card import take_whole_card
 from pkg.gpuhandler.preparation.services import OfferIndex
 from pkg.hardware.hostinfo import classify, read_cpu_flags, read_dmi
 from pkg.hardware.pci import PciDevice, iommu_group_members, read_pci_device
@@ -88,6 +89,7 @@ class HostFiles:
 
 class VfioKind(DeviceKind):
     name = "passed-through card"
+    offers = OfferMatch("Physical", shared=False, for_vm=True)
     record_field = VFIO_FIELD
     record_model = VfioRecord
     node_step = "orphan-vm-files"
@@ -118,9 +120,6 @@ class VfioKind(DeviceKind):
         self._dev = dev_root
         self._settle_timeout = settle_timeout
         self._clock = clock
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return for_vm and is_whole_card(offer)
 
     def plan(self, offer: Offer, context: PlanContext) -> VfioRecord:
         label = f"{context.label}: VFIO"

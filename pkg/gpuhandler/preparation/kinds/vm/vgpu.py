@@ -42,6 +42,7 @@ from pkg.gpuhandler.preparation.kinds import (
     Consumer,
     DeviceKind,
     Offer,
+    OfferMatch,
     PlanContext,
     PlanError,
     attribute,
@@ -63,6 +64,7 @@ _MDEV_TYPE: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 class VgpuKind(DeviceKind):
     name = "vGPU"
+    offers = OfferMatch("VGPU")
     record_field = VGPU_FIELD
     record_model = VgpuRecord
     reader_version = 5  # an older reader would leave the mdev behind
@@ -84,9 +86,6 @@ class VgpuKind(DeviceKind):
         self._dev = dev_root
         self._settle_timeout = settle_timeout
         self._clock = clock
-
-    def accepts(self, offer: Offer, *, for_vm: bool) -> bool:
-        return offer.device_type == "VGPU"
 
     def plan(self, offer: Offer, context: PlanContext) -> VgpuRecord:
         if not context.for_vm:
