@@ -36,14 +36,13 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.gpu.v1alpha1 import DeviceType
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
@@ -105,8 +104,11 @@ class RecordTypes:
     """The kinds' record models by field, and the reader version each needs: how the checkpoint
     validates and versions what the kinds store, without knowing one of them."""
 
-    def __init__(self, types: dict[str, tuple[type[KindRecord], int]]) -> None:
+    def __init__(
+        self, types: dict[str, tuple[type[KindRecord], int]], *, device_types: Iterable[str]
+    ) -> None:
         self._types = dict(types)
+        self.device_types = frozenset(device_types)  # the deviceType values the kinds record
 
     def __iter__(self) -> Iterator[tuple[str, type[KindRecord], int]]:
         for name, (model, version) in self._types.items():
@@ -303,8 +305,14 @@ class CheckpointFile:
             raise CheckpointUnreadable(self.path, f"the record under it is of claim {uid!r}", claim=key)
         devices = record.get("devices")
         for device in devices if isinstance(devices, list) else []:  # the model refuses the rest
-            if isinstance(device, dict):
-                _known(self.path, key, "deviceType", device.get("deviceType"), DeviceType)
+            value = device.get("deviceType") if isinstance(device, dict) else None
+            if value is not None and value not in self.records.device_types:
+                raise CheckpointUnreadable(
+                    self.path,
+                    f"deviceType {value!r} is unknown to this release "
+                    "(a newer one must raise minReaderVersion)",
+                    claim=key,
+                )
 
     def _int(self, text: str) -> int:
         if len(text) > MAX_NUMBER_CHARS:
@@ -362,15 +370,6 @@ def _depth(raw: bytes) -> int:
             if deepest > MAX_DEPTH:
                 break
     return deepest
-
-
-def _known(path: Path, claim: str, what: str, value: Any, kind: type[enum.StrEnum]) -> None:
-    if value is not None and value not in {member.value for member in kind}:
-        raise CheckpointUnreadable(
-            path,
-            f"{what} {value!r} is unknown to this release (a newer one must raise minReaderVersion)",
-            claim=claim,
-        )
 
 
 def _kind(mode: int) -> str:

@@ -37,12 +37,12 @@ from pkg.framework.steptaker import Pipeline, Step
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
-from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed, CheckpointStore, RecordTypes, read_boot_id
+from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed, CheckpointStore, read_boot_id
 from pkg.gpuhandler.preparation.crash import crash_hook
 from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.driver_files_status import KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
-from pkg.gpuhandler.preparation.kinds import DeviceKind, Kinds
+from pkg.gpuhandler.preparation.kinds import DeviceKind, Kinds, record_types
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.partition import PartitionKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
@@ -118,17 +118,6 @@ class PluginSettings:
     @property
     def pool(self) -> str:
         return pool_name(self.node_name)
-
-
-def record_types(kinds: Sequence[type[DeviceKind]]) -> RecordTypes:
-    """What the checkpoint validates and versions: each kind's record model, by field."""
-    return RecordTypes(
-        {
-            k.record_field: (k.record_model, k.reader_version)
-            for k in kinds
-            if k.record_field and k.record_model
-        }
-    )
 
 
 def new_pipeline(

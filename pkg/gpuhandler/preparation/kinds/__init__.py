@@ -258,13 +258,7 @@ class Kinds:
         plain = [k.name for k in self._kinds if k.record_field is None]
         if len(plain) > 1:
             raise ValueError(f"more than one kind without a record field: {plain}")
-        self.records = RecordTypes(
-            {
-                k.record_field: (k.record_model, k.reader_version)
-                for k in self._kinds
-                if k.record_field is not None and k.record_model is not None
-            }
-        )
+        self.records = record_types(self._kinds)
 
     def __iter__(self) -> Iterator[DeviceKind]:
         return iter(self._kinds)
@@ -296,6 +290,20 @@ class Kinds:
         if kind is not self.of(held):
             return ALREADY_PREPARED
         return kind.conflict(device, held)
+
+
+def record_types(kinds: Iterable[DeviceKind | type[DeviceKind]]) -> RecordTypes:
+    """What the checkpoint validates and versions: each kind's record model by field, the reader
+    version it needs, and the device types the kinds record."""
+    kinds = list(kinds)
+    return RecordTypes(
+        {
+            k.record_field: (k.record_model, k.reader_version)
+            for k in kinds
+            if k.record_field is not None and k.record_model is not None
+        },
+        device_types=[k.offers.device_type for k in kinds],
+    )
 
 
 def require_free(preparer: CardPreparer, card: str, work: ClaimWork, *, to: str) -> None:
