@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pkg.gpuhandler.preparation.atomic_file import write_atomically
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, checked_uid
 
-FORMAT_VERSION: Final = 5
+# The format of a file with whole cards and MIG devices only; each kind record raises it (RecordTypes).
 MIN_READER_VERSION: Final = 1
 
 K = TypeVar("K", bound="KindRecord")
@@ -109,6 +109,10 @@ class RecordTypes:
     ) -> None:
         self._types = dict(types)
         self.device_types = frozenset(device_types)  # the deviceType values the kinds record
+        # The newest format this release writes and reads: the newest any of its kinds needs.
+        self.format_version = max(
+            (version for _, version in self._types.values()), default=MIN_READER_VERSION
+        )
 
     def __iter__(self) -> Iterator[tuple[str, type[KindRecord], int]]:
         for name, (model, version) in self._types.items():
@@ -262,10 +266,11 @@ class CheckpointFile:
         if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), dict):
             raise CheckpointUnreadable(self.path, "has no data object")
         min_reader = envelope.get("minReaderVersion")
-        if type(min_reader) is not int or min_reader > FORMAT_VERSION:
+        if type(min_reader) is not int or min_reader > self.records.format_version:
             raise CheckpointUnreadable(
                 self.path,
-                f"needs a reader of format version {min_reader!r}; this release reads up to {FORMAT_VERSION}",
+                f"needs a reader of format version {min_reader!r}; this release reads up to "
+                f"{self.records.format_version}",
             )
         if envelope.get("checksum") != checksum(envelope["data"]):
             raise CheckpointUnreadable(self.path, "checksum mismatch: the file was changed or damaged")
@@ -333,7 +338,7 @@ class CheckpointFile:
     def save(self, data: CheckpointData) -> None:
         body = data.model_dump(mode="json", by_alias=True)
         envelope = {
-            "version": FORMAT_VERSION,
+            "version": self.records.format_version,
             "minReaderVersion": self.records.min_reader(data),
             "checksum": checksum(body),
             "data": body,

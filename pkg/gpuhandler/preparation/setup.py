@@ -201,31 +201,29 @@ class PreparationContainer(containers.DeclarativeContainer):
     sharing = providers.Singleton(CardSharing, preparer=preparer, mps_root=settings.provided.mps_root)
     watchdog = providers.Singleton(MpsWatchdog, sharing=sharing, preparer=preparer)
 
-    # The device kinds, in the order an allocated offer is matched against them (the first that
-    # accepts it plans it): the one list a new kind is registered in.
-    kinds = providers.Singleton(
-        _kinds_of,
-        providers.List(
-            providers.Singleton(
-                VfioKind,
-                preparer=preparer,
-                binding=binding,
-                host=host_kind,
-                sysfs_root=settings.provided.sysfs_root,
-                holds=holds,
-                files=vm_files,
-                offers=offers,
-                dev_root=settings.provided.dev_root,
-            ),
-            providers.Singleton(
-                VgpuKind, mdevs=mdevs, files=vm_files, offers=offers, dev_root=settings.provided.dev_root
-            ),
-            providers.Singleton(MigKind, preparer),
-            providers.Singleton(PartitionKind, preparer),
-            providers.Singleton(ShareKind, preparer=preparer, sharing=sharing),
-            providers.Singleton(WholeCardKind, preparer),
+    # The device kinds, in the order an allocated offer is matched against them (the first whose
+    # offers match plans it): the one list a new kind is registered in.
+    device_kinds = providers.List(
+        providers.Singleton(
+            VfioKind,
+            preparer=preparer,
+            binding=binding,
+            host=host_kind,
+            sysfs_root=settings.provided.sysfs_root,
+            holds=holds,
+            files=vm_files,
+            offers=offers,
+            dev_root=settings.provided.dev_root,
         ),
+        providers.Singleton(
+            VgpuKind, mdevs=mdevs, files=vm_files, offers=offers, dev_root=settings.provided.dev_root
+        ),
+        providers.Singleton(MigKind, preparer),
+        providers.Singleton(PartitionKind, preparer),
+        providers.Singleton(ShareKind, preparer=preparer, sharing=sharing),
+        providers.Singleton(WholeCardKind, preparer),
     )
+    kinds = providers.Singleton(_kinds_of, device_kinds)
     boot_id = providers.Object(read_boot_id)
     store = providers.Singleton(
         CheckpointStore,
@@ -318,7 +316,7 @@ PREPARE_POINTS: Final = _names(PreparationContainer.prepare_steps)
 UNPREPARE_POINTS: Final = _names(PreparationContainer.unprepare_steps)
 # Every kind class registered above, in order: their records are what this release's checkpoint holds.
 KIND_CLASSES: Final[tuple[type[DeviceKind], ...]] = tuple(
-    provider.cls for provider in PreparationContainer.kinds.args[0].args
+    provider.cls for provider in PreparationContainer.device_kinds.args
 )
 # What a checkpoint of this release may hold besides whole cards: the kinds' records, by field.
 RECORD_TYPES: Final = record_types(KIND_CLASSES)

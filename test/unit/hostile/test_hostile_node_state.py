@@ -29,7 +29,6 @@ from pkg.gpuhandler.preparation import atomic_file, kinds
 from pkg.gpuhandler.preparation.atomic_file import AtomicWriteError, write_atomically
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
-    FORMAT_VERSION,
     MAX_BYTES,
     CheckpointData,
     CheckpointFile,
@@ -244,7 +243,7 @@ def test_fields_a_newer_release_adds_are_read_and_kept(tmp_path: Path) -> None:
     assert again["claims"][UID]["devices"][0]["fabric"] == {"clique": 7}
 
 
-@pytest.mark.parametrize("min_reader", [FORMAT_VERSION + 1, 10**18, True, "1", None, 1.0])
+@pytest.mark.parametrize("min_reader", [RECORD_TYPES.format_version + 1, 10**18, True, "1", None, 1.0])
 def test_a_reader_version_this_release_is_not_is_refused(tmp_path: Path, min_reader: Any) -> None:
     path = tmp_path / "checkpoint.json"
     path.write_bytes(_envelope(_body(_record()), min_reader=min_reader))

@@ -51,6 +51,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation import crash, metrics
 from pkg.gpuhandler.preparation.driver import GpuDriver
+from pkg.gpuhandler.preparation.kinds import DeviceKind
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
 
@@ -242,6 +243,7 @@ class Node:
     cards_changed: list[str]
     pods: Pods
     plugin: VendorPlugin = SIMULATED_NVIDIA
+    extra_kinds: Sequence[DeviceKind] = ()
 
     @property
     def mps_root(self) -> Path:
@@ -286,6 +288,7 @@ class Node:
             existing_host=self.host,
             kubelet_root=self.container.settings().kubelet_root,
             plugin=self.plugin,
+            extra_kinds=self.extra_kinds,
         )
 
 
@@ -313,7 +316,10 @@ def node(
     kubelet_root: Path | None = None,
     driver_root: DriverRootOptions | None = None,
     plugin: VendorPlugin = SIMULATED_NVIDIA,
+    extra_kinds: Sequence[DeviceKind] = (),
 ) -> Node:
+    """A simulated node's preparation; ``extra_kinds`` are registered after the built-in kinds, the
+    way a new kind is added to the composition root's list."""
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = plugin.create(
         BackendOptions(
@@ -359,6 +365,8 @@ def node(
     container.events.override(providers.Object(events))
     container.pods.override(providers.Object(pods))
     container.boot_id.override(providers.Object(lambda: boot_id))
+    for kind in extra_kinds:
+        container.device_kinds.add_args(providers.Object(kind))
     return Node(
         host=host,
         container=container,
@@ -368,4 +376,5 @@ def node(
         cards_changed=changed,
         pods=pods,
         plugin=plugin,
+        extra_kinds=extra_kinds,
     )
