@@ -2,11 +2,11 @@
 
 :class:`PluginRunnable` runs what :class:`~.setup.PreparationContainer` builds: start-up
 reconciliation under the node lock first, then the sockets (so the kubelet never calls before the
-node matches its checkpoint), a periodic round (health, the base CDI spec and its condition, the
-MPS watchdog, start-up again while it left work), and on stop the sockets go away (the kubelet
-deregisters this instance) and, when this was the node's last instance with nothing prepared, the
-base CDI spec too. MPS daemons are not stopped with the plugin: they serve running workloads, and
-the next instance adopts them (start-up reconciliation).
+node matches its checkpoint), a periodic round (the base CDI spec and its condition, the kinds'
+round, start-up again while it left work; the health list has a loop of its own), and on stop the
+sockets go away (the kubelet deregisters this instance) and, when this was the node's last
+instance with nothing prepared, the base CDI spec too. MPS daemons are not stopped with the plugin:
+they serve running workloads, and the next instance adopts them (start-up reconciliation).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from pkg.gpuhandler.preparation.cdi import DriverSpec
 from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointFeed, CheckpointStore
 from pkg.gpuhandler.preparation.driver_files_status import KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
-from pkg.gpuhandler.preparation.kinds.share.card_sharing import MpsWatchdog
-from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
+from pkg.gpuhandler.preparation.kinds import Kinds
 from pkg.gpuhandler.preparation.services import CardChanges, RecorderClaimEvents
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
@@ -44,7 +43,7 @@ class PluginRunnable:
     Nothing here takes gpu-handler down (the manager stops the process when a runnable raises):
     a start-up reconciliation that could not finish is reported (a Warning event on each card
     involved, ``gpu_handler_startup_failures_total``) and run again on later rounds, with
-    backoff, while the plugin serves; a failed health refresh or MPS watchdog round is logged
+    backoff, while the plugin serves; a failed health refresh or periodic round of the kinds is logged
     and the next round tries again.
     """
 
@@ -91,7 +90,7 @@ class PluginRunnable:
             while not stop.wait(settings.health_period):
                 _safely("driver files", driver_spec.refresh)
                 _safely("driver files condition", driver_status.sync)  # PhysicalGPUs that came since
-                self._watch_mps(settings)
+                self._follow(settings)
                 if self._retry_at is not None and self._clock() >= self._retry_at:
                     self._startup_round(settings, first=False)
         finally:
@@ -101,22 +100,23 @@ class PluginRunnable:
             store: CheckpointStore = self._container.store()
             _safely("base CDI spec", partial(leave_node, settings, store=store, driver_spec=driver_spec))
 
-    def _watch_mps(self, settings: PluginSettings) -> None:
-        watchdog: MpsWatchdog = self._container.watchdog()
+    def _follow(self, settings: PluginSettings) -> None:
+        """The periodic round of the kinds (:meth:`~.kinds.DeviceKind.follow`) and the checkpoint's
+        listeners, with the checkpoint read fresh under the node lock."""
+        kinds: Kinds = self._container.kinds()
         store: CheckpointStore = self._container.store()
-        holds: VfioHolds = self._container.holds()
         feed: CheckpointFeed = self._container.feed()
         try:
             # A short wait: a busy lock means Prepare/Unprepare are at work; the next round comes soon.
             with node_lock(settings.lock_path, timeout=1.0):
-                checkpoint = store.load()
-                holds.update(checkpoint)  # another instance (a rolling update) may have changed it
+                checkpoint = store.load()  # another instance (a rolling update) may have changed it
                 feed.publish(checkpoint)
-                watchdog.check(checkpoint)
+                for kind in kinds:
+                    _safely(f"periodic round of {kind.name}", partial(kind.follow, checkpoint))
         except (NodeLockTimeoutError, CheckpointError) as exc:
-            logger.debug("MPS watchdog round skipped: %s", exc)
+            logger.debug("periodic round skipped: %s", exc)
         except Exception:  # the next round tries again; the plugin keeps serving
-            logger.exception("MPS watchdog round failed")
+            logger.exception("periodic round failed")
 
     def _startup_round(self, settings: PluginSettings, *, first: bool) -> None:
         """One start-up reconciliation; never raises. Unfinished work is retried with backoff."""
@@ -155,9 +155,7 @@ class PluginRunnable:
                     cdi=self._container.cdi(),
                     cards=lambda: cards,
                 )
-                if report.checkpoint is not None:  # until now nothing is held
-                    holds: VfioHolds = self._container.holds()
-                    holds.update(report.checkpoint)
+                if report.checkpoint is not None:
                     feed: CheckpointFeed = self._container.feed()
                     feed.publish(report.checkpoint)
         except CheckpointError as exc:

@@ -220,7 +220,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         ),
         providers.Singleton(MigKind, preparer),
         providers.Singleton(PartitionKind, preparer),
-        providers.Singleton(ShareKind, preparer=preparer, sharing=sharing),
+        providers.Singleton(ShareKind, preparer=preparer, sharing=sharing, watchdog=watchdog),
         providers.Singleton(WholeCardKind, preparer),
     )
     kinds = providers.Singleton(_kinds_of, device_kinds)

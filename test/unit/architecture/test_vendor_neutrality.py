@@ -96,7 +96,6 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpuhandler/preparation/metrics.py": (_KINDS, {"mps"}),
     "pkg/gpuhandler/preparation/prepare_steps.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/prepared_devices.py": (_KINDS, {"mig"}),
-    "pkg/gpuhandler/preparation/runnable.py": (_KINDS, {"mps"}),
     "pkg/gpuhandler/preparation/release.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/setup.py": (_KINDS, {"mig", "mps"}),
     "pkg/gpuhandler/preparation/kinds/vm/vfio.py": (_CPU, {"amd"}),

@@ -18,7 +18,9 @@ A kind owns its device's whole life cycle (:class:`DeviceKind`):
   the node, so the record that prepared a device also releases it after a crash; ``release`` is
   idempotent: what is already gone is success;
 * **start-up** — what the kind checks on the node once, before the plugin serves (MIG devices no
-  record owns, MPS daemons of shares that are gone; :meth:`DeviceKind.reconcile_node`).
+  record owns, MPS daemons of shares that are gone; :meth:`DeviceKind.reconcile_node`), and what it
+  follows on the plugin's period from a fresh checkpoint (an MPS daemon that died, the cards held
+  for VMs after another instance changed the record; :meth:`DeviceKind.follow`).
 
 :class:`Kinds` is the registry the composition root declares (:mod:`..setup`): the pipeline, the
 planner, the checkpoint and start-up loop over it and never name a kind, so a new kind is one
@@ -224,6 +226,11 @@ class DeviceKind(ABC):
     def reconcile_node(self, checkpoint: CheckpointData, cards: Sequence[str]) -> NodeReport:
         """Start-up: what this kind leaves on the node matches the records (nothing by default)."""
         return NodeReport()
+
+    def follow(self, checkpoint: CheckpointData) -> None:
+        """The plugin's periodic round, with the checkpoint read fresh under the node lock (another
+        instance, in a rolling update, may have changed it); nothing by default."""
+        return
 
     def record_of(self, device: DeviceRecord) -> Any:
         """The kind's part of ``device``'s record (validated), or None."""

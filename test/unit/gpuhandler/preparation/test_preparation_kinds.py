@@ -195,7 +195,9 @@ def _card(n: Node, card: str = A30) -> tuple[int, int]:
 
 def test_the_share_kind_sets_the_time_slice_until_no_other_claims_share_needs_it(tmp_path: Path) -> None:
     n = node(tmp_path)
-    kind = ShareKind(preparer=n.container.preparer(), sharing=n.container.sharing())
+    kind = ShareKind(
+        preparer=n.container.preparer(), sharing=n.container.sharing(), watchdog=n.container.watchdog()
+    )
     share = {"strategy": "TimeSlicing", "sharePercent": 50, "memoryMiB": 0, "interval": "Long"}
     device = _device(sharing=share)
 
@@ -211,7 +213,9 @@ def test_the_share_kind_sets_the_time_slice_until_no_other_claims_share_needs_it
 
 def test_the_share_kind_runs_the_cards_mps_daemon_with_the_shares_limits(tmp_path: Path) -> None:
     n = node(tmp_path)
-    kind = ShareKind(preparer=n.container.preparer(), sharing=n.container.sharing())
+    kind = ShareKind(
+        preparer=n.container.preparer(), sharing=n.container.sharing(), watchdog=n.container.watchdog()
+    )
     device = _device(sharing={"strategy": "MPS", "sharePercent": 30, "memoryMiB": 4096})
 
     edits = kind.prepare(device, _work(device))

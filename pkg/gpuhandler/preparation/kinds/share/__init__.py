@@ -32,7 +32,7 @@ from pkg.gpuhandler.preparation.kinds import (
     PlanError,
     record_of,
 )
-from pkg.gpuhandler.preparation.kinds.share.card_sharing import FIELD, CardSharing, SharingRecord
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import FIELD, CardSharing, MpsWatchdog, SharingRecord
 from pkg.gpuhandler.preparation.kinds.whole_card import take_whole_card
 
 SHARE_PERCENT: Final = "sharePercent"
@@ -48,9 +48,10 @@ class ShareKind(DeviceKind):
     node_step = "sharing"
     reader_version = 2  # an older reader would not stop the card's MPS daemon or restore its time slice
 
-    def __init__(self, *, preparer: CardPreparer, sharing: CardSharing) -> None:
+    def __init__(self, *, preparer: CardPreparer, sharing: CardSharing, watchdog: MpsWatchdog) -> None:
         self._preparer = preparer
         self._sharing = sharing
+        self._watchdog = watchdog
 
     def plan(self, offer: Offer, context: PlanContext) -> SharingRecord:
         settings = offer.config.sharing if offer.config is not None else None
@@ -107,6 +108,10 @@ class ShareKind(DeviceKind):
 
     def release(self, device: DeviceRecord, work: ClaimWork) -> None:
         self._sharing.release(device, others=work.others_on(device.card))
+
+    def follow(self, checkpoint: CheckpointData) -> None:
+        """An MPS daemon that died while shares use its card is started again (with backoff)."""
+        self._watchdog.check(checkpoint)
 
     def reconcile_node(self, checkpoint: CheckpointData, cards: Sequence[str]) -> NodeReport:
         found = self._sharing.reconcile(checkpoint, cards)

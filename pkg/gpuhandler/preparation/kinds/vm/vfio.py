@@ -161,9 +161,15 @@ class VfioKind(DeviceKind):
             mounts=vm_mounts(self._files, self._offers, device, work),
         )
 
+    def follow(self, checkpoint: CheckpointData) -> None:
+        """The cards held for VMs as the record says now."""
+        self._holds.update(checkpoint)
+
     def reconcile_node(self, checkpoint: CheckpointData, cards: Sequence[str]) -> NodeReport:
-        """The VM files (of passed-through cards and vGPUs alike) no recorded claim owns, removed:
-        the functions themselves are given back by their records' release."""
+        """The cards held as the remaining records say (until now nothing is held), and the VM
+        files (of passed-through cards and vGPUs alike) no recorded claim owns removed: the
+        functions themselves are given back by their records' release."""
+        self._holds.update(checkpoint)
         report = NodeReport()
         for uid in self._files.remove_all_but(list(checkpoint.claims)):
             report.add(ORPHAN_VM_FILES, uid)
