@@ -16,60 +16,13 @@ reader follows the claim through fewer places. Run: ``.venv/bin/python test/benc
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, which preparation_fakes uses
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
 
-from preparation_fakes import A30, mig_offer, node
-
-PKG = Path(__file__).resolve().parents[2] / "pkg"
-
-
-def walk(*, skip: tuple[str, ...] = (), returns: bool = True) -> list[str]:
-    """The files under pkg/ control passes through during one MIG prepare, one entry per change;
-    files under the folders ``skip`` (relative to pkg/) are transparent too. Without ``returns``,
-    only calls move the walk (a function's return to its caller does not)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        n = node(Path(tmp))
-        [offer] = n.offers.publish(mig_offer(A30, start=3))
-        claim = n.claims.allocate("train", [offer])
-        driver = n.driver  # built before tracing: the walk is the call, not the wiring
-        # Started as PluginRunnable starts the plugin before it serves: start-up reconciliation,
-        # then the base CDI spec for the loaded driver (the driver's files found once, not per call).
-        n.reconcile()
-        n.container.driver_spec().refresh()
-        files: list[str] = []
-
-        def profile(frame: FrameType, event: str, _arg: Any) -> None:
-            if event == "call":
-                where: FrameType | None = frame  # control enters the callee
-            elif event == "return" and returns:
-                where = frame.f_back  # and comes back to its caller
-            else:
-                return  # C functions: no Python file
-            if where is None:
-                return
-            path = Path(where.f_code.co_filename)
-            if not path.is_relative_to(PKG):
-                return  # the standard library, pydantic, ...: the walk stays where it was
-            name = str(path.relative_to(PKG))
-            if name.startswith(skip):
-                return
-            if not files or files[-1] != name:
-                files.append(name)
-
-        sys.setprofile(profile)
-        try:
-            outcome = driver.prepare([claim])[claim.uid]
-        finally:
-            sys.setprofile(None)
-        assert outcome.error == "", outcome.error
-        return files
+from prepare_walk_trace import walk
 
 
 def main() -> None:

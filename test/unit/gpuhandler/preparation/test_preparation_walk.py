@@ -1,0 +1,21 @@
+"""How far a reader follows one MIG claim through NodePrepare: at most 12 files above the vendor
+port, and none of another kind's modules (the kinds are matched by their declared offers, so
+planning a MIG device never enters the passed-through card's or the share's module)."""
+
+from __future__ import annotations
+
+from prepare_walk_trace import walk
+
+MAX_FILES = 12
+KINDS = "gpuhandler/preparation/kinds/"
+
+
+def test_a_mig_claim_visits_at_most_twelve_files_above_the_vendor_port() -> None:
+    files = set(walk(skip=("backends/",)))
+    assert len(files) <= MAX_FILES, sorted(files)
+    assert "gpuhandler/preparation/kinds/mig.py" in files  # the walk is the real one
+
+
+def test_a_mig_claim_enters_no_other_kinds_module() -> None:
+    kinds = {f for f in walk(skip=("backends/",)) if f.startswith(KINDS)}
+    assert kinds == {f"{KINDS}__init__.py", f"{KINDS}mig.py"}
