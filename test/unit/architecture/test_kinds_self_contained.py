@@ -21,7 +21,7 @@ ALLOWED = {
     "pkg/gpuhandler/setup.py": "shares the passed-through kind's holds with the enrichment and publisher",
     # readers of what one kind makes
     "pkg/gpuhandler/preparation/prepared_devices.py": "exports the MIG UUID and instance of each MIG device",
-    "pkg/gpuhandler/attribution/sampler.py": "a MIG device runs processes under its own UUID; a VM hides them",
+    "pkg/gpuhandler/attribution/sampler.py": "MIG processes run under the MIG UUID; a VM hides its own",
 }
 
 
