@@ -1,14 +1,14 @@
 """Crash safety of Prepare and Unprepare: SIGKILL at every crash point, restart, and the node
 converges.
 
-For each phase of the straight Prepare and Unprepare (their crash points,
-``crash.PREPARE_POINTS``/``UNPREPARE_POINTS``), gpu-handler is restarted with
-``GPU_HANDLER_CRASH_AT`` naming it; the kubelet's call makes it kill itself right after that phase
+For each step of the Prepare and Unprepare pipelines (their crash points,
+``setup.PREPARE_POINTS``/``UNPREPARE_POINTS``), gpu-handler is restarted with
+``GPU_HANDLER_CRASH_AT`` naming it; the kubelet's call makes it kill itself right after that step
 (no rollback, no cleanup, as a power loss would); it is started again without the variable; the
 kubelet retries (or start-up reconciliation finishes the job); and the node must end up exactly as
 if nothing had happened: one MIG device per prepared claim, one CDI spec per prepared claim, a
 checkpoint that says so — and after the Pod is gone, nothing at all. An MPS share is crashed at the
-phases that start and stop its card's daemon: no daemon without a share, none left changed once
+steps that start and stop its card's daemon: no daemon without a share, none left changed once
 the share is gone.
 """
 

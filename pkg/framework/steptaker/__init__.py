@@ -7,7 +7,6 @@ nothing but span effects no single transaction covers.
   a failure by undoing, newest first, what took effect; ``undo`` releases everything, for recovery);
 * :mod:`.rollback`: the undo loop and why it stops at the first undo that fails;
 * :mod:`.result`: :class:`PipelineResult` and :class:`UndoFailure`, what a run did;
-* :mod:`.fields`: the caller's log fields, checked before the first take.
 
 Nothing in controller-runtime or client-go matches it exactly: it is to a one-shot operation (a
 kubelet plugin's prepare and unprepare) what the handler chain (:mod:`pkg.framework.reconcile.chain`)

@@ -72,7 +72,7 @@ class CheckpointUnreadable(CheckpointError):  # noqa: N818 (the documented name 
         self.claim = claim
 
 
-# Bounds on what the reader accepts (docs/kubelet-plugin.md, "Hostile node state"). A record is
+# Bounds on what the reader accepts (docs/kubelet-plugin.md, "The checkpoint"). A record is
 # about a kilobyte; a node's checkpoint of even thousands of claims is a few megabytes, nested
 # about ten deep, and holds no number beyond 64 bits.
 MAX_BYTES: Final = 16 << 20
@@ -396,7 +396,7 @@ def read_boot_id(path: Path = Path("/proc/sys/kernel/random/boot_id")) -> str:
 
 
 class CheckpointFeed:
-    """The checkpoint as each Prepare, Unprepare, start-up and watchdog round leaves it, told to
+    """The checkpoint as each Prepare, Unprepare, start-up and periodic round leaves it, told to
     whoever listens (the publisher's devices in use). Listeners are told under the node lock, in
     the order they subscribed, and must be quick."""
 

@@ -24,7 +24,7 @@ A kind owns its device's whole life cycle (:class:`DeviceKind`):
 
 :class:`Kinds` is the registry the composition root declares (:mod:`..setup`): the pipeline, the
 planner, the checkpoint and start-up loop over it and never name a kind, so a new kind is one
-module and one registration (``test/fixtures/example_kind`` proves it).
+module and one registration (``test/fixtures/example_backend/example_device_kind.py`` proves it).
 """
 
 from __future__ import annotations
