@@ -34,6 +34,7 @@ undos (:meth:`~pkg.framework.steptaker.Pipeline.undo`). The step names are the c
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Final
 
@@ -58,6 +59,7 @@ from pkg.gpuhandler.preparation.release import ClaimRelease, remember_found_mig_
 from pkg.gpuhandler.preparation.services import CheckpointListener, ClaimReader
 
 DONE: Final = StepOutcome.DONE
+logger = logging.getLogger(__name__)
 
 
 class LoadCheckpoint:
@@ -167,8 +169,16 @@ class RecordStarted:
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
         plan, checkpoint = planned(attempt), loaded(attempt)
         record = record_started(plan)
+        earlier = checkpoint.claims.get(plan.uid)
         checkpoint.claims[plan.uid] = record
-        self._store.save(checkpoint)
+        try:
+            self._store.save(checkpoint)
+        except Exception:  # the checkpoint in memory says what the file says: the earlier record
+            if earlier is None:
+                checkpoint.claims.pop(plan.uid, None)
+            else:
+                checkpoint.claims[plan.uid] = earlier
+            raise
         attempt.record = record
         attempt.work = ClaimWork(
             record=record,
@@ -205,8 +215,10 @@ class PrepareDevices:
 
     def undo(self, attempt: ClaimAttempt) -> None:
         """Every device released, last first, and each card's MIG mode put back as this attempt
-        (or the one whose record this is) found it. A release that fails keeps the modes to put
-        back on the record, saved, and raises: the record stays and owns what is left."""
+        (or the one whose record this is) found it. A release that fails saves the record as it
+        stands — started (``record-completed``'s undo ran first), with the modes to put back — and
+        raises: the record stays and owns what is left, and the file never says otherwise (a save
+        of ``record-completed`` may have reached the disk before it failed)."""
         if attempt.record is None:
             return
         record, work = started(attempt)
@@ -217,7 +229,10 @@ class PrepareDevices:
         except Exception:
             if work.found_mig_modes:  # the kept record says which mode to put back
                 remember_found_mig_modes(record, work.found_mig_modes)
+            try:
                 self._store.save(loaded(attempt))
+            except Exception as exc:  # the release's failure is the one to report
+                logger.error("saving the kept record of claim %s failed: %s", record, exc)
             raise
 
 
