@@ -10,7 +10,6 @@ over a real :class:`~pkg.framework.steptaker.Pipeline`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,20 @@ from typing import Any
 import pytest
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pytest_mock import MockerFixture, MockType
+from step_values import (
+    A30,
+    A30_B,
+    CLAIM,
+    DRIVER_ID,
+    OTHER_UID,
+    POOL,
+    T0,
+    UID,
+    attempt,
+    checkpoint,
+    device,
+    record,
+)
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.framework.client import NotFoundError
@@ -61,50 +74,6 @@ from pkg.gpuhandler.preparation.unprepare_steps import ForgetClaim, NothingToUnp
 
 DONE, NOT_APPLICABLE, STOP = StepOutcome.DONE, StepOutcome.NOT_APPLICABLE, StepOutcome.STOP
 
-UID = "0f3c2a4e-1b2c-4d5e-8f90-123456789abc"
-OTHER_UID = "7d1e9b20-3c4d-4e5f-a061-fedcba987654"
-POOL = "gpus/node-a"
-A30 = "0000:3b:00.0"
-A30_B = "0000:d8:00.0"
-T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-CLAIM = ClaimRef(namespace="team", name="train", uid=UID)
-DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
-
-
-# -- real values ------------------------------------------------------------------------------------
-
-
-def device(
-    name: str = "gpu-3b-mig-14-3",
-    card: str = A30,
-    *,
-    share_id: str | None = None,
-    cdi_ids: Sequence[str] = (),
-    requests: Sequence[str] = ("gpu",),
-) -> DeviceRecord:
-    return DeviceRecord(
-        pool=POOL,
-        device=name,
-        requests=list(requests),
-        card=card,
-        device_type="MIG",
-        share_id=share_id,
-        cdi_device_ids=list(cdi_ids),
-    )
-
-
-def record(
-    *devices: DeviceRecord,
-    uid: str = UID,
-    name: str = "train",
-    state: PrepareState = PrepareState.PREPARE_STARTED,
-) -> ClaimRecord:
-    return ClaimRecord(uid=uid, namespace="team", name=name, state=state, devices=list(devices), updated=T0)
-
-
-def checkpoint(*records: ClaimRecord) -> CheckpointData:
-    return CheckpointData(boot_id="boot-1", claims={r.uid: r for r in records})
-
 
 def planned(*devices: DeviceRecord, uid: str = UID) -> ClaimPlan:
     return ClaimPlan(namespace="team", name="train", uid=uid, devices=devices)
@@ -116,10 +85,6 @@ def resource(uid: str | None = UID) -> ResourceV1ResourceClaim:
 
 def edits(path: str) -> ContainerEdits:
     return ContainerEdits(device_nodes=(DeviceNode(path=path, host_path=path),))
-
-
-def attempt(data: CheckpointData | None = None, **fields: Any) -> ClaimAttempt:
-    return ClaimAttempt(CLAIM, checkpoint=data if data is not None else checkpoint(), **fields)
 
 
 def started_attempt(rec: ClaimRecord, data: CheckpointData, **fields: Any) -> ClaimAttempt:

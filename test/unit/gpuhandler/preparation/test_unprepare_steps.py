@@ -7,21 +7,15 @@ its records are real. The pipeline over a simulated node is :mod:`test_preparati
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 import pytest
 from pytest_mock import MockerFixture, MockType
+from step_values import A30, A30_B, OTHER_UID, UID, attempt, checkpoint, device, record
 
-from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.framework.steptaker import StepOutcome
-from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
-    CheckpointData,
     CheckpointStore,
     ClaimRecord,
-    DeviceRecord,
     PrepareState,
 )
 from pkg.gpuhandler.preparation.release import ClaimRelease
@@ -29,34 +23,12 @@ from pkg.gpuhandler.preparation.unprepare_steps import ForgetClaim, NothingToUnp
 
 DONE, NOT_APPLICABLE, STOP = StepOutcome.DONE, StepOutcome.NOT_APPLICABLE, StepOutcome.STOP
 
-UID = "0f3c2a4e-1b2c-4d5e-8f90-123456789abc"
-OTHER_UID = "7d1e9b20-3c4d-4e5f-a061-fedcba987654"
-A30 = "0000:3b:00.0"
-A30_B = "0000:d8:00.0"
-CLAIM = ClaimRef(namespace="team", name="train", uid=UID)
 
-
-def record(
+def completed(
     uid: str = UID, *, name: str = "train", state: PrepareState = PrepareState.PREPARE_COMPLETED
 ) -> ClaimRecord:
-    device = DeviceRecord(pool="gpus/node-a", device="gpu-3b-mig-14-3", card=A30, device_type="MIG")
-    return ClaimRecord(
-        uid=uid,
-        namespace="team",
-        name=name,
-        state=state,
-        devices=[device],
-        updated=datetime(2026, 1, 2, tzinfo=UTC),
-    )
-
-
-def checkpoint(*records: ClaimRecord) -> CheckpointData:
-    return CheckpointData(boot_id="boot-1", claims={r.uid: r for r in records})
-
-
-def attempt(data: CheckpointData, **fields: Any) -> ClaimAttempt:
-    """An attempt as ``load-checkpoint`` leaves it."""
-    return ClaimAttempt(CLAIM, checkpoint=data, **fields)
+    """A claim's record with one MIG device, prepared unless ``state`` says otherwise."""
+    return record(device(), uid=uid, name=name, state=state)
 
 
 @pytest.fixture
@@ -81,7 +53,7 @@ def test_nothing_to_unprepare_stops_a_claim_without_a_record_and_removes_its_lef
     cdi: MockType,
 ) -> None:
     """The kubelet calls Unprepare again after any doubt: a claim never prepared here, or forgotten."""
-    a = attempt(checkpoint(record(OTHER_UID, name="other")))
+    a = attempt(checkpoint(completed(OTHER_UID, name="other")))
 
     assert NothingToUnprepare(cdi).take(a) is STOP
 
@@ -94,8 +66,8 @@ def test_nothing_to_unprepare_does_not_apply_to_a_recorded_claim_which_it_hands_
     cdi: MockType, state: PrepareState
 ) -> None:
     """A prepare that only started is released as a completed one is: its record owns what it made."""
-    rec = record(state=state)
-    a = attempt(checkpoint(rec, record(OTHER_UID, name="other")))
+    rec = completed(state=state)
+    a = attempt(checkpoint(rec, completed(OTHER_UID, name="other")))
 
     assert NothingToUnprepare(cdi).take(a) is NOT_APPLICABLE
 
@@ -123,8 +95,8 @@ def test_nothing_to_unprepare_undo_puts_no_spec_back(cdi: MockType) -> None:
 def test_release_claim_releases_the_record_among_the_others_and_adds_the_changed_cards(
     release: MockType,
 ) -> None:
-    rec = record()
-    data = checkpoint(rec, record(OTHER_UID, name="other"))
+    rec = completed()
+    data = checkpoint(rec, completed(OTHER_UID, name="other"))
     a = attempt(data, record=rec, changed_cards={A30_B})
     release.release.return_value = {A30}
 
@@ -136,7 +108,7 @@ def test_release_claim_releases_the_record_among_the_others_and_adds_the_changed
 
 
 def test_release_claim_lets_a_failed_release_fail_the_call_and_keeps_the_record(release: MockType) -> None:
-    rec = record()
+    rec = completed()
     data = checkpoint(rec)
     a = attempt(data, record=rec)
     release.release.side_effect = OSError(16, "Device or resource busy")
@@ -150,7 +122,7 @@ def test_release_claim_lets_a_failed_release_fail_the_call_and_keeps_the_record(
 
 def test_release_claim_undo_recreates_nothing(release: MockType) -> None:
     """Undoing a release would give the workload back what it no longer uses."""
-    rec = record()
+    rec = completed()
     ReleaseClaim(release).undo(attempt(checkpoint(rec), record=rec))
 
     assert release.mock_calls == []
@@ -160,8 +132,8 @@ def test_release_claim_undo_recreates_nothing(release: MockType) -> None:
 
 
 def test_forget_claim_removes_the_record_durably_and_keeps_the_others(store: MockType) -> None:
-    other = record(OTHER_UID, name="other")
-    data = checkpoint(record(), other)
+    other = completed(OTHER_UID, name="other")
+    data = checkpoint(completed(), other)
     saved: list[list[str]] = []
     store.save.side_effect = lambda d: saved.append(list(d.claims))
 
@@ -176,7 +148,7 @@ def test_forget_claim_lets_a_failed_save_fail_the_call(store: MockType) -> None:
     store.save.side_effect = OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        ForgetClaim(store).take(attempt(checkpoint(record())))
+        ForgetClaim(store).take(attempt(checkpoint(completed())))
 
 
 def test_forget_claim_undo_remembers_nothing(store: MockType) -> None:
