@@ -33,6 +33,7 @@ from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import (
     VFIO_ANNOTATION,
     Consumer,
+    DeviceKind,
     Kinds,
     Offer,
     PlanContext,
@@ -93,7 +94,7 @@ class ClaimPlanner:
                 raise PrepareFailedError(
                     REASON_VM_NOT_ALLOWED,
                     f"{label}: VFIO needs a whole card allocated exclusively, but device {offer.name} "
-                    f"is {_described(offer)}",
+                    f"is {_described(kind, offer)}",
                 )
             device = DeviceRecord(
                 pool=str(offer.result.pool),
@@ -159,10 +160,11 @@ class ClaimPlanner:
         return tuple(offers)
 
 
-def _described(offer: Offer) -> str:
-    if offer.device_type == "Physical" and offer.sharing is not SharingStrategy.EXCLUSIVE:
-        return f"a {offer.sharing.value} share"
-    return f"a {offer.device_type} device"
+def _described(kind: DeviceKind, offer: Offer) -> str:
+    """``a MIG device``, ``a TimeSlicing share``: the kind's name, with the offer's strategy."""
+    if offer.sharing is SharingStrategy.EXCLUSIVE:
+        return f"a {kind.name}"
+    return f"a {offer.sharing.value} {kind.name}"
 
 
 def vm_requested(claim: ResourceV1ResourceClaim, pods: PodReader) -> bool:
