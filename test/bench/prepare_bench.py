@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, whic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
 
 from preparation_fakes import A30, Node, mig_offer, node, whole_offer
+from standalone_mocker import standalone_mocker
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
@@ -60,8 +61,8 @@ def main(*, quick: bool = False) -> None:
     print(f"NodePrepare / NodeUnprepare, one claim per call, {rounds} rounds (simulated A30, fsync on)")
     header = f"{'device':<10} {'operation':<10} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}"
     print(f"  {header}  target p99 <= {TARGET_P99_MS:g} ms")
-    with tempfile.TemporaryDirectory() as tmp:
-        n = node(Path(tmp), driver_state_in_memory=True)
+    with tempfile.TemporaryDirectory() as tmp, standalone_mocker() as mocker:
+        n = node(mocker, Path(tmp), driver_state_in_memory=True)
         [mig] = n.offers.publish(mig_offer(A30, start=3))
         [whole] = n.offers.publish(whole_offer(A30))
         cases = {
@@ -70,7 +71,7 @@ def main(*, quick: bool = False) -> None:
             # The first whole-card round switches the card out of MIG mode; the rest find it whole.
             "Physical": lambda i: n.claims.allocate(f"whole-{i}", [whole]),
         }
-        ws = node(Path(tmp) / "ws", fixture="rtx-workstation", driver_state_in_memory=True)
+        ws = node(mocker, Path(tmp) / "ws", fixture="rtx-workstation", driver_state_in_memory=True)
         [card] = ws.offers.publish(whole_offer("0000:65:00.0"))
 
         def vfio_claim(i: int) -> ClaimRef:

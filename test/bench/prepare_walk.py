@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, whic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
 
 from prepare_walk_trace import walk
+from standalone_mocker import standalone_mocker
 
 
 def main() -> None:
@@ -32,7 +33,8 @@ def main() -> None:
         "above the vendor port, calls only": (("backends/",), False),
     }
     for scope, (skip, returns) in scopes.items():
-        files = walk(skip=skip, returns=returns)
+        with standalone_mocker() as mocker:
+            files = walk(mocker, skip=skip, returns=returns)
         distinct = set(files)
         back = len(files) - len(distinct)
         print(f"one MIG claim through NodePrepare, {scope}: {len(distinct)} files, {back} returns")

@@ -5,7 +5,8 @@ took a provider (the list below was read from the registry of the previous layou
 from __future__ import annotations
 
 from pathlib import Path
-from unittest.mock import MagicMock
+
+from pytest_mock import MockerFixture, MockType
 
 from pkg.app.gpu_controller import register_controllers
 from pkg.domain.metrics import METRICS
@@ -57,19 +58,19 @@ ADDED |= {"gpu_dra_pod_barrier"}  # Pod reference checks answered by the cache o
 HEALTH = {"gpu_health_transitions", "gpu_health_events"}  # gpu-handler: device health
 
 
-def _client(field_manager: str) -> MagicMock:
-    client = MagicMock(spec=KubeClient)
+def _client(mocker: MockerFixture, field_manager: str) -> MockType:
+    client: MockType = mocker.MagicMock(spec=KubeClient)
     client.field_manager = field_manager
     return client
 
 
-def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
+def test_every_component_on_one_manager_exposes_the_same_family_names(mocker: MockerFixture) -> None:
     manager = Manager(metrics=METRICS)
-    recorder = MagicMock(spec=EventRecorderLogger)
-    informers = MagicMock(spec=InformerFactory)
+    recorder = mocker.MagicMock(spec=EventRecorderLogger)
+    informers = mocker.MagicMock(spec=InformerFactory)
     register_controllers(
         manager,
-        client=_client("gpu-controller"),
+        client=_client(mocker, "gpu-controller"),
         informers=informers,
         recorder=recorder,
         workers=2,
@@ -78,7 +79,9 @@ def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
     )
     setup_claims(
         manager,
-        ResourceClaimContainer(client=_client("gpu-dra-controller"), informers=informers, recorder=recorder),
+        ResourceClaimContainer(
+            client=_client(mocker, "gpu-dra-controller"), informers=informers, recorder=recorder
+        ),
     )
     agent = NodeAgentContainer(
         settings=AgentSettings(
@@ -89,14 +92,14 @@ def test_every_component_on_one_manager_exposes_the_same_family_names() -> None:
             resync_period=300.0,
             udev=False,
         ),
-        client=_client("gpu-node-agent"),
-        informers=InformerFactory(_client("gpu-node-agent")),
+        client=_client(mocker, "gpu-node-agent"),
+        informers=InformerFactory(_client(mocker, "gpu-node-agent")),
     )
     setup_agent(manager, agent)
     handler = GpuHandlerContainer(
         settings=HandlerSettings(node_name="n1", backend="simulated-nvidia", sysfs_root=SYSFS),
-        client=_client("gpu-handler"),
-        informers=InformerFactory(_client("gpu-handler")),
+        client=_client(mocker, "gpu-handler"),
+        informers=InformerFactory(_client(mocker, "gpu-handler")),
         recorder=recorder,
     )
     setup_handler(manager, handler)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from unittest.mock import MagicMock
 
 import pytest
+from pytest_mock import MockerFixture
 
 from pkg.backends.driver_files import (
     REASON_HOOK_MISSING,
@@ -222,12 +222,14 @@ def test_the_base_spec_is_rewritten_only_when_its_content_changes(
     assert VERSION not in path.read_text()
 
 
-def test_the_backend_finds_the_files_again_only_when_the_driver_version_changes(tmp_path: Path) -> None:
+def test_the_backend_finds_the_files_again_only_when_the_driver_version_changes(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
     old = build_driver_root(tmp_path / "old", layout=Layout.VENDOR_FOLDER, version=VERSION)
     new = build_driver_root(tmp_path / "new", layout=Layout.VENDOR_FOLDER, version="590.10.01")
     root = tmp_path / "usr-local-nvidia"  # what the driver root shows: the old driver, then the new
     root.symlink_to(old.root)
-    nvml = MagicMock()
+    nvml = mocker.MagicMock()
     nvml.driver_version.return_value = VERSION
     backend = NvidiaBackend(nvml=nvml, driver_root=_options(root))
 

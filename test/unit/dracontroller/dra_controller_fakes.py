@@ -15,7 +15,6 @@ import copy
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from unittest.mock import MagicMock
 
 from alloc_builders import DRIVER, device_class
 from dependency_injector import providers
@@ -27,6 +26,7 @@ from kubernetes.client import (
     V1ObjectMeta,
     V1ResourceSlice,
 )
+from pytest_mock import MockerFixture, MockType
 
 from pkg.dra.allocator import Allocator
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
@@ -165,7 +165,9 @@ class FakeClaimApi:
 class Env:
     """The reconciler wired over real stores and the fake API."""
 
-    def __init__(self, slices: list[V1ResourceSlice], classes: list[V1DeviceClass]) -> None:
+    def __init__(
+        self, mocker: MockerFixture, slices: list[V1ResourceSlice], classes: list[V1DeviceClass]
+    ) -> None:
         self.claims: Store[Any] = Store(indexers=CLAIM_INDEXERS)
         self.pods: Store[Any] = Store(indexers=POD_INDEXERS)
         self.slices: Store[Any] = Store()
@@ -183,14 +185,14 @@ class Env:
         )  # fmt: skip
         self.api = FakeClaimApi()
         self.writer = ClaimWriter(self.api, self.in_flight)  # type: ignore[arg-type]
-        self.recorder = MagicMock(spec=EventRecorderLogger)
+        self.recorder: MockType = mocker.MagicMock(spec=EventRecorderLogger)
         shares = (f"share-{i}" for i in itertools.count(1))
         self.allocator = Allocator(share_id=lambda: next(shares))
         # The real container, its I/O parts overridden: the reconciler, the handlers and the
         # decisions service are built exactly as the process builds them.
         self.container = ResourceClaimContainer(
-            client=MagicMock(spec=KubeClient),
-            informers=MagicMock(spec=InformerFactory),
+            client=mocker.MagicMock(spec=KubeClient),
+            informers=mocker.MagicMock(spec=InformerFactory),
             recorder=self.recorder,
         )
         self.container.inventory.override(providers.Object(self.inventory))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from k8s_fields import allocation_of
@@ -24,6 +23,7 @@ from kubernetes.client import (
     V1ResourceClaimStatus,
 )
 from ledger_fakes import MemoryConfigMaps
+from pytest_mock import MockerFixture
 
 from pkg.dracontroller.accounting.accountant import Accountant
 from pkg.dracontroller.accounting.collector import AccountingCollector
@@ -317,8 +317,8 @@ def test_only_the_leader_exports() -> None:
 # -- Events ---------------------------------------------------------------------------------------------
 
 
-def test_one_event_per_claim_and_one_per_card_it_holds() -> None:
-    recorder = MagicMock()
+def test_one_event_per_claim_and_one_per_card_it_holds(mocker: MockerFixture) -> None:
+    recorder = mocker.MagicMock()
     events = AllocationEvents(recorder=recorder)
     facts = {
         ("pool-n1", "gpu-0"): DeviceFacts(device_type="MIG", node="n1", physical_gpu="n1-0"),

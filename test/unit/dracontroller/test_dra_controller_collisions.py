@@ -14,6 +14,7 @@ from kubernetes.client import (
     V1DeviceRequestAllocationResult,
     V1ResourceClaimConsumerReference,
 )
+from pytest_mock import MockerFixture
 
 from pkg.dra.allocator.pools import gather_pools
 from pkg.dracontroller.internal.collisions import must_yield
@@ -112,8 +113,8 @@ def test_shared_capacity_overcommitted() -> None:
     assert verdict(fits, theirs, sharing=True) is None
 
 
-def test_reconciler_releases_and_then_reallocates_elsewhere() -> None:
-    e = Env(a30_pool(), [our_mig_class("1g"), our_physical_class()])
+def test_reconciler_releases_and_then_reallocates_elsewhere(mocker: MockerFixture) -> None:
+    e = Env(mocker, a30_pool(), [our_mig_class("1g"), our_physical_class()])
     e.add(held("theirs", f"{CARD}-mig-1g-0", reserved=True))
     ours = e.add(held("ours", f"{CARD}-mig-1g-0", ours=True))
     assert e.reconcile(ours) == Result(requeue=True)
@@ -129,8 +130,8 @@ def test_reconciler_releases_and_then_reallocates_elsewhere() -> None:
     assert [r.device for r in results] != [f"{CARD}-mig-1g-0"]
 
 
-def test_reconciler_leaves_a_collision_between_claims_it_must_not_touch() -> None:
-    e = Env(a30_pool(), [our_mig_class("1g")])
+def test_reconciler_leaves_a_collision_between_claims_it_must_not_touch(mocker: MockerFixture) -> None:
+    e = Env(mocker, a30_pool(), [our_mig_class("1g")])
     e.add(held("a", f"{CARD}-mig-1g-0"))
     b = e.add(held("b", f"{CARD}-mig-1g-0"))
     assert e.reconcile(b) == Result()

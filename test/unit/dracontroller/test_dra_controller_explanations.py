@@ -13,6 +13,7 @@ from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import T0, Env, our_mig_class, our_physical_class
 from k8s_fields import name_of
 from kubernetes.client import V1ObjectMeta
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import (
     ClaimExplanation,
@@ -33,8 +34,8 @@ from pkg.framework.reconcile.contract import Request, Result
 CARD = "gpu-0000-02-00-0"
 
 
-def env() -> Env:
-    return Env(a30_pool(), [our_mig_class("1g"), our_mig_class("2g"), our_physical_class()])
+def env(mocker: MockerFixture) -> Env:
+    return Env(mocker, a30_pool(), [our_mig_class("1g"), our_mig_class("2g"), our_physical_class()])
 
 
 def explainer(e: Env, **kwargs: Any) -> Explainer:
@@ -57,8 +58,8 @@ def local_report(e: Env, key: str, *, first_fit: bool = False) -> str:
     return explain_claim(objects, key, node=None, first_fit=first_fit).text
 
 
-def test_the_answer_is_the_local_report() -> None:
-    e = env()
+def test_the_answer_is_the_local_report(mocker: MockerFixture) -> None:
+    e = env(mocker)
     e.reconcile(e.add(claim("held", exact("gpu", "mig-1g"))))  # allocated by the controller
     e.sync()
     pending = e.add(claim("pending", exact("gpu", "mig-2g", count=2)))
@@ -74,8 +75,8 @@ def test_the_answer_is_the_local_report() -> None:
         assert not status.truncated
 
 
-def test_an_allocated_claim_says_what_it_holds() -> None:
-    e = env()
+def test_an_allocated_claim_says_what_it_holds(mocker: MockerFixture) -> None:
+    e = env(mocker)
     held = e.add(claim("held", exact("gpu", "mig-1g")))
     e.reconcile(held)
     e.sync()
@@ -85,8 +86,8 @@ def test_an_allocated_claim_says_what_it_holds() -> None:
     assert f"{CARD}-mig-1g-0 on node node-a" in status.current_allocation
 
 
-def test_a_missing_claim_or_node_is_said() -> None:
-    e = env()
+def test_a_missing_claim_or_node_is_said(mocker: MockerFixture) -> None:
+    e = env(mocker)
     with pytest.raises(ClaimNotCachedError, match="default/nope"):
         explainer(e).answer("default", ClaimExplanationSpec(claim_name="nope"))
     status = explainer(e).not_found("default/nope")
@@ -100,8 +101,8 @@ def test_a_missing_claim_or_node_is_said() -> None:
     assert (status.outcome, status.reason) == (ExplanationOutcome.ERROR, "node ghost not found")
 
 
-def test_the_report_is_bounded_and_says_it_was_cut() -> None:
-    e = env()
+def test_the_report_is_bounded_and_says_it_was_cut(mocker: MockerFixture) -> None:
+    e = env(mocker)
     e.add(claim("pending", exact("gpu", "mig-1g")))
     spec = ClaimExplanationSpec(claim_name="pending", all=True, max_devices=0)
     full = explainer(e).answer("default", spec).report or ""
@@ -114,10 +115,10 @@ def test_the_report_is_bounded_and_says_it_was_cut() -> None:
     assert full.startswith(report.rsplit("...", 1)[0])  # whole lines of the full report, in order
 
 
-def test_the_diagnosis_runs_outside_the_decision_lock() -> None:
+def test_the_diagnosis_runs_outside_the_decision_lock(mocker: MockerFixture) -> None:
     """Only the snapshot is taken under the lock: a decision of another worker could run while the
     (long, at 1,000 nodes) attempt and diagnosis of an explanation do."""
-    e = env()
+    e = env(mocker)
     e.add(claim("pending", exact("gpu", "mig-1g")))
     free_during_attempt: list[bool] = []
 
@@ -141,9 +142,9 @@ def _try_lock(e: Env) -> bool:
     return False
 
 
-def test_the_snapshot_sees_reservations_of_writes_on_the_wire() -> None:
+def test_the_snapshot_sees_reservations_of_writes_on_the_wire(mocker: MockerFixture) -> None:
     """A decision reserved (its write not landed, not in the cache): the explanation counts it."""
-    e = env()
+    e = env(mocker)
     e.add(claim("pending", exact("gpu", "physical")))
     before = explainer(e).answer("default", ClaimExplanationSpec(claim_name="pending"))
     assert before.outcome is ExplanationOutcome.ALLOCATABLE

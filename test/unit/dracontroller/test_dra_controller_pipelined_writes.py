@@ -10,6 +10,7 @@ import pytest
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import Env, our_mig_class
 from k8s_fields import allocation_of, name_of
+from pytest_mock import MockerFixture
 
 from pkg.dra.allocator import AllocationInputs
 from pkg.dracontroller.internal.service.claim_writer import planned
@@ -17,9 +18,9 @@ from pkg.framework.client import ApiError
 from pkg.framework.reconcile.contract import Result
 
 
-def one_card_one_device() -> Env:
+def one_card_one_device(mocker: MockerFixture) -> Env:
     """One A30 offering only its whole-card 4g instance: two claims cannot both have it."""
-    return Env(a30_pool(profiles=("4g",)), [our_mig_class("4g")])
+    return Env(mocker, a30_pool(profiles=("4g",)), [our_mig_class("4g")])
 
 
 def device_of(e: Env, c: Any) -> str | None:
@@ -29,8 +30,10 @@ def device_of(e: Env, c: Any) -> str | None:
     return allocation_of(stored).devices.results[0].device  # type: ignore[union-attr,index]
 
 
-def test_next_decision_runs_while_a_write_is_on_the_wire_and_sees_its_devices_taken() -> None:
-    e = one_card_one_device()
+def test_next_decision_runs_while_a_write_is_on_the_wire_and_sees_its_devices_taken(
+    mocker: MockerFixture,
+) -> None:
+    e = one_card_one_device(mocker)
     first, second = (e.add(claim(name, exact("gpu", "mig-4g"))) for name in ("first", "second"))
     outcomes: list[Result] = []
 
@@ -51,8 +54,8 @@ def test_next_decision_runs_while_a_write_is_on_the_wire_and_sees_its_devices_ta
     assert e.in_flight.reserved() == 0
 
 
-def test_failed_write_frees_the_reservation_and_is_retried() -> None:
-    e = one_card_one_device()
+def test_failed_write_frees_the_reservation_and_is_retried(mocker: MockerFixture) -> None:
+    e = one_card_one_device(mocker)
     first, second = (e.add(claim(name, exact("gpu", "mig-4g"))) for name in ("first", "second"))
     e.api.fail_next.append(ApiError(status=503, reason="ServiceUnavailable", message="etcd leader changed"))
     with pytest.raises(ApiError):  # the controller requeues it with the claim's backoff
@@ -62,8 +65,8 @@ def test_failed_write_frees_the_reservation_and_is_retried() -> None:
     assert device_of(e, second) == "gpu-0000-02-00-0-mig-4g-0"
 
 
-def test_claim_deleted_before_its_write_frees_the_reservation() -> None:
-    e = one_card_one_device()
+def test_claim_deleted_before_its_write_frees_the_reservation(mocker: MockerFixture) -> None:
+    e = one_card_one_device(mocker)
     first, second = (e.add(claim(name, exact("gpu", "mig-4g"))) for name in ("first", "second"))
     del e.api.objects["default/first"]  # gone from the server, still in the cache
     e.reconcile(first)
@@ -72,8 +75,8 @@ def test_claim_deleted_before_its_write_frees_the_reservation() -> None:
     assert device_of(e, second) == "gpu-0000-02-00-0-mig-4g-0"
 
 
-def test_reservation_is_served_whatever_the_cache_shows_until_settled() -> None:
-    e = one_card_one_device()
+def test_reservation_is_served_whatever_the_cache_shows_until_settled(mocker: MockerFixture) -> None:
+    e = one_card_one_device(mocker)
     cached = e.add(claim("c", exact("gpu", "mig-4g")))
     other = e.add(claim("other", exact("gpu", "mig-4g")))
     attempt = e.allocator.attempt(other, _inputs(e))

@@ -13,6 +13,7 @@ from alloc_builders import claim, exact
 from dependency_injector import providers
 from dra_controller_fakes import Env
 from k8s_fields import annotations_of, meta, name_of, resource_version_of, spec_of, status_of, uid_of
+from pytest_mock import MockerFixture
 from test_dra_controller_pod_race import env, pod
 
 from pkg.domain.metrics import registry
@@ -46,8 +47,8 @@ class Clock:
         return self.now
 
 
-def barrier_env(*, synced_to: int = 10**9) -> tuple[Env, FakePodIndex, Clock]:
-    e = env()
+def barrier_env(mocker: MockerFixture, *, synced_to: int = 10**9) -> tuple[Env, FakePodIndex, Clock]:
+    e = env(mocker)
     index = FakePodIndex(e.pods)
     index.synced_to = synced_to
     barrier = PodReferenceBarrier(pods=index, fallback=PodReferenceReader(e.api), wait_seconds=0.5)
@@ -67,8 +68,8 @@ def races(when: str) -> float:
     return registry.get_sample_value("gpu_dra_pod_reference_races_total", {"when": when}) or 0.0
 
 
-def test_synced_cache_answers_without_reading_the_api_server() -> None:
-    e, index, _ = barrier_env()
+def test_synced_cache_answers_without_reading_the_api_server(mocker: MockerFixture) -> None:
+    e, index, _ = barrier_env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     before = barrier("cache")
     assert e.reconcile(c) == Result()
@@ -78,9 +79,9 @@ def test_synced_cache_answers_without_reading_the_api_server() -> None:
     assert barrier("cache") == before + 2  # before the write and right after it
 
 
-def test_pod_reaching_the_cache_through_the_barrier_stops_the_write() -> None:
+def test_pod_reaching_the_cache_through_the_barrier_stops_the_write(mocker: MockerFixture) -> None:
     """The Pod was created before the claim; the cache gets it while the barrier waits."""
-    e, index, _ = barrier_env()
+    e, index, _ = barrier_env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     late = pod("p", "c")
 
@@ -98,8 +99,8 @@ def test_pod_reaching_the_cache_through_the_barrier_stops_the_write() -> None:
     assert "default/p" in message
 
 
-def test_late_cache_falls_back_to_the_consistent_read() -> None:
-    e, _, _ = barrier_env(synced_to=0)
+def test_late_cache_falls_back_to_the_consistent_read(mocker: MockerFixture) -> None:
+    e, _, _ = barrier_env(mocker, synced_to=0)
     e.add_pod(pod("p", "c"), cached=False)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     before = barrier("fallback")
@@ -109,8 +110,8 @@ def test_late_cache_falls_back_to_the_consistent_read() -> None:
     assert barrier("fallback") == before + 1
 
 
-def test_check_after_the_write_waits_off_the_lock_then_gives_back() -> None:
-    e, index, clock = barrier_env()
+def test_check_after_the_write_waits_off_the_lock_then_gives_back(mocker: MockerFixture) -> None:
+    e, index, clock = barrier_env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     index.synced_to = int(resource_version_of(c))  # past the claim, not past our write
     result = e.reconcile(c)
@@ -131,8 +132,8 @@ def test_check_after_the_write_waits_off_the_lock_then_gives_back() -> None:
     assert e.container.decisions().pending_after_write() == 0
 
 
-def test_pending_check_clears_when_no_pod_came() -> None:
-    e, index, _ = barrier_env()
+def test_pending_check_clears_when_no_pod_came(mocker: MockerFixture) -> None:
+    e, index, _ = barrier_env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     index.synced_to = int(resource_version_of(c))
     assert e.reconcile(c).requeue_after is not None
@@ -145,8 +146,8 @@ def test_pending_check_clears_when_no_pod_came() -> None:
     assert e.container.decisions().pending_after_write() == 0
 
 
-def test_pending_check_past_its_wait_asks_the_api_server() -> None:
-    e, index, clock = barrier_env()
+def test_pending_check_past_its_wait_asks_the_api_server(mocker: MockerFixture) -> None:
+    e, index, clock = barrier_env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     index.synced_to = int(resource_version_of(c))
     assert e.reconcile(c).requeue_after is not None

@@ -22,6 +22,7 @@ from kubernetes.client import (
     V1PodStatus,
     V1ResourceClaimConsumerReference,
 )
+from pytest_mock import MockerFixture
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import ALLOCATED_BY
@@ -32,8 +33,8 @@ from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.reconcile.contract import Result
 
 
-def env() -> Env:
-    return Env(a30_pool(), [our_mig_class("1g")])
+def env(mocker: MockerFixture) -> Env:
+    return Env(mocker, a30_pool(), [our_mig_class("1g")])
 
 
 def pod(name: str, claim_name: str, *, namespace: str = "default", phase: str | None = None) -> V1Pod:
@@ -55,8 +56,8 @@ def allocation(e: Env, c: Any) -> Any:
     return stored.status.allocation if stored.status is not None else None
 
 
-def test_pod_missing_from_the_cache_is_found_before_anything_is_written() -> None:
-    e = env()
+def test_pod_missing_from_the_cache_is_found_before_anything_is_written(mocker: MockerFixture) -> None:
+    e = env(mocker)
     e.add_pod(pod("p", "c"), cached=False)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     before = races("before-write")
@@ -69,8 +70,8 @@ def test_pod_missing_from_the_cache_is_found_before_anything_is_written() -> Non
     assert races("before-write") == before + 1
 
 
-def test_pod_created_during_the_write_gets_the_allocation_given_back() -> None:
-    e = env()
+def test_pod_created_during_the_write_gets_the_allocation_given_back(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     # The Pod appears after our metadata patch, before the status PUT: the read before the write
     # missed it, the read after the write finds it.
@@ -86,8 +87,8 @@ def test_pod_created_during_the_write_gets_the_allocation_given_back() -> None:
     assert races("after-write") == before + 1
 
 
-def test_allocation_the_scheduler_reserved_meanwhile_is_kept() -> None:
-    e = env()
+def test_allocation_the_scheduler_reserved_meanwhile_is_kept(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
 
     def scheduler_reserves() -> None:
@@ -110,8 +111,8 @@ def test_allocation_the_scheduler_reserved_meanwhile_is_kept() -> None:
     assert len(e.api.writes) == writes
 
 
-def test_done_pods_and_other_namespaces_do_not_hold_a_claim() -> None:
-    e = env()
+def test_done_pods_and_other_namespaces_do_not_hold_a_claim(mocker: MockerFixture) -> None:
+    e = env(mocker)
     e.add_pod(pod("finished", "c", phase="Succeeded"), cached=False)
     e.add_pod(pod("elsewhere", "c", namespace="other"), cached=False)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
@@ -119,8 +120,8 @@ def test_done_pods_and_other_namespaces_do_not_hold_a_claim() -> None:
     assert allocation(e, c) is not None
 
 
-def test_reader_pages_and_reads_generated_claim_statuses() -> None:
-    e = env()
+def test_reader_pages_and_reads_generated_claim_statuses(mocker: MockerFixture) -> None:
+    e = env(mocker)
     for i in range(5):
         e.api.put_pod(pod(f"other-{i}", "unrelated"))
     generated = pod("gen", "unrelated")
@@ -133,8 +134,8 @@ def test_reader_pages_and_reads_generated_claim_statuses() -> None:
     assert len(e.api.pod_lists) == 3  # 6 Pods, 2 per page
 
 
-def test_failed_read_writes_nothing_and_is_retried() -> None:
-    e = env()
+def test_failed_read_writes_nothing_and_is_retried(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     e.api.list_page = _raise  # type: ignore[method-assign]
     with pytest.raises(ApiError):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from unittest.mock import patch
-
 from alloc_builders import a30_pool, claim, exact
 from dra_controller_fakes import Env, our_mig_class, our_physical_class
 from k8s_fields import (
@@ -24,6 +22,7 @@ from kubernetes.client import (
     V1PodResourceClaim,
     V1PodSpec,
 )
+from pytest_mock import MockerFixture
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import (
@@ -38,8 +37,8 @@ from pkg.framework.reconcile.contract import Result
 CARD = "gpu-0000-02-00-0"
 
 
-def env() -> Env:
-    return Env(a30_pool(), [our_mig_class("1g"), our_mig_class("2g"), our_physical_class()])
+def env(mocker: MockerFixture) -> Env:
+    return Env(mocker, a30_pool(), [our_mig_class("1g"), our_mig_class("2g"), our_physical_class()])
 
 
 def failures(reason: str) -> float:
@@ -53,8 +52,8 @@ def devices(e: Env, c: object) -> list[str]:
     return [r.device for r in allocation_results(stored.status.allocation)]
 
 
-def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event() -> None:
-    e = env()
+def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("shared", exact("gpu", "mig-1g"), namespace="default"))
     assert e.reconcile(c) == Result()
     stored = e.stored(c)
@@ -73,8 +72,8 @@ def test_pre_provisioned_claim_is_allocated_with_finalizer_mark_and_event() -> N
     assert "on node node-a" in message
 
 
-def test_existing_finalizers_are_kept() -> None:
-    e = env()
+def test_existing_finalizers_are_kept(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = claim("shared", exact("gpu", "mig-1g"))
     meta(c).finalizers = ["example.com/keep"]
     c = e.add(c)
@@ -82,8 +81,8 @@ def test_existing_finalizers_are_kept() -> None:
     assert meta(e.stored(c)).finalizers == ["example.com/keep", DELETE_PROTECTION_FINALIZER]
 
 
-def test_claim_referenced_by_a_pod_is_left_to_the_scheduler() -> None:
-    e = env()
+def test_claim_referenced_by_a_pod_is_left_to_the_scheduler(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("for-pod", exact("gpu", "mig-1g")))
     e.pods.update(
         V1Pod(
@@ -103,8 +102,8 @@ def test_claim_referenced_by_a_pod_is_left_to_the_scheduler() -> None:
     assert len(e.events()) == 1  # told once per claim
 
 
-def test_scheduler_claims_are_never_written() -> None:
-    e = env()
+def test_scheduler_claims_are_never_written(mocker: MockerFixture) -> None:
+    e = env(mocker)
     extended = claim("pod-extended-resources-abc", exact("gpu", "mig-1g"))
     meta(extended).annotations = {EXTENDED_RESOURCE_CLAIM: "true"}
     generated = claim("pod-gpu-xyz", exact("gpu", "mig-1g"))
@@ -116,8 +115,8 @@ def test_scheduler_claims_are_never_written() -> None:
     assert e.api.writes == []
 
 
-def test_unschedulable_claim_gets_a_warning_with_the_reason_and_is_retried() -> None:
-    e = env()
+def test_unschedulable_claim_gets_a_warning_with_the_reason_and_is_retried(mocker: MockerFixture) -> None:
+    e = env(mocker)
     e.reconcile(e.add(claim("whole", exact("gpu", "physical"))))
     e.sync()
     before = failures("unschedulable")
@@ -132,16 +131,16 @@ def test_unschedulable_claim_gets_a_warning_with_the_reason_and_is_retried() -> 
     assert failures("unschedulable") == before + 1
 
 
-def test_a_failure_is_explained_from_the_attempt_taken_without_allocating_again() -> None:
-    e = env()
+def test_a_failure_is_explained_from_the_attempt_taken_without_allocating_again(
+    mocker: MockerFixture,
+) -> None:
+    e = env(mocker)
     e.reconcile(e.add(claim("whole", exact("gpu", "physical"))))
     e.sync()
     c = e.add(claim("mig", exact("gpu", "mig-1g")))
-    with (
-        patch.object(e.allocator, "attempt", wraps=e.allocator.attempt) as attempts,
-        patch.object(e.allocator, "allocate", wraps=e.allocator.allocate) as allocations,
-    ):
-        assert e.reconcile(c) == Result(requeue=True)
+    attempts = mocker.patch.object(e.allocator, "attempt", wraps=e.allocator.attempt)
+    allocations = mocker.patch.object(e.allocator, "allocate", wraps=e.allocator.allocate)
+    assert e.reconcile(c) == Result(requeue=True)
     assert attempts.call_count == 1
     assert allocations.call_count == 0
     _, reason, message = e.events()[-1]
@@ -149,14 +148,14 @@ def test_a_failure_is_explained_from_the_attempt_taken_without_allocating_again(
     assert "counters exhausted" in message  # the explain summary, from the recorded inputs
 
 
-def test_broken_selector_is_fatal_and_not_retried() -> None:
+def test_broken_selector_is_fatal_and_not_retried(mocker: MockerFixture) -> None:
     broken = our_mig_class("1g", name="broken")
     present(spec_of(broken).selectors, "spec.selectors").append(
         V1DeviceSelector(
             cel=V1CELDeviceSelector(expression='device.attributes["gpu.deckhouse.io"].nosuch == "x"')
         )
     )
-    e = Env(a30_pool(), [broken])
+    e = Env(mocker, a30_pool(), [broken])
     before = failures("invalid")
     c = e.add(claim("c", exact("gpu", "broken")))
     assert e.reconcile(c) == Result()
@@ -166,8 +165,8 @@ def test_broken_selector_is_fatal_and_not_retried() -> None:
     assert failures("invalid") == before + 1
 
 
-def test_write_conflict_requeues_without_event() -> None:
-    e = env()
+def test_write_conflict_requeues_without_event(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     e.api.fail_next.append(ConflictError(status=409, reason="Conflict", message="modified"))
     before = failures("conflict")
@@ -176,8 +175,8 @@ def test_write_conflict_requeues_without_event() -> None:
     assert failures("conflict") == before + 1
 
 
-def test_stale_cache_version_is_a_conflict_not_an_overwrite() -> None:
-    e = env()
+def test_stale_cache_version_is_a_conflict_not_an_overwrite(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     e.api.put(c)  # someone else wrote since our cache saw it
     assert e.reconcile(c) == Result(requeue=True)
@@ -187,8 +186,8 @@ def test_stale_cache_version_is_a_conflict_not_an_overwrite() -> None:
     assert devices(e, c)
 
 
-def test_second_decision_sees_the_first_before_the_watch_delivers_it() -> None:
-    e = env()
+def test_second_decision_sees_the_first_before_the_watch_delivers_it(mocker: MockerFixture) -> None:
+    e = env(mocker)
     first = e.add(claim("first", exact("gpu", "mig-2g")))
     second = e.add(claim("second", exact("gpu", "mig-2g")))
     e.reconcile(first)
@@ -196,8 +195,8 @@ def test_second_decision_sees_the_first_before_the_watch_delivers_it() -> None:
     assert {devices(e, first)[0], devices(e, second)[0]} == {f"{CARD}-mig-2g-0", f"{CARD}-mig-2g-2"}
 
 
-def test_allocated_claim_is_not_reallocated() -> None:
-    e = env()
+def test_allocated_claim_is_not_reallocated(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     e.reconcile(c)
     e.sync()
@@ -206,8 +205,8 @@ def test_allocated_claim_is_not_reallocated() -> None:
     assert len(e.api.writes) == writes
 
 
-def test_stale_mark_is_removed_when_a_pod_takes_the_claim() -> None:
-    e = env()
+def test_stale_mark_is_removed_when_a_pod_takes_the_claim(mocker: MockerFixture) -> None:
+    e = env(mocker)
     c = claim("c", exact("gpu", "mig-1g"))
     meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
     c = e.add(c)

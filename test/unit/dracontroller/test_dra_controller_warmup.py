@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 from alloc_builders import a30_pool
 from dra_controller_fakes import Env, our_mig_class, our_physical_class
+from pytest_mock import MockerFixture
 
 from pkg.dracontroller.warmup import SelectorWarmer
 
@@ -27,8 +28,9 @@ def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 def test_one_round_warms_every_class_and_pool_and_the_next_only_what_changed(
     caplog: pytest.LogCaptureFixture,
+    mocker: MockerFixture,
 ) -> None:
-    env = Env([*a30_pool("node-a"), *a30_pool("node-b")], [our_mig_class("1g"), our_physical_class()])
+    env = Env(mocker, [*a30_pool("node-a"), *a30_pool("node-b")], [our_mig_class("1g"), our_physical_class()])
     warmer = env.container.selector_warmer()  # as the process wires it
     assert isinstance(warmer, SelectorWarmer)
     stop = threading.Event()
@@ -42,8 +44,8 @@ def test_one_round_warms_every_class_and_pool_and_the_next_only_what_changed(
     assert warmer.warm(stop) == 1 + 3  # node-a for the new class; node-b (rebuilt) for all three
 
 
-def test_the_warmer_runs_on_the_leader_until_stopped() -> None:
-    env = Env(a30_pool("node-a"), [our_mig_class("1g")])
+def test_the_warmer_runs_on_the_leader_until_stopped(mocker: MockerFixture) -> None:
+    env = Env(mocker, a30_pool("node-a"), [our_mig_class("1g")])
     warmer = SelectorWarmer(allocator=env.allocator, inventory=env.inventory, period=0.01)
     assert warmer.needs_leader_election  # only the leader allocates and explains
     stop = threading.Event()

@@ -12,10 +12,10 @@ import copy
 import functools
 from datetime import UTC, datetime
 from typing import Any
-from unittest.mock import Mock
 
 from kubernetes.client import V1Condition
 from prometheus_client import CollectorRegistry
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.indexes import PHYSICAL_GPU_INDEXERS
@@ -148,13 +148,13 @@ def test_metrics_are_the_same_on_the_projection() -> None:
     assert ("gpu_physicalgpu_info", info, 1.0) in scrape(projected)
 
 
-def test_the_physicalgpu_reconcile_decides_the_same_on_the_projection() -> None:
+def test_the_physicalgpu_reconcile_decides_the_same_on_the_projection(mocker: MockerFixture) -> None:
     build = state_factory(lambda node: node == LONG_NODE)
     for gpu in both(whole_gpu()):
         resource: Resource[PhysicalGPU, PhysicalGPUStatus] = Resource(
             Request(name="x"),
             getter=functools.partial(_same, gpu),
-            writer=Mock(),
+            writer=mocker.Mock(),
             status_type=PhysicalGPUStatus,
         )
         resource.fetch()

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kubernetes.client import V1Condition, V1ObjectMeta
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import (
     LABEL_NODE,
@@ -139,12 +140,15 @@ class Harness:
 
 
 def harness(
-    backend: Any, *objects: PhysicalGPU, now: datetime = T1, period: float = 60.0, holds: Any = None
+    mocker: MockerFixture,
+    backend: Any,
+    *objects: PhysicalGPU,
+    now: datetime = T1,
+    period: float = 60.0,
+    holds: Any = None,
 ) -> Harness:
     """The enrichment of the real container (:mod:`pkg.gpuhandler.setup`) with its backend, status
     writer, cache, clock and jitter overridden: a recording writer and a dict cache."""
-    from unittest.mock import MagicMock
-
     from dependency_injector import providers
 
     from pkg.framework.cache.informer_factory import InformerFactory
@@ -155,8 +159,8 @@ def harness(
     store = {str(o.metadata.name): o for o in objects}
     container = GpuHandlerContainer(
         settings=HandlerSettings(node_name=NODE, enrich_period=period),
-        client=MagicMock(spec=KubeClient),
-        informers=MagicMock(spec=InformerFactory),
+        client=mocker.MagicMock(spec=KubeClient),
+        informers=mocker.MagicMock(spec=InformerFactory),
     )
     container.backend.override(providers.Object(backend))
     container.status_writer.override(providers.Object(writer))

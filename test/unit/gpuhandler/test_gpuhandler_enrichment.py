@@ -18,6 +18,7 @@ from gpuhandler_fakes import (
     stored,
 )
 from k8s_fields import status_of
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import AmdCapabilities, AmdState, Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment
@@ -28,9 +29,11 @@ NAME = "node-1-0-10de-20b7"
 
 
 @pytest.mark.parametrize("driver_ready", [None, "Unknown", "False"])
-def test_nothing_is_read_or_written_until_driver_ready_is_true(driver_ready: str | None) -> None:
+def test_nothing_is_read_or_written_until_driver_ready_is_true(
+    driver_ready: str | None, mocker: MockerFixture
+) -> None:
     backend = CountingBackend(simulated())
-    h = harness(backend, gpu(driver_ready=driver_ready))
+    h = harness(mocker, backend, gpu(driver_ready=driver_ready))
     assert h.reconciler.reconcile(Request(NAME)) == Result()  # waits for the next event
     assert backend.reads == 0
     assert h.writer.applied == []
@@ -39,16 +42,20 @@ def test_nothing_is_read_or_written_until_driver_ready_is_true(driver_ready: str
 
 
 @pytest.mark.parametrize("driver_type", [None, DriverType.VFIO, DriverType.UNKNOWN])
-def test_a_card_not_bound_to_nvidia_is_not_read(driver_type: DriverType | None) -> None:
+def test_a_card_not_bound_to_nvidia_is_not_read(
+    driver_type: DriverType | None, mocker: MockerFixture
+) -> None:
     backend = CountingBackend(simulated())
-    h = harness(backend, gpu(driver_type=driver_type))
+    h = harness(mocker, backend, gpu(driver_type=driver_type))
     h.reconciler.reconcile(Request(NAME))
     assert backend.reads == 0
     assert h.writer.applied == []
 
 
-def test_a_ready_card_gets_capabilities_state_and_health_then_no_write_while_unchanged() -> None:
-    h = harness(simulated(), gpu())
+def test_a_ready_card_gets_capabilities_state_and_health_then_no_write_while_unchanged(
+    mocker: MockerFixture,
+) -> None:
+    h = harness(mocker, simulated(), gpu())
     result = h.reconciler.reconcile(Request(NAME))
     assert result.requeue_after == timedelta(seconds=60)  # periodic re-enrichment
     [(name, owned)] = h.writer.applied
@@ -77,9 +84,9 @@ def test_a_ready_card_gets_capabilities_state_and_health_then_no_write_while_unc
     assert len(h.writer.applied) == 1  # the object already says it all
 
 
-def test_a_card_without_mig_gets_no_mig_blocks() -> None:
+def test_a_card_without_mig_gets_no_mig_blocks(mocker: MockerFixture) -> None:
     l4 = gpu("0000:ce:00.0", name="node-1-1-10de-27b8", device_id="27b8")
-    h = harness(simulated("h100-and-l4"), l4)
+    h = harness(mocker, simulated("h100-and-l4"), l4)
     h.reconciler.reconcile(Request("node-1-1-10de-27b8"))
     body = h.writer.applied[0][1].apply_status()
     assert body["capabilities"]["nvidia"]["migSupported"] is False
@@ -87,9 +94,9 @@ def test_a_card_without_mig_gets_no_mig_blocks() -> None:
     assert "mig" not in body["currentState"]["nvidia"]
 
 
-def test_a_card_of_another_vendor_is_left_alone() -> None:
+def test_a_card_of_another_vendor_is_left_alone(mocker: MockerFixture) -> None:
     backend = CountingBackend(simulated())
-    h = harness(backend, gpu(vendor_id="1002"))
+    h = harness(mocker, backend, gpu(vendor_id="1002"))
     h.reconciler.reconcile(Request(NAME))
     assert backend.reads == 0
     assert h.writer.applied == []
@@ -104,19 +111,19 @@ class _RocmBackend(CountingBackend):
         return DriverType.ROCM
 
 
-def test_a_backend_of_another_driver_never_writes_nvidia_blocks() -> None:
+def test_a_backend_of_another_driver_never_writes_nvidia_blocks(mocker: MockerFixture) -> None:
     confused = Enrichment(
         capabilities=Capabilities(product_name="X", vendor=Vendor.AMD),
         nvidia=NvidiaState(driver_version="1.0"),
     )
-    h = harness(_RocmBackend(simulated(), enrichment=confused), gpu(driver_type=DriverType.ROCM))
+    h = harness(mocker, _RocmBackend(simulated(), enrichment=confused), gpu(driver_type=DriverType.ROCM))
     h.reconciler.reconcile(Request(NAME))
     body = h.writer.applied[0][1].apply_status()
     assert "currentState" not in body
     assert body["capabilities"] == {"productName": "X", "vendor": "Amd"}
 
 
-def test_an_amd_card_gets_its_own_block_and_never_nvidias() -> None:
+def test_an_amd_card_gets_its_own_block_and_never_nvidias(mocker: MockerFixture) -> None:
     read = Enrichment(
         capabilities=Capabilities(
             product_name="AMD Instinct MI300X",
@@ -126,7 +133,7 @@ def test_an_amd_card_gets_its_own_block_and_never_nvidias() -> None:
         nvidia=NvidiaState(driver_version="1.0"),
         amd=AmdState(compute_partition_mode="cpx", memory_partition_mode="nps1"),
     )
-    h = harness(_RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
+    h = harness(mocker, _RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
     h.reconciler.reconcile(Request(NAME))
     body = h.writer.applied[0][1].apply_status()
     assert body["currentState"] == {"amd": {"computePartitionMode": "cpx", "memoryPartitionMode": "nps1"}}
@@ -136,19 +143,19 @@ def test_an_amd_card_gets_its_own_block_and_never_nvidias() -> None:
     }
 
 
-def test_an_amd_block_read_beside_another_driver_is_not_sent() -> None:
+def test_an_amd_block_read_beside_another_driver_is_not_sent(mocker: MockerFixture) -> None:
     stray = Enrichment(capabilities=None, amd=AmdState(compute_partition_mode="spx"))
-    h = harness(CountingBackend(simulated(), enrichment=stray), gpu())
+    h = harness(mocker, CountingBackend(simulated(), enrichment=stray), gpu())
     h.reconciler.reconcile(Request(NAME))
     assert "amd" not in h.writer.applied[0][1].apply_status().get("currentState", {})
 
 
-def test_an_amd_card_no_longer_ready_withdraws_its_block() -> None:
+def test_an_amd_card_no_longer_ready_withdraws_its_block(mocker: MockerFixture) -> None:
     read = Enrichment(
         capabilities=Capabilities(product_name="X", vendor=Vendor.AMD),
         amd=AmdState(compute_partition_mode="spx"),
     )
-    h = harness(_RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
+    h = harness(mocker, _RocmBackend(simulated(), enrichment=read), gpu(driver_type=DriverType.ROCM))
     h.reconciler.reconcile(Request(NAME))
     enriched = stored(h.objects[NAME], h.writer.applied[0][1])
     h.objects[NAME] = enriched.model_copy(
@@ -163,8 +170,8 @@ def test_an_amd_card_no_longer_ready_withdraws_its_block() -> None:
     assert h.writer.withdrawn == []  # there was no NVIDIA block to withdraw
 
 
-def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() -> None:
-    h = harness(simulated(), gpu())
+def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest(mocker: MockerFixture) -> None:
+    h = harness(mocker, simulated(), gpu())
     h.reconciler.reconcile(Request(NAME))
     enriched = stored(h.objects[NAME], h.writer.applied[0][1])
     h.objects[NAME] = enriched.model_copy(
@@ -181,12 +188,12 @@ def test_driver_no_longer_ready_withdraws_the_live_state_and_keeps_the_rest() ->
 
 
 def test_a_read_failure_still_writes_health_keeps_the_snapshot_and_fails_the_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
     state_dir = tmp_path
     (state_dir / "0000:3b:00.0.health").write_text("False GpuLost the GPU fell off the bus\n")
     backend = CountingBackend(simulated(state_dir=state_dir))
-    h = harness(backend, gpu())
+    h = harness(mocker, backend, gpu())
     h.reconciler.reconcile(Request(NAME))
     h.objects[NAME] = stored(h.objects[NAME], h.writer.applied[0][1])
     previous = h.writer.applied[0][1]
@@ -205,9 +212,11 @@ def test_a_read_failure_still_writes_health_keeps_the_snapshot_and_fails_the_pas
     assert latest.health.message == "the GPU fell off the bus again"
 
 
-def test_health_keeps_its_transition_time_until_the_status_changes(tmp_path: Path) -> None:
+def test_health_keeps_its_transition_time_until_the_status_changes(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
     healthy = condition("HardwareHealthy", "True", reason="Healthy", at=T0)
-    h = harness(simulated(state_dir=tmp_path), gpu(extra_conditions=[healthy]))
+    h = harness(mocker, simulated(state_dir=tmp_path), gpu(extra_conditions=[healthy]))
     h.reconciler.reconcile(Request(NAME))
     health = h.writer.applied[0][1].health
     assert health is not None
@@ -220,16 +229,16 @@ def test_health_keeps_its_transition_time_until_the_status_changes(tmp_path: Pat
     assert health.last_transition_time == T1
 
 
-def test_other_conditions_are_never_sent() -> None:
+def test_other_conditions_are_never_sent(mocker: MockerFixture) -> None:
     other = condition("Validated", "True")
-    h = harness(simulated(), gpu(extra_conditions=[other]))
+    h = harness(mocker, simulated(), gpu(extra_conditions=[other]))
     h.reconciler.reconcile(Request(NAME))
     sent = h.writer.applied[0][1].apply_status()["conditions"]
     assert [c["type"] for c in sent] == ["HardwareHealthy"]
 
 
-def test_a_gone_card_is_forgotten() -> None:
-    h = harness(simulated(), gpu())
+def test_a_gone_card_is_forgotten(mocker: MockerFixture) -> None:
+    h = harness(mocker, simulated(), gpu())
     h.reconciler.reconcile(Request(NAME))
     assert NAME in h.cards.snapshot()
     del h.objects[NAME]
@@ -237,11 +246,11 @@ def test_a_gone_card_is_forgotten() -> None:
     assert h.cards.snapshot() == {}
 
 
-def test_a_card_of_another_node_in_the_cache_is_ignored() -> None:
+def test_a_card_of_another_node_in_the_cache_is_ignored(mocker: MockerFixture) -> None:
     foreign = gpu()
     foreign.metadata.labels = {"gpu.deckhouse.io/node": "node-2"}
     backend = CountingBackend(simulated())
-    h = harness(backend, foreign)
+    h = harness(mocker, backend, foreign)
     h.reconciler.reconcile(Request(NAME))
     assert backend.reads == 0
     assert h.writer.applied == []

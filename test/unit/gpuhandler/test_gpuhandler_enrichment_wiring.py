@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from gpuhandler_fakes import A30_FIRST, NODE, SYSFS, gpu, simulated
@@ -27,24 +26,24 @@ from pkg.hardware.pci_topology import SysfsPciTopology
 CHAIN = ["readiness", "health", "enrich", "apply", "card-specs"]
 
 
-def test_the_chain_runs_its_steps_in_order() -> None:
+def test_the_chain_runs_its_steps_in_order(mocker: MockerFixture) -> None:
     handlers = enrichment_handlers(
         backend=simulated(),
         tracker=HealthTracker(quiet_period=0),
-        writer=MagicMock(),
+        writer=mocker.MagicMock(),
         card_specs=CardSpecs(),
         topology=SysfsPciTopology(SYSFS / "a30-x2"),
     )
     assert [h.name for h in handlers] == CHAIN
 
 
-def test_the_handler_builds_the_declared_chain() -> None:
+def test_the_handler_builds_the_declared_chain(mocker: MockerFixture) -> None:
     container = GpuHandlerContainer(
         settings=HandlerSettings(node_name=NODE, backend="simulated-nvidia", sysfs_root=SYSFS / "a30-x2"),
-        client=MagicMock(spec=KubeClient),
-        informers=MagicMock(spec=InformerFactory),
+        client=mocker.MagicMock(spec=KubeClient),
+        informers=mocker.MagicMock(spec=InformerFactory),
     )
-    container.status_writer.override(MagicMock())
+    container.status_writer.override(mocker.MagicMock())
     assert [h.name for h in container.handlers()] == CHAIN
 
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1Device, V1DeviceTaint
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import CardVerdict, VendorBackend
@@ -194,8 +194,8 @@ def test_hardware_healthy_carries_the_event_while_the_episode_lasts() -> None:
     assert (state.health.status, state.health.reason) == ("False", "Xid79GpuFallenOffBus")
 
 
-def test_reporting_records_one_event_per_transition_and_counts_it() -> None:
-    recorder = MagicMock(spec=EventRecorderLogger)
+def test_reporting_records_one_event_per_transition_and_counts_it(mocker: MockerFixture) -> None:
+    recorder = mocker.MagicMock(spec=EventRecorderLogger)
     card = gpu(A30_FIRST)
     reporter = HealthReporter(recorder=recorder, gpus=lambda: [card])
     t = HealthTracker(quiet_period=0.0, now=lambda: T0)

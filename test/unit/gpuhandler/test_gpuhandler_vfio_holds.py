@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpuhandler_fakes import A30_FIRST, CountingBackend, condition, gpu, harness, simulated, stored
 from k8s_fields import status_of
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU
 from pkg.framework.reconcile.contract import Request
@@ -63,10 +64,10 @@ def _on_vfio(ready: PhysicalGPU) -> PhysicalGPU:
     return ready.model_copy(update={"status": status})
 
 
-def test_a_held_card_keeps_its_health_and_offer_and_nvml_is_not_asked() -> None:
+def test_a_held_card_keeps_its_health_and_offer_and_nvml_is_not_asked(mocker: MockerFixture) -> None:
     holds = VfioHolds()
     backend = CountingBackend(simulated())
-    h = harness(backend, gpu(), holds=holds)
+    h = harness(mocker, backend, gpu(), holds=holds)
     h.reconciler.reconcile(Request(NAME))
     [(_, owned)] = h.writer.applied
     ready = stored(h.objects[NAME], owned)
@@ -84,8 +85,8 @@ def test_a_held_card_keeps_its_health_and_offer_and_nvml_is_not_asked() -> None:
     assert h.cards.snapshot()[NAME] == described  # still described and ready for the publisher
 
 
-def test_without_a_hold_a_card_on_vfio_is_not_readable_and_not_offered() -> None:
-    h = harness(simulated(), gpu(), holds=VfioHolds())
+def test_without_a_hold_a_card_on_vfio_is_not_readable_and_not_offered(mocker: MockerFixture) -> None:
+    h = harness(mocker, simulated(), gpu(), holds=VfioHolds())
     h.reconciler.reconcile(Request(NAME))
     [(_, owned)] = h.writer.applied
     h.objects[NAME] = _on_vfio(stored(h.objects[NAME], owned))

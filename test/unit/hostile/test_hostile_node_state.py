@@ -17,11 +17,11 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest.mock import Mock
 
 import pytest
 from bounded import run_bounded
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
+from pytest_mock import MockerFixture
 
 from pkg.backends.preparation import ContainerEdits
 from pkg.framework.kubeletplugin.types import ClaimRef
@@ -439,9 +439,9 @@ def _plan_error(fn: Callable[..., Any], *args: Any) -> str:
 @pytest.mark.parametrize("operation", ["prepare", "unprepare"])
 @pytest.mark.parametrize("uid", HOSTILE_UIDS, ids=repr)
 def test_a_path_bearing_uid_is_refused_before_reading_or_writing_anything(
-    tmp_path: Path, uid: str, operation: str
+    tmp_path: Path, uid: str, operation: str, mocker: MockerFixture
 ) -> None:
-    prepare, unprepare, listener, events, cards = (Mock() for _ in range(5))
+    prepare, unprepare, listener, events, cards = (mocker.Mock() for _ in range(5))
     driver = GpuDriver(
         prepare=prepare,
         unprepare=unprepare,

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pytest_mock import MockerFixture
 
 _PREPARATION = Path(__file__).resolve().parents[1] / "gpuhandler" / "preparation"
 if str(_PREPARATION) not in sys.path:
@@ -61,8 +62,10 @@ def _move_to_gone_card(n: Node, uid: str, state: PrepareState) -> None:
     store.save(data)
 
 
-def test_a_record_of_a_card_the_backend_cannot_see_is_kept_and_reported(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_record_of_a_card_the_backend_cannot_see_is_kept_and_reported(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     uid = _prepared_mig(n, "lost", 0)
     _move_to_gone_card(n, uid, PrepareState.PREPARE_STARTED)
     before = _failures("roll-back")
@@ -75,8 +78,10 @@ def test_a_record_of_a_card_the_backend_cannot_see_is_kept_and_reported(tmp_path
     assert uid in n.container.store().load().claims  # kept: it alone says what to give back
 
 
-def test_a_completed_claim_on_an_unreadable_card_keeps_everything_it_owns(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_completed_claim_on_an_unreadable_card_keeps_everything_it_owns(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     owner = _prepared_mig(n, "owner", 2)
     lost = _prepared_mig(n, "lost", 0)
     _move_to_gone_card(n, lost, PrepareState.PREPARE_STARTED)
@@ -89,8 +94,10 @@ def test_a_completed_claim_on_an_unreadable_card_keeps_everything_it_owns(tmp_pa
     assert report.node[ORPHANS] == ["0000:3b:00.0@0"]  # the lost record's device moved off A30
 
 
-def test_a_full_disk_fails_the_save_not_the_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    n = node(tmp_path)
+def test_a_full_disk_fails_the_save_not_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     uid = _prepared_mig(n, "train", 1)
     store = n.container.store()
     data = store.load()
@@ -110,8 +117,8 @@ def test_a_full_disk_fails_the_save_not_the_process(tmp_path: Path, monkeypatch:
     assert n.reconcile().complete  # the next round saves what the first one could not
 
 
-def test_a_folder_where_a_cdi_spec_goes_is_reported(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_folder_where_a_cdi_spec_goes_is_reported(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     keep = _prepared_mig(n, "keep", 0)
     foreign = n.container.cdi().path_of("0b0e2ba6-1c2b-4a43-9d1d-2f5e1f4a3c55")
     foreign.mkdir(parents=True)
@@ -124,8 +131,8 @@ def test_a_folder_where_a_cdi_spec_goes_is_reported(tmp_path: Path) -> None:
     assert n.container.cdi().path_of(keep).exists()
 
 
-def test_a_file_where_the_vm_folder_goes_is_left_alone(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_file_where_the_vm_folder_goes_is_left_alone(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     keep = _prepared_mig(n, "keep", 0)
     vm_dir = n.container.settings().vm_dir
     vm_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -138,8 +145,10 @@ def test_a_file_where_the_vm_folder_goes_is_left_alone(tmp_path: Path) -> None:
     assert report.complete
 
 
-def test_a_file_named_like_a_claim_in_the_vm_folder_is_reported(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_file_named_like_a_claim_in_the_vm_folder_is_reported(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     keep = _prepared_mig(n, "keep", 0)
     vm_dir = n.container.settings().vm_dir
     vm_dir.mkdir(parents=True, exist_ok=True)
@@ -151,8 +160,8 @@ def test_a_file_named_like_a_claim_in_the_vm_folder_is_reported(tmp_path: Path) 
     assert [f.step for f in report.failures] == ["orphan-vm-files"]
 
 
-def test_a_file_in_the_mps_root_is_reported_not_raised(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_file_in_the_mps_root_is_reported_not_raised(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     n.mps_root.mkdir(parents=True)
     (n.mps_root / "stray").write_text("not a card's folder")
     (n.mps_root / A30_B).write_text("a file where a card's folder goes")
@@ -163,10 +172,12 @@ def test_a_file_in_the_mps_root_is_reported_not_raised(tmp_path: Path) -> None:
     assert (n.mps_root / "stray").read_text() == "not a card's folder"
 
 
-def test_a_sharing_value_this_release_does_not_know_leaves_everything_as_it_is(tmp_path: Path) -> None:
+def test_a_sharing_value_this_release_does_not_know_leaves_everything_as_it_is(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
     """The checkpoint reader refuses a value no release it can read writes (a newer one raises
     minReaderVersion): start-up then changes nothing, and says which file and claim."""
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     claim = n.claims.allocate("share", [offer], consumed={"sharePercent": "10"})
     assert n.driver.prepare([claim])[claim.uid].error == ""
@@ -187,11 +198,14 @@ def test_a_sharing_value_this_release_does_not_know_leaves_everything_as_it_is(t
     assert n.container.cdi().claims() == specs  # its CDI spec too: nothing is swept unknowing
 
 
-def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_boot(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_boot(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     old = _prepared_mig(n, "old", 0)
     _move_to_gone_card(n, old, PrepareState.PREPARE_COMPLETED)
     rebooted = node(
+        mocker,
         tmp_path / "rebooted",
         existing_host=n.host,
         claims=n.claims,
@@ -210,8 +224,8 @@ def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_bo
     assert second.stale_boot == []
 
 
-def test_a_file_where_the_mps_root_goes_is_no_failure(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_file_where_the_mps_root_goes_is_no_failure(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     n.mps_root.parent.mkdir(parents=True, exist_ok=True)
     n.mps_root.write_text("not a folder")
 
@@ -222,9 +236,9 @@ def test_a_file_where_the_mps_root_goes_is_no_failure(tmp_path: Path) -> None:
 
 
 def test_an_api_server_failing_in_any_way_keeps_a_completed_claim(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     uid = _prepared_mig(n, "keep", 3)
 
     def broken(namespace: str, name: str) -> object:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes.client import V1Node, V1ObjectMeta
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import (
     LABEL_DEVICE,
@@ -170,23 +171,21 @@ class RecordingWriter:
 HandlerT = TypeVar("HandlerT")
 
 
-def agent_handler(kind: type[HandlerT], *, writer: Any) -> HandlerT:
+def agent_handler(mocker: MockerFixture, kind: type[HandlerT], *, writer: Any) -> HandlerT:
     """The ``kind`` step as the real container builds it, with the writer service overridden."""
-    from unittest.mock import MagicMock
-
     from dependency_injector import providers
 
     from pkg.framework.cache.informer_factory import InformerFactory
     from pkg.framework.client import KubeClient
     from pkg.nodeagent.setup import AgentSettings, NodeAgentContainer
 
-    client = MagicMock(spec=KubeClient)
+    client = mocker.MagicMock(spec=KubeClient)
     client.field_manager = "gpu-node-agent"
     settings = AgentSettings(
         node_name=NODE, sysfs_root=FIXTURES, host_root=Path("/"), pci_ids=None, resync_period=300.0
     )
     container = NodeAgentContainer(
-        settings=settings, client=client, informers=MagicMock(spec=InformerFactory)
+        settings=settings, client=client, informers=mocker.MagicMock(spec=InformerFactory)
     )
     container.writer.override(providers.Object(writer))
     [handler] = [h for h in container.handlers() if isinstance(h, kind)]

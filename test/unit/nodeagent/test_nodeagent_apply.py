@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from k8s_fields import labels_of, status_of
 from nodeagent_fakes import NODE, RecordingWriter, agent_handler, device, gpu_object, host, sync_state
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends import VendorRegistry
@@ -53,10 +54,10 @@ TWO_CARDS = [device("0000:3b:00.0"), device("0000:d8:00.0")]
 
 
 def test_new_cards_are_created_with_labels_then_their_status_applied(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     state = _discovered(sync_state(), TWO_CARDS, vendors, pci_ids)
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     assert writer.verbs() == ["create", "apply_status", "create", "apply_status"]
     (_, (name, labels)), (_, (status_name, status)) = writer.calls[0], writer.calls[1]
     assert name == status_name == "node-1-0-10de-20b7"
@@ -68,7 +69,7 @@ def test_new_cards_are_created_with_labels_then_their_status_applied(
 
 
 def test_an_unchanged_node_costs_no_write(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS, vendors, pci_ids)
     existing = [
@@ -76,24 +77,24 @@ def test_an_unchanged_node_costs_no_write(
         _in_sync(gpu_object("node-1-1-10de-20b7", "0000:d8:00.0"), probe),
     ]
     state = _discovered(sync_state(existing=existing), TWO_CARDS, vendors, pci_ids)
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     assert writer.calls == []
     assert state.writes == 0
 
 
 def test_only_drifted_labels_are_patched(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS[:1], vendors, pci_ids)
     gpu = _in_sync(gpu_object("node-1-0-10de-20b7", "0000:3b:00.0"), probe)
     gpu.metadata.labels = {**labels_of(gpu), "gpu.deckhouse.io/device": "wrong", "team": "ml"}
     state = _discovered(sync_state(existing=[gpu]), TWO_CARDS[:1], vendors, pci_ids)
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     assert writer.calls == [("patch_labels", ("node-1-0-10de-20b7", {"gpu.deckhouse.io/device": "a30-pcie"}))]
 
 
 def test_a_rebound_card_drops_stale_vendor_state_before_the_apply(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     probe = _discovered(sync_state(), TWO_CARDS[:1], vendors, pci_ids)
     gpu = _in_sync(gpu_object("node-1-0-10de-20b7", "0000:3b:00.0"), probe)
@@ -103,25 +104,25 @@ def test_a_rebound_card_drops_stale_vendor_state_before_the_apply(
     state = _discovered(
         sync_state(existing=[gpu]), [device("0000:3b:00.0", driver="vfio-pci")], vendors, pci_ids
     )
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     assert writer.verbs() == ["remove_current_state", "apply_status"]
     assert writer.calls[0][1] == ("node-1-0-10de-20b7", ["nvidia"])
     assert writer.calls[1][1][1]["currentState"] == {"driverType": "VFIO"}
 
 
 def test_a_card_whose_object_is_being_deleted_waits(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     going = gpu_object("node-1-0-10de-20b7", "0000:3b:00.0", deleting=True)
     state = _discovered(sync_state(existing=[going]), TWO_CARDS, vendors, pci_ids)
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     # The other card avoids the terminating object's name.
     assert writer.calls[0] == ("create", ("node-1-1-10de-20b7", writer.calls[0][1][1]))
     assert writer.verbs() == ["create", "apply_status"]
 
 
 def test_one_failing_card_does_not_stop_the_others(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
     writer.fail_on["create:node-1-0-10de-20b7"] = AlreadyExistsError(
         status=409, reason="AlreadyExists", message="exists"
@@ -130,7 +131,7 @@ def test_one_failing_card_does_not_stop_the_others(
         status=409, reason="Conflict", message="busy"
     )
     state = _discovered(sync_state(), [*TWO_CARDS, device("0000:e1:00.0")], vendors, pci_ids)
-    agent_handler(ApplyHandler, writer=writer).handle(state)
+    agent_handler(mocker, ApplyHandler, writer=writer).handle(state)
     assert [(f.step, f.subject) for f in state.failures] == [
         ("apply", "PhysicalGPU node-1-0-10de-20b7 (PCI 0000:3b:00.0)"),
         ("apply", "PhysicalGPU node-1-1-10de-20b7 (PCI 0000:d8:00.0)"),
@@ -141,9 +142,9 @@ def test_one_failing_card_does_not_stop_the_others(
 
 
 def test_an_object_deleted_by_hand_comes_back_under_its_name(
-    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds
+    writer: RecordingWriter, vendors: VendorRegistry, pci_ids: PciIds, mocker: MockerFixture
 ) -> None:
-    handler = agent_handler(ApplyHandler, writer=writer)
+    handler = agent_handler(mocker, ApplyHandler, writer=writer)
     probe = _discovered(sync_state(), TWO_CARDS, vendors, pci_ids)
     # Only the second card is left in the cluster (the first was pulled earlier), named with index 1.
     second = _in_sync(gpu_object("node-1-1-10de-20b7", "0000:d8:00.0"), probe)

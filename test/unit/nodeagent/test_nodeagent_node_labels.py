@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nodeagent_fakes import NODE, RecordingWriter, agent_handler, host, sync_state
+from pytest_mock import MockerFixture
 
 from pkg.framework.client import NotFoundError
 from pkg.nodeagent.internal.handler import NodeLabelsHandler
@@ -16,27 +17,29 @@ CURRENT = {
 }
 
 
-def test_first_sync_patches_all_four(writer: RecordingWriter) -> None:
+def test_first_sync_patches_all_four(writer: RecordingWriter, mocker: MockerFixture) -> None:
     state = sync_state(node_labels={"kubernetes.io/hostname": NODE})
     state.host = host()
-    agent_handler(NodeLabelsHandler, writer=writer).handle(state)
+    agent_handler(mocker, NodeLabelsHandler, writer=writer).handle(state)
     assert writer.calls == [
         ("patch_node_labels", (NODE, {k: v for k, v in CURRENT.items() if k.startswith("gpu.")}))
     ]
 
 
-def test_no_write_when_the_labels_are_current(writer: RecordingWriter) -> None:
+def test_no_write_when_the_labels_are_current(writer: RecordingWriter, mocker: MockerFixture) -> None:
     state = sync_state(node_labels=CURRENT)
     state.host = host()
-    agent_handler(NodeLabelsHandler, writer=writer).handle(state)
+    agent_handler(mocker, NodeLabelsHandler, writer=writer).handle(state)
     assert writer.calls == []
     assert state.writes == 0
 
 
-def test_changed_and_unreadable_facts_patch_only_their_keys(writer: RecordingWriter) -> None:
+def test_changed_and_unreadable_facts_patch_only_their_keys(
+    writer: RecordingWriter, mocker: MockerFixture
+) -> None:
     state = sync_state(node_labels=CURRENT)
     state.host = host(kernel_release="6.8.0-45-generic", os_version=None, bare_metal=False)
-    agent_handler(NodeLabelsHandler, writer=writer).handle(state)
+    agent_handler(mocker, NodeLabelsHandler, writer=writer).handle(state)
     assert writer.calls == [
         (
             "patch_node_labels",
@@ -52,14 +55,14 @@ def test_changed_and_unreadable_facts_patch_only_their_keys(writer: RecordingWri
     ]
 
 
-def test_a_missing_node_is_a_recorded_failure(writer: RecordingWriter) -> None:
+def test_a_missing_node_is_a_recorded_failure(writer: RecordingWriter, mocker: MockerFixture) -> None:
     state = sync_state(with_node=False)
     state.host = host()
-    agent_handler(NodeLabelsHandler, writer=writer).handle(state)
+    agent_handler(mocker, NodeLabelsHandler, writer=writer).handle(state)
     assert writer.calls == []
     assert [f.subject for f in state.failures] == [f"Node {NODE}"]
     writer.fail_on[f"patch_node_labels:{NODE}"] = NotFoundError(status=404, reason="NotFound", message="gone")
     state = sync_state()
     state.host = host()
-    agent_handler(NodeLabelsHandler, writer=writer).handle(state)
+    agent_handler(mocker, NodeLabelsHandler, writer=writer).handle(state)
     assert "gone" in str(state.failures[0].error)

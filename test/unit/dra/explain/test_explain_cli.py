@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from unittest.mock import MagicMock
 
 import pytest
 from alloc_builders import a30_pool, claim, exact, mig_class
@@ -15,6 +14,7 @@ from kubernetes.client import (
     V1NodeSelectorRequirement,
     V1NodeSelectorTerm,
 )
+from pytest_mock import MockerFixture, MockType
 
 from api.gpu.v1alpha1 import ExplanationOutcome
 from pkg.app.gpu_dra_controller import main as controller_main
@@ -146,8 +146,8 @@ def test_the_controller_binary_delegates_explain() -> None:
     assert controller_main(["explain", "ml/training", "--bundle", SAMPLE]) == 1
 
 
-def test_cluster_snapshot_from_a_client() -> None:
-    kube = MagicMock()
+def test_cluster_snapshot_from_a_client(mocker: MockerFixture) -> None:
+    kube = mocker.MagicMock()
     slices, classes = a30_pool(), [mig_class("1g")]
     claims = [claim("c", exact("gpu", "mig-1g"), namespace="ns")]
     kube.list.side_effect = lambda kind: {DEVICE_CLASS: (classes, "1"), RESOURCE_CLAIM: (claims, "1")}[kind]
@@ -162,8 +162,8 @@ def test_cluster_snapshot_from_a_client() -> None:
     assert kube.get.call_args.args[0] is NAMESPACE
 
 
-def test_a_malformed_slice_in_the_cluster_is_named() -> None:
-    kube = MagicMock()
+def test_a_malformed_slice_in_the_cluster_is_named(mocker: MockerFixture) -> None:
+    kube = mocker.MagicMock()
     kube.list.return_value = ([], "1")
     bad = RESOURCE_SLICE.encode(a30_pool()[1])
     bad["spec"]["devices"][0]["capacity"]["memory"] = {"value": 5}
@@ -175,8 +175,8 @@ def test_a_malformed_slice_in_the_cluster_is_named() -> None:
         load_cluster(kubeconfig=None, namespace="ns", node=None, client=kube)
 
 
-def test_a_missing_node_is_a_cluster_error() -> None:
-    kube = MagicMock()
+def test_a_missing_node_is_a_cluster_error(mocker: MockerFixture) -> None:
+    kube = mocker.MagicMock()
     kube.list.return_value = ([], "1")
     kube.list_page_json.return_value = b'{"items": []}'
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message='nodes "n1" not found')
@@ -213,11 +213,11 @@ def test_node_descriptions() -> None:
 # -- cluster mode: asked of gpu-dra-controller first ------------------------------------------------
 
 
-def _controller(monkeypatch: pytest.MonkeyPatch, answer: object) -> MagicMock:
+def _controller(mocker: MockerFixture, monkeypatch: pytest.MonkeyPatch, answer: object) -> MockType:
     """The cluster's client (its claim read) and the controller's answer, faked."""
     import pkg.dra.explain.cli as cli_module
 
-    kube = MagicMock()
+    kube: MockType = mocker.MagicMock()
     kube.get.return_value = RESOURCE_CLAIM.decode(
         {"metadata": {"name": "c", "namespace": "ns", "uid": "u"}, "spec": {}}
     )
@@ -232,10 +232,13 @@ def _controller(monkeypatch: pytest.MonkeyPatch, answer: object) -> MagicMock:
     return kube
 
 
-def test_cluster_mode_prints_the_controllers_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_mode_prints_the_controllers_answer(
+    monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
+) -> None:
     from pkg.dra.explain.request import Answer
 
     _controller(
+        mocker,
         monkeypatch,
         Answer(
             outcome=ExplanationOutcome.ALLOCATABLE,
@@ -248,10 +251,12 @@ def test_cluster_mode_prints_the_controllers_answer(monkeypatch: pytest.MonkeyPa
     assert out == "note: ns/c is already allocated: gpu -> d/p/x on node n\nclaim ns/c (strategy best-fit)\n"
 
 
-def test_cluster_mode_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_mode_falls_back_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
+) -> None:
     from pkg.dra.explain.request import NotServedError
 
-    kube = _controller(monkeypatch, NotServedError("the ClaimExplanation API is not installed"))
+    kube = _controller(mocker, monkeypatch, NotServedError("the ClaimExplanation API is not installed"))
     import pkg.dra.explain.cli as cli_module
 
     loaded: list[object] = []
@@ -270,28 +275,31 @@ def test_cluster_mode_falls_back_with_a_warning(monkeypatch: pytest.MonkeyPatch)
     assert loaded == [kube]  # the same client, read locally
 
 
-def test_cluster_mode_error_answer_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_mode_error_answer_exits_2(monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture) -> None:
     from pkg.dra.explain.request import Answer
 
     _controller(
-        monkeypatch, Answer(outcome=ExplanationOutcome.ERROR, report="", reason="node ghost not found")
+        mocker,
+        monkeypatch,
+        Answer(outcome=ExplanationOutcome.ERROR, report="", reason="node ghost not found"),
     )
     assert explain("ns/c", "--node", "ghost") == (2, "", "error: node ghost not found\n")
 
 
-def test_cluster_mode_missing_claim_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    kube = _controller(monkeypatch, AssertionError("not asked"))
+def test_cluster_mode_missing_claim_exits_2(monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture) -> None:
+    kube = _controller(mocker, monkeypatch, AssertionError("not asked"))
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="gone")
     assert explain("ns/c") == (2, "", "error: ResourceClaim ns/c not found in the cluster\n")
 
 
 def test_cluster_mode_without_the_right_to_get_the_claim_computes_here(
     monkeypatch: pytest.MonkeyPatch,
+    mocker: MockerFixture,
 ) -> None:
     """The controller's own account lists claims but may not get one: it falls back, never fails."""
     from pkg.framework.client import ApiError
 
-    kube = _controller(monkeypatch, AssertionError("not asked"))
+    kube = _controller(mocker, monkeypatch, AssertionError("not asked"))
     kube.get.side_effect = ApiError(status=403, reason="Forbidden", message="no get")
     import pkg.dra.explain.cli as cli_module
 
@@ -307,10 +315,10 @@ def test_cluster_mode_without_the_right_to_get_the_claim_computes_here(
     ]
 
 
-def test_cluster_mode_other_api_errors_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cluster_mode_other_api_errors_exit_2(monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture) -> None:
     from pkg.framework.client import ApiError
 
-    kube = _controller(monkeypatch, AssertionError("not asked"))
+    kube = _controller(mocker, monkeypatch, AssertionError("not asked"))
     kube.get.side_effect = ApiError(status=500, reason="InternalError", message="etcd down")
     code, out, err = explain("ns/c")
     assert (code, out) == (2, "")

@@ -6,11 +6,11 @@ import copy
 import json
 import tracemalloc
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from alloc_builders import Cluster, a30_pool, device, mig_class, resource_slice
 from kubernetes.client import V1DeviceTaint
+from pytest_mock import MockerFixture
 
 from pkg.dra.explain import slice_reader
 from pkg.dra.explain.slice_reader import SliceDecoder, SliceReadError, read_slices
@@ -120,9 +120,9 @@ def pages(raw: list[dict[str, Any]], size: int) -> list[bytes]:
     ]
 
 
-def test_reads_every_page_of_one_list() -> None:
+def test_reads_every_page_of_one_list(mocker: MockerFixture) -> None:
     raw = as_json([*a30_pool("node-a"), *a30_pool("node-b"), tainted_slice()])
-    kube = MagicMock()
+    kube = mocker.MagicMock()
     kube.list_page_json.side_effect = pages(raw, 2)
     slices = read_slices(kube, page_size=2)
     assert as_json(slices) == raw
@@ -131,19 +131,19 @@ def test_reads_every_page_of_one_list() -> None:
     assert {c.kwargs["limit"] for c in kube.list_page_json.call_args_list} == {2}
 
 
-def test_a_failed_page_request_raises_in_order() -> None:
+def test_a_failed_page_request_raises_in_order(mocker: MockerFixture) -> None:
     """The next page is fetched ahead on a helper thread; its failure still surfaces here, after
     the items of the pages before it."""
     raw = as_json([*a30_pool("node-a"), *a30_pool("node-b")])
-    kube = MagicMock()
+    kube = mocker.MagicMock()
     kube.list_page_json.side_effect = [pages(raw, 2)[0], OSError("connection reset")]
     with pytest.raises(OSError, match="connection reset"):
         read_slices(kube, page_size=2)
     assert kube.list_page_json.call_count == 2
 
 
-def test_a_page_that_is_not_a_list_is_an_error() -> None:
-    kube = MagicMock()
+def test_a_page_that_is_not_a_list_is_an_error(mocker: MockerFixture) -> None:
+    kube = mocker.MagicMock()
     kube.list_page_json.return_value = b"[1, 2]"
     with pytest.raises(SliceReadError, match="ResourceSliceList: expected an object"):
         read_slices(kube)

@@ -7,11 +7,11 @@ example a newcomer copies is one the test suite runs.
 from __future__ import annotations
 
 from pathlib import Path
-from unittest.mock import MagicMock
 
 from kubernetes.client import V1ObjectMeta
 from labeler_handlers import LABEL, SeenLabelHandler
 from labeler_setup import LabelerContainer, setup_labeler
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.cache.informer_factory import InformerFactory
@@ -23,9 +23,9 @@ HERE = Path(__file__).resolve().parent
 DOCS = HERE.parents[3] / "docs" / "framework.md"
 
 
-def test_the_labeler_labels_a_cached_gpu_with_one_guarded_patch() -> None:
+def test_the_labeler_labels_a_cached_gpu_with_one_guarded_patch(mocker: MockerFixture) -> None:
     gpu = PhysicalGPU(metadata=V1ObjectMeta(name="node-1-0-10de-20b7", resource_version="7", generation=1))
-    client = MagicMock(spec=KubeClient)
+    client = mocker.MagicMock(spec=KubeClient)
     client.patch.side_effect = lambda kind, name, ops, **kw: gpu
     container = LabelerContainer(client=client, informers=InformerFactory(client))
     manager = Manager()
@@ -43,11 +43,13 @@ def test_the_labeler_labels_a_cached_gpu_with_one_guarded_patch() -> None:
     assert manager._runnables == [controller]
 
 
-def test_the_handler_can_be_overridden_in_the_real_container() -> None:
+def test_the_handler_can_be_overridden_in_the_real_container(mocker: MockerFixture) -> None:
     from dependency_injector import providers
 
-    container = LabelerContainer(client=MagicMock(spec=KubeClient), informers=MagicMock(spec=InformerFactory))
-    fake = MagicMock(spec=SeenLabelHandler)
+    container = LabelerContainer(
+        client=mocker.MagicMock(spec=KubeClient), informers=mocker.MagicMock(spec=InformerFactory)
+    )
+    fake = mocker.MagicMock(spec=SeenLabelHandler)
     container.handlers.override(providers.Object([fake]))
     assert container.handlers() == [fake]
 

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-from unittest.mock import MagicMock
 
 import pytest
 from dependency_injector import providers
@@ -34,6 +33,7 @@ from kubernetes.client import (
     V1ResourceClaimConsumerReference,
     V1ResourceClaimStatus,
 )
+from pytest_mock import MockerFixture, MockType
 
 from pkg.backends import BackendOptions, VendorPlugin
 from pkg.backends.driver_files import DriverRootOptions
@@ -239,9 +239,10 @@ class Node:
     container: PreparationContainer
     claims: Claims
     offers: Offers
-    events: MagicMock
+    events: MockType
     cards_changed: list[str]
     pods: Pods
+    mocker: MockerFixture  # the test's, for another instance's API stand-ins
     plugin: VendorPlugin = SIMULATED_NVIDIA
     extra_kinds: Sequence[DeviceKind] = ()
 
@@ -281,6 +282,7 @@ class Node:
     def another_instance(self) -> Node:
         """A second gpu-handler on the same node (a rolling update): shared files, own objects."""
         return node(
+            self.mocker,
             self.host.base.parent,
             claims=self.claims,
             offers=self.offers,
@@ -304,6 +306,7 @@ def stand_in_driver() -> DriverRoot:
 
 
 def node(
+    mocker: MockerFixture,
     tmp: Path,
     *,
     fixture: str = "a30-x2",
@@ -319,7 +322,8 @@ def node(
     extra_kinds: Sequence[DeviceKind] = (),
 ) -> Node:
     """A simulated node's preparation; ``extra_kinds`` are registered after the built-in kinds, the
-    way a new kind is added to the composition root's list."""
+    way a new kind is added to the composition root's list. ``mocker`` (pytest-mock's fixture)
+    makes the API-facing stand-ins: the client, informers, recorder and events."""
     host = existing_host or SimulatedGpuHost.create(tmp / "host", FIXTURES / fixture)
     backend = plugin.create(
         BackendOptions(
@@ -345,17 +349,17 @@ def node(
     claims = claims or Claims()
     offers = offers or Offers()
     pods = pods or Pods()
-    events = MagicMock()
+    events: MockType = mocker.MagicMock()
     changed: list[str] = []
-    card_changes = MagicMock()
+    card_changes = mocker.MagicMock()
     card_changes.changed.side_effect = changed.append
-    gpus = MagicMock(spec=SharedInformer)
+    gpus = mocker.MagicMock(spec=SharedInformer)
     gpus.store.list.return_value = []
     container = PreparationContainer(
         settings=settings,
-        client=MagicMock(spec=KubeClient),
-        informers=MagicMock(spec=InformerFactory),
-        recorder=MagicMock(spec=EventRecorderLogger),
+        client=mocker.MagicMock(spec=KubeClient),
+        informers=mocker.MagicMock(spec=InformerFactory),
+        recorder=mocker.MagicMock(spec=EventRecorderLogger),
         backend=backend,
         gpu_informer=gpus,
         card_changes=card_changes,
@@ -375,6 +379,7 @@ def node(
         events=events,
         cards_changed=changed,
         pods=pods,
+        mocker=mocker,
         plugin=plugin,
         extra_kinds=extra_kinds,
     )

@@ -17,16 +17,18 @@ from types import FrameType
 from typing import Any
 
 from preparation_fakes import A30, mig_offer, node
+from pytest_mock import MockerFixture
 
 PKG = Path(__file__).resolve().parents[4] / "pkg"
 
 
-def walk(*, skip: tuple[str, ...] = (), returns: bool = True) -> list[str]:
+def walk(mocker: MockerFixture, *, skip: tuple[str, ...] = (), returns: bool = True) -> list[str]:
     """The files under pkg/ control passes through during one MIG prepare, one entry per change;
     files under the folders ``skip`` (relative to pkg/) are transparent too. Without ``returns``,
-    only calls move the walk (a function's return to its caller does not)."""
+    only calls move the walk (a function's return to its caller does not). ``mocker`` makes the
+    node's API-facing stand-ins (:func:`preparation_fakes.node`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        n = node(Path(tmp))
+        n = node(mocker, Path(tmp))
         [offer] = n.offers.publish(mig_offer(A30, start=3))
         claim = n.claims.allocate("train", [offer])
         driver = n.driver  # built before tracing: the walk is the call, not the wiring

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from unittest.mock import MagicMock
-
 from kubernetes.client import V1ObjectMeta
+from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from api.gpu.v1alpha1.hardware import PciInfo
@@ -20,8 +19,8 @@ def _gpu(name: str, address: str) -> PhysicalGPU:
     return PhysicalGPU(metadata=V1ObjectMeta(name=name), status=PhysicalGPUStatus(pci_info=pci))
 
 
-def test_the_warning_lands_on_the_physicalgpu_at_that_address_only() -> None:
-    recorder = MagicMock()
+def test_the_warning_lands_on_the_physicalgpu_at_that_address_only(mocker: MockerFixture) -> None:
+    recorder = mocker.MagicMock()
     gpus = [_gpu("n1-0-10de-20b7", "0000:3b:00.0"), _gpu("n1-1-10de-20b7", "0000:d8:00.0")]
     events = RecorderClaimEvents(recorder, gpus=lambda: gpus)
     events.card_warning("0000:d8:00.0", reason="PrepareFailed", message="claim ns/c: card busy")

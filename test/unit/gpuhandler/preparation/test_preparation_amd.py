@@ -15,6 +15,7 @@ import pytest
 from k8s_fields import uid_of
 from kubernetes.client import V1Device
 from preparation_fakes import Node, attrs, kill_at, node
+from pytest_mock import MockerFixture
 
 from pkg.backends.amd.plugin import SIMULATED_AMD
 from pkg.backends.amd.simulated import PROCESSES_DIR, make_device_files
@@ -28,8 +29,8 @@ SPLIT = "0000:26:00.0"
 CARDS = (WHOLE, "0000:26:00.0")
 
 
-def _node(tmp_path: Path) -> Node:
-    n = node(tmp_path, fixture="mi300x-x8", plugin=SIMULATED_AMD)
+def _node(mocker: MockerFixture, tmp_path: Path) -> Node:
+    n = node(mocker, tmp_path, fixture="mi300x-x8", plugin=SIMULATED_AMD)
     make_device_files(n.host.dev, range(128, 136))
     return n
 
@@ -79,8 +80,8 @@ def _mode(n: Node, card: str) -> str | None:
     return read_card(n.host.root, card).compute_mode
 
 
-def test_a_whole_card_and_a_cpx_partition_of_another(tmp_path: Path) -> None:
-    n = _node(tmp_path)
+def test_a_whole_card_and_a_cpx_partition_of_another(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = _node(mocker, tmp_path)
     whole = _claim(n, "whole", _whole(WHOLE))
     part = _claim(n, "part", _partition(SPLIT, 3))
 
@@ -103,8 +104,10 @@ def test_a_whole_card_and_a_cpx_partition_of_another(tmp_path: Path) -> None:
     assert read_card(n.host.root, SPLIT).render_minors == (129,)
 
 
-def test_partitions_of_one_mode_share_the_card_and_the_mode_stays_until_the_last(tmp_path: Path) -> None:
-    n = _node(tmp_path)
+def test_partitions_of_one_mode_share_the_card_and_the_mode_stays_until_the_last(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = _node(mocker, tmp_path)
     first = _claim(n, "first", _partition(SPLIT, 0))
     second = _claim(n, "second", _partition(SPLIT, 1))
     assert n.driver.prepare([first])[first.uid].error == ""
@@ -116,8 +119,10 @@ def test_partitions_of_one_mode_share_the_card_and_the_mode_stays_until_the_last
     assert _mode(n, SPLIT) == "spx"
 
 
-def test_a_busy_card_is_not_switched_and_the_claim_fails_as_card_busy(tmp_path: Path) -> None:
-    n = _node(tmp_path)
+def test_a_busy_card_is_not_switched_and_the_claim_fails_as_card_busy(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = _node(mocker, tmp_path)
     busy = n.host.nvml_state / PROCESSES_DIR / SPLIT
     busy.parent.mkdir(parents=True, exist_ok=True)
     busy.write_text("777\n")
@@ -130,8 +135,10 @@ def test_a_busy_card_is_not_switched_and_the_claim_fails_as_card_busy(tmp_path: 
     assert n.container.store().load().claims == {}
 
 
-def test_a_partition_of_another_mode_than_the_card_holds_is_refused(tmp_path: Path) -> None:
-    n = _node(tmp_path)
+def test_a_partition_of_another_mode_than_the_card_holds_is_refused(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = _node(mocker, tmp_path)
     cpx = _claim(n, "cpx", _partition(SPLIT, 0))
     assert n.driver.prepare([cpx])[cpx.uid].error == ""
     dpx = _claim(n, "dpx", _partition(SPLIT, 1, mode="dpx", count=2))
@@ -140,8 +147,10 @@ def test_a_partition_of_another_mode_than_the_card_holds_is_refused(tmp_path: Pa
     assert _mode(n, SPLIT) == "cpx"
 
 
-def test_a_whole_card_claim_switches_an_idle_partitioned_card_back(tmp_path: Path) -> None:
-    n = _node(tmp_path)
+def test_a_whole_card_claim_switches_an_idle_partitioned_card_back(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = _node(mocker, tmp_path)
     busy = n.host.nvml_state / PROCESSES_DIR / SPLIT
     part = _claim(n, "part", _partition(SPLIT, 0))
     assert n.driver.prepare([part])[part.uid].error == ""
@@ -159,9 +168,9 @@ def test_a_whole_card_claim_switches_an_idle_partitioned_card_back(tmp_path: Pat
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", PREPARE_POINTS)
 def test_a_partition_claim_killed_at_any_prepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n = _node(tmp_path)
+    n = _node(mocker, tmp_path)
     claim = _claim(n, "part", _partition(SPLIT, 5))
     kill_at(n, monkeypatch, f"prepare:{point}:{when}", claim)
 
@@ -178,9 +187,9 @@ def test_a_partition_claim_killed_at_any_prepare_point_converges(
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", UNPREPARE_POINTS)
 def test_a_partition_claim_killed_at_any_unprepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n = _node(tmp_path)
+    n = _node(mocker, tmp_path)
     claim = _claim(n, "part", _partition(SPLIT, 5))
     assert n.driver.prepare([claim])[claim.uid].error == ""
     kill_at(n, monkeypatch, f"unprepare:{point}:{when}", claim)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from preparation_fakes import node
+from pytest_mock import MockerFixture
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointFile
 from pkg.gpuhandler.preparation.kinds import Kinds
@@ -27,10 +28,12 @@ KIND_OF_CLAIM = {
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
-def test_a_checkpoint_of_every_earlier_format_reads_the_same(tmp_path: Path, version: int) -> None:
+def test_a_checkpoint_of_every_earlier_format_reads_the_same(
+    tmp_path: Path, version: int, mocker: MockerFixture
+) -> None:
     source = FIXTURES / f"checkpoint-format-{version}.json"
     raw = json.loads(source.read_text())
-    kinds: Kinds = node(tmp_path / "node").container.kinds()
+    kinds: Kinds = node(mocker, tmp_path / "node").container.kinds()
 
     data = CheckpointFile(source, RECORD_TYPES).parse(source.read_bytes())
 

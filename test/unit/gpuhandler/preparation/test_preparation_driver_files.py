@@ -6,9 +6,9 @@ import json
 import socket
 import tempfile
 from pathlib import Path
-from unittest.mock import MagicMock
 
 from preparation_fakes import A30, CDI_HOOK, mig_offer, node, stand_in_driver, whole_offer
+from pytest_mock import MockerFixture
 
 from pkg.backends.driver_files import DriverFiles, DriverFilesError, DriverRootOptions
 from pkg.backends.preparation import ContainerEdits, DeviceNode
@@ -20,8 +20,10 @@ from pkg.gpuhandler.preparation.runnable import leave_node
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
 
 
-def test_a_prepared_card_names_the_base_spec_which_holds_the_driver_files(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_prepared_card_names_the_base_spec_which_holds_the_driver_files(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30))
     claim = n.claims.allocate("train", [offer])
 
@@ -36,8 +38,10 @@ def test_a_prepared_card_names_the_base_spec_which_holds_the_driver_files(tmp_pa
     assert {h["path"] for h in spec["containerEdits"]["hooks"]} == {str(CDI_HOOK)}
 
 
-def test_a_missing_driver_root_fails_the_prepare_before_the_node_changes(tmp_path: Path) -> None:
-    n = node(tmp_path, driver_root=DriverRootOptions(root=tmp_path / "no-driver", cdi_hook=CDI_HOOK))
+def test_a_missing_driver_root_fails_the_prepare_before_the_node_changes(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, driver_root=DriverRootOptions(root=tmp_path / "no-driver", cdi_hook=CDI_HOOK))
     [offer] = n.offers.publish(mig_offer(A30, start=3))
     claim = n.claims.allocate("train", [offer])
 
@@ -49,8 +53,8 @@ def test_a_missing_driver_root_fails_the_prepare_before_the_node_changes(tmp_pat
     assert not n.container.cdi().driver_path("nvidia").exists()
 
 
-def test_driver_spec_reports_the_state_and_fails_with_the_reason() -> None:
-    status = MagicMock()
+def test_driver_spec_reports_the_state_and_fails_with_the_reason(mocker: MockerFixture) -> None:
+    status = mocker.MagicMock()
     edits = ContainerEdits(device_nodes=(DeviceNode(path="/dev/nvidiactl", host_path="/dev/nvidiactl"),))
     answers: list[DriverFiles | DriverFilesError] = [
         DriverFilesError(reason="DriverVersionMismatch", message="root holds 575, module is 580"),
@@ -63,7 +67,7 @@ def test_driver_spec_reports_the_state_and_fails_with_the_reason() -> None:
             raise answer
         return answer
 
-    cdi = MagicMock(spec=CdiSpecs)
+    cdi = mocker.MagicMock(spec=CdiSpecs)
     cdi.write_driver.return_value = DRIVER_ID
     spec = DriverSpec(files=files, cdi=cdi, vendor="nvidia", status=status)
 
@@ -93,14 +97,16 @@ def test_the_hook_program_is_installed_under_its_contents_name_once(tmp_path: Pa
     assert first.exists()  # kept for containers whose creation read the earlier spec
 
 
-def test_the_base_spec_leaves_with_the_nodes_last_instance_once_nothing_is_prepared(tmp_path: Path) -> None:
+def test_the_base_spec_leaves_with_the_nodes_last_instance_once_nothing_is_prepared(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
     # Socket paths are short (108 bytes): the kubelet root in a short folder of its own.
     with tempfile.TemporaryDirectory(prefix="k", dir="/tmp") as kubelet_root:
-        _leaves_with_the_last_instance(tmp_path, Path(kubelet_root))
+        _leaves_with_the_last_instance(mocker, tmp_path, Path(kubelet_root))
 
 
-def _leaves_with_the_last_instance(tmp_path: Path, kubelet_root: Path) -> None:
-    n = node(tmp_path, kubelet_root=kubelet_root)
+def _leaves_with_the_last_instance(mocker: MockerFixture, tmp_path: Path, kubelet_root: Path) -> None:
+    n = node(mocker, tmp_path, kubelet_root=kubelet_root)
     settings = n.container.settings()
     store = n.container.store()
     spec: DriverSpec = n.container.driver_spec()

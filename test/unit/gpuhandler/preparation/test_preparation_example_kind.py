@@ -12,6 +12,7 @@ import pytest
 from example_device_kind import ORPHANS, ExampleSlotKind, SlotRecord
 from kubernetes.client import V1Device
 from preparation_fakes import A30, Node, attrs, kill_at, node, prepare_failures
+from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
@@ -26,9 +27,9 @@ def slot_offer(slot: int, card: str = A30) -> V1Device:
     )
 
 
-def _node(tmp_path: Path) -> tuple[Node, ExampleSlotKind]:
+def _node(mocker: MockerFixture, tmp_path: Path) -> tuple[Node, ExampleSlotKind]:
     kind = ExampleSlotKind(state_dir=tmp_path / "example-slots")
-    return node(tmp_path, extra_kinds=[kind]), kind
+    return node(mocker, tmp_path, extra_kinds=[kind]), kind
 
 
 def _claim(n: Node, slot: int = 2, name: str = "slotted") -> ClaimRef:
@@ -36,15 +37,17 @@ def _claim(n: Node, slot: int = 2, name: str = "slotted") -> ClaimRef:
     return n.claims.allocate(name, [offer])
 
 
-def test_the_kind_is_registered_through_the_same_registry(tmp_path: Path) -> None:
-    n, kind = _node(tmp_path)
+def test_the_kind_is_registered_through_the_same_registry(tmp_path: Path, mocker: MockerFixture) -> None:
+    n, kind = _node(mocker, tmp_path)
     kinds: Kinds = n.container.kinds()
     assert kind in list(kinds)
     assert "ExampleSlot" in n.container.store().file.records.device_types
 
 
-def test_a_claim_of_the_new_kind_is_prepared_recorded_and_released(tmp_path: Path) -> None:
-    n, kind = _node(tmp_path)
+def test_a_claim_of_the_new_kind_is_prepared_recorded_and_released(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n, kind = _node(mocker, tmp_path)
     claim = _claim(n)
 
     outcome = n.driver.prepare([claim])[claim.uid]
@@ -70,8 +73,8 @@ def test_a_claim_of_the_new_kind_is_prepared_recorded_and_released(tmp_path: Pat
     assert not n.container.cdi().path_of(claim.uid).exists()
 
 
-def test_its_conflict_rule_refuses_a_slot_another_claim_holds(tmp_path: Path) -> None:
-    n, kind = _node(tmp_path)
+def test_its_conflict_rule_refuses_a_slot_another_claim_holds(tmp_path: Path, mocker: MockerFixture) -> None:
+    n, kind = _node(mocker, tmp_path)
     [offer] = n.offers.publish(slot_offer(5))
     first, second = n.claims.allocate("first", [offer]), n.claims.allocate("second", [offer])
     assert n.driver.prepare([first])[first.uid].error == ""
@@ -85,8 +88,10 @@ def test_its_conflict_rule_refuses_a_slot_another_claim_holds(tmp_path: Path) ->
     assert kind.lent() == {f"{A30}@slot-5": first.uid}
 
 
-def test_its_plan_refuses_an_offer_it_cannot_read_naming_the_claim(tmp_path: Path) -> None:
-    n, kind = _node(tmp_path)
+def test_its_plan_refuses_an_offer_it_cannot_read_naming_the_claim(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n, kind = _node(mocker, tmp_path)
     claim = _claim(n, slot=42)
 
     error = n.driver.prepare([claim])[claim.uid].error
@@ -100,9 +105,9 @@ def test_its_plan_refuses_an_offer_it_cannot_read_naming_the_claim(tmp_path: Pat
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", PREPARE_POINTS)
 def test_a_claim_of_the_new_kind_killed_at_any_prepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n, kind = _node(tmp_path)
+    n, kind = _node(mocker, tmp_path)
     claim = _claim(n)
     kill_at(n, monkeypatch, f"prepare:{point}:{when}", claim)
 
@@ -117,9 +122,9 @@ def test_a_claim_of_the_new_kind_killed_at_any_prepare_point_converges(
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", UNPREPARE_POINTS)
 def test_a_claim_of_the_new_kind_killed_at_any_unprepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n, kind = _node(tmp_path)
+    n, kind = _node(mocker, tmp_path)
     claim = _claim(n)
     assert n.driver.prepare([claim])[claim.uid].error == ""
     kill_at(n, monkeypatch, f"unprepare:{point}:{when}", claim)
@@ -131,8 +136,10 @@ def test_a_claim_of_the_new_kind_killed_at_any_unprepare_point_converges(
     assert restarted.container.store().load().claims == {}
 
 
-def test_start_up_rolls_back_a_half_prepared_claim_and_removes_what_no_record_owns(tmp_path: Path) -> None:
-    n, kind = _node(tmp_path)
+def test_start_up_rolls_back_a_half_prepared_claim_and_removes_what_no_record_owns(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n, kind = _node(mocker, tmp_path)
     claim = _claim(n)
     assert n.driver.prepare([claim])[claim.uid].error == ""
     store = n.container.store()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from preparation_fakes import A30, POOL, Node, node, whole_offer
+from pytest_mock import MockerFixture
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
@@ -69,8 +70,8 @@ def _mig(start: int = 3) -> DeviceRecord:
 # -- the registry ---------------------------------------------------------------------------------------
 
 
-def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path) -> None:
-    kinds: Kinds = node(tmp_path).container.kinds()
+def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path, mocker: MockerFixture) -> None:
+    kinds: Kinds = node(mocker, tmp_path).container.kinds()
     vfio = VfioRecord(iommu_group="28", functions=[VfioFunctionRecord(address=RTX, driver="nvidia")])
     share = SharingRecord(strategy="MPS", share_percent=50, memory_mib=1024)
 
@@ -78,7 +79,7 @@ def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path) -> No
     assert isinstance(kinds.of(_device(sharing=share.model_dump(by_alias=True))), ShareKind)
     assert isinstance(kinds.of(_device(RTX, vfio=vfio.model_dump(by_alias=True))), VfioKind)
     assert isinstance(kinds.of(_device()), WholeCardKind)
-    preparer = node(tmp_path / "m").container.preparer()
+    preparer = node(mocker, tmp_path / "m").container.preparer()
     with pytest.raises(UnknownKindError, match=r"gpu-x on card 0000:3b:00\.0 is of no known kind"):
         Kinds([MigKind(preparer)]).of(_device())
     with pytest.raises(ValueError, match=r"more than one kind without a record field"):
@@ -89,8 +90,9 @@ def test_a_recorded_device_is_of_the_kind_its_record_marks(tmp_path: Path) -> No
 
 def test_a_checkpoint_written_before_the_kinds_reads_the_same_and_each_record_finds_its_kind(
     tmp_path: Path,
+    mocker: MockerFixture,
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     raw = json.loads(FIXTURE.read_text())
 
     data = n.container.store().file.parse(FIXTURE.read_bytes())
@@ -124,8 +126,10 @@ def test_a_checkpoint_written_before_the_kinds_reads_the_same_and_each_record_fi
 # -- MIG device -----------------------------------------------------------------------------------------
 
 
-def test_the_mig_kind_switches_a_free_card_makes_the_device_and_releases_it(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_mig_kind_switches_a_free_card_makes_the_device_and_releases_it(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     kind = MigKind(n.container.preparer())
     device = _mig(start=3)
     work = _work(device)
@@ -148,8 +152,10 @@ def test_the_mig_kind_switches_a_free_card_makes_the_device_and_releases_it(tmp_
     assert _mig_mode(n)  # MIG mode stays for the next MIG claim
 
 
-def test_the_mig_kind_does_not_switch_a_card_another_claim_uses(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_mig_kind_does_not_switch_a_card_another_claim_uses(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     device = _mig()
 
     with pytest.raises(PrepareFailedError, match="must switch to MIG mode but is prepared for team/other"):
@@ -163,8 +169,9 @@ def test_the_mig_kind_does_not_switch_a_card_another_claim_uses(tmp_path: Path) 
 
 def test_the_whole_card_kind_leaves_empty_mig_mode_and_refuses_a_card_with_mig_devices(
     tmp_path: Path,
+    mocker: MockerFixture,
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     preparer = n.container.preparer()
     kind = WholeCardKind(preparer)
     preparer.set_mig_mode(A30, enabled=True)
@@ -193,8 +200,10 @@ def _card(n: Node, card: str = A30) -> tuple[int, int]:
     return state.compute_mode, state.time_slice
 
 
-def test_the_share_kind_sets_the_time_slice_until_no_other_claims_share_needs_it(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_share_kind_sets_the_time_slice_until_no_other_claims_share_needs_it(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     kind = ShareKind(
         preparer=n.container.preparer(), sharing=n.container.sharing(), watchdog=n.container.watchdog()
     )
@@ -211,8 +220,10 @@ def test_the_share_kind_sets_the_time_slice_until_no_other_claims_share_needs_it
     assert _card(n) == (0, 0)
 
 
-def test_the_share_kind_runs_the_cards_mps_daemon_with_the_shares_limits(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_share_kind_runs_the_cards_mps_daemon_with_the_shares_limits(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     kind = ShareKind(
         preparer=n.container.preparer(), sharing=n.container.sharing(), watchdog=n.container.watchdog()
     )
@@ -247,8 +258,9 @@ def _driver(n: Node, address: str) -> str | None:
 
 def test_the_vfio_kind_binds_the_group_gives_the_vm_its_files_and_gives_everything_back(
     tmp_path: Path,
+    mocker: MockerFixture,
 ) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     pod = n.pods.add("vm", {VFIO_ANNOTATION: "true"})
     ref = n.claims.allocate("vm", [offer], reserved_for=[pod])

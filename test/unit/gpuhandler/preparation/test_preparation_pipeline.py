@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from k8s_fields import present
 from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_failures, whole_offer
+from pytest_mock import MockerFixture
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CDI_KIND
@@ -33,8 +34,10 @@ def _mig_mode(n: Node, card: str = A30) -> int:
     return int(n.backend._nvml.mig_mode(card)[0])
 
 
-def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=3))
     claim = n.claims.allocate("train", [offer])
 
@@ -59,8 +62,8 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert n.cards_changed == [A30]  # MIG mode changed: the enrichment must look again
 
 
-def test_preparing_twice_answers_the_same_and_changes_nothing(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_preparing_twice_answers_the_same_and_changes_nothing(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=2))
     claim = n.claims.allocate("train", [offer])
     first = n.driver.prepare([claim])[claim.uid]
@@ -72,8 +75,8 @@ def test_preparing_twice_answers_the_same_and_changes_nothing(tmp_path: Path) ->
     assert _gpu_instances(n) == [(14, 2)]
 
 
-def test_unprepare_gives_everything_back_and_is_idempotent(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_unprepare_gives_everything_back_and_is_idempotent(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     claim = n.claims.allocate("train", [offer])
     n.driver.prepare([claim])
@@ -87,8 +90,8 @@ def test_unprepare_gives_everything_back_and_is_idempotent(tmp_path: Path) -> No
     assert _mig_mode(n) == MIG_ENABLED  # left in MIG mode: the next MIG claim needs no switch
 
 
-def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=1))
     first = n.claims.allocate("first", [offer])
     second = n.claims.allocate("second", [offer])  # two allocators raced
@@ -110,8 +113,8 @@ def test_a_device_prepared_for_another_claim_is_refused(tmp_path: Path) -> None:
     assert second.uid not in n.container.store().load().claims
 
 
-def test_a_whole_card_next_to_a_mig_device_is_refused(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_whole_card_next_to_a_mig_device_is_refused(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     mig, whole = n.offers.publish(mig_offer(A30, start=0), whole_offer(A30))
     n.driver.prepare([n.claims.allocate("mig", [mig])])
 
@@ -121,8 +124,8 @@ def test_a_whole_card_next_to_a_mig_device_is_refused(tmp_path: Path) -> None:
     assert _gpu_instances(n) == [(14, 0)]
 
 
-def test_a_whole_card_left_in_empty_mig_mode_leaves_it_first(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_whole_card_left_in_empty_mig_mode_leaves_it_first(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     mig, whole = n.offers.publish(mig_offer(A30, start=0), whole_offer(A30))
     mig_claim = n.claims.allocate("mig", [mig])
     n.driver.prepare([mig_claim])
@@ -141,8 +144,10 @@ def test_a_whole_card_left_in_empty_mig_mode_leaves_it_first(tmp_path: Path) -> 
     assert nodes[:2] == ["/dev/nvidia0", "/dev/nvidiactl"]
 
 
-def test_a_card_with_processes_does_not_switch_and_nothing_is_left(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_card_with_processes_does_not_switch_and_nothing_is_left(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     n.backend._nvml.state.set_processes(A30, [31337])  # type: ignore[attr-defined]
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     claim = n.claims.allocate("train", [offer])
@@ -155,8 +160,8 @@ def test_a_card_with_processes_does_not_switch_and_nothing_is_left(tmp_path: Pat
     assert not n.container.cdi().path_of(claim.uid).exists()
 
 
-def test_a_failure_after_the_hardware_step_rolls_the_card_back(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_failure_after_the_hardware_step_rolls_the_card_back(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=3))
     claim = n.claims.allocate("train", [offer])
     (tmp_path / "cdi").write_text("not a folder")  # the CDI spec cannot be written
@@ -188,9 +193,9 @@ def test_a_failure_after_the_hardware_step_rolls_the_card_back(tmp_path: Path) -
     ],
 )
 def test_an_invalid_config_fails_naming_the_claim_and_the_field(
-    tmp_path: Path, config: dict[str, Any], expected: str
+    tmp_path: Path, config: dict[str, Any], expected: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     claim = n.claims.allocate("train", [offer], config=config)
 
@@ -224,9 +229,9 @@ def test_an_invalid_config_fails_naming_the_claim_and_the_field(
     ],
 )
 def test_what_this_node_cannot_prepare_is_refused_clearly(
-    tmp_path: Path, make: object, expected: str
+    tmp_path: Path, make: object, expected: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = make(n)  # type: ignore[operator]
 
     outcome = n.driver.prepare([claim])[claim.uid]
@@ -235,8 +240,8 @@ def test_what_this_node_cannot_prepare_is_refused_clearly(
     assert n.container.store().load().claims == {}
 
 
-def test_a_claim_recreated_under_the_same_name_is_not_prepared(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_claim_recreated_under_the_same_name_is_not_prepared(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     stale = n.claims.allocate("train", [offer])
     n.claims.allocate("train", [offer])  # the same name, another UID
@@ -246,11 +251,11 @@ def test_a_claim_recreated_under_the_same_name_is_not_prepared(tmp_path: Path) -
     assert f"not {stale.uid}" in outcome.error
 
 
-def test_parallel_prepares_on_one_card_never_mix_modes(tmp_path: Path) -> None:
+def test_parallel_prepares_on_one_card_never_mix_modes(tmp_path: Path, mocker: MockerFixture) -> None:
     """Two gpu-handler instances (a rolling update) and several kubelet calls at once, on one card:
     the four 1g placements and a whole-card claim race; the node lock and the checkpoint make sure
     the card ends either with MIG devices or whole, never both."""
-    first = node(tmp_path)
+    first = node(mocker, tmp_path)
     second = first.another_instance()
     migs = first.offers.publish(*[mig_offer(A30, start=s) for s in range(4)])
     [whole] = first.offers.publish(whole_offer(A30))

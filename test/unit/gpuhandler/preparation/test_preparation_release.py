@@ -4,10 +4,10 @@ device by its kind, a card's MIG mode back as this attempt found it, the CDI spe
 from __future__ import annotations
 
 from pathlib import Path
-from unittest.mock import MagicMock
 
 import pytest
 from preparation_fakes import A30, A30_B, POOL, Node, node
+from pytest_mock import MockerFixture
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
@@ -55,8 +55,10 @@ def _prepared(n: Node, record: ClaimRecord, *others: ClaimRecord) -> tuple[Check
     return checkpoint, work
 
 
-def test_a_rollback_puts_the_card_back_out_of_mig_mode_and_removes_everything(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_rollback_puts_the_card_back_out_of_mig_mode_and_removes_everything(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     preparer = n.container.preparer()
     record = _record(_mig(A30, 0), _mig(A30, 1))
     checkpoint, work = _prepared(n, record)
@@ -70,8 +72,10 @@ def test_a_rollback_puts_the_card_back_out_of_mig_mode_and_removes_everything(tm
     assert not n.container.cdi().path_of(UID).exists()
 
 
-def test_unprepare_leaves_mig_mode_on_and_a_rollback_leaves_a_card_another_claim_uses(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_unprepare_leaves_mig_mode_on_and_a_rollback_leaves_a_card_another_claim_uses(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     preparer = n.container.preparer()
     mine, theirs = _record(_mig(A30, 0)), _record(_mig(A30, 3), uid=OTHER)
     checkpoint, work = _prepared(n, mine)
@@ -90,8 +94,10 @@ def test_unprepare_leaves_mig_mode_on_and_a_rollback_leaves_a_card_another_claim
     assert preparer.mig_devices(A30) == []
 
 
-def test_a_whole_card_rolled_back_goes_back_into_the_empty_mig_mode_it_was_found_in(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_whole_card_rolled_back_goes_back_into_the_empty_mig_mode_it_was_found_in(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     preparer = n.container.preparer()
     preparer.set_mig_mode(A30_B, enabled=True)
     record = _record(_whole(A30_B))
@@ -104,10 +110,12 @@ def test_a_whole_card_rolled_back_goes_back_into_the_empty_mig_mode_it_was_found
     assert preparer.mig_enabled(A30_B)
 
 
-def test_a_device_that_cannot_be_released_does_not_keep_the_others(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_device_that_cannot_be_released_does_not_keep_the_others(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     preparer = n.container.preparer()
-    stuck = MagicMock(spec=WholeCardKind)
+    stuck = mocker.MagicMock(spec=WholeCardKind)
     stuck.record_field = None  # the whole card's kind
     stuck.release.side_effect = OSError("the card does not answer")
     cdi = n.container.cdi()

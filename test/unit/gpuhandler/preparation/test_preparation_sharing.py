@@ -8,10 +8,10 @@ import json
 import os
 import signal
 from pathlib import Path
-from unittest.mock import MagicMock
 
 import pytest
 from preparation_fakes import A30, A30_B, Node, node, prepare_failures, whole_offer
+from pytest_mock import MockerFixture
 
 from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError
@@ -53,8 +53,10 @@ def _kill(pid: int) -> None:
     wait_for(lambda: not process_alive(pid, MARKER.encode()), timeout=10, what=f"process {pid} to die")
 
 
-def test_time_slicing_shares_set_the_cards_slice_until_the_last_one_goes(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_time_slicing_shares_set_the_cards_slice_until_the_last_one_goes(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     half = {"sharePercent": "50"}
     first = n.claims.allocate("first", [offer], config=TS_CONFIG, consumed=half)
@@ -80,8 +82,10 @@ def test_time_slicing_shares_set_the_cards_slice_until_the_last_one_goes(tmp_pat
     assert _card(n) == (0, 0)
 
 
-def test_a_time_slicing_share_asking_for_another_slice_is_refused(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_time_slicing_share_asking_for_another_slice_is_refused(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     first = n.claims.allocate("first", [offer], config=TS_CONFIG, consumed={"sharePercent": "50"})
     n.driver.prepare([first])
@@ -106,8 +110,10 @@ def test_a_time_slicing_share_asking_for_another_slice_is_refused(tmp_path: Path
         ("MPS", "Exclusive", "is already prepared"),
     ],
 )
-def test_a_card_is_shared_one_way_at_a_time(tmp_path: Path, held: str, asked: str, expected: str) -> None:
-    n = node(tmp_path)
+def test_a_card_is_shared_one_way_at_a_time(
+    tmp_path: Path, held: str, asked: str, expected: str, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     first_offer, second_offer = n.offers.publish(
         whole_offer(A30, sharing=held), whole_offer(A30, sharing=asked)
     )
@@ -122,8 +128,10 @@ def test_a_card_is_shared_one_way_at_a_time(tmp_path: Path, held: str, asked: st
     assert set(n.container.store().load().claims) == {first.uid}
 
 
-def test_mps_shares_run_one_daemon_per_card_with_each_shares_limits(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_mps_shares_run_one_daemon_per_card_with_each_shares_limits(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS", memory="24Gi"))
     small = n.claims.allocate("small", [offer], consumed={"sharePercent": "30", "memory": "4Gi"})
     large = n.claims.allocate("large", [offer], consumed={"sharePercent": "70"})
@@ -153,8 +161,8 @@ def test_mps_shares_run_one_daemon_per_card_with_each_shares_limits(tmp_path: Pa
     assert _card(n)[0] == 0
 
 
-def test_a_failure_after_the_daemon_started_stops_it_again(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_failure_after_the_daemon_started_stops_it_again(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     claim = n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})
     (tmp_path / "cdi").write_text("not a folder")  # the CDI spec cannot be written
@@ -167,8 +175,10 @@ def test_a_failure_after_the_daemon_started_stops_it_again(tmp_path: Path) -> No
     assert n.container.store().load().claims == {}
 
 
-def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     claim = n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})
     n.mps_root.mkdir(parents=True)
@@ -188,8 +198,10 @@ def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(tmp_pa
     assert n.container.store().load().claims == {}
 
 
-def test_shares_make_the_checkpoint_unreadable_to_releases_that_do_not_know_them(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_shares_make_the_checkpoint_unreadable_to_releases_that_do_not_know_them(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     whole, shared = n.offers.publish(whole_offer(A30_B), whole_offer(A30, sharing="TimeSlicing"))
     n.driver.prepare([n.claims.allocate("whole", [whole])])
     path = n.container.store().file.path
@@ -204,8 +216,10 @@ def test_shares_make_the_checkpoint_unreadable_to_releases_that_do_not_know_them
 # -- start-up and the watchdog ------------------------------------------------------------------------
 
 
-def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     shared, orphaned = n.offers.publish(whole_offer(A30, sharing="MPS"), whole_offer(A30_B, sharing="MPS"))
     keep = n.claims.allocate("keep", [shared], consumed={"sharePercent": "50"})
     lost = n.claims.allocate("lost", [orphaned], consumed={"sharePercent": "50"})
@@ -231,8 +245,8 @@ def test_start_up_restarts_the_daemon_of_recorded_shares_and_stops_orphans(tmp_p
     assert _card(n, A30_B)[0] == 0
 
 
-def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     claim = n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})
     n.driver.prepare([claim])
@@ -249,8 +263,8 @@ def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path) -> None:
     assert _card(n)[0] == 0
 
 
-def test_the_watchdog_restarts_a_dead_daemon(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_watchdog_restarts_a_dead_daemon(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     n.driver.prepare([n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})])
     watchdog = n.container.watchdog()
@@ -267,12 +281,12 @@ def test_the_watchdog_restarts_a_dead_daemon(tmp_path: Path) -> None:
     assert metrics.mps_daemon_restarts._value.get() == restarts + 1
 
 
-def test_the_watchdog_backs_off_a_daemon_that_keeps_failing(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_the_watchdog_backs_off_a_daemon_that_keeps_failing(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     n.driver.prepare([n.claims.allocate("train", [offer], consumed={"sharePercent": "50"})])
     checkpoint = n.container.store().load()
-    preparer = MagicMock(spec=CardPreparer)
+    preparer = mocker.MagicMock(spec=CardPreparer)
     preparer.mps_running.return_value = False
     preparer.start_mps.side_effect = PreparationError(
         address=A30, reason=REASON_SHARING, message="exits at once"
@@ -298,8 +312,10 @@ def test_the_watchdog_backs_off_a_daemon_that_keeps_failing(tmp_path: Path) -> N
     assert watchdog.check(checkpoint) == []
 
 
-def test_start_up_gives_the_default_slice_back_when_a_crash_left_no_share(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_start_up_gives_the_default_slice_back_when_a_crash_left_no_share(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     claim = n.claims.allocate("train", [offer], config=TS_CONFIG, consumed={"sharePercent": "50"})
     n.driver.prepare([claim])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from preparation_fakes import A30, A30_B, Node, mig_offer, node
+from pytest_mock import MockerFixture
 
 from pkg.framework.steptaker import Pipeline, StepOutcome, When
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
@@ -21,8 +22,8 @@ def _instances(n: Node, card: str = A30) -> list[int]:
     return [gi.start for gi in n.card_state(card).gpu_instances]
 
 
-def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=2))
     claim = n.claims.allocate("train", [offer])
     n.driver.prepare([claim])
@@ -39,8 +40,10 @@ def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path) -> None:
     assert store.load().claims == {}
 
 
-def test_a_claim_deleted_while_the_plugin_was_down_is_unprepared(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_claim_deleted_while_the_plugin_was_down_is_unprepared(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     kept, gone = n.offers.publish(mig_offer(A30, start=0), mig_offer(A30, start=1))
     keep = n.claims.allocate("keep", [kept])
     lost = n.claims.allocate("lost", [gone])
@@ -55,8 +58,10 @@ def test_a_claim_deleted_while_the_plugin_was_down_is_unprepared(tmp_path: Path)
     assert n.container.cdi().path_of(keep.uid).exists()
 
 
-def test_what_no_claim_owns_is_removed_and_what_one_owns_is_kept(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_what_no_claim_owns_is_removed_and_what_one_owns_is_kept(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=3))
     claim = n.claims.allocate("train", [offer])
     n.driver.prepare([claim])
@@ -72,12 +77,14 @@ def test_what_no_claim_owns_is_removed_and_what_one_owns_is_kept(tmp_path: Path)
     assert set(n.container.cdi().claims()) == {claim.uid}
 
 
-def test_entries_of_an_earlier_boot_are_dropped(tmp_path: Path) -> None:
-    n = node(tmp_path, boot_id="boot-1")
+def test_entries_of_an_earlier_boot_are_dropped(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path, boot_id="boot-1")
     [offer] = n.offers.publish(mig_offer(A30, start=1))
     claim = n.claims.allocate("train", [offer])
     n.driver.prepare([claim])
-    rebooted = node(tmp_path, claims=n.claims, offers=n.offers, existing_host=n.host, boot_id="boot-2")
+    rebooted = node(
+        mocker, tmp_path, claims=n.claims, offers=n.offers, existing_host=n.host, boot_id="boot-2"
+    )
 
     report = rebooted.reconcile()
 
@@ -87,8 +94,10 @@ def test_entries_of_an_earlier_boot_are_dropped(tmp_path: Path) -> None:
     assert not rebooted.container.cdi().path_of(claim.uid).exists()
 
 
-def test_an_unreadable_checkpoint_stops_reconciliation_before_it_removes_anything(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_an_unreadable_checkpoint_stops_reconciliation_before_it_removes_anything(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=1))
     claim = n.claims.allocate("train", [offer])
     n.driver.prepare([claim])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from preparation_fakes import A30, Node, kill_at, mig_offer, node
+from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.framework.steptaker import Pipeline
@@ -81,9 +82,9 @@ def passed(caplog: pytest.LogCaptureFixture) -> _Steps:
 
 
 def test_a_prepare_passes_every_crash_point_in_order_and_an_unprepare_too(
-    tmp_path: Path, passed: _Steps
+    tmp_path: Path, passed: _Steps, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
 
     assert n.driver.prepare([claim])[claim.uid].error == ""
@@ -93,8 +94,10 @@ def test_a_prepare_passes_every_crash_point_in_order_and_an_unprepare_too(
     assert passed.seen() == [f"unprepare:{p}" for p in UNPREPARE_POINTS]
 
 
-def test_the_recorded_answer_ends_a_prepare_and_needs_no_api_call(tmp_path: Path, passed: _Steps) -> None:
-    n = node(tmp_path)
+def test_the_recorded_answer_ends_a_prepare_and_needs_no_api_call(
+    tmp_path: Path, passed: _Steps, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     first = n.driver.prepare([claim])[claim.uid]
     n.claims.delete(claim)
@@ -109,9 +112,9 @@ def test_the_recorded_answer_ends_a_prepare_and_needs_no_api_call(tmp_path: Path
 
 
 def test_a_claim_never_prepared_ends_an_unprepare_and_loses_only_its_leftover_cdi_spec(
-    tmp_path: Path, passed: _Steps
+    tmp_path: Path, passed: _Steps, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     n.container.cdi().write(claim.uid, {"gpu-x": n.container.preparer().card_edits(A30)})
 
@@ -125,9 +128,9 @@ def test_a_claim_never_prepared_ends_an_unprepare_and_loses_only_its_leftover_cd
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", PREPARE_POINTS)
 def test_a_mig_claim_killed_at_any_prepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     kill_at(n, monkeypatch, f"prepare:{point}:{when}", claim)
 
@@ -142,9 +145,9 @@ def test_a_mig_claim_killed_at_any_prepare_point_converges(
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("point", UNPREPARE_POINTS)
 def test_a_mig_claim_killed_at_any_unprepare_point_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, when: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     assert n.driver.prepare([claim])[claim.uid].error == ""
     kill_at(n, monkeypatch, f"unprepare:{point}:{when}", claim)
@@ -157,8 +160,10 @@ def test_a_mig_claim_killed_at_any_unprepare_point_converges(
     assert not restarted.container.cdi().path_of(claim.uid).exists()
 
 
-def test_a_kill_is_no_failure_nothing_is_rolled_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    n = node(tmp_path)
+def test_a_kill_is_no_failure_nothing_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
 
     kill_at(n, monkeypatch, "prepare:prepare-devices:after", claim)
@@ -210,8 +215,9 @@ def test_a_failure_after_record_started_is_rolled_back_through_the_release_order
     phase: str,
     break_it: Callable[[Node, pytest.MonkeyPatch], None],
     reason: str,
+    mocker: MockerFixture,
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     break_it(n, monkeypatch)
 
@@ -226,8 +232,10 @@ def test_a_failure_after_record_started_is_rolled_back_through_the_release_order
     assert not n.container.cdi().path_of(claim.uid).exists()
 
 
-def test_a_failure_before_record_started_changes_nothing_and_names_its_phase(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_failure_before_record_started_changes_nothing_and_names_its_phase(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=1))
     first = n.claims.allocate("first", [offer])
     second = n.claims.allocate("second", [offer])  # two allocators raced
@@ -243,9 +251,9 @@ def test_a_failure_before_record_started_changes_nothing_and_names_its_phase(tmp
 
 
 def test_an_unprepare_whose_release_fails_keeps_the_record_for_the_retry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     claim = _mig_claim(n)
     assert n.driver.prepare([claim])[claim.uid].error == ""
     release = n.container.release()

@@ -8,11 +8,11 @@ import json
 import threading
 from pathlib import Path
 from typing import Any
-from unittest.mock import MagicMock
 
 import pytest
 from dependency_injector import providers
 from preparation_fakes import A30, Node, mig_offer, node, whole_offer
+from pytest_mock import MockerFixture, MockType
 
 from pkg.backends.preparation import PreparationError
 from pkg.gpuhandler.preparation import metrics
@@ -33,8 +33,10 @@ def _mig_mode(n: Node, card: str = A30) -> int:
 # -- two shares of one card in one claim ---------------------------------------------------------
 
 
-def test_two_mps_shares_of_one_card_in_one_claim_are_two_cdi_devices(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_two_mps_shares_of_one_card_in_one_claim_are_two_cdi_devices(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="MPS"))
     claim = n.claims.allocate("pair", [offer, offer], consumed={"sharePercent": "25"})
 
@@ -57,8 +59,10 @@ def test_two_mps_shares_of_one_card_in_one_claim_are_two_cdi_devices(tmp_path: P
     assert n.driver.unprepare([claim])[claim.uid] == ""
 
 
-def test_a_record_written_before_share_keys_still_answers_as_written(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_a_record_written_before_share_keys_still_answers_as_written(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
     claim = n.claims.allocate("old", [offer], consumed={"sharePercent": "10"})
     n.driver.prepare([claim])
@@ -91,9 +95,9 @@ def _fail_second_create(n: Node, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_prepare_failing_on_its_second_mig_device_releases_the_first_and_the_mode(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     assert _mig_mode(n) == 0
     first, second = n.offers.publish(mig_offer(A30, start=0), mig_offer(A30, start=1))
     claim = n.claims.allocate("two", [first, second])
@@ -108,9 +112,9 @@ def test_a_prepare_failing_on_its_second_mig_device_releases_the_first_and_the_m
 
 
 def test_a_rollback_whose_first_release_fails_keeps_the_record_for_start_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     first, second = n.offers.publish(mig_offer(A30, start=0), mig_offer(A30, start=1))
     claim = n.claims.allocate("two", [first, second])
     _fail_second_create(n, monkeypatch)
@@ -147,12 +151,12 @@ class _Clock:
         return self.now
 
 
-def _runnable(n: Node, clock: _Clock) -> tuple[PluginRunnable, MagicMock]:
+def _runnable(mocker: MockerFixture, n: Node, clock: _Clock) -> tuple[PluginRunnable, MockType]:
     c = n.container
     c.settings.override(providers.Object(dataclasses.replace(c.settings(), health_period=0.001)))
-    plugin = MagicMock()
+    plugin: MockType = mocker.MagicMock()
     c.plugin.override(providers.Object(plugin))
-    c.health.override(providers.Object(MagicMock()))
+    c.health.override(providers.Object(mocker.MagicMock()))
     return PluginRunnable(c, initial_backoff=10.0, max_backoff=40.0, clock=clock), plugin
 
 
@@ -174,11 +178,11 @@ def _run_rounds(runnable: PluginRunnable, clock: _Clock, rounds: int) -> None:
 
 
 def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     clock = _Clock()
-    runnable, plugin = _runnable(n, clock)
+    runnable, plugin = _runnable(mocker, n, clock)
     calls: list[float] = []
     real = reconcile_at_startup
 
@@ -200,8 +204,10 @@ def test_a_start_up_that_raises_does_not_stop_the_plugin_and_is_retried(
     assert not runnable.startup_pending
 
 
-def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     claim = n.claims.allocate("lost", [offer])
     n.driver.prepare([claim])
@@ -210,10 +216,10 @@ def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(tmp_path: Path)
     data.claims[claim.uid].state = PrepareState.PREPARE_STARTED
     data.claims[claim.uid].devices[0].card = "0000:99:00.0"
     store.save(data)
-    events = MagicMock()
+    events = mocker.MagicMock()
     n.container.events.override(providers.Object(events))
     clock = _Clock()
-    runnable, plugin = _runnable(n, clock)
+    runnable, plugin = _runnable(mocker, n, clock)
 
     _run_rounds(runnable, clock, rounds=2)
 
@@ -226,9 +232,9 @@ def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(tmp_path: Path)
 
 
 def test_a_release_whose_mode_switch_fails_still_removes_the_spec_and_raises(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path)
+    n = node(mocker, tmp_path)
     [offer] = n.offers.publish(mig_offer(A30, start=0))
     claim = n.claims.allocate("one", [offer])
     n.driver.prepare([claim])

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from k8s_fields import present
 from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare_failures, whole_offer
+from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
@@ -75,8 +76,10 @@ def _nothing_left(n: Node) -> bool:
     )
 
 
-def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
 
@@ -134,9 +137,9 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(tm
 
 
 def test_the_card_is_held_before_it_leaves_its_driver(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     binding = n.container.binding()
@@ -153,8 +156,10 @@ def test_the_card_is_held_before_it_leaves_its_driver(
     assert held_at_bind == [True, True]  # the card and its audio function: both after the hold
 
 
-def test_a_pod_without_the_annotation_gets_the_card_on_its_driver(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_pod_without_the_annotation_gets_the_card_on_its_driver(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer, annotations={VFIO_ANNOTATION: "false"})
 
@@ -179,8 +184,8 @@ def _refused(n: Node, claim: ClaimRef, reason: str, *words: str) -> str:
     return outcome.error
 
 
-def test_vfio_is_refused_for_a_mig_device_or_a_share(tmp_path: Path) -> None:
-    n = node(tmp_path)
+def test_vfio_is_refused_for_a_mig_device_or_a_share(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path)
     [mig] = n.offers.publish(mig_offer(A30, start=0))
     _refused(n, _vfio_claim(n, mig, name="mig"), "VfioNotAllowed", "whole card allocated exclusively", "MIG")
     [share] = n.offers.publish(whole_offer(A30, sharing="TimeSlicing"))
@@ -190,20 +195,24 @@ def test_vfio_is_refused_for_a_mig_device_or_a_share(tmp_path: Path) -> None:
     assert _driver(n, A30) == "nvidia"
 
 
-def test_vfio_is_refused_on_a_vm_and_when_bare_metal_is_not_proven(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="vm-dmi")
+def test_vfio_is_refused_on_a_vm_and_when_bare_metal_is_not_proven(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="vm-dmi")
     [offer] = n.offers.publish(whole_offer("0000:01:00.0"))
     _refused(n, _vfio_claim(n, offer), "VfioNotAllowed", "only on bare metal", "QEMU")
 
-    m = node(tmp_path / "unknown", fixture="rtx-workstation")
+    m = node(mocker, tmp_path / "unknown", fixture="rtx-workstation")
     (m.host.root / "class" / "dmi" / "id" / "sys_vendor").unlink()  # no DMI: unknown counts as a VM
     [offer] = m.offers.publish(whole_offer(RTX))
     _refused(m, _vfio_claim(m, offer), "VfioNotAllowed", "only on bare metal", "counted as a VM")
     assert _driver(m, RTX) == "nvidia"
 
 
-def test_vfio_is_refused_with_sriov_functions_enabled_or_without_an_iommu_group(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_vfio_is_refused_with_sriov_functions_enabled_or_without_an_iommu_group(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     device = n.host.root / "bus" / "pci" / "devices" / RTX
     (device / "sriov_totalvfs").write_text("4\n")
     (device / "sriov_numvfs").write_text("2\n")
@@ -216,8 +225,10 @@ def test_vfio_is_refused_with_sriov_functions_enabled_or_without_an_iommu_group(
     assert _driver(n, RTX) == "nvidia"
 
 
-def test_vfio_is_refused_when_the_group_holds_what_cannot_go_with_the_card(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="a30-x2")
+def test_vfio_is_refused_when_the_group_holds_what_cannot_go_with_the_card(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="a30-x2")
     groups = n.host.root / "kernel" / "iommu_groups"
     # The host bridge in the first A30's group (no ACS): binding the group would take the host's bridge.
     os.symlink("../../../../devices/pci0000:00/0000:00:00.0", groups / "40" / "devices" / "0000:00:00.0")
@@ -230,8 +241,10 @@ def test_vfio_is_refused_when_the_group_holds_what_cannot_go_with_the_card(tmp_p
     assert _driver(n, A30) == "nvidia"
 
 
-def test_a_bad_annotation_or_disagreeing_pods_are_refused_by_name(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_bad_annotation_or_disagreeing_pods_are_refused_by_name(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     _refused(n, _vfio_claim(n, offer, annotations={VFIO_ANNOTATION: "yes"}), "InvalidAllocation", '"yes"')
     vm, plain = n.pods.add("vm", ASK), n.pods.add("plain")
@@ -239,8 +252,8 @@ def test_a_bad_annotation_or_disagreeing_pods_are_refused_by_name(tmp_path: Path
     _refused(n, claim, "VfioNotAllowed", "['vm']", "['plain']")
 
 
-def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     (n.host.root / "bus" / "pci" / "drivers" / "vfio-pci").rename(n.host.root / "vfio-pci-unloaded")
     [offer] = n.offers.publish(whole_offer(RTX))
     error = _refused(n, _vfio_claim(n, offer), "VfioBindFailed", "vfio-pci is not loaded", RTX)
@@ -255,9 +268,9 @@ def test_a_failed_bind_gives_back_what_was_bound(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("step", PREPARE_POINTS)
 def test_a_crash_after_each_prepare_step_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     kill_at(n, monkeypatch, f"prepare:{step}:after", claim)
@@ -277,9 +290,9 @@ def test_a_crash_after_each_prepare_step_converges(
 
 @pytest.mark.parametrize("step", UNPREPARE_POINTS)
 def test_a_crash_after_each_unprepare_step_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     assert n.driver.prepare([claim])[claim.uid].error == ""
@@ -291,8 +304,10 @@ def test_a_crash_after_each_unprepare_step_converges(
     assert _nothing_left(restarted)
 
 
-def test_a_claim_deleted_while_the_plugin_was_down_gets_its_drivers_back_at_startup(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_claim_deleted_while_the_plugin_was_down_gets_its_drivers_back_at_startup(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     assert n.driver.prepare([claim])[claim.uid].error == ""
@@ -305,8 +320,10 @@ def test_a_claim_deleted_while_the_plugin_was_down_gets_its_drivers_back_at_star
     assert _nothing_left(n)
 
 
-def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_drivers(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="rtx-workstation")
+def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_drivers(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="rtx-workstation")
     [offer] = n.offers.publish(whole_offer(RTX))
     claim = _vfio_claim(n, offer)
     cdi = n.container.cdi().folder

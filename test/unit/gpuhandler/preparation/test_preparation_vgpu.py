@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kubernetes.client import V1Device, V1DeviceCapacity
 from preparation_fakes import POOL, Node, attrs, kill_at, node, prepare_failures
+from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PrepareState
@@ -74,8 +75,10 @@ def _nothing_left(n: Node) -> bool:
     )
 
 
-def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     [offer] = n.offers.publish(vgpu_offer())
     claim = _claim(n, offer)
 
@@ -130,8 +133,8 @@ def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(tmp_pa
     assert n.driver.unprepare([claim]) == {claim.uid: ""}  # idempotent
 
 
-def test_two_vgpus_of_one_type_share_a_card(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_two_vgpus_of_one_type_share_a_card(tmp_path: Path, mocker: MockerFixture) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     first, second = n.offers.publish(vgpu_offer(index=0), vgpu_offer(index=1))
     a, b = _claim(n, first, name="vm-a"), _claim(n, second, name="vm-b")
     outcomes = n.driver.prepare([a, b])
@@ -140,8 +143,10 @@ def test_two_vgpus_of_one_type_share_a_card(tmp_path: Path) -> None:
     assert _available(n) == 2
 
 
-def test_a_vgpu_for_a_plain_container_is_refused_and_nothing_is_made(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_a_vgpu_for_a_plain_container_is_refused_and_nothing_is_made(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     [offer] = n.offers.publish(vgpu_offer())
     claim = _claim(n, offer, annotations={})
     before = prepare_failures("VgpuNotAllowed")
@@ -153,8 +158,10 @@ def test_a_vgpu_for_a_plain_container_is_refused_and_nothing_is_made(tmp_path: P
     assert _nothing_left(n)
 
 
-def test_a_type_the_card_cannot_take_next_to_its_vgpus_is_refused(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_a_type_the_card_cannot_take_next_to_its_vgpus_is_refused(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     q4, q8 = n.offers.publish(vgpu_offer(), vgpu_offer(type_id="nvidia-233", name="GRID T4-8Q"))
     first, second = _claim(n, q4, name="vm-a"), _claim(n, q8, name="vm-b")
     assert n.driver.prepare([first])[first.uid].error == ""
@@ -173,9 +180,9 @@ def test_a_type_the_card_cannot_take_next_to_its_vgpus_is_refused(tmp_path: Path
 
 @pytest.mark.parametrize("step", PREPARE_POINTS)
 def test_a_crash_after_each_prepare_step_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     [offer] = n.offers.publish(vgpu_offer())
     claim = _claim(n, offer)
     kill_at(n, monkeypatch, f"prepare:{step}:after", claim)
@@ -194,9 +201,9 @@ def test_a_crash_after_each_prepare_step_converges(
 
 
 def test_a_crash_between_create_and_the_next_step_leaves_an_owned_mdev(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     [offer] = n.offers.publish(vgpu_offer())
     claim = _claim(n, offer)
     kill_at(n, monkeypatch, "prepare:prepare-devices:after", claim)
@@ -208,9 +215,9 @@ def test_a_crash_between_create_and_the_next_step_leaves_an_owned_mdev(
 
 @pytest.mark.parametrize("step", UNPREPARE_POINTS)
 def test_a_crash_after_each_unprepare_step_converges(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, mocker: MockerFixture
 ) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     [offer] = n.offers.publish(vgpu_offer())
     claim = _claim(n, offer)
     assert n.driver.prepare([claim])[claim.uid].error == ""
@@ -222,8 +229,10 @@ def test_a_crash_after_each_unprepare_step_converges(
     assert _nothing_left(restarted)
 
 
-def test_startup_removes_the_mdevs_of_deleted_claims_and_never_one_it_did_not_make(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_startup_removes_the_mdevs_of_deleted_claims_and_never_one_it_did_not_make(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     foreign = new_mdev_uuid()
     MdevHost(n.host.root, kernel=n.backend.sysfs_kernel).create(T4, "nvidia-232", foreign)
     [offer] = n.offers.publish(vgpu_offer())
@@ -242,8 +251,10 @@ def test_the_metadata_reader_refuses_other_documents() -> None:
         read_device_metadata('{"apiVersion": "v1", "kind": "ConfigMap"}')
 
 
-def test_a_vgpu_offer_without_its_mdev_type_is_an_invalid_allocation(tmp_path: Path) -> None:
-    n = node(tmp_path, fixture="t4-vgpu")
+def test_a_vgpu_offer_without_its_mdev_type_is_an_invalid_allocation(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
+    n = node(mocker, tmp_path, fixture="t4-vgpu")
     broken = vgpu_offer()
     assert broken.attributes is not None
     del broken.attributes["gpu.deckhouse.io/mdevType"]

@@ -5,17 +5,18 @@ planning a MIG device never enters the passed-through card's or the share's modu
 from __future__ import annotations
 
 from prepare_walk_trace import walk
+from pytest_mock import MockerFixture
 
 MAX_FILES = 12
 KINDS = "gpuhandler/preparation/kinds/"
 
 
-def test_a_mig_claim_visits_at_most_twelve_files_above_the_vendor_port() -> None:
-    files = set(walk(skip=("backends/",)))
+def test_a_mig_claim_visits_at_most_twelve_files_above_the_vendor_port(mocker: MockerFixture) -> None:
+    files = set(walk(mocker, skip=("backends/",)))
     assert len(files) <= MAX_FILES, sorted(files)
     assert "gpuhandler/preparation/kinds/mig.py" in files  # the walk is the real one
 
 
-def test_a_mig_claim_enters_no_other_kinds_module() -> None:
-    kinds = {f for f in walk(skip=("backends/",)) if f.startswith(KINDS)}
+def test_a_mig_claim_enters_no_other_kinds_module(mocker: MockerFixture) -> None:
+    kinds = {f for f in walk(mocker, skip=("backends/",)) if f.startswith(KINDS)}
     assert kinds == {f"{KINDS}__init__.py", f"{KINDS}mig.py"}
