@@ -232,12 +232,6 @@ class DeviceKind(ABC):
         instance, in a rolling update, may have changed it); nothing by default."""
         return
 
-    def record_of(self, device: DeviceRecord) -> Any:
-        """The kind's part of ``device``'s record (validated), or None."""
-        if self.record_field is None or self.record_model is None:
-            return None
-        return device.kind_record(self.record_field, self.record_model)
-
 
 def record_of(device: DeviceRecord, kind: type[DeviceKind], model: type[R]) -> R:
     """``device``'s record of ``kind``, typed; a device of another kind is a bug (ValueError)."""
