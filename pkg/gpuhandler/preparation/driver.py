@@ -99,7 +99,8 @@ class GpuDriver(Driver):
         try:
             validate_claim_ref(claim)  # InvalidClaim before its UID reaches a path (claim_ref)
             with node_lock(self._lock_path, timeout=self._lock_timeout):
-                result = pipeline.run(attempt, log_fields={"claim_uid": claim.uid})
+                fields = {"claim": f"{claim.namespace}/{claim.name}", "claim_uid": claim.uid}
+                result = pipeline.run(attempt, log_fields=fields)
                 attempt.error, attempt.failed_at = result.error, result.failed_at
                 if attempt.checkpoint is not None:
                     self._listener(attempt.checkpoint)

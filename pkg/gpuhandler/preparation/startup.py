@@ -103,7 +103,8 @@ class RecordRelease:
             record=record,
         )
         attempt.work = ClaimWork(record=record, checkpoint=checkpoint, changed_cards=attempt.changed_cards)
-        result = self._prepare.undo(attempt, log_fields={"claim_uid": record.uid})
+        fields = {"claim": f"{record.namespace}/{record.name}", "claim_uid": record.uid}
+        result = self._prepare.undo(attempt, log_fields=fields)
         if result.undo_failure is not None:
             raise result.undo_failure.error
         return attempt.changed_cards
