@@ -42,6 +42,7 @@ class SimulatedAmdPlugin:
         return IDENTITY
 
     def create(self, options: BackendOptions) -> VendorBackend:
+        # As the real plugin: recognising cards loads no backend code (not an import cycle).
         from pkg.backends.amd.backend import AmdBackend  # noqa: PLC0415
         from pkg.backends.amd.simulated import SimulatedAmdgpu  # noqa: PLC0415
 

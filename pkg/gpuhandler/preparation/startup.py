@@ -76,7 +76,7 @@ class StartupReport:
         return not self.failures
 
     def failed(
-        self, step: str, exc: BaseException, *, card: str | None = None, claim_uid: str | None = None
+        self, step: str, exc: BaseException | str, *, card: str | None = None, claim_uid: str | None = None
     ) -> None:
         logger.error(
             "start-up step %s failed, left for a later round: %s",
@@ -200,9 +200,8 @@ def _reconcile_kinds(
         for what, items in found.done.items():
             report.node.setdefault(what, []).extend(items)
         report.changed_cards |= found.changed_cards
-        for line in found.failed:
-            card, _, error = line.partition(": ")
-            report.failed(step, RuntimeError(error), card=card or None)
+        for card, error in found.failed:
+            report.failed(step, error, card=card)
 
 
 def _first_card(record: ClaimRecord) -> str | None:

@@ -185,10 +185,10 @@ class ClaimWork:
 
 @dataclass
 class NodeReport:
-    """What a kind's start-up check did: one line per action, one per failure (``<card>: <error>``)."""
+    """What a kind's start-up check did: what it did, by action, and each failure with its card."""
 
     done: dict[str, list[str]] = field(default_factory=dict)  # what -> cards or devices
-    failed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (card, error)
     changed_cards: set[str] = field(default_factory=set)
 
     def add(self, what: str, item: str) -> None:

@@ -123,7 +123,7 @@ class MigKind(DeviceKind):
                 try:
                     self._preparer.destroy_mig_device(card, start=device.start)
                 except Exception as exc:
-                    report.failed.append(f"{card}: {exc}")
+                    report.failed.append((card, str(exc)))
                     continue
                 report.add(ORPHANS, f"{card}@{device.start}")
                 report.changed_cards.add(card)

@@ -115,7 +115,10 @@ class ShareKind(DeviceKind):
 
     def reconcile_node(self, checkpoint: CheckpointData, cards: Sequence[str]) -> NodeReport:
         found = self._sharing.reconcile(checkpoint, cards)
-        report = NodeReport(failed=list(found.failed))
+        report = NodeReport()
+        for line in found.failed:  # CardSharing reports "<card>: <error>"
+            card, _, error = line.partition(": ")
+            report.failed.append((card, error))
         for card in found.mps_started:
             report.add("MPS daemons started", card)
         for card in found.mps_orphans_stopped:
