@@ -13,29 +13,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from alloc_builders import DRIVER, claim, exact
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, name_of
-from kubernetes.client import (
-    ResourceV1ResourceClaim,
-    V1AllocationResult,
-    V1DeviceAllocationResult,
-    V1DeviceRequestAllocationResult,
-    V1ResourceClaimConsumerReference,
-    V1ResourceClaimStatus,
-)
+from alloc_builders import claim, exact
+from dra_controller_handler_values import ours, races, snapshot_of
 from pytest_mock import MockerFixture, MockType
 
-from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.handler.after_write import AfterWriteHandler
-from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
-from pkg.dracontroller.internal.service import AfterWrite, Decisions, FoundBy, Handover, Inventory
-from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
+from pkg.dracontroller.internal.service import AfterWrite, Decisions, FoundBy, Handover
 from pkg.framework.client import ConflictError
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
-
-MIG_1G = our_mig_class("1g")
 
 
 @pytest.fixture
@@ -51,39 +37,6 @@ def handover(mocker: MockerFixture) -> MockType:
 @pytest.fixture
 def handler(decisions: MockType, handover: MockType) -> AfterWriteHandler:
     return AfterWriteHandler(decisions=decisions, handover=handover)
-
-
-def races(when: str) -> float:
-    """``gpu_dra_pod_reference_races_total{when}`` now (a process-wide counter: tests compare deltas)."""
-    return registry.get_sample_value("gpu_dra_pod_reference_races_total", {"when": when}) or 0.0
-
-
-def snapshot_of(mocker: MockerFixture, c: ResourceV1ResourceClaim) -> ClaimSnapshot:
-    inventory = mocker.create_autospec(Inventory, instance=True)
-    inventory.referencing_pods.return_value = []
-    inventory.classes.return_value = {name_of(MIG_1G): MIG_1G}
-    return state_factory(inventory)(c)
-
-
-def ours(*, reserved: bool = False) -> ResourceV1ResourceClaim:
-    """A claim we allocated (mark and allocation); ``reserved``: a Pod already holds it."""
-    c = claim("train", exact("gpu", "mig-1g"))
-    meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
-    c.status = V1ResourceClaimStatus(
-        allocation=V1AllocationResult(
-            devices=V1DeviceAllocationResult(
-                results=[
-                    V1DeviceRequestAllocationResult(
-                        request="gpu", driver=DRIVER, pool="gpus-node-a", device="gpu-0-mig-1g-0"
-                    )
-                ]
-            )
-        ),
-        reserved_for=[V1ResourceClaimConsumerReference(resource="pods", name="web", uid="pod-uid")]
-        if reserved
-        else None,
-    )
-    return c
 
 
 def test_an_unallocated_claim_is_not_checked(

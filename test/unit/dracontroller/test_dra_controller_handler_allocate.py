@@ -17,8 +17,7 @@ from datetime import timedelta
 
 import pytest
 from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import our_mig_class
-from k8s_fields import name_of
+from dra_controller_handler_values import MIG_1G, races, snapshot_of
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 from pytest_mock import MockerFixture, MockType
 
@@ -26,16 +25,14 @@ from pkg.domain.metrics import registry
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
 from pkg.dra.model import Unschedulable
 from pkg.dracontroller.internal.handler.allocate import AllocateHandler
-from pkg.dracontroller.internal.service import AllocationDecision, Decisions, FoundBy, Handover, Inventory
+from pkg.dracontroller.internal.service import AllocationDecision, Decisions, FoundBy, Handover
 from pkg.dracontroller.internal.service.claim_writer import planned
-from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.framework.client import ConflictError, NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import ConflictRequeue, StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 
-MIG_1G = our_mig_class("1g")
 ALLOCATOR = Allocator(share_id=lambda: "share-1")
 INPUTS = AllocationInputs.of(slices=a30_pool(), classes=[MIG_1G], allocated_claims=[])
 
@@ -60,13 +57,6 @@ def handler(decisions: MockType, recorder: MockType, handover: MockType) -> Allo
     return AllocateHandler(decisions=decisions, recorder=recorder, allocator=ALLOCATOR, handover=handover)
 
 
-def snapshot_of(mocker: MockerFixture, c: ResourceV1ResourceClaim) -> ClaimSnapshot:
-    inventory = mocker.create_autospec(Inventory, instance=True)
-    inventory.referencing_pods.return_value = []
-    inventory.classes.return_value = {name_of(MIG_1G): MIG_1G}
-    return state_factory(inventory)(c)
-
-
 def attempt(c: ResourceV1ResourceClaim) -> AllocationAttempt:
     """The real allocator's attempt for ``c`` on one A30 with nothing allocated yet."""
     return ALLOCATOR.attempt(c, INPUTS)
@@ -79,10 +69,6 @@ def allocation(a: AllocationAttempt) -> V1AllocationResult:
 
 def failures(reason: str) -> float:
     return registry.get_sample_value("gpu_dra_allocation_failures_total", {"reason": reason}) or 0.0
-
-
-def races(when: str) -> float:
-    return registry.get_sample_value("gpu_dra_pod_reference_races_total", {"when": when}) or 0.0
 
 
 def allocations_timed() -> float:

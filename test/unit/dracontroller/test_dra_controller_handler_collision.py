@@ -11,31 +11,22 @@ recorder and the inventory are autospecced.
 from __future__ import annotations
 
 import pytest
-from alloc_builders import DRIVER, claim, exact
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, name_of
+from alloc_builders import claim, exact
+from dra_controller_handler_values import ours, snapshot_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
-    V1AllocationResult,
-    V1DeviceAllocationResult,
-    V1DeviceRequestAllocationResult,
-    V1ResourceClaimConsumerReference,
-    V1ResourceClaimStatus,
 )
 from pytest_mock import MockerFixture, MockType
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.handler.collision import CollisionHandler, check_collision
-from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
 from pkg.dracontroller.internal.service import Decisions, Inventory, Release
-from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.framework.client import ConflictError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 
-MIG_1G = our_mig_class("1g")
 REASON = "device gpu-0-mig-1g-0 is also allocated to default/older"
 
 
@@ -61,34 +52,6 @@ def handler(decisions: MockType, recorder: MockType) -> CollisionHandler:
 
 def collisions() -> float:
     return registry.get_sample_value("gpu_dra_allocation_collisions_total") or 0.0
-
-
-def snapshot_of(mocker: MockerFixture, c: ResourceV1ResourceClaim) -> ClaimSnapshot:
-    inventory = mocker.create_autospec(Inventory, instance=True)
-    inventory.referencing_pods.return_value = []
-    inventory.classes.return_value = {name_of(MIG_1G): MIG_1G}
-    return state_factory(inventory)(c)
-
-
-def ours(*, reserved: bool = False) -> ResourceV1ResourceClaim:
-    """A claim we allocated (mark and allocation); ``reserved``: a Pod already holds it."""
-    c = claim("train", exact("gpu", "mig-1g"))
-    meta(c).annotations = {ALLOCATED_BY: ALLOCATED_BY_US}
-    c.status = V1ResourceClaimStatus(
-        allocation=V1AllocationResult(
-            devices=V1DeviceAllocationResult(
-                results=[
-                    V1DeviceRequestAllocationResult(
-                        request="gpu", driver=DRIVER, pool="gpus-node-a", device="gpu-0-mig-1g-0"
-                    )
-                ]
-            )
-        ),
-        reserved_for=[V1ResourceClaimConsumerReference(resource="pods", name="web", uid="pod-uid")]
-        if reserved
-        else None,
-    )
-    return c
 
 
 def test_an_unallocated_claim_goes_on_to_allocation(

@@ -9,31 +9,22 @@ the claim writer and the handover are autospecced too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
-from alloc_builders import DRIVER, claim, exact
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, name_of
+from alloc_builders import claim, exact
+from dra_controller_handler_values import allocated_claim, snapshot_of
+from k8s_fields import meta
 from kubernetes.client import (
     ResourceV1ResourceClaim,
-    V1AllocationResult,
-    V1DeviceAllocationResult,
-    V1DeviceRequestAllocationResult,
-    V1ResourceClaimStatus,
 )
 from pytest_mock import MockerFixture, MockType
 
 from pkg.dracontroller.internal.handler.eligibility import EligibilityHandler
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
-from pkg.dracontroller.internal.service import ClaimWriter, FoundBy, Handover, Inventory
-from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
+from pkg.dracontroller.internal.service import ClaimWriter, FoundBy, Handover
 from pkg.framework.client import ConflictError
 from pkg.framework.reconcile import StopHandlerChain
-
-MIG_1G = our_mig_class("1g")
-CLASSES = {name_of(MIG_1G): MIG_1G}
 
 
 @pytest.fixture
@@ -51,16 +42,6 @@ def handler(writer: MockType, handover: MockType) -> EligibilityHandler:
     return EligibilityHandler(writer=writer, handover=handover)
 
 
-def snapshot_of(
-    mocker: MockerFixture, c: ResourceV1ResourceClaim, *, pods: Sequence[str] = ()
-) -> ClaimSnapshot:
-    """The snapshot the reconciler builds for ``c`` from a cache that shows ``pods`` referencing it."""
-    inventory = mocker.create_autospec(Inventory, instance=True)
-    inventory.referencing_pods.return_value = list(pods)
-    inventory.classes.return_value = CLASSES
-    return state_factory(inventory)(c)
-
-
 def pending(cls: str = "mig-1g", *, marked: bool = False) -> ResourceV1ResourceClaim:
     c = claim("train", exact("gpu", cls))
     if marked:
@@ -69,19 +50,7 @@ def pending(cls: str = "mig-1g", *, marked: bool = False) -> ResourceV1ResourceC
 
 
 def allocated(*, ours: bool) -> ResourceV1ResourceClaim:
-    c = pending(marked=ours)
-    c.status = V1ResourceClaimStatus(
-        allocation=V1AllocationResult(
-            devices=V1DeviceAllocationResult(
-                results=[
-                    V1DeviceRequestAllocationResult(
-                        request="gpu", driver=DRIVER, pool="gpus-node-a", device="gpu-0-mig-1g-0"
-                    )
-                ]
-            )
-        )
-    )
-    return c
+    return allocated_claim(marked=ours)
 
 
 def test_an_eligible_unallocated_claim_goes_on_to_allocation_untouched(

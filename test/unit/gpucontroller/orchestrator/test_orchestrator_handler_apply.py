@@ -14,64 +14,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import yaml
 from k8s_fields import name_of
 from kubernetes.client import (
-    V1ConfigMap,
     V1DaemonSet,
-    V1DaemonSetSpec,
-    V1LabelSelector,
-    V1ObjectMeta,
-    V1PodTemplateSpec,
 )
+from orchestrator_values import owned, parsed
 from pytest_mock import MockerFixture, MockType
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 from pkg.framework.client.errors import InvalidError
 from pkg.framework.events.recorder import EventRecorderLogger
-from pkg.gpucontroller.orchestrator.internal.config import parse_config
 from pkg.gpucontroller.orchestrator.internal.handler.apply import ApplyError, ApplyHandler
 from pkg.gpucontroller.orchestrator.internal.service import KubeDaemonSetWriter
-from pkg.gpucontroller.orchestrator.internal.state import OrchestratorState
-from pkg.gpucontroller.orchestrator.render import RenderContext, render_all
 
-DOCUMENT = {
-    "apiVersion": "gpu.deckhouse.io/v1alpha1",
-    "kind": "GPUOperatorConfig",
-    "spec": {"nodeAgent": {"image": "agent:1"}, "validator": {"image": "validator:1"}},
-}
 AGENT, VALIDATOR = "gcp-gpu-node-agent", "gcp-gpu-validator"
 REFUSED = InvalidError(
     status=422, reason="Invalid", message="spec.template.spec.containers[0].image: Required"
 )
-
-
-def config_map() -> V1ConfigMap:
-    return V1ConfigMap(
-        metadata=V1ObjectMeta(name="gcp", namespace="gpu", uid="cm-uid"),
-        data={"config.yaml": yaml.safe_dump(DOCUMENT)},
-    )
-
-
-def owned(component: str, generation: int = 1) -> V1DaemonSet:
-    """A DaemonSet of ``component`` as the cache holds it after an earlier pass."""
-    return V1DaemonSet(
-        metadata=V1ObjectMeta(
-            name=f"gcp-{component}",
-            namespace="gpu",
-            uid=f"uid-{component}",
-            generation=generation,
-            labels={"app.kubernetes.io/component": component},
-        ),
-        spec=V1DaemonSetSpec(selector=V1LabelSelector(), template=V1PodTemplateSpec()),
-    )
-
-
-def parsed(*cached: V1DaemonSet) -> OrchestratorState:
-    """The state as the parse step leaves it: the document's DaemonSets rendered."""
-    cm = config_map()
-    context = RenderContext(config_map=cm, spec=parse_config(cm))
-    return OrchestratorState(config_map=cm, owned=cached, context=context, desired=render_all(context))
 
 
 def stored_at(*generations: tuple[str, int]) -> Callable[[V1DaemonSet], V1DaemonSet]:

@@ -13,14 +13,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from k8s_fields import name_of
-from kubernetes.client import (
-    V1ConfigMap,
-    V1DaemonSet,
-    V1DaemonSetSpec,
-    V1LabelSelector,
-    V1ObjectMeta,
-    V1PodTemplateSpec,
-)
+from orchestrator_values import DOCUMENT, config_map, owned
 from pytest_mock import MockerFixture, MockType
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
@@ -30,32 +23,6 @@ from pkg.gpucontroller.names import Component
 from pkg.gpucontroller.orchestrator.internal.config import parse_config
 from pkg.gpucontroller.orchestrator.internal.handler.parse import ParseHandler
 from pkg.gpucontroller.orchestrator.internal.state import OrchestratorState
-
-DOCUMENT = {
-    "apiVersion": "gpu.deckhouse.io/v1alpha1",
-    "kind": "GPUOperatorConfig",
-    "spec": {"nodeAgent": {"image": "agent:1"}, "validator": {"image": "validator:1"}},
-}
-
-
-def config_map(data: dict[str, str] | None = None) -> V1ConfigMap:
-    return V1ConfigMap(
-        metadata=V1ObjectMeta(name="gcp", namespace="gpu", uid="cm-uid"),
-        data=data if data is not None else {"config.yaml": yaml.safe_dump(DOCUMENT)},
-    )
-
-
-def owned(component: str) -> V1DaemonSet:
-    return V1DaemonSet(
-        metadata=V1ObjectMeta(
-            name=f"gcp-{component}",
-            namespace="gpu",
-            uid=f"uid-{component}",
-            generation=1,
-            labels={"app.kubernetes.io/component": component},
-        ),
-        spec=V1DaemonSetSpec(selector=V1LabelSelector(), template=V1PodTemplateSpec()),
-    )
 
 
 @pytest.fixture

@@ -14,11 +14,9 @@ from k8s_fields import name_of
 from kubernetes.client import (
     V1ConfigMap,
     V1DaemonSet,
-    V1DaemonSetSpec,
-    V1LabelSelector,
     V1ObjectMeta,
-    V1PodTemplateSpec,
 )
+from orchestrator_values import owned
 
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient
@@ -45,19 +43,6 @@ def config_map(data: dict[str, str] | None = None) -> V1ConfigMap:
     return V1ConfigMap(
         metadata=V1ObjectMeta(name="gcp", namespace="gpu", uid="cm"),
         data=data if data is not None else {"config.yaml": yaml.safe_dump(DOCUMENT)},
-    )
-
-
-def owned(component: str, generation: int = 1) -> V1DaemonSet:
-    return V1DaemonSet(
-        metadata=V1ObjectMeta(
-            name=f"gcp-{component}",
-            namespace="gpu",
-            uid=f"uid-{component}",
-            generation=generation,
-            labels={"app.kubernetes.io/component": component},
-        ),
-        spec=V1DaemonSetSpec(selector=V1LabelSelector(), template=V1PodTemplateSpec()),
     )
 
 
