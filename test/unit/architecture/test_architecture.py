@@ -50,7 +50,7 @@ def test_only_the_owning_package_imports_its_internal() -> None:
 
 
 def test_the_rule_sees_a_violation() -> None:
-    assert _owner_of_internal("pkg.nodeagent.internal.state.snapshot") == "pkg.nodeagent"
+    assert _owner_of_internal("pkg.nodeagent.internal.state.sync_state") == "pkg.nodeagent"
     assert _owner_of_internal("pkg.nodeagent.setup") is None
     assert _owner_of_internal("google.protobuf.internal.containers") is None
 

@@ -1,6 +1,6 @@
-"""The read-mostly snapshot a sync works on, the desired fields, and PhysicalGPU naming."""
+"""The scratch state a sync works on (its inputs, the cards found, what went wrong)."""
 
 from pkg.inventory.discovery import DiscoveredGPU
-from pkg.nodeagent.internal.state.snapshot import Failure, StateFactory, SyncState
+from pkg.nodeagent.internal.state.sync_state import Failure, StateFactory, SyncState
 
 __all__ = ["DiscoveredGPU", "Failure", "StateFactory", "SyncState"]
