@@ -104,15 +104,15 @@ def measure(label: str, *, pods: int, containers: int, processes: int, passes: i
     with tempfile.TemporaryDirectory() as folder:
         sampler, pids = node(Path(folder), pods=pods, containers=containers, processes=processes)
         times = []
-        snapshot = sampler.sample()
+        sample = sampler.sample()
         for _ in range(passes):
             began = time.perf_counter()
-            snapshot = sampler.sample()
+            sample = sampler.sample()
             times.append(time.perf_counter() - began)
     collector = AttributionCollector()
     registry = CollectorRegistry()
     registry.register(collector)
-    collector.publish(snapshot)
+    collector.publish(sample)
     began = time.perf_counter()
     text = generate_latest(registry)
     scrape = time.perf_counter() - began
@@ -120,14 +120,14 @@ def measure(label: str, *, pods: int, containers: int, processes: int, passes: i
     print(
         f"  {label:<34} {pids:>6} processes  pass {statistics.mean(times) * 1000:7.1f} ms mean "
         f"{max(times) * 1000:7.1f} ms worst  scrape {scrape * 1000:6.1f} ms {len(text) / 1024:7.0f} KiB "
-        f"{series:>6} series  rows {len(snapshot.rows):>5} (folded {snapshot.folded})"
+        f"{series:>6} series  rows {len(sample.rows):>5} (folded {sample.folded})"
     )
 
 
 def main(*, quick: bool = False) -> None:
     passes = QUICK_PASSES if quick else PASSES
     print(
-        f"per-Pod attribution: a pass over {CARDS} cards (cgroups read from disk), a scrape of its snapshot"
+        f"per-Pod attribution: a pass over {CARDS} cards (cgroups read from disk), a scrape of its sample"
         f" ({passes} passes)"
     )
     measure("110 Pods x 1 container x 4", pods=110, containers=1, processes=4, passes=passes)

@@ -28,7 +28,7 @@ from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.errors import ApiError
-from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, Snapshot
+from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageSample
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +47,15 @@ class _ClaimState:
     backoff: float = 0.0
 
 
-def device_usage(snapshot: Snapshot, device: PreparedDevice) -> DeviceUsage:
+def device_usage(sample: UsageSample, device: PreparedDevice) -> DeviceUsage:
     """What the device's rows say, as the claim's reader should see it: its own Pods only."""
     rows = sorted(
-        (r for r in snapshot.rows_of(device) if r.key.attribution == ATTRIBUTED),
+        (r for r in sample.rows_of(device) if r.key.attribution == ATTRIBUTED),
         key=lambda r: (-(r.memory_bytes or 0), r.key.pod, r.key.container),
     )
     sampled = [r.sm_percent for r in rows if r.sm_percent is not None]
     return DeviceUsage(
-        sampled_at=snapshot.taken_at,
+        sampled_at=sample.taken_at,
         physical_gpu=device.physicalgpu,
         uuid=device.uuid,
         memory_used_bytes=sum(r.memory_bytes or 0 for r in rows),
@@ -89,7 +89,7 @@ def changed_materially(old: DeviceUsage, new: DeviceUsage) -> bool:
 
 
 class ClaimUsageWriter:
-    """Writes the snapshot's usage into the claims, within the limits above."""
+    """Writes the sample's usage into the claims, within the limits above."""
 
     def __init__(
         self,
@@ -105,15 +105,15 @@ class ClaimUsageWriter:
         self._refresh = refresh
         self._claims: dict[str, _ClaimState] = {}
 
-    def write(self, snapshot: Snapshot) -> None:
+    def write(self, sample: UsageSample) -> None:
         by_claim: dict[str, list[PreparedDevice]] = {}
-        for device in snapshot.devices:
+        for device in sample.devices:
             by_claim.setdefault(device.claim_uid, []).append(device)
         self._claims = {uid: self._claims.get(uid, _ClaimState()) for uid in by_claim}  # forget released ones
         now = self._clock()
         for uid, devices in by_claim.items():
             state = self._claims[uid]
-            usages = tuple(device_usage(snapshot, d) for d in devices)
+            usages = tuple(device_usage(sample, d) for d in devices)
             if now < state.retry_at or not self._due(state, usages, now):
                 continue
             try:

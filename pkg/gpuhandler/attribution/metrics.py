@@ -1,4 +1,4 @@
-"""The attribution's series, served from the last snapshot: a scrape never calls the vendor library.
+"""The attribution's series, served from the last sample: a scrape never calls the vendor library.
 
 Per process row (:mod:`.sampler`), labels ``namespace, pod, container, claim, physicalgpu, UUID,
 attribution`` (``UUID`` spelled like the DCGM exporter's label, so the two join):
@@ -25,29 +25,29 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import NAMESPACE
-from pkg.gpuhandler.attribution.sampler import Snapshot
+from pkg.gpuhandler.attribution.sampler import UsageSample
 
 ROW_LABELS = ["namespace", "pod", "container", "claim", "physicalgpu", "UUID", "attribution"]
 DEVICE_LABELS = ["namespace", "claim", "dra_device", "physicalgpu", "UUID"]
 
 
 class AttributionCollector(Collector):
-    """Holds the last snapshot (:meth:`publish`) and answers scrapes from it."""
+    """Holds the last sample (:meth:`publish`) and answers scrapes from it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._snapshot: Snapshot | None = None
+        self._sample: UsageSample | None = None
 
-    def publish(self, snapshot: Snapshot) -> None:
+    def publish(self, sample: UsageSample) -> None:
         with self._lock:
-            self._snapshot = snapshot
+            self._sample = sample
 
-    def latest(self) -> Snapshot | None:
+    def latest(self) -> UsageSample | None:
         with self._lock:
-            return self._snapshot
+            return self._sample
 
     def collect(self) -> Iterator[Metric]:
-        snapshot = self.latest()
+        sample = self.latest()
         memory = GaugeMetricFamily(
             f"{NAMESPACE}_process_memory_bytes",
             "GPU memory held by a container's processes.",
@@ -83,8 +83,8 @@ class AttributionCollector(Collector):
         taken = GaugeMetricFamily(
             f"{NAMESPACE}_attribution_last_sample_timestamp_seconds", "When the last attribution pass ran."
         )
-        if snapshot is not None:
-            for row in snapshot.rows:
+        if sample is not None:
+            for row in sample.rows:
                 k = row.key
                 labels = [k.namespace, k.pod, k.container, k.claim, k.physicalgpu, k.uuid, k.attribution]
                 count.add_metric(labels, row.processes)
@@ -93,13 +93,13 @@ class AttributionCollector(Collector):
                     memory.add_metric(labels, row.memory_bytes)
                 if row.sm_percent is not None:
                     sm.add_metric(labels, row.sm_percent / 100)
-            for device in snapshot.devices:
-                rows = snapshot.rows_of(device)
+            for device in sample.devices:
+                rows = sample.rows_of(device)
                 labels = [device.namespace, device.claim, device.device, device.physicalgpu, device.uuid]
                 device_memory.add_metric(labels, sum(r.memory_bytes or 0 for r in rows))
                 device_processes.add_metric(labels, sum(r.processes for r in rows))
-            folded.add_metric([], snapshot.folded)
-            taken.add_metric([], snapshot.taken_at.timestamp())
+            folded.add_metric([], sample.folded)
+            taken.add_metric([], sample.taken_at.timestamp())
         yield from (memory, sm, count, energy, device_memory, device_processes, folded, taken)
 
     def describe(self) -> Iterator[Metric]:

@@ -1,7 +1,7 @@
 """The attribution loop: one pass per interval, published to the collector and the claims.
 
 A pass that fails as a whole (the checkpoint cannot be read, a bug) is logged and counted, the last
-good snapshot stays published, and the next pass comes after the interval doubled, up to eight
+good sample stays published, and the next pass comes after the interval doubled, up to eight
 intervals, so a persistent failure neither spins nor goes silent.
 """
 
@@ -55,10 +55,10 @@ class AttributionLoop:
         """One pass; ``False`` when it failed."""
         try:
             with pass_seconds.time():
-                snapshot = self._sampler.sample()
-            self._collector.publish(snapshot)
+                sample = self._sampler.sample()
+            self._collector.publish(sample)
             if self._writer is not None:
-                self._writer.write(snapshot)
+                self._writer.write(sample)
         except Exception:
             passes.labels(result="failed").inc()
             logger.exception("attribution pass failed")

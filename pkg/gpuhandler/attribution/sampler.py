@@ -84,7 +84,10 @@ class PreparedDevice:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Snapshot:
+class UsageSample:
+    """One pass's usage rows and the prepared devices they were matched to: published whole, so a
+    scrape and the claims' status read the same pass."""
+
     taken_at: datetime
     rows: tuple[UsageRow, ...] = ()
     devices: tuple[PreparedDevice, ...] = ()
@@ -132,7 +135,7 @@ class _EnergyBook:
 
 
 class Sampler:
-    """Takes :class:`Snapshot`s; each input is a call, so the pass is unit-tested without a node."""
+    """Takes :class:`UsageSample`s; each input is a call, so the pass is unit-tested without a node."""
 
     def __init__(
         self,
@@ -155,7 +158,7 @@ class Sampler:
         self._max_series = max_series
         self._energy = _EnergyBook()
 
-    def sample(self) -> Snapshot:
+    def sample(self) -> UsageSample:
         cards = dict(self._cards())
         usages: list[CardUsage] = []
         failed = []
@@ -179,7 +182,7 @@ class Sampler:
         ]
         rows, folded = _cap(rows, self._max_series)
         rows = self._with_energy(rows, usages, cards)
-        return Snapshot(
+        return UsageSample(
             taken_at=self._now(),
             rows=tuple(rows),
             devices=tuple(devices),

@@ -1,5 +1,5 @@
 """One attribution pass joins the cards' processes with containers, Pods and prepared claims; the
-snapshot feeds the metrics and, within bounded writes, the claims' status."""
+sample feeds the metrics and, within bounded writes, the claims' status."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pkg.backends.usage import CardUsage, ProcessUsage
 from pkg.framework.client.errors import ApiError
 from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter, device_usage
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
-from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, CAPPED, UNATTRIBUTED, Sampler, Snapshot
+from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, CAPPED, UNATTRIBUTED, Sampler, UsageSample
 from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
 from pkg.hardware.cgroups import ProcessCgroup
@@ -136,13 +136,13 @@ def sampler(energy: Energy, *, max_series: int = 1000, pods: list[V1Pod] = PODS)
     )
 
 
-def rows_by(snapshot: Snapshot) -> dict[tuple[str, str, str], Any]:
-    return {(r.key.pod, r.key.container, r.key.claim): r for r in snapshot.rows}
+def rows_by(sample: UsageSample) -> dict[tuple[str, str, str], Any]:
+    return {(r.key.pod, r.key.container, r.key.claim): r for r in sample.rows}
 
 
 def test_processes_are_summed_per_container_and_joined_with_the_claim_their_pod_holds() -> None:
-    snapshot = sampler(Energy()).sample()
-    rows = rows_by(snapshot)
+    sample = sampler(Energy()).sample()
+    rows = rows_by(sample)
 
     main = rows[("trainer", "main", "shared-a")]
     assert (main.processes, main.memory_bytes, main.sm_percent) == (2, 2 << 30, 40)
@@ -164,13 +164,13 @@ def test_a_process_of_no_pod_is_reported_as_such_never_dropped() -> None:
 
 
 def test_every_prepared_device_is_there_idle_ones_too() -> None:
-    snapshot = sampler(Energy()).sample()
+    sample = sampler(Energy()).sample()
 
-    devices = {d.claim: d for d in snapshot.devices}
+    devices = {d.claim: d for d in sample.devices}
     assert set(devices) == {"shared-a", "shared-b", "mig", "idle"}
     assert devices["mig"].uuid == MIG_UUID
-    assert snapshot.rows_of(devices["idle"]) == []
-    assert [r.key.container for r in snapshot.rows_of(devices["shared-a"])] == ["main", "sidecar"]
+    assert sample.rows_of(devices["idle"]) == []
+    assert [r.key.container for r in sample.rows_of(devices["shared-a"])] == ["main", "sidecar"]
 
 
 def test_energy_is_shared_by_sm_share_between_passes() -> None:
@@ -204,13 +204,13 @@ def test_a_row_that_ends_takes_its_energy_total_with_it() -> None:
 
 
 def test_rows_over_the_cap_are_folded_per_device() -> None:
-    snapshot = sampler(Energy(), max_series=3).sample()
+    sample = sampler(Energy(), max_series=3).sample()
 
-    assert len(snapshot.rows) <= 3
-    capped = [r for r in snapshot.rows if r.key.attribution == CAPPED]
+    assert len(sample.rows) <= 3
+    capped = [r for r in sample.rows if r.key.attribution == CAPPED]
     assert capped
-    assert snapshot.folded >= 3
-    total = sum(r.processes for r in snapshot.rows)
+    assert sample.folded >= 3
+    total = sum(r.processes for r in sample.rows)
     assert total == 6  # every process still counted
 
 
@@ -230,12 +230,12 @@ def test_a_card_that_cannot_be_read_is_named_and_the_others_go_on() -> None:
         cgroup=CGROUPS.get,
         now=lambda: datetime.now(UTC),
     )
-    snapshot = s.sample()
+    sample = s.sample()
 
-    assert snapshot.failed_cards == (OTHER,)
-    assert {r.key.uuid for r in snapshot.rows} == {CARD_UUID}
+    assert sample.failed_cards == (OTHER,)
+    assert {r.key.uuid for r in sample.rows} == {CARD_UUID}
     # the MIG device's UUID is in the checkpoint: its series stay while its card cannot be read
-    assert "mig" in {d.claim for d in snapshot.devices}
+    assert "mig" in {d.claim for d in sample.devices}
 
 
 def test_the_collector_exports_rows_and_devices_from_the_snapshot() -> None:
@@ -261,10 +261,10 @@ def test_the_collector_exports_rows_and_devices_from_the_snapshot() -> None:
 
 
 def test_the_claims_usage_lists_only_its_own_pods() -> None:
-    snapshot = sampler(Energy()).sample()
-    shared_a = next(d for d in snapshot.devices if d.claim == "shared-a")
+    sample = sampler(Energy()).sample()
+    shared_a = next(d for d in sample.devices if d.claim == "shared-a")
 
-    usage = device_usage(snapshot, shared_a)
+    usage = device_usage(sample, shared_a)
 
     assert [(c.pod, c.container) for c in usage.containers] == [("trainer", "main"), ("trainer", "sidecar")]
     assert usage.memory_used_bytes == 2 << 30
@@ -321,12 +321,12 @@ def test_each_claim_is_written_once_then_only_on_material_change_after_the_inter
 def test_a_failed_write_backs_off_per_claim() -> None:
     client, clock = Client(fail=4), [0.0]
     w = writer(client, clock)
-    snapshot = sampler(Energy()).sample()
-    w.write(snapshot)  # every claim fails once
+    sample = sampler(Energy()).sample()
+    w.write(sample)  # every claim fails once
     assert client.applied == []
     clock[0] = 1.0
-    w.write(snapshot)
+    w.write(sample)
     assert client.applied == []  # still backing off
     clock[0] = 6.0
-    w.write(snapshot)
+    w.write(sample)
     assert len(client.applied) == 4
