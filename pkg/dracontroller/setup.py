@@ -48,11 +48,11 @@ from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
 from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
 from pkg.dracontroller.internal.pod_projection import project_pod
 from pkg.dracontroller.internal.service import (
+    CacheReader,
     ClaimWriter,
     Decisions,
     Handover,
     InFlight,
-    Inventory,
     PodReferenceBarrier,
     PodReferenceReader,
 )
@@ -134,7 +134,7 @@ def rate_limiter() -> MaxOfRateLimiter[Request]:
     )
 
 
-def new_inventory(
+def new_cache_reader(
     *,
     claims: SharedInformer[ResourceV1ResourceClaim],
     pods: SharedInformer[V1Pod],
@@ -143,8 +143,8 @@ def new_inventory(
     namespaces: SharedInformer[V1Namespace],
     in_flight: InFlight,
     pool_cache: PoolCache,
-) -> Inventory:
-    return Inventory(
+) -> CacheReader:
+    return CacheReader(
         claims=claims.store,
         pods=pods.store,
         slices=slices.store,
@@ -155,9 +155,9 @@ def new_inventory(
     )
 
 
-def new_reconciler(*, inventory: Inventory, handlers: list[Handler[ClaimSnapshot]]) -> ClaimReconciler:
+def new_reconciler(*, cache_reader: CacheReader, handlers: list[Handler[ClaimSnapshot]]) -> ClaimReconciler:
     return ClaimReconciler(
-        get_claim=inventory.claim, state_factory=state_factory(inventory), handlers=handlers
+        get_claim=cache_reader.claim, state_factory=state_factory(cache_reader), handlers=handlers
     )
 
 
@@ -260,8 +260,8 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
 
     in_flight = providers.Singleton(InFlight)
     pool_cache = providers.Singleton(PoolCache)  # shared: the allocator and the collision check
-    inventory = providers.Singleton(
-        new_inventory,
+    cache_reader = providers.Singleton(
+        new_cache_reader,
         claims=claim_informer,
         pods=pod_informer,
         slices=slice_informer,
@@ -276,7 +276,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     pod_references = providers.Singleton(PodReferenceBarrier, pods=pod_informer, fallback=pod_reader)
     handover = providers.Singleton(Handover, recorder=recorder)
     decisions = providers.Singleton(
-        Decisions, inventory=inventory, writer=writer, allocator=allocator, pods=pod_references
+        Decisions, cache_reader=cache_reader, writer=writer, allocator=allocator, pods=pod_references
     )
     handlers = providers.List(
         providers.Singleton(EligibilityHandler, writer=writer, handover=handover),
@@ -286,11 +286,11 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
             AllocateHandler, decisions=decisions, recorder=recorder, allocator=allocator, handover=handover
         ),
     )
-    reconciler = providers.Singleton(new_reconciler, inventory=inventory, handlers=handlers)
+    reconciler = providers.Singleton(new_reconciler, cache_reader=cache_reader, handlers=handlers)
     heap_settler = providers.Singleton(HeapSettler, allocator=allocator)
-    selector_warmer = providers.Singleton(SelectorWarmer, allocator=allocator, inventory=inventory)
+    selector_warmer = providers.Singleton(SelectorWarmer, allocator=allocator, cache_reader=cache_reader)
 
-    # ClaimExplanations: answered from the same inventory, decisions and pools (explanations/).
+    # ClaimExplanations: answered from the same cache reader, decisions and pools (explanations/).
     explanation_informer = providers.Singleton(informer, informers=informers, kind=CLAIM_EXPLANATION)
     explainer = providers.Singleton(
         Explainer,

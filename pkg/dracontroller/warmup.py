@@ -21,7 +21,7 @@ import threading
 import time
 
 from pkg.dra.allocator import Allocator
-from pkg.dracontroller.internal.service.inventory import Inventory
+from pkg.dracontroller.internal.service.cache_reader import CacheReader
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,10 @@ class SelectorWarmer:
     needs_leader_election = True
 
     def __init__(
-        self, *, allocator: Allocator, inventory: Inventory, period: float = DEFAULT_WARM_PERIOD
+        self, *, allocator: Allocator, cache_reader: CacheReader, period: float = DEFAULT_WARM_PERIOD
     ) -> None:
         self._allocator = allocator
-        self._inventory = inventory
+        self._cache_reader = cache_reader
         self._period = period
 
     def run(self, stop: threading.Event) -> None:
@@ -48,7 +48,7 @@ class SelectorWarmer:
         """One round: the passes made (0 when every class and pool was warm already)."""
         began = time.perf_counter()
         passes = self._allocator.warm_classes(
-            self._inventory.slices(), self._inventory.classes(), stop=stop.is_set
+            self._cache_reader.slices(), self._cache_reader.classes(), stop=stop.is_set
         )
         if passes:
             logger.info(

@@ -17,7 +17,7 @@ from kubernetes.client import ResourceV1ResourceClaim
 from pkg.dracontroller.internal.collisions import is_reserved
 from pkg.dracontroller.internal.eligibility import Verdict, is_allocated, judge
 from pkg.dracontroller.internal.indexes import is_ours
-from pkg.dracontroller.internal.service.inventory import Inventory
+from pkg.dracontroller.internal.service.cache_reader import CacheReader
 from pkg.framework.keys import object_key
 from pkg.framework.reconcile.handler import Snapshot
 
@@ -54,10 +54,10 @@ class ClaimSnapshot(Snapshot):
         return self.claim.metadata is not None and self.claim.metadata.deletion_timestamp is not None
 
 
-def state_factory(inventory: Inventory) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
+def state_factory(cache_reader: CacheReader) -> Callable[[ResourceV1ResourceClaim], ClaimSnapshot]:
     def build(claim: ResourceV1ResourceClaim) -> ClaimSnapshot:
-        pods = tuple(inventory.referencing_pods(claim))
-        verdict = judge(claim, classes=inventory.classes(), referencing_pods=pods)
+        pods = tuple(cache_reader.referencing_pods(claim))
+        verdict = judge(claim, classes=cache_reader.classes(), referencing_pods=pods)
         return ClaimSnapshot(claim=claim, verdict=verdict, referencing_pods=pods)
 
     return build

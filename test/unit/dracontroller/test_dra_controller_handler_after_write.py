@@ -5,7 +5,7 @@ backoff. Done and a Pod found: the allocation was given back, the race is counte
 handed over to the scheduler and the chain stops. Done and no Pod: on to the collision check.
 
 The snapshot is built by the reconciler's own ``state_factory``; the decisions service, the
-handover and the inventory are autospecced.
+handover and the cache reader are autospecced.
 """
 
 from __future__ import annotations

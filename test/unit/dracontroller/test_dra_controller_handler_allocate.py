@@ -6,7 +6,7 @@ fatal; a hand-over to the scheduler when a Pod turned out to reference the claim
 claim went away; a write conflict counted and passed on.
 
 The snapshot is built by the reconciler's own ``state_factory``; the decisions service, the event
-recorder, the handover and the inventory are autospecced. The allocator is the real one: the
+recorder, the handover and the cache reader are autospecced. The allocator is the real one: the
 handler only asks it to explain the attempt the decision carries (pure computation, no I/O), and
 the attempts are real ones over an A30's slices.
 """

@@ -5,7 +5,7 @@ allocation given back is announced (a ``Reallocating`` Warning, the collisions c
 claim requeued to be allocated again from what is really free.
 
 The snapshot is built by the reconciler's own ``state_factory``; the decisions service, the event
-recorder and the inventory are autospecced.
+recorder and the cache reader are autospecced.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pytest_mock import MockerFixture, MockType
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.handler.collision import CollisionHandler, check_collision
-from pkg.dracontroller.internal.service import Decisions, Inventory, Release
+from pkg.dracontroller.internal.service import CacheReader, Decisions, Release
 from pkg.framework.client import ConflictError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -30,7 +30,7 @@ from pkg.framework.reconcile.contract import Result
 REASON = "device gpu-0-mig-1g-0 is also allocated to default/older"
 
 
-def never_yields(c: ResourceV1ResourceClaim, inventory: Inventory) -> str | None:
+def never_yields(c: ResourceV1ResourceClaim, cache_reader: CacheReader) -> str | None:
     """A collision check of the test's own, to see the handler pass it on."""
     return None
 

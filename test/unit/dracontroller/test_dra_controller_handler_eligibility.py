@@ -3,7 +3,7 @@ that is ours to allocate (unallocated and eligible) or ours to watch over (alloc
 the chain for every other claim, clears our stale allocated-by mark from a claim that is not ours
 to allocate, and tells the user once that a claim a Pod references is left to the scheduler.
 
-The snapshot is built by the reconciler's own ``state_factory`` over an autospecced inventory;
+The snapshot is built by the reconciler's own ``state_factory`` over an autospecced cache reader;
 the claim writer and the handover are autospecced too.
 """
 

@@ -83,7 +83,7 @@ def test_reservation_is_served_whatever_the_cache_shows_until_settled(mocker: Mo
     reservation = planned(cached, attempt.outcome)  # type: ignore[arg-type]
     e.in_flight.reserve(reservation)
     assert e.in_flight.resolve(cached) is reservation
-    assert [name_of(c) for c in e.inventory.allocated_claims()] == ["c"]
+    assert [name_of(c) for c in e.cache_reader.allocated_claims()] == ["c"]
     e.in_flight.settle(planned(cached, attempt.outcome))  # type: ignore[arg-type]  # not this one
     assert e.in_flight.resolve(cached) is reservation
     e.in_flight.settle(reservation)
@@ -93,6 +93,6 @@ def test_reservation_is_served_whatever_the_cache_shows_until_settled(mocker: Mo
 
 def _inputs(e: Env) -> AllocationInputs:
     return AllocationInputs(
-        slices=tuple(e.inventory.slices()), classes=e.inventory.classes(), allocated_claims=(),
+        slices=tuple(e.cache_reader.slices()), classes=e.cache_reader.classes(), allocated_claims=(),
         namespace_labels={},
     )  # fmt: skip

@@ -46,7 +46,7 @@ def test_one_round_warms_every_class_and_pool_and_the_next_only_what_changed(
 
 def test_the_warmer_runs_on_the_leader_until_stopped(mocker: MockerFixture) -> None:
     env = Env(mocker, a30_pool("node-a"), [our_mig_class("1g")])
-    warmer = SelectorWarmer(allocator=env.allocator, inventory=env.inventory, period=0.01)
+    warmer = SelectorWarmer(allocator=env.allocator, cache_reader=env.cache_reader, period=0.01)
     assert warmer.needs_leader_election  # only the leader allocates and explains
     stop = threading.Event()
     runner = threading.Thread(target=warmer.run, args=(stop,))

@@ -16,7 +16,7 @@ from kubernetes.client import ResourceV1ResourceClaim
 from pkg.dracontroller.internal.collisions import must_yield
 from pkg.dracontroller.internal.indexes import is_ours
 from pkg.dracontroller.internal.names import REASON_REALLOCATING
-from pkg.dracontroller.internal.service import Decisions, Inventory, YieldCheck
+from pkg.dracontroller.internal.service import CacheReader, Decisions, YieldCheck
 from pkg.dracontroller.internal.state import ClaimSnapshot
 from pkg.dracontroller.metrics import allocation_collisions
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
@@ -25,8 +25,10 @@ from pkg.framework.reconcile import StopHandlerChain
 from pkg.framework.reconcile.contract import Result
 
 
-def check_collision(claim: ResourceV1ResourceClaim, inventory: Inventory) -> str | None:
-    return must_yield(claim, allocated=inventory.allocated_claims(), pools=inventory.pools(), ours=is_ours)
+def check_collision(claim: ResourceV1ResourceClaim, cache_reader: CacheReader) -> str | None:
+    return must_yield(
+        claim, allocated=cache_reader.allocated_claims(), pools=cache_reader.pools(), ours=is_ours
+    )
 
 
 class CollisionHandler:

@@ -1,10 +1,11 @@
-"""I/O of the allocation controller: cache reads (:class:`Inventory`), writes (:class:`ClaimWriter`),
+"""I/O of the allocation controller: cache reads (:class:`CacheReader`), writes (:class:`ClaimWriter`),
 the record of writes the caches have not shown yet (:class:`InFlight`), the decisions taken
 under its lock (:class:`Decisions`), the check of the Pods that reference a claim
 (:class:`PodReferenceBarrier`, falling back to the consistent read
 :class:`PodReferenceReader`) and the Event that hands a claim over to the scheduler
 (:class:`Handover`)."""
 
+from pkg.dracontroller.internal.service.cache_reader import CacheReader
 from pkg.dracontroller.internal.service.claim_writer import ClaimWriter, ClaimWrites
 from pkg.dracontroller.internal.service.decisions import (
     AfterWrite,
@@ -16,7 +17,6 @@ from pkg.dracontroller.internal.service.decisions import (
 )
 from pkg.dracontroller.internal.service.handover import FoundBy, Handover
 from pkg.dracontroller.internal.service.in_flight import InFlight
-from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import (
     PodReferenceBarrier,
     PodReferenceReader,
@@ -27,13 +27,13 @@ __all__ = [
     "AfterWrite",
     "AfterWriteChecks",
     "AllocationDecision",
+    "CacheReader",
     "ClaimWriter",
     "ClaimWrites",
     "Decisions",
     "FoundBy",
     "Handover",
     "InFlight",
-    "Inventory",
     "PodReferenceBarrier",
     "PodReferenceReader",
     "PodReferences",

@@ -43,13 +43,13 @@ from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult, V1Nod
 
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator
 from pkg.dra.model import Unschedulable
+from pkg.dracontroller.internal.service.cache_reader import CacheReader
 from pkg.dracontroller.internal.service.claim_writer import ClaimWrites, planned
-from pkg.dracontroller.internal.service.inventory import Inventory
 from pkg.dracontroller.internal.service.pod_references import PodReferences
 from pkg.framework.keys import object_key
 from pkg.framework.reconcile.contract import Request
 
-YieldCheck = Callable[[ResourceV1ResourceClaim, Inventory], str | None]
+YieldCheck = Callable[[ResourceV1ResourceClaim, CacheReader], str | None]
 """Why ``claim`` must give its allocation back (a collision), or None; see ``internal/collisions``."""
 
 
@@ -158,14 +158,14 @@ class Decisions:
     def __init__(
         self,
         *,
-        inventory: Inventory,
+        cache_reader: CacheReader,
         writer: ClaimWrites,
         allocator: Allocator,
         pods: PodReferences,
         after_write: AfterWriteChecks | None = None,
         after_write_wait: float = AFTER_WRITE_WAIT_SECONDS,
     ) -> None:
-        self._inventory = inventory
+        self._cache_reader = cache_reader
         self._writer = writer
         self._allocator = allocator
         self._pods = pods
@@ -183,7 +183,7 @@ class Decisions:
         write, the reservation is settled: a written claim is recorded first, a failed or refused
         one frees its devices, and the error (a conflict, the API down) propagates for the
         controller's per-claim backoff."""
-        in_flight = self._inventory.in_flight
+        in_flight = self._cache_reader.in_flight
         with in_flight.lock:
             attempt = self._decide(claim, namespace)
             outcome = attempt.outcome
@@ -212,12 +212,12 @@ class Decisions:
 
     def _decide(self, claim: ResourceV1ResourceClaim, namespace: str) -> AllocationAttempt:
         """The allocator's attempt from the in-flight view; the caller holds the lock."""
-        inventory = self._inventory
+        cache_reader = self._cache_reader
         inputs = AllocationInputs(
-            slices=tuple(inventory.slices()),
-            classes=inventory.classes(),
-            allocated_claims=tuple(inventory.allocated_claims()),
-            namespace_labels=inventory.namespace_labels(namespace),
+            slices=tuple(cache_reader.slices()),
+            classes=cache_reader.classes(),
+            allocated_claims=tuple(cache_reader.allocated_claims()),
+            namespace_labels=cache_reader.namespace_labels(namespace),
         )
         return self._allocator.attempt(claim, inputs)
 
@@ -233,17 +233,17 @@ class Decisions:
         at 1,000 nodes) then run on the frozen inputs *outside* the lock, so an explanation never
         stalls allocations. The inputs may be a few decisions old by the time the report is
         rendered, which is what any explanation of a moving cluster is."""
-        inventory = self._inventory
-        with inventory.in_flight.lock:
-            claim = inventory.claim(request)
+        cache_reader = self._cache_reader
+        with cache_reader.in_flight.lock:
+            claim = cache_reader.claim(request)
             if claim is None:
                 return None
             key = object_key(claim)
             inputs = AllocationInputs(
-                slices=tuple(inventory.slices()),
-                classes=inventory.classes(),
-                allocated_claims=tuple(c for c in inventory.allocated_claims() if object_key(c) != key),
-                namespace_labels=inventory.namespace_labels(request.namespace),
+                slices=tuple(cache_reader.slices()),
+                classes=cache_reader.classes(),
+                allocated_claims=tuple(c for c in cache_reader.allocated_claims() if object_key(c) != key),
+                namespace_labels=cache_reader.namespace_labels(request.namespace),
                 node=node,
             )
         return claim, inputs
@@ -265,7 +265,7 @@ class Decisions:
         if not late:
             self._after_write.done(claim)
             return AfterWrite()
-        with self._inventory.in_flight.lock:
+        with self._cache_reader.in_flight.lock:
             released = self._writer.release(claim)  # compare-and-swap: a conflict is retried
         self._after_write.done(claim)
         return AfterWrite(referenced_by=tuple(late), given_back=True, released=released)
@@ -275,8 +275,8 @@ class Decisions:
 
     def release_if_colliding(self, claim: ResourceV1ResourceClaim, *, check: YieldCheck) -> Release | None:
         """Gives ``claim``'s allocation back if ``check`` finds a collision; None when there is none."""
-        with self._inventory.in_flight.lock:
-            reason = check(claim, self._inventory)
+        with self._cache_reader.in_flight.lock:
+            reason = check(claim, self._cache_reader)
             if reason is None:
                 return None
             return Release(reason=reason, released=self._writer.release(claim))

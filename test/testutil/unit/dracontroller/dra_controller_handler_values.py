@@ -1,7 +1,7 @@
 """Values shared by the unit tests of gpu-dra-controller's handlers, each run alone.
 
 ``snapshot_of`` builds a claim's snapshot with the reconciler's own ``state_factory`` over an
-autospecced inventory that knows one class (``MIG_1G``); ``allocated_claim`` and ``ours`` build a
+autospecced cache reader that knows one class (``MIG_1G``); ``allocated_claim`` and ``ours`` build a
 claim allocated one MIG slice; ``races`` reads a process-wide counter (tests compare deltas).
 """
 
@@ -24,7 +24,7 @@ from pytest_mock import MockerFixture
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
-from pkg.dracontroller.internal.service import Inventory
+from pkg.dracontroller.internal.service import CacheReader
 from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 
 MIG_1G = our_mig_class("1g")
@@ -34,10 +34,10 @@ def snapshot_of(
     mocker: MockerFixture, c: ResourceV1ResourceClaim, *, pods: Sequence[str] = ()
 ) -> ClaimSnapshot:
     """The snapshot the reconciler builds for ``c`` from a cache that shows ``pods`` referencing it."""
-    inventory = mocker.create_autospec(Inventory, instance=True)
-    inventory.referencing_pods.return_value = list(pods)
-    inventory.classes.return_value = {name_of(MIG_1G): MIG_1G}
-    return state_factory(inventory)(c)
+    cache_reader = mocker.create_autospec(CacheReader, instance=True)
+    cache_reader.referencing_pods.return_value = list(pods)
+    cache_reader.classes.return_value = {name_of(MIG_1G): MIG_1G}
+    return state_factory(cache_reader)(c)
 
 
 def allocated_claim(*, marked: bool = True, reserved: bool = False) -> ResourceV1ResourceClaim:

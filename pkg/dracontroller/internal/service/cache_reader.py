@@ -1,6 +1,6 @@
 """What the allocation controller reads: the informer caches, seen through the in-flight record.
 
-Every read a reconcile makes goes through :class:`Inventory`, so handlers never touch a store and
+Every read a reconcile makes goes through :class:`CacheReader`, so handlers never touch a store and
 unit tests substitute one object. Claims are always passed through
 :meth:`~.in_flight.InFlight.resolve`: a claim we just allocated is seen allocated even before the
 watch delivers it, both as the object under reconciliation and among the allocated claims the
@@ -23,7 +23,7 @@ from pkg.framework.keys import object_key
 from pkg.framework.reconcile.contract import Request
 
 
-class Inventory:
+class CacheReader:
     def __init__(
         self,
         *,

@@ -5,7 +5,7 @@ the way kube-apiserver does: a failed ``test`` op is a 422 without causes, a sta
 every write bumps the resourceVersion. It also holds Pods for the consistent read of
 :class:`PodReferenceReader` (``list_page``, filtered by namespace and phase, paged), separately
 from the Pod *cache*, so a test can make the cache lag the API server. :class:`Env` wires the real
-reconciler, handlers, writer, inventory and in-flight record over real stores; the watch is
+reconciler, handlers, writer, cache reader and in-flight record over real stores; the watch is
 simulated by :meth:`Env.sync`, so a test decides whether the cache has seen a write yet.
 """
 
@@ -30,7 +30,7 @@ from pytest_mock import MockerFixture, MockType
 
 from pkg.dra.allocator import Allocator
 from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
-from pkg.dracontroller.internal.service import ClaimWriter, InFlight, Inventory, PodReferenceReader
+from pkg.dracontroller.internal.service import CacheReader, ClaimWriter, InFlight, PodReferenceReader
 from pkg.dracontroller.setup import ResourceClaimContainer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.store import Store
@@ -179,7 +179,7 @@ class Env:
             self.classes.update(cls)
         self.namespaces.update(V1Namespace(metadata=V1ObjectMeta(name="default")))
         self.in_flight = InFlight()
-        self.inventory = Inventory(
+        self.cache_reader = CacheReader(
             claims=self.claims, pods=self.pods, slices=self.slices, classes=self.classes,
             namespaces=self.namespaces, in_flight=self.in_flight,
         )  # fmt: skip
@@ -195,7 +195,7 @@ class Env:
             informers=mocker.MagicMock(spec=InformerFactory),
             recorder=self.recorder,
         )
-        self.container.inventory.override(providers.Object(self.inventory))
+        self.container.cache_reader.override(providers.Object(self.cache_reader))
         self.container.writer.override(providers.Object(self.writer))
         self.container.allocator.override(providers.Object(self.allocator))
         self.container.pod_references.override(providers.Object(PodReferenceReader(self.api)))
