@@ -101,7 +101,7 @@ class SharedInformer(Generic[ModelT]):
         scope = "".join(f"[{part}]" for part in (namespace, label_selector, field_selector) if part)
         self.name = f"informer-{kind.kind.lower()}{scope}"  # distinct per watch, for logs and the manager
         self._kind = kind
-        self._store: Store[ModelT] = Store(indexers=indexers)
+        self._store: Store[ModelT] = Store(indexers=indexers, kind=kind.kind)
         self._resync_period = resync_period
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()

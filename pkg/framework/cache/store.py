@@ -55,14 +55,30 @@ def label_index(label: str) -> IndexFunc:
 
 
 class IndexNotFoundError(KeyError):
-    """A lookup named an index that was never added."""
+    """A lookup named an index that was never added: an error, not an empty answer, because "no
+    object is filed there" would read as "nothing references this" and silently stop a wake-up."""
+
+    def __init__(self, index_name: str, kind: str = "") -> None:
+        super().__init__(index_name)
+        self.index_name = index_name
+        self.kind = kind
+
+    def __str__(self) -> str:
+        of = f" of {self.kind}" if self.kind else ""
+        return (
+            f"index {self.index_name!r}{of} was never declared: declare it in the manager's "
+            "index registry (pkg.framework.cache.indexer) before the caches start"
+        )
 
 
 class Store(Generic[ObjT]):
     """Objects by key (``namespace/name``) plus named indexes; safe to share between threads."""
 
-    def __init__(self, *, key_func: KeyFunc = object_key, indexers: Indexers | None = None) -> None:
+    def __init__(
+        self, *, key_func: KeyFunc = object_key, indexers: Indexers | None = None, kind: str = ""
+    ) -> None:
         self._key_func = key_func
+        self._kind = kind  # names the store in errors
         self._lock = threading.Lock()
         self._items: dict[str, ObjT] = {}
         self._indexers: Indexers = {}
@@ -181,7 +197,7 @@ class Store(Generic[ObjT]):
         try:
             return self._indices[index_name]
         except KeyError:
-            raise IndexNotFoundError(index_name) from None
+            raise IndexNotFoundError(index_name, self._kind) from None
 
     @staticmethod
     def _index_values(obj: ObjT, indexers: Indexers) -> dict[str, builtins.list[str]]:

@@ -1,10 +1,12 @@
 """The manager: runs every component of a process and stops them together.
 
 Start order (controller-runtime's): the monitoring server first, so probes answer during start-up;
-then informer caches, waiting until each has synced, because controllers read only from caches and
-a reconcile against a half-filled cache would act on a partial view; then the other runnables; the
-runnables with ``needs_leader_election`` start only while this process holds the lease (at once when
-leader election is off).
+then the declared store indexes are added to the informers of their kinds (:attr:`Manager.indexes`,
+:mod:`pkg.framework.cache.indexer`) before any informer lists an object; then informer caches,
+waiting until each has synced, because controllers read only from caches and a reconcile against a
+half-filled cache would act on a partial view; then the other runnables; the runnables with
+``needs_leader_election`` start only while this process holds the lease (at once when leader
+election is off).
 
 Failure policy: one way out. When a runnable raises, or the lease is lost, the manager stops
 everything and :meth:`Manager.run` raises. A process that lost its lease must not keep half its
@@ -22,9 +24,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 from typing import Protocol, runtime_checkable
 
+from pkg.framework.cache.indexer import IndexedInformer, IndexRegistry
 from pkg.framework.manager.leaderelection import (
     LeaderCallbacks,
     LeaderElectionConfig,
@@ -52,6 +56,13 @@ class CacheRunnable(Protocol):
     def run(self, stop: threading.Event) -> None: ...
 
     def has_synced(self) -> bool: ...
+
+
+@runtime_checkable
+class InformerSet(Protocol):
+    """A cache runnable holding several informers (the informer factory)."""
+
+    def informers(self) -> Sequence[IndexedInformer]: ...
 
 
 class LeaderElectionLostError(RuntimeError):
@@ -92,6 +103,8 @@ class Manager:
         self._healthz.add("ping", lambda: None)
         self._readyz.add("caches-synced", self._check_caches_synced)
         self.metrics = metrics or MetricsProvider()
+        self.indexes = IndexRegistry()
+        """Where setup modules declare the store indexes their controllers read (``IndexField``)."""
         # Every process exposes the leader families, leading or not, so dashboards see a 0, not a gap.
         LeaderMetrics(provider=self.metrics)
         self._server = None
@@ -149,6 +162,7 @@ class Manager:
         if self._server is not None:
             self._spawn("server", self._server)
         caches = [r for r in self._runnables if isinstance(r, CacheRunnable) and not r.needs_leader_election]
+        self.indexes.index_all(self._informers(caches))
         for cache in caches:
             self._spawn("caches", cache)
         if not self._wait_for_sync(caches, stop):
@@ -161,6 +175,16 @@ class Manager:
         else:
             self._on_started_leading(self._stops["leader"])
         return True
+
+    @staticmethod
+    def _informers(caches: list[CacheRunnable]) -> list[IndexedInformer]:
+        found: list[IndexedInformer] = []
+        for cache in caches:
+            if isinstance(cache, InformerSet):
+                found.extend(cache.informers())
+            elif isinstance(cache, IndexedInformer):
+                found.append(cache)
+        return found
 
     def _wait_for_sync(self, caches: list[CacheRunnable], stop: threading.Event) -> bool:
         deadline = time.monotonic() + self._cache_sync_timeout
