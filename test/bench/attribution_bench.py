@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from pkg.backends.usage import CardUsage, ProcessUsage
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.sampler import Sampler
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PreparePhase
 from pkg.hardware.cgroups import read_cgroup
 
 CARDS = 8
@@ -78,7 +78,7 @@ def node(proc: Path, *, pods: int, containers: int, processes: int) -> tuple[Sam
         device = DeviceRecord(
             pool="node", device=f"gpu-{p % CARDS}-ts", card=card, device_type="Physical", share_id=str(p)
         )
-        record = ClaimRecord(uid=f"c-{p}", namespace="team", name=claim, state=PrepareState.PREPARE_COMPLETED)
+        record = ClaimRecord(uid=f"c-{p}", namespace="team", name=claim, state=PreparePhase.PREPARE_COMPLETED)
         record.devices = [device]
         claims.append(record)
     energy = [0]

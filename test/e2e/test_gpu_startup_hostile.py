@@ -27,7 +27,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointStore,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
     read_boot_id,
 )
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
@@ -71,7 +71,7 @@ def test_gpu_handler_started_over_hostile_state_stays_registered_and_published(
             uid=uid,
             namespace="e2e",
             name="hostile",
-            state=PrepareState.PREPARE_STARTED,
+            state=PreparePhase.PREPARE_STARTED,
             devices=[
                 DeviceRecord(
                     pool=f"gpus/{node.name}",

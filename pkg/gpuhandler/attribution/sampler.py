@@ -33,7 +33,7 @@ from kubernetes.client import V1Pod
 from pkg.backends.backend import BackendError
 from pkg.backends.usage import CardUsage, ProcessUsage
 from pkg.gpuhandler.attribution.pods import PodContainer, PodDirectory
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import mig_record
 from pkg.gpuhandler.preparation.kinds.vm.records import for_vm
 from pkg.hardware.cgroups import ProcessCgroup
@@ -304,7 +304,7 @@ def _prepared_devices(
     """The completed claims' devices on cards the backend reads, with the UUID processes report."""
     found = []
     for claim in claims:
-        if claim.state is not PrepareState.PREPARE_COMPLETED:
+        if claim.state is not PreparePhase.PREPARE_COMPLETED:
             continue
         for device in claim.devices:
             uuid = _device_uuid(device, uuids)

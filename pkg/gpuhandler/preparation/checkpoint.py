@@ -88,7 +88,7 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
-class PrepareState(enum.StrEnum):
+class PreparePhase(enum.StrEnum):
     """How far a claim's Prepare got on this node (the record's ``state``)."""
 
     PREPARE_STARTED = "PrepareStarted"
@@ -172,7 +172,7 @@ class ClaimRecord(_Record):
     uid: str
     namespace: str
     name: str
-    state: PrepareState
+    state: PreparePhase
     devices: list[DeviceRecord] = Field(default_factory=list)
     updated: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

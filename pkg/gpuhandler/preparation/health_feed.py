@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.kubeletplugin.types import DeviceHealth, HealthBoard, HealthStatus
 from pkg.gpuhandler.health import CardHealth
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, CheckpointStore, PreparePhase
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class HealthFeed:
         now = int(self._clock())
         devices = []
         for claim in checkpoint.claims.values():
-            if claim.state is not PrepareState.PREPARE_COMPLETED:
+            if claim.state is not PreparePhase.PREPARE_COMPLETED:
                 continue
             for device in claim.devices:
                 status, message = health.get(

@@ -50,7 +50,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointStore,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
 )
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds, PlanError
@@ -85,7 +85,7 @@ class RecordedAnswer:
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
         recorded = loaded(attempt).claims.get(attempt.claim.uid)
-        if recorded is None or recorded.state is not PrepareState.PREPARE_COMPLETED:
+        if recorded is None or recorded.state is not PreparePhase.PREPARE_COMPLETED:
             return StepOutcome.NOT_APPLICABLE
         attempt.answer = answer_of(recorded)
         attempt.note = "already prepared: the recorded answer"
@@ -269,7 +269,7 @@ class RecordCompleted:
             device.cdi_device_ids = [attempt.cdi_ids[cdi_key(device)]]
             if attempt.driver_id is not None and self._kinds.in_container(device):
                 device.cdi_device_ids.append(attempt.driver_id)
-        record.state = PrepareState.PREPARE_COMPLETED
+        record.state = PreparePhase.PREPARE_COMPLETED
         record.updated = datetime.now(UTC)
         self._store.save(loaded(attempt))
         attempt.answer = answer_of(record)
@@ -279,7 +279,7 @@ class RecordCompleted:
         """The record is started again: whatever is saved next (a release that keeps it) must not
         say the claim was prepared."""
         if attempt.record is not None:
-            attempt.record.state = PrepareState.PREPARE_STARTED
+            attempt.record.state = PreparePhase.PREPARE_STARTED
 
 
 def loaded(attempt: ClaimAttempt) -> CheckpointData:
@@ -339,7 +339,7 @@ def record_started(plan: ClaimPlan) -> ClaimRecord:
         uid=plan.uid,
         namespace=plan.namespace,
         name=plan.name,
-        state=PrepareState.PREPARE_STARTED,
+        state=PreparePhase.PREPARE_STARTED,
         devices=[d.model_copy(deep=True) for d in plan.devices],
         updated=datetime.now(UTC),
     )

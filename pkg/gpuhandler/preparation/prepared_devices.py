@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pkg.domain.metrics import NAMESPACE
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import mig_record
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class PreparedDevicesCollector(Collector):
             logger.warning("prepared devices not exported: %s", exc)
             data = None
         for record in data.claims.values() if data is not None else ():
-            if record.state is not PrepareState.PREPARE_COMPLETED:
+            if record.state is not PreparePhase.PREPARE_COMPLETED:
                 continue
             for device in record.devices:
                 mig = mig_record(device)

@@ -42,7 +42,7 @@ from pkg.framework.steptaker import Pipeline
 from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
 from pkg.gpuhandler.preparation.cdi import CdiSpecs
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointStore, ClaimRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointStore, ClaimRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.services import ClaimReader
 
@@ -137,7 +137,7 @@ def reconcile_at_startup(
         except Exception as exc:  # kept: it still owns what could not be released
             if uid not in checkpoint.claims:  # all released; only saving that failed: retried below
                 return True
-            record.state = PrepareState.PREPARE_STARTED
+            record.state = PreparePhase.PREPARE_STARTED
             report.failed(step, exc, card=_first_card(record), claim_uid=uid)
             return False
         checkpoint.claims.pop(uid, None)
@@ -160,7 +160,7 @@ def reconcile_at_startup(
     for uid, record in list(checkpoint.claims.items()):
         if uid in tried:
             continue
-        if record.state is PrepareState.PREPARE_STARTED:
+        if record.state is PreparePhase.PREPARE_STARTED:
             if drop(uid, "roll-back"):
                 report.rolled_back.append(uid)
                 logger.info("rolled back a prepare that did not finish", extra={"claim": str(record)})

@@ -25,7 +25,7 @@ from pkg.framework.client.errors import ApiError
 from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter, device_usage
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, CAPPED, UNATTRIBUTED, Sampler, UsageSample
-from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
 from pkg.hardware.cgroups import ProcessCgroup
 
@@ -68,7 +68,7 @@ def pod(
 
 def claim(name: str, uid: str, *devices: DeviceRecord) -> ClaimRecord:
     return ClaimRecord(
-        uid=uid, namespace="team", name=name, state=PrepareState.PREPARE_COMPLETED, devices=list(devices)
+        uid=uid, namespace="team", name=name, state=PreparePhase.PREPARE_COMPLETED, devices=list(devices)
     )
 
 

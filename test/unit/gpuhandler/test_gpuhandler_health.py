@@ -220,7 +220,7 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
         CheckpointStore,
         ClaimRecord,
         DeviceRecord,
-        PrepareState,
+        PreparePhase,
     )
     from pkg.gpuhandler.preparation.health_feed import HealthFeed
 
@@ -232,7 +232,7 @@ def test_the_kubelet_stream_reports_prepared_devices_by_the_verdict_at_once(tmp_
         uid="5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3",
         namespace="ns",
         name="c",
-        state=PrepareState.PREPARE_COMPLETED,
+        state=PreparePhase.PREPARE_COMPLETED,
         devices=[device],
     )
     store.save(

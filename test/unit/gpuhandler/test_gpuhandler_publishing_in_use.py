@@ -16,7 +16,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointFeed,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
 )
 from pkg.gpuhandler.publishing.in_use import DevicesInUse, wake_if_fill_followed
 
@@ -31,7 +31,7 @@ def checkpoint(*devices: tuple[str, str]) -> CheckpointData:
         for pool, name in devices
     ]
     claim = ClaimRecord(
-        uid="u1", namespace="ns", name="c", state=PrepareState.PREPARE_COMPLETED, devices=records
+        uid="u1", namespace="ns", name="c", state=PreparePhase.PREPARE_COMPLETED, devices=records
     )
     return CheckpointData.model_validate({"bootID": "b", "claims": {"u1": claim}})
 

@@ -23,7 +23,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointStore,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
 )
 from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
 from pkg.gpuhandler.preparation.kinds.vm.records import VfioFunctionRecord, VfioRecord
@@ -48,7 +48,7 @@ def _passed_through(*cards: str) -> CheckpointData:
         uid="5b0c1d2e-3f40-4a5b-8c6d-7e8f90a1b2c3",
         namespace="vms",
         name="vm",
-        state=PrepareState.PREPARE_COMPLETED,
+        state=PreparePhase.PREPARE_COMPLETED,
         devices=devices,
     )
     return CheckpointData(

@@ -35,7 +35,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointUnreadable,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
     checksum,
 )
 from pkg.gpuhandler.preparation.claim_ref import InvalidClaimRefError, validate_claim_ref
@@ -54,7 +54,7 @@ def _record(uid: str = UID, *, sharing: SharingRecord | None = None) -> ClaimRec
         pool="node-a", device="gpu-0", card="0000:3b:00.0", device_type="Physical", sharing=sharing
     )
     return ClaimRecord(
-        uid=uid, namespace="ns", name="c", state=PrepareState.PREPARE_COMPLETED, devices=[device]
+        uid=uid, namespace="ns", name="c", state=PreparePhase.PREPARE_COMPLETED, devices=[device]
     )
 
 

@@ -24,7 +24,7 @@ from preparation_fakes import A30, A30_B, Node, mig_offer, node, whole_offer  # 
 
 from pkg.backends.simulated.sharing import stop_simulated_daemons  # noqa: E402
 from pkg.gpuhandler.preparation import metrics  # noqa: E402
-from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PrepareState  # noqa: E402
+from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PreparePhase  # noqa: E402
 from pkg.gpuhandler.preparation.kinds.mig import ORPHANS  # noqa: E402
 from pkg.gpuhandler.preparation.kinds.share.card_sharing import share_of  # noqa: E402
 
@@ -52,7 +52,7 @@ def _prepared_mig(n: Node, name: str, start: int) -> str:
     return claim.uid
 
 
-def _move_to_gone_card(n: Node, uid: str, state: PrepareState) -> None:
+def _move_to_gone_card(n: Node, uid: str, state: PreparePhase) -> None:
     store = n.container.store()
     data = store.load()
     record = data.claims[uid]
@@ -67,7 +67,7 @@ def test_a_record_of_a_card_the_backend_cannot_see_is_kept_and_reported(
 ) -> None:
     n = node(mocker, tmp_path)
     uid = _prepared_mig(n, "lost", 0)
-    _move_to_gone_card(n, uid, PrepareState.PREPARE_STARTED)
+    _move_to_gone_card(n, uid, PreparePhase.PREPARE_STARTED)
     before = _failures("roll-back")
 
     report = n.reconcile()
@@ -84,7 +84,7 @@ def test_a_completed_claim_on_an_unreadable_card_keeps_everything_it_owns(
     n = node(mocker, tmp_path)
     owner = _prepared_mig(n, "owner", 2)
     lost = _prepared_mig(n, "lost", 0)
-    _move_to_gone_card(n, lost, PrepareState.PREPARE_STARTED)
+    _move_to_gone_card(n, lost, PreparePhase.PREPARE_STARTED)
 
     report = n.reconcile(cards=(A30, A30_B, GONE))
 
@@ -101,7 +101,7 @@ def test_a_full_disk_fails_the_save_not_the_process(
     uid = _prepared_mig(n, "train", 1)
     store = n.container.store()
     data = store.load()
-    data.claims[uid].state = PrepareState.PREPARE_STARTED
+    data.claims[uid].state = PreparePhase.PREPARE_STARTED
     store.save(data)
 
     def full(_data: object) -> None:
@@ -203,7 +203,7 @@ def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_bo
 ) -> None:
     n = node(mocker, tmp_path)
     old = _prepared_mig(n, "old", 0)
-    _move_to_gone_card(n, old, PrepareState.PREPARE_COMPLETED)
+    _move_to_gone_card(n, old, PreparePhase.PREPARE_COMPLETED)
     rebooted = node(
         mocker,
         tmp_path / "rebooted",
@@ -217,7 +217,7 @@ def test_an_earlier_boots_entry_that_would_not_go_never_costs_a_claim_of_this_bo
     first = rebooted.reconcile()
 
     assert [f.step for f in first.failures] == ["stale-boot"]
-    assert rebooted.container.store().load().claims[old].state is PrepareState.PREPARE_STARTED
+    assert rebooted.container.store().load().claims[old].state is PreparePhase.PREPARE_STARTED
     new = _prepared_mig(rebooted, "new", 3)
     second = rebooted.reconcile()  # the retry round
     assert new in rebooted.container.store().load().claims

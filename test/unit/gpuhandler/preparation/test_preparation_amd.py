@@ -21,7 +21,7 @@ from pkg.backends.amd.plugin import SIMULATED_AMD
 from pkg.backends.amd.simulated import PROCESSES_DIR, make_device_files
 from pkg.backends.amd.sysfs import read_card
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 WHOLE = "0000:05:00.0"
@@ -179,7 +179,7 @@ def test_a_partition_claim_killed_at_any_prepare_point_converges(
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert _mode(restarted, SPLIT) == "cpx"
     [record] = restarted.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
     assert restarted.driver.unprepare([claim]) == {claim.uid: ""}
     assert _mode(restarted, SPLIT) == "spx"
 

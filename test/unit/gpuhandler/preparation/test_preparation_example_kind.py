@@ -15,7 +15,7 @@ from preparation_fakes import A30, Node, attrs, kill_at, node, prepare_failures
 from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.kinds import Kinds
 from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
@@ -55,7 +55,7 @@ def test_a_claim_of_the_new_kind_is_prepared_recorded_and_released(
     assert outcome.error == ""
     assert kind.lent() == {f"{A30}@slot-2": claim.uid}
     [record] = n.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
     [device] = record.devices
     assert device.device_type == "ExampleSlot"
     assert device.kind_record("exampleSlot", SlotRecord) == SlotRecord(slot=2)
@@ -116,7 +116,7 @@ def test_a_claim_of_the_new_kind_killed_at_any_prepare_point_converges(
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert kind.lent() == {f"{A30}@slot-2": claim.uid}
     [record] = restarted.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -144,7 +144,7 @@ def test_start_up_rolls_back_a_half_prepared_claim_and_removes_what_no_record_ow
     assert n.driver.prepare([claim])[claim.uid].error == ""
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED  # died before record-completed
+    data.claims[claim.uid].state = PreparePhase.PREPARE_STARTED  # died before record-completed
     store.save(data)
     stray = kind.slot_file(A30, 6)
     stray.write_text("3f1e0e52-53c5-4d33-a2c7-6a5c3cbd1d0c")  # lent, then died before recording

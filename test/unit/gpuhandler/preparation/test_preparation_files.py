@@ -23,7 +23,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointFile,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
     checksum,
 )
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
@@ -32,7 +32,7 @@ from pkg.gpuhandler.preparation.setup import RECORD_TYPES
 UID = "8d1e4c2a-3b5f-4e6d-9a7b-1c2d3e4f5a6b"
 
 
-def _claim(uid: str = UID, *, state: PrepareState = PrepareState.PREPARE_COMPLETED) -> ClaimRecord:
+def _claim(uid: str = UID, *, state: PreparePhase = PreparePhase.PREPARE_COMPLETED) -> ClaimRecord:
     return ClaimRecord(
         uid=uid,
         namespace="team-a",
@@ -85,14 +85,14 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
     file = CheckpointFile(path, RECORD_TYPES)
 
     data = file.load(boot_id="b")
-    data.claims[UID].state = PrepareState.PREPARE_STARTED  # this release changes what it knows
+    data.claims[UID].state = PreparePhase.PREPARE_STARTED  # this release changes what it knows
     file.save(data)
 
     stored = json.loads(path.read_text())["data"]
     assert stored["futureTopLevel"] == {"x": 1}
     assert stored["claims"][UID]["devices"][0]["mdev"] == {"uuid": "aa618089"}
     assert stored["claims"][UID]["state"] == "PrepareStarted"
-    assert file.load(boot_id="b").claims[UID].state is PrepareState.PREPARE_STARTED
+    assert file.load(boot_id="b").claims[UID].state is PreparePhase.PREPARE_STARTED
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from preparation_fakes import A30, POOL, Node, node, whole_offer
 from pytest_mock import MockerFixture
 
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION, ClaimWork, Kinds, UnknownKindError
 from pkg.gpuhandler.preparation.kinds.mig import MigKind, mig_record
@@ -43,7 +43,7 @@ def _device(card: str = A30, **kinds: object) -> DeviceRecord:
 
 def _work(device: DeviceRecord, *others: ClaimRecord, uid: str = "u-1") -> ClaimWork:
     record = ClaimRecord(
-        uid=uid, namespace="team", name="c", state=PrepareState.PREPARE_STARTED, devices=[device]
+        uid=uid, namespace="team", name="c", state=PreparePhase.PREPARE_STARTED, devices=[device]
     )
     claims = {c.uid: c for c in (record, *others)}
     return ClaimWork(record=record, checkpoint=CheckpointData(boot_id="b", claims=claims))
@@ -51,7 +51,7 @@ def _work(device: DeviceRecord, *others: ClaimRecord, uid: str = "u-1") -> Claim
 
 def _other_claim(device: DeviceRecord) -> ClaimRecord:
     return ClaimRecord(
-        uid="u-2", namespace="team", name="other", state=PrepareState.PREPARE_COMPLETED, devices=[device]
+        uid="u-2", namespace="team", name="other", state=PreparePhase.PREPARE_COMPLETED, devices=[device]
     )
 
 

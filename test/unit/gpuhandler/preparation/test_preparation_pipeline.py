@@ -20,7 +20,7 @@ from pytest_mock import MockerFixture
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CDI_KIND
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import mig_record
 
 
@@ -54,7 +54,7 @@ def test_a_mig_claim_gets_its_instance_at_the_offers_placement_and_a_cdi_device(
     assert _mig_mode(n) == MIG_ENABLED
     assert _gpu_instances(n) == [(14, 3)]
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
     assert present(present(mig_record(record.devices[0])).uuid).startswith("MIG-")
     spec = json.loads(n.container.cdi().path_of(claim.uid).read_text())
     env = spec["devices"][0]["containerEdits"]["env"]

@@ -10,7 +10,7 @@ from preparation_fakes import A30, A30_B, POOL, Node, node
 from pytest_mock import MockerFixture
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.whole_card import WholeCardKind
@@ -22,7 +22,7 @@ OTHER = "0f9e8d7c-6b5a-4948-8372-615049382716"
 
 def _record(*devices: DeviceRecord, uid: str = UID) -> ClaimRecord:
     return ClaimRecord(
-        uid=uid, namespace="team", name="c", state=PrepareState.PREPARE_STARTED, devices=list(devices)
+        uid=uid, namespace="team", name="c", state=PreparePhase.PREPARE_STARTED, devices=list(devices)
     )
 
 

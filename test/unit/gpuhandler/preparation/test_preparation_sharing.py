@@ -17,7 +17,7 @@ from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError
 from pkg.backends.simulated.mps_daemon import MARKER, SHM_FILE
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
 from pkg.gpuhandler.preparation.kinds.share.card_sharing import MpsWatchdog, share_of
 
@@ -192,7 +192,7 @@ def test_a_daemon_that_cannot_start_fails_the_share_and_restores_the_card(
     assert _card(n)[0] == 0
     # The folder would not go: the record stays, so start-up finishes the release.
     [kept] = n.container.store().load().claims.values()
-    assert kept.state is PrepareState.PREPARE_STARTED
+    assert kept.state is PreparePhase.PREPARE_STARTED
     (n.mps_root / A30).unlink()
     assert n.reconcile().rolled_back == [claim.uid]
     assert n.container.store().load().claims == {}
@@ -252,7 +252,7 @@ def test_start_up_rolls_back_a_share_that_died_half_way(tmp_path: Path, mocker: 
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED
+    data.claims[claim.uid].state = PreparePhase.PREPARE_STARTED
     store.save(data)
 
     report = n.reconcile()
@@ -321,7 +321,7 @@ def test_start_up_gives_the_default_slice_back_when_a_crash_left_no_share(
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED  # killed between configure and record
+    data.claims[claim.uid].state = PreparePhase.PREPARE_STARTED  # killed between configure and record
     store.save(data)
     assert _card(n) == (0, LONG)
 

@@ -12,7 +12,7 @@ from preparation_fakes import A30, A30_B, Node, mig_offer, node
 from pytest_mock import MockerFixture
 
 from pkg.framework.steptaker import Pipeline, StepOutcome, When
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV, crash_at, crash_hook
 from pkg.gpuhandler.preparation.kinds.mig import ORPHANS
 from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
@@ -29,7 +29,7 @@ def test_a_prepare_that_died_half_way_is_rolled_back(tmp_path: Path, mocker: Moc
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED  # as if it died before recording completion
+    data.claims[claim.uid].state = PreparePhase.PREPARE_STARTED  # as if it died before recording completion
     store.save(data)
 
     report = n.reconcile()

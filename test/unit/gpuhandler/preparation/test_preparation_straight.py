@@ -21,7 +21,7 @@ from pytest_mock import MockerFixture
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.framework.steptaker import Pipeline
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, PreparePhase
 from pkg.gpuhandler.preparation.setup import PREPARE_POINTS, UNPREPARE_POINTS
 
 
@@ -139,7 +139,7 @@ def test_a_mig_claim_killed_at_any_prepare_point_converges(
     assert restarted.driver.prepare([claim])[claim.uid].error == ""  # the kubelet's retry
     assert _instances(restarted) == [3]
     [record] = restarted.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -169,7 +169,7 @@ def test_a_kill_is_no_failure_nothing_is_rolled_back(
     kill_at(n, monkeypatch, "prepare:prepare-devices:after", claim)
 
     [record] = n.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_STARTED  # left for start-up or the retry
+    assert record.state is PreparePhase.PREPARE_STARTED  # left for start-up or the retry
     assert _instances(n) == [3]
 
 

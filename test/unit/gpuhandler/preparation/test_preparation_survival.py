@@ -16,7 +16,7 @@ from pytest_mock import MockerFixture, MockType
 
 from pkg.backends.preparation import PreparationError
 from pkg.gpuhandler.preparation import metrics
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.runnable import PluginRunnable
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
 
@@ -130,7 +130,7 @@ def test_a_rollback_whose_first_release_fails_keeps_the_record_for_start_up(
     assert _instances(n) == [0]
     [kept] = n.container.store().load().claims.values()
     assert kept.uid == claim.uid
-    assert kept.state is PrepareState.PREPARE_STARTED
+    assert kept.state is PreparePhase.PREPARE_STARTED
     assert _mig_mode(n) == 1  # the device that would not go keeps the card in MIG mode for now
     monkeypatch.undo()
     report = n.reconcile()
@@ -213,7 +213,7 @@ def test_an_unfinished_start_up_warns_on_the_card_and_is_retried(
     n.driver.prepare([claim])
     store = n.container.store()
     data = store.load()
-    data.claims[claim.uid].state = PrepareState.PREPARE_STARTED
+    data.claims[claim.uid].state = PreparePhase.PREPARE_STARTED
     data.claims[claim.uid].devices[0].card = "0000:99:00.0"
     store.save(data)
     events = mocker.MagicMock()

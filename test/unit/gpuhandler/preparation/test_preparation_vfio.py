@@ -19,7 +19,7 @@ from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare
 from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.kinds.vm.files import (
     HOOK_ROOT,
@@ -90,7 +90,7 @@ def test_a_vfio_claim_binds_the_whole_iommu_group_and_unprepare_gives_it_back(
     assert _override(n, RTX) == "vfio-pci"
     assert (n.host.dev / "vfio" / "28").is_char_device()
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
     vfio = vfio_of(record.devices[0])
     assert vfio is not None
     assert vfio.iommu_group == "28"
@@ -334,7 +334,7 @@ def test_a_record_is_kept_until_its_functions_are_back_and_a_retry_uses_its_driv
 
     assert n.driver.prepare([claim])[claim.uid].error
     [record] = n.container.store().load().claims.values()  # the only memory of the drivers: kept
-    assert record.state is PrepareState.PREPARE_STARTED
+    assert record.state is PreparePhase.PREPARE_STARTED
     assert _driver(n, RTX) is None  # out of vfio-pci, not yet back on nvidia
 
     cdi.unlink()

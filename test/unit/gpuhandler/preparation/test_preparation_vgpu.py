@@ -19,7 +19,7 @@ from preparation_fakes import POOL, Node, attrs, kill_at, node, prepare_failures
 from pytest_mock import MockerFixture
 
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import PrepareState
+from pkg.gpuhandler.preparation.checkpoint import PreparePhase
 from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
 from pkg.gpuhandler.preparation.kinds.vm.files import (
     MDEV_UUID,
@@ -86,7 +86,7 @@ def test_a_vgpu_is_created_with_the_recorded_uuid_handed_over_and_removed(
 
     assert outcome.error == ""
     record = n.container.store().load().claims[claim.uid]
-    assert record.state is PrepareState.PREPARE_COMPLETED
+    assert record.state is PreparePhase.PREPARE_COMPLETED
     vgpu = vgpu_of(record.devices[0])
     assert vgpu is not None
     assert vgpu.mdev_type == "nvidia-232"
@@ -208,7 +208,7 @@ def test_a_crash_between_create_and_the_next_step_leaves_an_owned_mdev(
     claim = _claim(n, offer)
     kill_at(n, monkeypatch, "prepare:prepare-devices:after", claim)
     [record] = n.container.store().load().claims.values()
-    assert record.state is PrepareState.PREPARE_STARTED
+    assert record.state is PreparePhase.PREPARE_STARTED
     assert (vgpu := vgpu_of(record.devices[0])) is not None
     assert _mdevs(n) == [vgpu.mdev_uuid]  # recorded before it was made
 

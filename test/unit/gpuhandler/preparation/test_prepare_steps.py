@@ -45,7 +45,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointUnreadable,
     ClaimRecord,
     DeviceRecord,
-    PrepareState,
+    PreparePhase,
 )
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Conflict, DeviceKind, Kinds, PlanError
@@ -159,7 +159,7 @@ def test_load_checkpoint_lets_an_unreadable_checkpoint_fail_and_its_undo_touches
 
 
 def test_recorded_answer_does_not_apply_to_a_claim_without_a_record() -> None:
-    a = attempt(checkpoint(record(uid=OTHER_UID, name="other", state=PrepareState.PREPARE_COMPLETED)))
+    a = attempt(checkpoint(record(uid=OTHER_UID, name="other", state=PreparePhase.PREPARE_COMPLETED)))
 
     assert RecordedAnswer().take(a) is NOT_APPLICABLE
     assert (a.answer, a.note) == (None, "done")
@@ -176,7 +176,7 @@ def test_recorded_answer_does_not_apply_to_a_prepare_that_only_started() -> None
 def test_recorded_answer_stops_a_completed_claim_with_its_recorded_answer() -> None:
     rec = record(
         device(cdi_ids=[f"k8s.gpu.deckhouse.io/claim={UID}-gpu-3b-mig-14-3", DRIVER_ID]),
-        state=PrepareState.PREPARE_COMPLETED,
+        state=PreparePhase.PREPARE_COMPLETED,
     )
     a = attempt(checkpoint(rec))
 
@@ -328,7 +328,7 @@ def test_refuse_double_allocation_passes_a_device_its_kind_finds_no_conflict_for
 
 def test_refuse_double_allocation_raises_the_conflicts_reason_naming_both_claims(kinds: MockType) -> None:
     mine, held = device("gpu-3b-mig-14-3"), device("gpu-3b-mig-14-2")
-    other = record(held, uid=OTHER_UID, name="other", state=PrepareState.PREPARE_COMPLETED)
+    other = record(held, uid=OTHER_UID, name="other", state=PreparePhase.PREPARE_COMPLETED)
     kinds.conflict.return_value = Conflict("MigPlacementOverlap", "overlaps a MIG device")
     a = attempt(checkpoint(other), plan=planned(mine))
 
@@ -364,7 +364,7 @@ def test_refuse_double_allocation_does_not_hold_the_claim_against_its_own_record
 def test_refuse_double_allocation_counts_a_started_record_of_another_claim(kinds: MockType) -> None:
     """A half-prepared claim holds its devices until it is released."""
     kinds.conflict.return_value = Conflict("DoubleAllocation", "is already prepared")
-    other = record(device(), uid=OTHER_UID, name="other", state=PrepareState.PREPARE_STARTED)
+    other = record(device(), uid=OTHER_UID, name="other", state=PreparePhase.PREPARE_STARTED)
 
     with pytest.raises(PrepareFailedError, match="is already prepared") as raised:
         refuse_double_allocation(planned(device()), checkpoint(other), kinds)
@@ -452,7 +452,7 @@ def test_record_started_saves_the_plan_as_started_before_the_listeners_hear_it(
     rec = data.claims[UID]
     assert a.record is rec
     assert (rec.uid, rec.namespace, rec.name) == (UID, "team", "train")
-    assert rec.state is PrepareState.PREPARE_STARTED
+    assert rec.state is PreparePhase.PREPARE_STARTED
     assert rec.devices == list(the_plan.devices)
     assert data.claims[OTHER_UID] is other
     assert a.work is not None
@@ -617,16 +617,16 @@ def test_prepare_devices_undo_that_fails_saves_the_kept_record_as_started(
     """record-completed's save may have reached the disk before it failed: the kept record is saved
     again, started (record-completed's undo ran first), so the file never says it was prepared."""
     rec = record(device())
-    rec.state = PrepareState.PREPARE_STARTED
+    rec.state = PreparePhase.PREPARE_STARTED
     a = started_attempt(rec, checkpoint(rec))
     release.release_devices.side_effect = OSError(16, "Device or resource busy")
-    saved: list[PrepareState] = []
+    saved: list[PreparePhase] = []
     store.save.side_effect = lambda data: saved.append(data.claims[rec.uid].state)
 
     with pytest.raises(OSError, match="busy"):
         PrepareDevices(kinds=kinds, release=release, store=store).undo(a)
 
-    assert saved == [PrepareState.PREPARE_STARTED]
+    assert saved == [PreparePhase.PREPARE_STARTED]
     assert recorded_mig_modes(rec) == {}
 
 
@@ -699,7 +699,7 @@ def test_record_completed_records_each_devices_ids_and_the_claim_completed_durab
     assert RecordCompleted(store=store, kinds=kinds).take(a) is DONE
 
     assert (mig.cdi_device_ids, vm.cdi_device_ids) == (["id-mig", DRIVER_ID], ["id-vm"])
-    assert rec.state is PrepareState.PREPARE_COMPLETED
+    assert rec.state is PreparePhase.PREPARE_COMPLETED
     assert rec.updated > T0
     assert [s["claims"][UID]["state"] for s in saved] == ["PrepareCompleted"]
     assert a.answer == answer_of(rec)
@@ -736,20 +736,20 @@ def test_record_completed_undo_makes_the_record_started_again_without_saving(
     kinds: MockType, store: MockType
 ) -> None:
     """Whatever is saved next (a release that keeps the record) must not say the claim is prepared."""
-    rec = record(device(), state=PrepareState.PREPARE_COMPLETED)
+    rec = record(device(), state=PreparePhase.PREPARE_COMPLETED)
 
     RecordCompleted(store=store, kinds=kinds).undo(started_attempt(rec, checkpoint(rec)))
 
-    assert rec.state is PrepareState.PREPARE_STARTED
+    assert rec.state is PreparePhase.PREPARE_STARTED
     store.save.assert_not_called()
 
 
 def test_record_completed_undo_without_a_record_does_nothing(kinds: MockType, store: MockType) -> None:
-    other = record(uid=OTHER_UID, name="other", state=PrepareState.PREPARE_COMPLETED)
+    other = record(uid=OTHER_UID, name="other", state=PreparePhase.PREPARE_COMPLETED)
 
     RecordCompleted(store=store, kinds=kinds).undo(attempt(checkpoint(other)))
 
-    assert other.state is PrepareState.PREPARE_COMPLETED
+    assert other.state is PreparePhase.PREPARE_COMPLETED
     assert store.mock_calls == []
 
 
@@ -764,7 +764,7 @@ def test_record_started_records_a_copy_of_the_planned_devices_started_now() -> N
     rec = record_started(the_plan)
 
     assert (rec.uid, rec.namespace, rec.name) == (UID, "team", "train")
-    assert rec.state is PrepareState.PREPARE_STARTED
+    assert rec.state is PreparePhase.PREPARE_STARTED
     assert rec.devices == list(the_plan.devices)
     assert all(r is not p for r, p in zip(rec.devices, the_plan.devices, strict=True))
     rec.devices[0].requests.append("changed")
@@ -887,7 +887,7 @@ def test_record_release_undoes_every_step_newest_first_and_returns_the_changed_c
     first = Recording("first", journal, changes=A30_B)
     middle = Recording("middle", journal)
     last = Recording("last", journal, changes=A30)
-    rec = record(device(), state=PrepareState.PREPARE_COMPLETED)
+    rec = record(device(), state=PreparePhase.PREPARE_COMPLETED)
     data = checkpoint(rec)
 
     changed = RecordRelease(Pipeline("prepare", [first, middle, last]))(rec, data)
@@ -925,7 +925,7 @@ def test_record_release_through_prepares_undos_releases_the_devices_then_forgets
     kinds: MockType, release: MockType, store: MockType, cdi: MockType, listener: MockType
 ) -> None:
     """The real undos of a completed record: no attempt found MIG modes, so the kept record's are put back."""
-    rec = record(device(), state=PrepareState.PREPARE_COMPLETED)
+    rec = record(device(), state=PreparePhase.PREPARE_COMPLETED)
     other = record(uid=OTHER_UID, name="other")
     data = checkpoint(rec, other)
     release.release_devices.return_value = {A30}

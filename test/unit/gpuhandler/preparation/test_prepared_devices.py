@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 
@@ -24,7 +24,7 @@ def test_prepared_mig_devices_are_exported_and_nothing_else() -> None:
                 uid="u1",
                 namespace="ns",
                 name="c1",
-                state=PrepareState.PREPARE_COMPLETED,
+                state=PreparePhase.PREPARE_COMPLETED,
                 devices=[
                     _mig("gpu-0-mig-14-0", "MIG-aaaa", 7),
                     DeviceRecord(pool="n1", device="gpu-1", card="0000:d8:00.0", device_type="Physical"),
@@ -34,7 +34,7 @@ def test_prepared_mig_devices_are_exported_and_nothing_else() -> None:
                 uid="u2",
                 namespace="ns",
                 name="c2",
-                state=PrepareState.PREPARE_STARTED,
+                state=PreparePhase.PREPARE_STARTED,
                 devices=[_mig("gpu-0-mig-14-1", None, None)],
             ),
         },

@@ -16,7 +16,7 @@ from pkg.gpuhandler.preparation.cdi import CdiSpecs
 from pkg.gpuhandler.preparation.checkpoint import (
     CheckpointStore,
     ClaimRecord,
-    PrepareState,
+    PreparePhase,
 )
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.unprepare_steps import ForgetClaim, NothingToUnprepare, ReleaseClaim
@@ -25,7 +25,7 @@ DONE, NOT_APPLICABLE, STOP = StepOutcome.DONE, StepOutcome.NOT_APPLICABLE, StepO
 
 
 def completed(
-    uid: str = UID, *, name: str = "train", state: PrepareState = PrepareState.PREPARE_COMPLETED
+    uid: str = UID, *, name: str = "train", state: PreparePhase = PreparePhase.PREPARE_COMPLETED
 ) -> ClaimRecord:
     """A claim's record with one MIG device, prepared unless ``state`` says otherwise."""
     return record(device(), uid=uid, name=name, state=state)
@@ -61,9 +61,9 @@ def test_nothing_to_unprepare_stops_a_claim_without_a_record_and_removes_its_lef
     assert (a.record, a.note) == (None, "not prepared on this node")
 
 
-@pytest.mark.parametrize("state", list(PrepareState))
+@pytest.mark.parametrize("state", list(PreparePhase))
 def test_nothing_to_unprepare_does_not_apply_to_a_recorded_claim_which_it_hands_on(
-    cdi: MockType, state: PrepareState
+    cdi: MockType, state: PreparePhase
 ) -> None:
     """A prepare that only started is released as a completed one is: its record owns what it made."""
     rec = completed(state=state)

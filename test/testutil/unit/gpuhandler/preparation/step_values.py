@@ -9,7 +9,7 @@ from typing import Any
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PrepareState
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase
 
 UID = "0f3c2a4e-1b2c-4d5e-8f90-123456789abc"
 OTHER_UID = "7d1e9b20-3c4d-4e5f-a061-fedcba987654"
@@ -47,7 +47,7 @@ def record(
     *devices: DeviceRecord,
     uid: str = UID,
     name: str = "train",
-    state: PrepareState = PrepareState.PREPARE_STARTED,
+    state: PreparePhase = PreparePhase.PREPARE_STARTED,
 ) -> ClaimRecord:
     return ClaimRecord(uid=uid, namespace="team", name=name, state=state, devices=list(devices), updated=T0)
 
