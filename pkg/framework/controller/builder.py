@@ -17,6 +17,15 @@ manager's metrics provider, registers every watch (informers and
 Workers: one unless set. A reconciler that declares ``max_workers`` (the
 :class:`~pkg.framework.reconcile.SingletonReconciler`) gets at most that many; asking for more
 is refused by the controller, so the invariant cannot be lost in a setup module.
+
+The other options are controller-runtime's ``controller.Options``, under the same names:
+``recover_panic`` (default on: a bug in one reconcile is retried, not fatal),
+``cache_sync_timeout`` (default 120 s), ``log_constructor`` (default
+:func:`~pkg.framework.controller.controller.default_log_constructor`) and ``use_priority_queue``.
+The priority queue is on by default, as in controller-runtime since v0.23: every controller here
+lists all its objects when it starts or takes over the lease, and without priorities a change a
+user makes meanwhile waits behind that whole backlog. Turning it off gives the plain FIFO
+:class:`~pkg.framework.workqueue.queue.RateLimitingQueue`.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pkg.framework.client.errors import ApiError
-from pkg.framework.controller.controller import Controller, EventSource
+from pkg.framework.controller.controller import Controller, EventSource, LogConstructor
 from pkg.framework.controller.enqueue import EnqueueRequestForObject, RequestMapper
 from pkg.framework.controller.object_ref import Watch
 from pkg.framework.controller.predicate import Predicate
@@ -55,6 +64,10 @@ class ControllerBuilder:
         self._rate_limiter: RateLimiter[Request] | None = None
         self._expected_errors: tuple[type[Exception], ...] = (ApiError, OSError)
         self._leader_election = True
+        self._recover_panic = True
+        self._cache_sync_timeout = 120.0
+        self._log_constructor: LogConstructor | None = None
+        self._use_priority_queue = True
 
     def for_(self, informer: EventSource, *, predicates: Sequence[Predicate] = ()) -> ControllerBuilder:
         """Reconcile the objects of ``informer`` themselves (one request per object)."""
@@ -100,6 +113,29 @@ class ControllerBuilder:
         self._leader_election = False
         return self
 
+    def recover_panic(self, enabled: bool) -> ControllerBuilder:
+        """Whether an unexpected exception (a bug) is retried with backoff (the default) or stops
+        the controller and, through the manager, the process."""
+        self._recover_panic = enabled
+        return self
+
+    def cache_sync_timeout(self, seconds: float) -> ControllerBuilder:
+        """How long the controller waits for its informers to sync before failing to start."""
+        if seconds <= 0:
+            raise ValueError(f"controller {self._name!r}: cache_sync_timeout must be > 0, not {seconds}")
+        self._cache_sync_timeout = seconds
+        return self
+
+    def log_constructor(self, construct: LogConstructor) -> ControllerBuilder:
+        """Builds the controller's logger (``None``) and each reconcile's (the request)."""
+        self._log_constructor = construct
+        return self
+
+    def use_priority_queue(self, enabled: bool) -> ControllerBuilder:
+        """Whether new and changed objects overtake the initial list and resyncs (the default)."""
+        self._use_priority_queue = enabled
+        return self
+
     def complete(self, reconciler: Reconciler) -> Controller:
         limit: Any = getattr(reconciler, "max_workers", None)
         workers = self._workers if self._workers is not None else (limit or 1)
@@ -111,6 +147,10 @@ class ControllerBuilder:
             rate_limiter=self._rate_limiter,
             expected_errors=self._expected_errors,
             metrics=self._manager.metrics,
+            recover_panic=self._recover_panic,
+            cache_sync_timeout=self._cache_sync_timeout,
+            log_constructor=self._log_constructor,
+            use_priority_queue=self._use_priority_queue,
         )
         for watch in self._watches:
             controller.watch(watch.source, watch.mapper, predicates=watch.predicates)

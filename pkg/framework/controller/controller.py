@@ -22,6 +22,12 @@ it is logged with its traceback and counted in ``<ns>_reconcile_panics_total``; 
 without it the controller stops and :meth:`Controller.run` re-raises it (a fatal error for the
 manager).
 
+The queue is a :class:`~pkg.framework.workqueue.priority.PriorityQueue` unless
+``use_priority_queue`` is off: new and changed objects are reconciled before the initial list's and
+resyncs' backlog, and a retry keeps the priority of the pass that failed. Log lines come from the
+``log_constructor``'s loggers: the controller's own (built once) and one per reconcile that carries
+the request.
+
 Start-up starts the generic sources (each on a thread of its own), then waits for every watched
 informer to sync, so the first reconciles read a complete cache
 rather than concluding from a half-filled one that objects are missing. Stopping shuts the queue
@@ -32,9 +38,10 @@ leader's initial list finds them again.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pkg.framework.cache.listener import ResourceListener
@@ -47,6 +54,7 @@ from pkg.framework.logging.setup import new_controller_logger
 from pkg.framework.metrics.provider import MetricsProvider
 from pkg.framework.metrics.reconcile import ReconcileMetrics, ReconcileResult
 from pkg.framework.reconcile.contract import Reconciler, Request, Result, TerminalError
+from pkg.framework.workqueue.priority import PriorityQueue
 from pkg.framework.workqueue.queue import RateLimitingQueue, ShutDownError
 from pkg.framework.workqueue.ratelimiter import RateLimiter
 
@@ -70,6 +78,24 @@ class EventSource(Protocol):
     def wait_for_sync(self, timeout: float) -> bool: ...
 
 
+LogConstructor = Callable[[Request | None], "logging.LoggerAdapter[Any]"]
+"""Builds a controller's logger: called with ``None`` once for the controller's own lines, and with
+the request for each reconcile, so that every line about a request carries it (controller-runtime's
+``LogConstructor``)."""
+
+
+def default_log_constructor(name: str) -> LogConstructor:
+    """Logger ``controller.<name>`` with field ``controller`` (so ``LOG_DEBUG_CONTROLLER_LIST``
+    applies), plus field ``request`` for a reconcile."""
+    base = new_controller_logger(name)
+
+    def construct(request: Request | None) -> logging.LoggerAdapter[Any]:
+        # An adapter over the controller's adapter: the inner one adds `controller` to the fields.
+        return base if request is None else logging.LoggerAdapter(base, {"request": str(request)})
+
+    return construct
+
+
 class CacheSyncTimeoutError(Exception):
     """A watched source did not sync within the controller's ``cache_sync_timeout``."""
 
@@ -89,6 +115,8 @@ class Controller:
         rate_limiter: RateLimiter[Request] | None = None,
         expected_errors: tuple[type[Exception], ...] = (ApiError, OSError),
         metrics: MetricsProvider | None = None,
+        use_priority_queue: bool = True,
+        log_constructor: LogConstructor | None = None,
     ) -> None:
         if max_concurrent_reconciles < 1:
             raise ValueError(f"controller {name!r}: max_concurrent_reconciles must be >= 1")
@@ -100,7 +128,8 @@ class Controller:
             )
         self.name = name
         self.needs_leader_election = needs_leader_election
-        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
+        queue_type = PriorityQueue if use_priority_queue else RateLimitingQueue
+        self.queue: RateLimitingQueue[Request] = queue_type(
             name=name, rate_limiter=rate_limiter, metrics=metrics
         )
         self._reconciler = reconciler
@@ -110,9 +139,8 @@ class Controller:
         self._expected_errors = expected_errors
         self._sources: list[EventSource] = []
         self._generic_sources: list[tuple[Source, EnqueueingListener]] = []
-        # Logger "controller.<name>" with field "controller": LOG_DEBUG_CONTROLLER_LIST=<name> turns
-        # its debug lines on (pkg.framework.logging).
-        self._log = new_controller_logger(name)
+        self._log_constructor = log_constructor or default_log_constructor(name)
+        self._log = self._log_constructor(None)
         self._started = False
         self._halt = threading.Event()  # set once workers must take no more requests
         self._fatal: Exception | None = None
@@ -166,7 +194,7 @@ class Controller:
             for thread in sources:
                 thread.start()
             self._wait_for_sync()
-            self._log.info("starting %d workers", self._workers, extra={"controller": self.name})
+            self._log.info("starting %d workers", self._workers)
             for i in range(self._workers):
                 worker = threading.Thread(target=self._work, name=f"{self.name}-worker-{i}", daemon=True)
                 worker.start()
@@ -181,7 +209,7 @@ class Controller:
                 worker.join()
             for thread in sources:
                 thread.join(_SOURCE_JOIN_SECONDS)
-        self._log.info("stopped", extra={"controller": self.name})
+        self._log.info("stopped")
         if self._fatal is not None:
             raise self._fatal
 
@@ -213,7 +241,7 @@ class Controller:
                 self.queue.done(request)
 
     def _reconcile(self, request: Request) -> None:
-        extra = {"controller": self.name, "request": str(request)}
+        log = self._log_constructor(request)
         self._metrics.active_workers.inc()
         started = time.monotonic()
         try:
@@ -221,26 +249,26 @@ class Controller:
         except TerminalError as exc:
             self._count_error()
             self.queue.forget(request)
-            self._log.error("reconcile failed with a terminal error, not retried: %s", exc, extra=extra)
+            log.error("reconcile failed with a terminal error, not retried: %s", exc)
         except self._expected_errors as exc:
             self._count_error()
             self.queue.add_rate_limited(request)
-            self._log.error("reconcile failed, retrying with backoff: %s", exc, extra=extra)
+            log.error("reconcile failed, retrying with backoff: %s", exc)
         except Exception:
             self._metrics.panics.inc()
             if not self._recover_panic:
-                self._log.exception("reconcile raised unexpectedly, stopping the controller", extra=extra)
+                log.exception("reconcile raised unexpectedly, stopping the controller")
                 raise
             self._count_error()
             self.queue.add_rate_limited(request)
-            self._log.exception("reconcile raised unexpectedly, retrying with backoff", extra=extra)
+            log.exception("reconcile raised unexpectedly, retrying with backoff")
         else:
-            self._handle_result(request, result, extra)
+            self._handle_result(request, result, log)
         finally:
             self._metrics.active_workers.dec()
             self._metrics.time.observe(time.monotonic() - started)
 
-    def _handle_result(self, request: Request, result: Result, extra: dict[str, str]) -> None:
+    def _handle_result(self, request: Request, result: Result, log: logging.LoggerAdapter[Any]) -> None:
         delay = result.requeue_after.total_seconds() if result.requeue_after is not None else 0.0
         if delay > 0:
             self.queue.forget(request)
@@ -253,10 +281,10 @@ class Controller:
             self.queue.forget(request)
             outcome = ReconcileResult.SUCCESS
         self._metrics.finished(outcome)
-        self._log.debug("reconciled: %s", outcome.value, extra=extra)
+        log.debug("reconciled: %s", outcome.value)
 
     def _count_error(self) -> None:
         self._metrics.finished(ReconcileResult.ERROR)
 
 
-__all__ = ["CacheSyncTimeoutError", "Controller", "EventSource"]
+__all__ = ["CacheSyncTimeoutError", "Controller", "EventSource", "LogConstructor", "default_log_constructor"]

@@ -16,7 +16,14 @@ queue. Event-specific rules live here once:
 * an update maps both the old and the new object, so a reference that moved from one owner to
   another wakes both (the old owner must notice it lost a child);
 * a delete seen only by a re-list arrives as :class:`DeletedFinalStateUnknown`; its ``obj`` is the
-  last known state, good enough for names and references.
+  last known state, good enough for names and references;
+* with a :class:`~pkg.framework.workqueue.priority.PriorityQueue`, events that report nothing new
+  are queued at :data:`~pkg.framework.workqueue.priority.LOW_PRIORITY`: adds from the informer's
+  initial list (``is_in_initial_list``) and updates whose resourceVersion did not change (a
+  periodic resync hands the same object twice; a re-list finds an object as it was). Every other
+  event, and every generic event, gets the default priority, so a user's change overtakes a
+  start-up or resync backlog. These are controller-runtime's rules; predicates still see every
+  event, whatever its priority.
 
 Listeners run on the informer's dispatch thread (or a source's thread); adding to a queue never
 blocks, so they return fast.
@@ -30,6 +37,7 @@ from typing import Any, Protocol
 from pkg.framework.cache.listener import DeletedFinalStateUnknown
 from pkg.framework.controller.predicate import Predicate
 from pkg.framework.reconcile.contract import Request
+from pkg.framework.workqueue.priority import DEFAULT_PRIORITY, LOW_PRIORITY, PriorityQueue
 
 
 class RequestMapper(Protocol):
@@ -71,13 +79,15 @@ class EnqueueingListener:
 
     def on_add(self, obj: Any, *, is_in_initial_list: bool) -> None:
         if all(p.create(obj) for p in self._predicates):
-            self._enqueue(self._mapper.requests_for(obj))
+            priority = LOW_PRIORITY if is_in_initial_list else DEFAULT_PRIORITY
+            self._enqueue(self._mapper.requests_for(obj), priority=priority)
 
     def on_update(self, old: Any, new: Any) -> None:
         if all(p.update(old, new) for p in self._predicates):
             # A set: old and new usually map to the same requests; the queue would drop the
             # duplicates too, but only after counting them as adds.
-            self._enqueue(sorted({*self._mapper.requests_for(old), *self._mapper.requests_for(new)}))
+            requests = sorted({*self._mapper.requests_for(old), *self._mapper.requests_for(new)})
+            self._enqueue(requests, priority=LOW_PRIORITY if _unchanged(old, new) else DEFAULT_PRIORITY)
 
     def on_delete(self, obj: Any) -> None:
         if isinstance(obj, DeletedFinalStateUnknown):
@@ -90,9 +100,19 @@ class EnqueueingListener:
         if all(p.generic(obj) for p in self._predicates):
             self._enqueue(self._mapper.requests_for(obj))
 
-    def _enqueue(self, requests: Iterable[Request]) -> None:
+    def _enqueue(self, requests: Iterable[Request], *, priority: int = DEFAULT_PRIORITY) -> None:
+        queue = self._queue
         for request in requests:
-            self._queue.add(request)
+            if isinstance(queue, PriorityQueue):
+                queue.add(request, priority=priority)
+            else:
+                queue.add(request)
+
+
+def _unchanged(old: Any, new: Any) -> bool:
+    """Whether an update carries no change: both sides have the same, known resourceVersion."""
+    version = old.metadata.resource_version
+    return version is not None and version == new.metadata.resource_version
 
 
 __all__ = [

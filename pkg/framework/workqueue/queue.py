@@ -76,15 +76,15 @@ class Queue(Generic[T]):
         """Blocks until an item is available and hands it out; raises :class:`ShutDownError` when
         the queue is shut down and empty. The caller must call :meth:`done` with the item."""
         with self._lock:
-            while not self._queue and not self._shutting_down:
+            while not self._queued_locked() and not self._shutting_down:
                 self._not_empty.wait()
-            if not self._queue:
+            if not self._queued_locked():
                 raise ShutDownError(f"workqueue {self.name!r} is shut down")
-            item = self._queue.popleft()
+            item = self._pop_locked()
             now = self._clock.monotonic()
             self._processing[item] = now
             self._dirty.discard(item)
-            self._metrics.taken(queue_len=len(self._queue), waited=now - self._added_at.pop(item, now))
+            self._metrics.taken(queue_len=self._queued_locked(), waited=now - self._added_at.pop(item, now))
             return item
 
     def done(self, item: T) -> None:
@@ -94,14 +94,14 @@ class Queue(Generic[T]):
             if started is not None:
                 self._metrics.finished(worked=self._clock.monotonic() - started)
             if item in self._dirty:
-                self._queue.append(item)
-                self._metrics.requeued(queue_len=len(self._queue))
+                self._push_locked(item)
+                self._metrics.requeued(queue_len=self._queued_locked())
                 self._not_empty.notify()
 
     def __len__(self) -> int:
         """Items waiting in the queue (not those being processed)."""
         with self._lock:
-            return len(self._queue)
+            return self._queued_locked()
 
     def shut_down(self) -> None:
         """Stops accepting items and wakes every waiter."""
@@ -115,9 +115,21 @@ class Queue(Generic[T]):
         self._added_at.setdefault(item, self._clock.monotonic())
         # An item being processed is not queued: done() queues it, so no second worker gets it meanwhile.
         if item not in self._processing:
-            self._queue.append(item)
+            self._push_locked(item)
             self._not_empty.notify()
-        self._metrics.added(queue_len=len(self._queue))
+        self._metrics.added(queue_len=self._queued_locked())
+
+    # The order in which waiting items are handed out: FIFO here; the priority queue overrides these
+    # three, and only these, so both share every other invariant above.
+
+    def _push_locked(self, item: T) -> None:
+        self._queue.append(item)
+
+    def _pop_locked(self) -> T:
+        return self._queue.popleft()
+
+    def _queued_locked(self) -> int:
+        return len(self._queue)
 
     def _shut_down_locked(self) -> None:
         self._shutting_down = True
@@ -151,26 +163,33 @@ class DelayingQueue(Queue[T]):
         """Adds ``item`` once ``delay`` seconds have passed. An item already waiting keeps the
         earlier of its two ready times, so repeated retries never push an item further out."""
         with self._lock:
-            if self._shutting_down:
-                return
-            self._metrics.retried()
-            if delay <= 0:
-                self._add_locked(item)
-                return
-            ready_at = self._clock.monotonic() + delay
-            known = self._waiting.get(item)
-            if known is not None and known[0] <= ready_at:
-                return
-            seq = next(self._seq)
-            self._waiting[item] = (ready_at, seq)
-            heapq.heappush(self._heap, (ready_at, seq, item))
-            if self._timer_thread is None:
-                self._timer_thread = threading.Thread(
-                    target=self._run_timer, name=f"workqueue-{self.name}-timer", daemon=True
-                )
-                self._timer_thread.start()
-            elif self._heap[0][1] == seq:
-                self._timer.notify()  # the new item is due first: the timer must wait less
+            self._add_after_locked(item, delay)
+
+    def _add_after_locked(self, item: T, delay: float) -> None:
+        if self._shutting_down:
+            return
+        self._metrics.retried()
+        if delay <= 0:
+            self._add_ready_locked(item)
+            return
+        ready_at = self._clock.monotonic() + delay
+        known = self._waiting.get(item)
+        if known is not None and known[0] <= ready_at:
+            return
+        seq = next(self._seq)
+        self._waiting[item] = (ready_at, seq)
+        heapq.heappush(self._heap, (ready_at, seq, item))
+        if self._timer_thread is None:
+            self._timer_thread = threading.Thread(
+                target=self._run_timer, name=f"workqueue-{self.name}-timer", daemon=True
+            )
+            self._timer_thread.start()
+        elif self._heap[0][1] == seq:
+            self._timer.notify()  # the new item is due first: the timer must wait less
+
+    def _add_ready_locked(self, item: T) -> None:
+        """Adds an item whose delay is over (the priority queue adds it with its delayed priority)."""
+        self._add_locked(item)
 
     def _shut_down_locked(self) -> None:
         super()._shut_down_locked()
@@ -184,7 +203,7 @@ class DelayingQueue(Queue[T]):
                     ready_at, seq, item = heapq.heappop(self._heap)
                     if self._waiting.get(item) == (ready_at, seq):
                         del self._waiting[item]
-                        self._add_locked(item)
+                        self._add_ready_locked(item)
                 timeout = self._heap[0][0] - now if self._heap else None
                 self._clock.wait(self._timer, timeout)
 
