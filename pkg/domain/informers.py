@@ -1,4 +1,4 @@
-"""The informers the components share, each declared once with its scope and indexes.
+"""The informers the components share, each declared once with its scope (indexes: ``indexes.py``).
 
 Typed functions rather than lambdas in the containers, so a composition root names what it gets
 (``providers.Singleton(node_informer, informers=..., node_name=...)``). Node components watch only
@@ -12,7 +12,6 @@ from __future__ import annotations
 from kubernetes.client import V1Node, V1ResourceSlice
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
-from pkg.domain.indexes import PHYSICAL_GPU_INDEXERS
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.domain.names import DRIVER
 from pkg.framework.cache.informer import SharedInformer
@@ -21,10 +20,9 @@ from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
 
 
 def physical_gpus(*, informers: InformerFactory) -> SharedInformer[PhysicalGPU]:
-    """Every PhysicalGPU of the cluster, indexed by node."""
-    informer = informers.get_informer(PHYSICAL_GPU)
-    informer.ensure_indexers(PHYSICAL_GPU_INDEXERS)
-    return informer
+    """Every PhysicalGPU of the cluster (a controller reading ``PHYSICAL_GPU_BY_NODE`` declares
+    :data:`~pkg.domain.indexes.PHYSICAL_GPU_BY_NODE_INDEX` with its manager)."""
+    return informers.get_informer(PHYSICAL_GPU)
 
 
 def node_physical_gpus(*, informers: InformerFactory, node_label: str) -> SharedInformer[PhysicalGPU]:

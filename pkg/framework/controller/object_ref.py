@@ -6,8 +6,9 @@ controller must reconcile every object that points at it, not the dependency its
 decisions involved are kept apart, so each watch module states only what is specific to it:
 
 * :class:`UpdateEventsFilter` ``(old, new) -> bool``: which updates of the dependency matter
-  (e.g. only a changed spec or label). Creates and deletes always pass: a dependency appearing or
-  vanishing is always news to whoever references it.
+  (e.g. only a changed spec or label). Creates and deletes pass unless ``create_filter`` or
+  ``delete_filter`` says otherwise: a dependency appearing or vanishing is usually news to whoever
+  references it, but a watch of a transition (an allocation released) may care about one only.
 * :class:`ReferrersOf` ``(obj) -> list[Request]``: which of the controller's objects reference
   this dependency, typically through a cache index, never an API call.
 
@@ -19,11 +20,12 @@ change are reconciled too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pkg.framework.controller.controller import Controller, EventSource
 from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
-from pkg.framework.controller.predicate import Funcs
+from pkg.framework.controller.predicate import Funcs, Predicate
 from pkg.framework.reconcile.contract import Request
 
 _log = logging.getLogger(__name__)
@@ -32,13 +34,13 @@ _log = logging.getLogger(__name__)
 class UpdateEventsFilter(Protocol):
     """Whether an update of a dependency may change what its referrers should look like."""
 
-    def __call__(self, old: Any, new: Any) -> bool: ...
+    def __call__(self, old: Any, new: Any, /) -> bool: ...
 
 
 class ReferrersOf(Protocol):
     """The requests of the objects that reference ``obj``."""
 
-    def __call__(self, obj: Any) -> list[Request]: ...
+    def __call__(self, obj: Any, /) -> list[Request]: ...
 
 
 class Watch(Protocol):
@@ -50,9 +52,25 @@ class Watch(Protocol):
 class ObjectRefWatch:
     """Watches a dependency kind and enqueues the controller's objects that reference it."""
 
-    def __init__(self, *, update_filter: UpdateEventsFilter, enqueuer: ReferrersOf) -> None:
-        self._update_filter = update_filter
+    def __init__(
+        self,
+        *,
+        update_filter: UpdateEventsFilter,
+        enqueuer: ReferrersOf,
+        create_filter: Callable[[Any], bool] | None = None,
+        delete_filter: Callable[[Any], bool] | None = None,
+    ) -> None:
+        self._predicate = Funcs(create=create_filter, update=update_filter, delete=delete_filter)
         self._enqueuer = enqueuer
+
+    @property
+    def predicate(self) -> Predicate:
+        """The events this watch lets through (a unit test of a watch asks it directly)."""
+        return self._predicate
+
+    def requests_for(self, obj: Any) -> list[Request]:
+        """The requests an event about ``obj`` wakes (a unit test of a watch asks it directly)."""
+        return self._enqueuer(obj)
 
     def watch(self, source: EventSource, controller: Controller) -> None:
         """Registers on ``source`` a handler that feeds ``controller``'s queue."""
@@ -72,7 +90,7 @@ class ObjectRefWatch:
         controller.watch(
             source,
             EnqueueRequestsFromMapFunc(enqueue),
-            predicates=[Funcs(update=self._update_filter)],
+            predicates=[self._predicate],
         )
 
 

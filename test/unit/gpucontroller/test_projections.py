@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
-from pkg.domain.indexes import PHYSICAL_GPU_INDEXERS
+from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE_INDEX
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.cache.store import Store
 from pkg.framework.client.builtin_kinds import NODE
@@ -172,7 +172,7 @@ def test_gate_labels_gpuclass_uuids_and_the_node_index_are_the_same_on_the_proje
     assert gate_labels([projected]) == gate_labels([whole])
     assert gpu_uuid(projected) == gpu_uuid(whole) == "GPU-1234"
     assert not gate_inputs_changed(whole, projected)
-    [index] = PHYSICAL_GPU_INDEXERS.values()
+    index = PHYSICAL_GPU_BY_NODE_INDEX.func
     assert index(projected) == index(whole) == ["node-1"]
 
 
