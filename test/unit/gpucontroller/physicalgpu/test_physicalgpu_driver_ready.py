@@ -41,9 +41,11 @@ from pkg.framework.reconcile import Resource
 from pkg.framework.reconcile.conditions import ConditionStatus
 from pkg.framework.reconcile.contract import Request
 from pkg.gpucontroller.physicalgpu.internal.handler.driver_ready import DriverReadyHandler
+from pkg.gpucontroller.physicalgpu.internal.indexes import pod_node
 from pkg.gpucontroller.physicalgpu.internal.state import state_factory
 from pkg.gpucontroller.physicalgpu.internal.validator import Verdict, node_verdict
-from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer, pod_node, verdict_changed
+from pkg.gpucontroller.physicalgpu.internal.watch.validator_pod import verdict_changed
+from pkg.gpucontroller.physicalgpu.setup import PhysicalGPUContainer
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 UNKNOWN, TRUE, FALSE = ConditionStatus.UNKNOWN, ConditionStatus.TRUE, ConditionStatus.FALSE
