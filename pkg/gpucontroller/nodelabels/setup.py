@@ -15,7 +15,7 @@ from dependency_injector import containers, providers
 from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, PhysicalGPU, PhysicalGPUConditionType
-from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE
+from pkg.domain.indexes import PHYSICAL_GPU_BY_NODE, PHYSICAL_GPU_BY_NODE_INDEX
 from pkg.domain.informers import nodes, physical_gpus
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
@@ -93,6 +93,7 @@ class NodeLabelsContainer(containers.DeclarativeContainer):
 
 
 def setup_controller(manager: Manager, container: NodeLabelsContainer) -> Controller:
+    manager.indexes.declare(PHYSICAL_GPU_BY_NODE_INDEX)  # the state reads a node's cards by it
     return (
         ControllerBuilder(manager, name=CONTROLLER_NAME)
         .for_(
