@@ -15,6 +15,6 @@ the card's prepared devices Unhealthy.
 """
 
 from pkg.gpuhandler.health.tracker import HealthTracker
-from pkg.gpuhandler.health.verdict import CardHealth, HealthState
+from pkg.gpuhandler.health.verdict import CardHealth, HealthLevel
 
-__all__ = ["CardHealth", "HealthState", "HealthTracker"]
+__all__ = ["CardHealth", "HealthLevel", "HealthTracker"]

@@ -45,12 +45,12 @@ class HealthReporter:
         self._gpus = gpus
 
     def changed(self, address: str, old: CardHealth, new: CardHealth) -> None:
-        transitions.labels(reason=new.reason, state=new.state.value).inc()
+        transitions.labels(reason=new.reason, state=new.level.value).inc()
         gpu = self._gpu(address)
         if gpu is None:
             logger.warning(
                 "health changed on a card without a PhysicalGPU",
-                extra={"pci_address": address, "state": new.state.value, "reason": new.reason},
+                extra={"pci_address": address, "state": new.level.value, "reason": new.reason},
             )
             return
         if new.healthy:
@@ -58,14 +58,14 @@ class HealthReporter:
                 gpu,
                 type_="Normal",
                 reason="DeviceRecovered",
-                message=f"{address} is healthy again after {old.reason} ({old.state.value}): {new.message}",
+                message=f"{address} is healthy again after {old.reason} ({old.level.value}): {new.message}",
             )
         else:
             self._recorder.event(
                 gpu,
                 type_="Warning",
                 reason="DeviceUnhealthy",
-                message=f"{address} is {new.state.value} ({new.reason}): {new.message}",
+                message=f"{address} is {new.level.value} ({new.reason}): {new.message}",
             )
 
     def seen(self, event: HealthEvent) -> None:

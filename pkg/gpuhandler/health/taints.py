@@ -21,10 +21,10 @@ from typing import Final
 from kubernetes.client import V1DeviceTaint
 
 from pkg.domain.names import DRIVER
-from pkg.gpuhandler.health.verdict import CardHealth, HealthState
+from pkg.gpuhandler.health.verdict import CardHealth, HealthLevel
 
 TAINT_KEY: Final = f"{DRIVER}/unhealthy"
-EFFECTS: Final = {HealthState.DEGRADED: "NoSchedule", HealthState.FATAL: "NoExecute"}
+EFFECTS: Final = {HealthLevel.DEGRADED: "NoSchedule", HealthLevel.FATAL: "NoExecute"}
 
 
 def device_taints(health: CardHealth | None) -> list[V1DeviceTaint]:
@@ -33,6 +33,6 @@ def device_taints(health: CardHealth | None) -> list[V1DeviceTaint]:
         return []
     return [
         V1DeviceTaint(
-            key=TAINT_KEY, value=health.reason[:63], effect=EFFECTS[health.state], time_added=health.since
+            key=TAINT_KEY, value=health.reason[:63], effect=EFFECTS[health.level], time_added=health.since
         )
     ]

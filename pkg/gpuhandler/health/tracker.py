@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 from pkg.backends.backend import CardVerdict, VerdictStatus
 from pkg.backends.health_events import HealthEvent, Severity
-from pkg.gpuhandler.health.verdict import CardHealth, HealthState
+from pkg.gpuhandler.health.verdict import CardHealth, HealthLevel
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +145,12 @@ class HealthTracker:
         if new.same_as(old):
             assert old is not None
             card.verdict = CardHealth(
-                state=old.state, reason=old.reason, message=new.message, since=old.since
+                level=old.level, reason=old.reason, message=new.message, since=old.since
             )
             return None
         card.verdict = new
         previous = old or CardHealth(
-            state=HealthState.HEALTHY, reason=_HEALTHY_REASON, message="", since=new.since
+            level=HealthLevel.HEALTHY, reason=_HEALTHY_REASON, message="", since=new.since
         )
         return (address, previous, new) if not (old is None and new.healthy) else None
 
@@ -158,7 +158,7 @@ class HealthTracker:
         if card.episode is not None:
             event = card.episode.event
             return CardHealth(
-                state=HealthState.of(event.severity),
+                level=HealthLevel.of(event.severity),
                 reason=event.reason,
                 message=event.message,
                 since=card.episode.since,
@@ -169,10 +169,10 @@ class HealthTracker:
                 card.verdict.since if card.verdict and card.verdict.reason == probe.reason else self._now()
             )
             return CardHealth(
-                state=HealthState.DEGRADED, reason=probe.reason, message=probe.message, since=since
+                level=HealthLevel.DEGRADED, reason=probe.reason, message=probe.message, since=since
             )
         return CardHealth(
-            state=HealthState.HEALTHY,
+            level=HealthLevel.HEALTHY,
             reason=probe.reason if probe is not None else _HEALTHY_REASON,
             message=probe.message if probe is not None else "",
             since=self._now(),

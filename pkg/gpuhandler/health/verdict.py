@@ -16,32 +16,35 @@ from pkg.backends.backend import CardVerdict
 from pkg.backends.health_events import Severity
 
 
-class HealthState(enum.StrEnum):
+class HealthLevel(enum.StrEnum):
+    """How bad a card's health is; its value is the ``state`` label of the transitions metric and the
+    log field of that name, which keep their names."""
+
     HEALTHY = "Healthy"
     DEGRADED = "Degraded"
     FATAL = "Fatal"
 
     @classmethod
-    def of(cls, severity: Severity) -> HealthState:
+    def of(cls, severity: Severity) -> HealthLevel:
         return cls.FATAL if severity is Severity.FATAL else cls.DEGRADED
 
 
 @dataclass(frozen=True, kw_only=True)
 class CardHealth:
-    state: HealthState
+    level: HealthLevel
     reason: str
     message: str
     since: datetime
 
     @property
     def healthy(self) -> bool:
-        return self.state is HealthState.HEALTHY
+        return self.level is HealthLevel.HEALTHY
 
     def same_as(self, other: CardHealth | None) -> bool:
         """Equal in what the outside sees (the state, and the reason of a fault); the message, and
         the reason of a healthy card, may change freely."""
         return (
-            other is not None and self.state is other.state and (self.healthy or self.reason == other.reason)
+            other is not None and self.level is other.level and (self.healthy or self.reason == other.reason)
         )
 
     def as_verdict(self, probe: CardVerdict) -> CardVerdict:

@@ -24,7 +24,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.gpuhandler.enrichment.handler import HealthHandler
 from pkg.gpuhandler.enrichment.readiness import Readiness, readable_by
 from pkg.gpuhandler.enrichment.state import EnrichmentState
-from pkg.gpuhandler.health import CardHealth, HealthState, HealthTracker
+from pkg.gpuhandler.health import CardHealth, HealthLevel, HealthTracker
 from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter, transitions
 from pkg.gpuhandler.health.taints import TAINT_KEY, device_taints
@@ -53,13 +53,13 @@ def event(severity: Severity, reason: str, address: str = A30_FIRST) -> HealthEv
 def tracker(clock: Clock, quiet: float = 30.0) -> tuple[HealthTracker, list[tuple[str, str, str]]]:
     changes: list[tuple[str, str, str]] = []
     t = HealthTracker(quiet_period=quiet, clock=clock, now=lambda: T0)
-    t.subscribe(lambda address, old, new: changes.append((address, old.state.value, new.state.value)))
+    t.subscribe(lambda address, old, new: changes.append((address, old.level.value, new.level.value)))
     return t, changes
 
 
 def state_of(t: HealthTracker) -> tuple[str, str] | None:
     v = t.verdict(A30_FIRST)
-    return (v.state.value, v.reason) if v is not None else None
+    return (v.level.value, v.reason) if v is not None else None
 
 
 def test_an_episode_escalates_waits_for_quiet_and_a_passing_probe_then_ends() -> None:
@@ -115,11 +115,11 @@ def test_a_probe_fault_degrades_an_unknown_probe_does_not() -> None:
 
 def test_taints_follow_the_verdict_and_pass_the_api_rules() -> None:
     since = T0
-    healthy = CardHealth(state=HealthState.HEALTHY, reason="Healthy", message="", since=since)
+    healthy = CardHealth(level=HealthLevel.HEALTHY, reason="Healthy", message="", since=since)
     degraded = CardHealth(
-        state=HealthState.DEGRADED, reason="Xid94ContainedEccError", message="", since=since
+        level=HealthLevel.DEGRADED, reason="Xid94ContainedEccError", message="", since=since
     )
-    fatal = CardHealth(state=HealthState.FATAL, reason="Xid79GpuFallenOffBus", message="", since=since)
+    fatal = CardHealth(level=HealthLevel.FATAL, reason="Xid79GpuFallenOffBus", message="", since=since)
     assert device_taints(None) == device_taints(healthy) == []
     assert device_taints(degraded) == [
         V1DeviceTaint(key=TAINT_KEY, value="Xid94ContainedEccError", effect="NoSchedule", time_added=since)
@@ -278,4 +278,4 @@ def test_the_monitor_leaves_out_cards_its_library_cannot_see(tmp_path: Path) -> 
         monitor.step(stop)
     assert t.verdict(A30_FIRST) is None  # bound to vfio-pci: not in the event set
     assert t.verdict(second) is not None
-    assert t.verdict(second).state is HealthState.FATAL  # type: ignore[union-attr]
+    assert t.verdict(second).level is HealthLevel.FATAL  # type: ignore[union-attr]
