@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from kubernetes.client import V1Condition, V1ObjectMeta, V1ResourceSlice
+from kubernetes.client import V1Condition, V1ResourceSlice
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUConditionType, PhysicalGPUStatus
 from pkg.backends import BackendOptions, VendorBackend, VendorRegistry, default_registry
@@ -41,6 +41,7 @@ from pkg.dra.model.offers import with_taints
 from pkg.dra.model.slices import Layout, ServerVersion, UnsupportedServerError, build_slices
 from pkg.framework.reconcile import HandlerChain
 from pkg.framework.reconcile.conditions import now_utc
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.chain import enrichment_handlers
 from pkg.gpuhandler.enrichment.owned import OwnedStatus
@@ -183,7 +184,7 @@ def _node_agent_objects(
             node_label=node_label, vendor=card.vendor.name, device=card.device_label, address=card.address
         )
         status = gpu_status(info=card.pci_info, node=node, driver_type=card.driver_type)
-        objects.append(PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=labels), status=status))
+        objects.append(PhysicalGPU(metadata=ResourceBuilder(name).labels(labels).meta(), status=status))
     # Worded as the node agent words a failure of its discover step.
     failures = [f"discover: {p.subject}: {p.error}" for p in found.problems]
     failures += [

@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta, V1OwnerReference
+from kubernetes.client import ResourceV1ResourceClaim
 from urllib3.exceptions import HTTPError
 
 from api.gpu.v1alpha1 import ClaimExplanation, ClaimExplanationSpec, ExplanationOutcome
 from pkg.domain.kinds import CLAIM_EXPLANATION
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.watch import WatchEventType, WatchStreamClosedError
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 DEFAULT_TIMEOUT = 20.0
 """Seconds to wait for the controller: answers took 1.5-3.5 s at 1,000 nodes on a loaded 2-CPU machine
@@ -52,15 +54,10 @@ def request_for(claim: ResourceV1ResourceClaim, spec: ClaimExplanationSpec) -> C
     meta = claim.metadata
     if meta is None or not (meta.name and meta.uid and meta.namespace):
         raise ValueError("the claim must be one read from the API server (name, namespace and uid)")
-    owner = V1OwnerReference(
-        api_version="resource.k8s.io/v1", kind="ResourceClaim", name=meta.name, uid=meta.uid
+    builder = ResourceBuilder(
+        generate_name=f"{meta.name[:50]}-", namespace=meta.namespace, kind=CLAIM_EXPLANATION
     )
-    return ClaimExplanation(
-        metadata=V1ObjectMeta(
-            generate_name=f"{meta.name[:50]}-", namespace=meta.namespace, owner_references=[owner]
-        ),
-        spec=spec,
-    )
+    return ClaimExplanation(metadata=builder.owned_by(claim, RESOURCE_CLAIM).meta(), spec=spec)
 
 
 def answer_of(obj: ClaimExplanation) -> Answer | None:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubernetes.client import (
-    V1ObjectMeta,
     V1OwnerReference,
     V1ResourcePool,
     V1ResourceSlice,
@@ -47,6 +46,8 @@ from pkg.dra.model.limits import (
 )
 from pkg.dra.model.offer_order import node_order
 from pkg.dra.model.offers import CardOffers
+from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 _LONGEST_SUFFIX = len("-counters-000")
 _DIGITS = re.compile(r"\d+")
@@ -141,7 +142,8 @@ def build_slices(
             shared_counters=[c.counter_set for c in group] if counters else None,
             devices=[o.device for c in group for o in c.offers] if with_devices else None,
         )
-        meta = V1ObjectMeta(name=name, owner_references=[owner] if owner else None)
+        builder = ResourceBuilder(name, kind=RESOURCE_SLICE)
+        meta = (builder.with_owner(owner) if owner else builder).meta()
         slices.append(
             V1ResourceSlice(api_version="resource.k8s.io/v1", kind="ResourceSlice", metadata=meta, spec=spec)
         )

@@ -33,6 +33,7 @@ from kubernetes.client import V1ConfigMap, V1ObjectMeta
 from pkg.dracontroller.accounting.ledger import SHARDS, Ledger, head_format
 from pkg.framework.client import NotFoundError, ResourceKind
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 DATA_KEY = "ledger.json"  # the head (and the whole ledger in format 1): JSON text
 PART_KEY = "ledger.json.zlib"  # a part: its JSON, zlib-compressed, in binaryData
@@ -158,11 +159,12 @@ class LedgerStore:
         binary_data: dict[str, str] | None = None,
     ) -> str:
         cm = V1ConfigMap(
-            metadata=V1ObjectMeta(
-                name=name,
-                namespace=self.namespace,
-                resource_version=resource_version,
-                labels={"app.kubernetes.io/component": "gpu-dra-controller"},
+            metadata=(
+                ResourceBuilder(
+                    name, namespace=self.namespace, resource_version=resource_version, kind=CONFIG_MAP
+                )
+                .labels({"app.kubernetes.io/component": "gpu-dra-controller"})
+                .meta()
             ),
             data=data,
             binary_data=binary_data,

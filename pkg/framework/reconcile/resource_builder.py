@@ -111,6 +111,7 @@ def controller_of(meta: V1ObjectMeta | None) -> V1OwnerReference | None:
 class ResourceBuilder:
     """Builds one object's metadata; every method returns the builder, so calls chain.
 
+    ``uid`` and ``resource_version`` are preconditions of a write (this object, this version of it);
     ``kind`` (optional) names the built object in errors.
     """
 
@@ -121,6 +122,7 @@ class ResourceBuilder:
         namespace: str | None = None,
         generate_name: str | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
         kind: ResourceKind[Any] | None = None,
     ) -> None:
         self._base: V1ObjectMeta | None = None
@@ -131,6 +133,7 @@ class ResourceBuilder:
                 ("namespace", namespace),
                 ("generate_name", generate_name),
                 ("uid", uid),
+                ("resource_version", resource_version),
             )
             if value is not None
         }
@@ -264,9 +267,16 @@ class ResourceBuilder:
     def merge_patch(self) -> dict[str, Any]:
         """The body of a JSON merge patch (RFC 7386) of what the builder was given: a label or
         annotation set to ``None`` is removed, any other key of the object is left alone. A ``uid``
-        given to the constructor makes the patch apply only to that very object."""
+        or ``resource_version`` given to the constructor makes the patch apply only to that very
+        object, or that very version of it."""
         metadata: dict[str, Any] = {}
-        for field, key in (("name", "name"), ("namespace", "namespace"), ("uid", "uid")):
+        identity = (
+            ("name", "name"),
+            ("namespace", "namespace"),
+            ("uid", "uid"),
+            ("resource_version", "resourceVersion"),
+        )
+        for field, key in identity:
             if field in self._identity:
                 metadata[key] = self._identity[field]
         if self._labels is not None:

@@ -40,9 +40,7 @@ from kubernetes.client import (
     V1DeviceClassConfiguration,
     V1DeviceClassSpec,
     V1DeviceSelector,
-    V1ObjectMeta,
     V1OpaqueDeviceConfiguration,
-    V1OwnerReference,
 )
 
 from api.gpu.v1alpha1 import (
@@ -57,7 +55,10 @@ from api.gpu.v1alpha1 import (
     Sharing,
     SharingStrategy,
 )
+from pkg.domain.kinds import GPU_CLASS
 from pkg.domain.names import DOMAIN, DRIVER
+from pkg.framework.client.builtin_kinds import DEVICE_CLASS
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 from pkg.gpucontroller.names import LABEL_MANAGED_BY, MANAGED_BY
 
 ATTRS: Final = f'device.attributes["{DOMAIN}"]'
@@ -115,20 +116,6 @@ def selector_expression(gpu_class: GPUClass, uuids: Sequence[str] | None) -> str
     return " && ".join(clauses)
 
 
-def owner_reference(gpu_class: GPUClass) -> V1OwnerReference:
-    meta = gpu_class.metadata
-    if not meta.name or not meta.uid:
-        raise ValueError("the GPUClass has no name or uid (was it read from the API?)")
-    return V1OwnerReference(
-        api_version=API_VERSION,
-        kind=GPU_CLASS_KIND,
-        name=meta.name,
-        uid=meta.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
-
-
 def device_class(
     gpu_class: GPUClass, *, uuids: Sequence[str] | None, extended_resource: str
 ) -> V1DeviceClass:
@@ -140,10 +127,11 @@ def device_class(
     return V1DeviceClass(
         api_version="resource.k8s.io/v1",
         kind="DeviceClass",
-        metadata=V1ObjectMeta(
-            name=name,
-            labels={LABEL_MANAGED_BY: MANAGED_BY},
-            owner_references=[owner_reference(gpu_class)],
+        metadata=(
+            ResourceBuilder(name, kind=DEVICE_CLASS)
+            .labels({LABEL_MANAGED_BY: MANAGED_BY})
+            .controlled_by(gpu_class, GPU_CLASS)
+            .meta()
         ),
         spec=V1DeviceClassSpec(
             selectors=[

@@ -14,9 +14,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1DeviceTaint, V1Node, V1ObjectMeta, V1OwnerReference
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.dra.model.card import Card
@@ -163,7 +163,7 @@ def test_a_node_without_a_uid_cannot_own_the_slices(handler: PublishHandler, pub
     state = selected(FIRST)
     state.node = node(uid=None)
 
-    with pytest.raises(ValueError, match="cannot own ResourceSlices"):
+    with pytest.raises(ValueError, match="no name or uid"):
         handler.handle(state)
 
     publisher.publish.assert_not_called()

@@ -40,6 +40,7 @@ from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.patch import list_patch, map_patch, test_op
 from pkg.framework.keys import object_key
 from pkg.framework.reconcile import ConflictRequeue, KubeResourceWriter
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 
 class ClaimWrites(Protocol):
@@ -58,16 +59,18 @@ def planned(claim: ResourceV1ResourceClaim, allocation: V1AllocationResult) -> R
     """``claim`` as :meth:`ClaimWriter.allocate` will leave it (mark, finalizer, allocation): what
     the in-flight record shows other decisions while the writes are on the wire. Shallow copies:
     the cached claim is shared and never mutated."""
-    meta = _meta(claim)
-    finalizers = list(meta.finalizers or [])
-    if DELETE_PROTECTION_FINALIZER not in finalizers:
-        finalizers.append(DELETE_PROTECTION_FINALIZER)
-    annotations = dict(meta.annotations or {}) | {ALLOCATED_BY: ALLOCATED_BY_US}
     status = (claim.status or V1ResourceClaimStatus()).model_copy(update={"allocation": allocation})
-    return claim.model_copy(
-        update={"metadata": meta.model_copy(update={"finalizers": finalizers, "annotations": annotations}),
-                "status": status}
-    )  # fmt: skip
+    return claim.model_copy(update={"metadata": _marked(_meta(claim)), "status": status})
+
+
+def _marked(meta: V1ObjectMeta) -> V1ObjectMeta:
+    """``meta`` with our finalizer and our ``allocated-by`` mark."""
+    return (
+        ResourceBuilder.of(meta, kind=RESOURCE_CLAIM)
+        .add_finalizer(DELETE_PROTECTION_FINALIZER)
+        .annotations({ALLOCATED_BY: ALLOCATED_BY_US})
+        .meta()
+    )
 
 
 class ClaimWriter:
@@ -79,12 +82,8 @@ class ClaimWriter:
         self, claim: ResourceV1ResourceClaim, allocation: V1AllocationResult
     ) -> ResourceV1ResourceClaim | None:
         """Marks and allocates ``claim`` as read; None if it is gone. Raises ConflictRequeue."""
-        before, meta = _version(claim), _meta(claim)
-        finalizers = list(meta.finalizers or [])
-        if DELETE_PROTECTION_FINALIZER not in finalizers:
-            finalizers.append(DELETE_PROTECTION_FINALIZER)
-        annotations = dict(meta.annotations or {}) | {ALLOCATED_BY: ALLOCATED_BY_US}
-        current = self._patch_metadata(claim, finalizers=finalizers, annotations=annotations)
+        before, marked = _version(claim), _marked(_meta(claim))
+        current = self._patch_metadata(claim, finalizers=marked.finalizers, annotations=marked.annotations)
         if current is None:
             return None
         status = (current.status or V1ResourceClaimStatus()).model_copy(deep=True)
@@ -109,10 +108,10 @@ class ClaimWriter:
     def forget_mark(self, claim: ResourceV1ResourceClaim) -> ResourceV1ResourceClaim | None:
         """Removes our ``allocated-by`` mark (e.g. left behind by an interrupted write)."""
         meta = _meta(claim)
-        annotations = dict(meta.annotations or {})
-        if annotations.pop(ALLOCATED_BY, None) is None:
+        if ALLOCATED_BY not in (meta.annotations or {}):
             return claim
-        current = self._patch_metadata(claim, finalizers=meta.finalizers, annotations=annotations)
+        unmarked = ResourceBuilder.of(meta, kind=RESOURCE_CLAIM).annotations({ALLOCATED_BY: None}).meta()
+        current = self._patch_metadata(claim, finalizers=meta.finalizers, annotations=unmarked.annotations)
         if current is not None:
             self._in_flight.record(current, superseded=(_version(claim),))
         return current
@@ -122,7 +121,7 @@ class ClaimWriter:
         claim: ResourceV1ResourceClaim,
         *,
         finalizers: list[str] | None,
-        annotations: dict[str, str],
+        annotations: dict[str, str] | None,
     ) -> ResourceV1ResourceClaim | None:
         meta = _meta(claim)
         ops = [

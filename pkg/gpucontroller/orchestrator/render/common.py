@@ -36,8 +36,6 @@ from kubernetes.client import (
     V1NodeSelectorRequirement,
     V1NodeSelectorTerm,
     V1ObjectFieldSelector,
-    V1ObjectMeta,
-    V1OwnerReference,
     V1PodSecurityContext,
     V1PodSpec,
     V1PodTemplateSpec,
@@ -50,6 +48,8 @@ from kubernetes.client import (
 )
 
 from api.gpu.v1alpha1 import ComponentSettings, GPUOperatorConfigSpec
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 from pkg.gpucontroller.names import (
     GATE_VALUE,
     LABEL_COMPONENT,
@@ -102,22 +102,6 @@ def selector_labels(context: RenderContext, component: Component) -> dict[str, s
     return {LABEL_COMPONENT: component.value, LABEL_OPERATOR_CONFIG: context.config_name}
 
 
-def owner_reference(config_map: V1ConfigMap) -> V1OwnerReference:
-    """The ConfigMap controls the DaemonSet: deleting it (``helm uninstall``) lets the garbage
-    collector delete the DaemonSet and its Pods."""
-    meta = config_map.metadata
-    if meta is None or not meta.name or not meta.uid:
-        raise ValueError("the configuration ConfigMap has no name or uid (was it read from the API?)")
-    return V1OwnerReference(
-        api_version="v1",
-        kind="ConfigMap",
-        name=meta.name,
-        uid=meta.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
-
-
 def gate_selector(gate: str | None, settings: ComponentSettings) -> dict[str, str] | None:
     """The node selector: the settings' extra labels, then the component's gate label (which wins)."""
     selector = dict(settings.node_selector or {})
@@ -163,11 +147,13 @@ def daemon_set(
     return V1DaemonSet(
         api_version="apps/v1",
         kind="DaemonSet",
-        metadata=V1ObjectMeta(
-            name=context.daemon_set_name(component),
-            namespace=context.namespace,
-            labels=labels(context, component),
-            owner_references=[owner_reference(context.config_map)],
+        # The ConfigMap controls the DaemonSet: deleting it (``helm uninstall``) lets the garbage
+        # collector delete the DaemonSet and its Pods.
+        metadata=(
+            ResourceBuilder(context.daemon_set_name(component), namespace=context.namespace, kind=DAEMON_SET)
+            .labels(labels(context, component))
+            .controlled_by(context.config_map, CONFIG_MAP)
+            .meta()
         ),
         spec=V1DaemonSetSpec(
             selector=V1LabelSelector(match_labels=selector_labels(context, component)),
@@ -175,7 +161,9 @@ def daemon_set(
                 type="RollingUpdate",
                 rolling_update=rolling_update or V1RollingUpdateDaemonSet(max_unavailable=MAX_UNAVAILABLE),
             ),
-            template=V1PodTemplateSpec(metadata=V1ObjectMeta(labels=labels(context, component)), spec=pod),
+            template=V1PodTemplateSpec(
+                metadata=ResourceBuilder().labels(labels(context, component)).meta(), spec=pod
+            ),
         ),
     )
 

@@ -23,8 +23,10 @@ from kubernetes.client import V1Node, V1OwnerReference
 
 from pkg.dra.model.offers import CardOffers, with_taints
 from pkg.dra.publisher import PublishResult
+from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Result
+from pkg.framework.reconcile.resource_builder import controller_reference
 from pkg.gpuhandler.publishing.selection import build_card_offers
 from pkg.gpuhandler.publishing.state import PublishState
 
@@ -43,11 +45,13 @@ class Publisher(Protocol):
 
 
 def node_owner(node: V1Node) -> V1OwnerReference:
-    """The owner reference that makes the garbage collector delete the slices with their Node."""
-    meta = node.metadata
-    if meta is None or not meta.name or not meta.uid:
-        raise ValueError("a Node without name or uid cannot own ResourceSlices")
-    return V1OwnerReference(api_version="v1", kind="Node", name=meta.name, uid=meta.uid, controller=True)
+    """The owner reference that makes the garbage collector delete the slices with their Node.
+
+    Without ``blockOwnerDeletion``, as Kubernetes' own ResourceSlice publisher
+    (k8s.io/dynamic-resource-allocation) writes it: setting it needs permission to update the Node's
+    finalizers, which a node component has no use for.
+    """
+    return controller_reference(node, NODE, block_owner_deletion=False)
 
 
 class PublishHandler:

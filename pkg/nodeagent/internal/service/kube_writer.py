@@ -29,12 +29,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from kubernetes.client import V1Node, V1ObjectMeta
+from kubernetes.client import V1Node
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import NODE
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 from pkg.nodeagent import metrics
 from pkg.nodeagent.internal.service.cache_barrier import CacheBarrier
 
@@ -81,12 +82,12 @@ class KubeWriter:
     def create(self, *, name: str, labels: Mapping[str, str]) -> PhysicalGPU:
         self._count("PhysicalGPU", "create")
         gpu = self._client.create(
-            PHYSICAL_GPU, PhysicalGPU(metadata=V1ObjectMeta(name=name, labels=dict(labels)))
+            PHYSICAL_GPU, PhysicalGPU(metadata=ResourceBuilder(name, kind=PHYSICAL_GPU).labels(labels).meta())
         )
         return self._expect(gpu)
 
     def patch_labels(self, gpu: PhysicalGPU, labels: Mapping[str, str | None]) -> PhysicalGPU:
-        body = {"metadata": {"uid": gpu.metadata.uid, "labels": dict(labels)}}
+        body = ResourceBuilder(uid=gpu.metadata.uid).labels(labels).merge_patch()
         self._count("PhysicalGPU", "patch")
         return self._expect(self._client.patch(PHYSICAL_GPU, _name(gpu), body, patch_type=PatchType.MERGE))
 
@@ -118,7 +119,7 @@ class KubeWriter:
 
     def patch_node_labels(self, node_name: str, labels: Mapping[str, str | None]) -> V1Node:
         self._count("Node", "patch")
-        body = {"metadata": {"labels": dict(labels)}}
+        body = ResourceBuilder().labels(labels).merge_patch()
         stored = self._client.patch(NODE, node_name, body, patch_type=PatchType.MERGE)
         self._nodes.expect_version(node_name, stored.metadata.resource_version if stored.metadata else None)
         return stored
