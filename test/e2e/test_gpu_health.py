@@ -35,7 +35,7 @@ from kubernetes.client import (
 )
 from pods import shell_pod
 
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.events import inject_event, recover
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
@@ -173,7 +173,7 @@ def test_an_xid_on_a_running_pods_mig_device_taints_reports_evicts_and_clears_wi
 
 def _clean_up(kube: KubeClient, namespace: str, components: GpuComponents) -> None:
     """Leaves the node as the next test expects it: cards healthy, claims unprepared, no instances."""
-    driver = SimulatedDriverState(components.node.host.nvml_state / "driver")
+    driver = SimulatedDriverMemory(components.node.host.nvml_state / "driver")
     for card in CARDS:
         recover(driver, card)
     for name in POD_NAMES:
@@ -207,7 +207,7 @@ def _story(kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_no
     card = record["devices"][0]["card"]
     assert _taints(kube, node.name, card) == set()
     assert _hardware_healthy(kube, card) == ("True", "Healthy")
-    driver = SimulatedDriverState(node.host.nvml_state / "driver")
+    driver = SimulatedDriverMemory(node.host.nvml_state / "driver")
     timings: dict[str, float] = {}
 
     # A degraded event (XID 94, contained ECC error): NoSchedule, the running Pod stays.

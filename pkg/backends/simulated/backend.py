@@ -31,7 +31,7 @@ from pkg.backends.driver_files import DEFAULT_DRIVER_ROOT, DriverRootOptions
 from pkg.backends.identity import VendorIdentity
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.backends.simulated.pci_kernel import SimulatedPciKernel
 from pkg.backends.simulated.sharing import SimulatedTimeSlicer, simulated_mps_control
@@ -114,7 +114,7 @@ class SimulatedNvidiaPlugin:
 
     def create(self, options: BackendOptions) -> VendorBackend:
         # The driver's state is the node's: kept in the state folder, shared by every process there.
-        driver = SimulatedDriverState(options.state_dir / "driver" if options.state_dir else None)
+        driver = SimulatedDriverMemory(options.state_dir / "driver" if options.state_dir else None)
         nvml = SimulatedNvml(
             node_name=options.node_name,
             sysfs_root=options.sysfs_root,

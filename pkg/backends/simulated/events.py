@@ -24,13 +24,13 @@ from typing import Final
 from pkg.backends.health_events import Severity
 from pkg.backends.nvidia.events import health_event
 from pkg.backends.nvidia.nvml_port import EVENT_XID_CRITICAL, NO_INSTANCE, NvmlEvent
-from pkg.backends.simulated.driver_state import CardState, SimulatedDriverState
+from pkg.backends.simulated.driver_memory import CardRecord, SimulatedDriverMemory
 
 POLL_SECONDS: Final = 0.05
 
 
 def inject_event(
-    state: SimulatedDriverState,
+    state: SimulatedDriverMemory,
     address: str,
     *,
     xid: int | None = None,
@@ -47,7 +47,7 @@ def inject_event(
     )
     if health_event(event).severity is not Severity.RECOVERABLE:
 
-        def fault(card: CardState) -> None:
+        def fault(card: CardRecord) -> None:
             card.reset_pending = True
 
         state.change(address, fault)
@@ -61,10 +61,10 @@ def inject_event(
     )
 
 
-def recover(state: SimulatedDriverState, address: str) -> None:
+def recover(state: SimulatedDriverMemory, address: str) -> None:
     """The card was reset: its probe passes again (events stop by themselves)."""
 
-    def reset(card: CardState) -> None:
+    def reset(card: CardRecord) -> None:
         card.reset_pending = False
 
     state.change(address, reset)
@@ -73,7 +73,7 @@ def recover(state: SimulatedDriverState, address: str) -> None:
 class SimulatedEventSet:
     """Events of the registered cards and types, logged after the set was opened."""
 
-    def __init__(self, state: SimulatedDriverState, addresses: Sequence[str], event_types: int) -> None:
+    def __init__(self, state: SimulatedDriverMemory, addresses: Sequence[str], event_types: int) -> None:
         self._state = state
         self._addresses = frozenset(addresses)
         self._types = event_types

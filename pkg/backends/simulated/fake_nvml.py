@@ -13,7 +13,7 @@ L4, retired pages on Ampere and newer, which remap rows instead), and profile qu
 with MIG disabled only from driver R550 on. UUIDs are derived from node name and address, so
 they are stable across restarts and differ between nodes.
 
-What NodePrepare changes lives in :class:`~pkg.backends.simulated.driver_state.SimulatedDriverState`
+What NodePrepare changes lives in :class:`~pkg.backends.simulated.driver_memory.SimulatedDriverMemory`
 (shared by every process of the node, as a real driver's state is) and follows NVML's rules: MIG
 mode changes only while the card has no processes and no instances (``IN_USE``); a GPU instance is
 created only at one of its profile's placements (``INVALID_ARGUMENT``), only on free memory slices
@@ -62,11 +62,11 @@ from pkg.backends.nvidia.nvml_port import (
 )
 from pkg.backends.nvidia.profiles import ModelFacts
 from pkg.backends.simulated.data import CUDA_DRIVER_VERSION, DRIVER_VERSION, SimulatedModel, models
-from pkg.backends.simulated.driver_state import (
-    CardState,
-    ComputeInstanceState,
-    GpuInstanceState,
-    SimulatedDriverState,
+from pkg.backends.simulated.driver_memory import (
+    CardRecord,
+    ComputeInstanceRecord,
+    GpuInstanceRecord,
+    SimulatedDriverMemory,
 )
 from pkg.backends.simulated.events import SimulatedEventSet
 from pkg.backends.simulated.gpu_processes import GpuProcess, GpuProcessScan
@@ -93,7 +93,7 @@ class SimulatedNvml:
         driver_version: str = DRIVER_VERSION,
         cuda_driver_version: int = CUDA_DRIVER_VERSION,
         mig_enabled: Iterable[str] = (),
-        state: SimulatedDriverState | None = None,
+        state: SimulatedDriverMemory | None = None,
         processes_proc: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -103,7 +103,7 @@ class SimulatedNvml:
         self._sysfs = sysfs_root
         self._driver = driver_version
         self._cuda = cuda_driver_version
-        self.state = state or SimulatedDriverState(mig_enabled=mig_enabled)
+        self.state = state or SimulatedDriverMemory(mig_enabled=mig_enabled)
         self._scan = GpuProcessScan(processes_proc) if processes_proc is not None else None
         self._clock = clock
         self._energy_lock = threading.Lock()
@@ -272,7 +272,7 @@ class SimulatedNvml:
         if mode not in (MIG_DISABLED, MIG_ENABLED):
             raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
 
-        def switch(card: CardState) -> None:
+        def switch(card: CardRecord) -> None:
             if card.mig_mode == mode:
                 return
             if card.processes or card.gpu_instances or busy:
@@ -292,7 +292,7 @@ class SimulatedNvml:
         if mode not in (COMPUTE_MODE_DEFAULT, COMPUTE_MODE_EXCLUSIVE_PROCESS):
             raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
 
-        def change(card: CardState) -> None:
+        def change(card: CardRecord) -> None:
             card.compute_mode = mode
 
         self.state.change(address, change)
@@ -308,7 +308,7 @@ class SimulatedNvml:
         if profile is None or (start, size) not in profile.placements:
             raise _error(call, address, NvmlReturn.INVALID_ARGUMENT)
 
-        def create(card: CardState) -> GpuInstanceInfo:
+        def create(card: CardRecord) -> GpuInstanceInfo:
             if card.mig_mode != MIG_ENABLED:
                 raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
             taken = {s for gi in card.gpu_instances for s in range(gi.start, gi.start + gi.size)}
@@ -316,7 +316,7 @@ class SimulatedNvml:
             if taken & set(range(start, start + size)) or same_profile >= profile.info.instance_count:
                 raise _error(call, address, NvmlReturn.INSUFFICIENT_RESOURCES)
             used = {gi.id for gi in card.gpu_instances}
-            new = GpuInstanceState(
+            new = GpuInstanceRecord(
                 id=min(i for i in range(1, len(used) + 2) if i not in used),
                 profile_id=profile_id,
                 start=start,
@@ -331,7 +331,7 @@ class SimulatedNvml:
         call = "nvmlGpuInstanceDestroy"
         self._model(call, address)
 
-        def destroy(card: CardState) -> None:
+        def destroy(card: CardRecord) -> None:
             gi = card.gpu_instance(gpu_instance)
             if gi is None:
                 raise _error(call, address, NvmlReturn.NOT_FOUND)
@@ -351,13 +351,13 @@ class SimulatedNvml:
         call = "nvmlGpuInstanceCreateComputeInstance"
         self._model(call, address)
 
-        def create(card: CardState) -> ComputeInstanceInfo:
+        def create(card: CardRecord) -> ComputeInstanceInfo:
             gi = card.gpu_instance(gpu_instance)
             if gi is None:
                 raise _error("nvmlDeviceGetGpuInstanceById", address, NvmlReturn.NOT_FOUND)
             if gi.compute_instances:  # the whole-instance profile leaves no room for a second one
                 raise _error(call, address, NvmlReturn.INSUFFICIENT_RESOURCES)
-            ci = ComputeInstanceState(id=0, profile_id=_WHOLE_COMPUTE_INSTANCE_PROFILE)
+            ci = ComputeInstanceRecord(id=0, profile_id=_WHOLE_COMPUTE_INSTANCE_PROFILE)
             gi.compute_instances.append(ci)
             return ComputeInstanceInfo(id=ci.id, profile_id=ci.profile_id)
 
@@ -367,7 +367,7 @@ class SimulatedNvml:
         call = "nvmlComputeInstanceDestroy"
         self._model(call, address)
 
-        def destroy(card: CardState) -> None:
+        def destroy(card: CardRecord) -> None:
             gi = card.gpu_instance(gpu_instance)
             ci = next((c for c in gi.compute_instances if c.id == compute_instance), None) if gi else None
             if gi is None or ci is None:
@@ -430,7 +430,7 @@ class SimulatedNvml:
         return facts
 
     def _scanned(
-        self, address: str, card: CardState, migs: dict[str, tuple[int, int]] | None = None
+        self, address: str, card: CardRecord, migs: dict[str, tuple[int, int]] | None = None
     ) -> list[GpuProcess]:
         """Real processes using the card (:mod:`~pkg.backends.simulated.gpu_processes`); ``migs``:
         its MIG devices, when the caller has them already."""
@@ -441,7 +441,7 @@ class SimulatedNvml:
         uuids = frozenset({self.uuid(address), *migs})
         return self._scan.on_card(minor=self.minor_number(address), uuids=uuids)
 
-    def _mig_uuids(self, address: str, card: CardState) -> dict[str, tuple[int, int]]:
+    def _mig_uuids(self, address: str, card: CardRecord) -> dict[str, tuple[int, int]]:
         """The UUID of every MIG device of the card: (GPU instance, compute instance)."""
         return {
             self.mig_device_uuid(address, gi.id, ci.id): (gi.id, ci.id)
@@ -483,7 +483,7 @@ class SimulatedNvml:
         return facts
 
 
-def _gpu_instance(gi: GpuInstanceState) -> GpuInstanceInfo:
+def _gpu_instance(gi: GpuInstanceRecord) -> GpuInstanceInfo:
     return GpuInstanceInfo(id=gi.id, profile_id=gi.profile_id, start=gi.start, size=gi.size)
 
 

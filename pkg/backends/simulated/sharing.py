@@ -27,15 +27,15 @@ from pkg.backends.nvidia.sharing import (
     stop_process,
 )
 from pkg.backends.simulated import mps_daemon
-from pkg.backends.simulated.driver_state import CardState, SimulatedDriverState
+from pkg.backends.simulated.driver_memory import CardRecord, SimulatedDriverMemory
 
 
 class SimulatedTimeSlicer:
-    def __init__(self, state: SimulatedDriverState) -> None:
+    def __init__(self, state: SimulatedDriverMemory) -> None:
         self._state = state
 
     def set_time_slice(self, *, address: str, uuid: str, interval: TimeSlice) -> None:
-        def change(card: CardState) -> None:
+        def change(card: CardRecord) -> None:
             card.time_slice = int(interval)
 
         self._state.change(address, change)

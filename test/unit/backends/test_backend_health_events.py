@@ -26,7 +26,7 @@ from pkg.backends.nvidia.nvml_port import (
     NvmlReturn,
 )
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.events import inject_event, recover
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 
@@ -93,13 +93,13 @@ def test_the_real_adapter_registers_what_each_card_supports_and_names_the_card(m
 
 
 def test_injected_events_arrive_once_for_registered_cards_only(tmp_path: Path) -> None:
-    state = SimulatedDriverState(tmp_path / "driver")
+    state = SimulatedDriverMemory(tmp_path / "driver")
     inject_event(state, A, xid=48)  # before the set was opened: NVML does not replay
     nvml = SimulatedNvml(node_name="node-1", sysfs_root=FIXTURES / "a30-x2", state=state)
     source = NvmlHealthEvents(nvml, [A])
     assert source.wait(0.05) == ()
     inject_event(state, B, xid=48)  # not registered
-    inject_event(SimulatedDriverState(tmp_path / "driver"), A, xid=79, gpu_instance=1)  # another process
+    inject_event(SimulatedDriverMemory(tmp_path / "driver"), A, xid=79, gpu_instance=1)  # another process
     assert source.wait(1.0) == [
         HealthEvent(
             address=A,
@@ -120,7 +120,7 @@ def test_a_fault_fails_the_probe_until_the_card_is_reset(tmp_path: Path) -> None
     backend = SIMULATED_NVIDIA.create(
         BackendOptions(node_name="node-1", sysfs_root=FIXTURES / "a30-x2", state_dir=tmp_path)
     )
-    state = SimulatedDriverState(tmp_path / "driver")
+    state = SimulatedDriverMemory(tmp_path / "driver")
     assert backend.health(a30(A)).status is VerdictStatus.TRUE
     inject_event(state, A, xid=13)  # the application's fault: the card stays healthy
     assert backend.health(a30(A)).status is VerdictStatus.TRUE

@@ -17,7 +17,7 @@ from backend_fakes import sysfs_card
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED, NvmlError, NvmlReturn
 from pkg.backends.nvidia.preparer import NvidiaPreparer
 from pkg.backends.preparation import MigDevice, PreparationError
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 
 A30 = "0000:3b:00.0"  # device 20b7; 1g.6gb is profile 14 at starts 0-3, 2g.12gb profile 5 at 0 and 2
@@ -38,7 +38,7 @@ def nvml(host: Path, state: Path | None = None, **kwargs: object) -> SimulatedNv
     return SimulatedNvml(
         node_name="node-a",
         sysfs_root=host,
-        state=SimulatedDriverState(state, **kwargs),  # type: ignore[arg-type]
+        state=SimulatedDriverMemory(state, **kwargs),  # type: ignore[arg-type]
     )
 
 

@@ -13,7 +13,7 @@ from backend_fakes import sysfs_card
 from pkg.backends.backend import BackendError
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED, NvmlError, NvmlReturn
 from pkg.backends.nvidia.usage import UsageReader
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.backends.simulated.gpu_processes import GpuProcessScan
 
@@ -50,7 +50,7 @@ def simulated(host: Path, proc: Path, clock: Clock | None = None, **state: objec
     return SimulatedNvml(
         node_name="node-a",
         sysfs_root=host,
-        state=SimulatedDriverState(None, **state),  # type: ignore[arg-type]
+        state=SimulatedDriverMemory(None, **state),  # type: ignore[arg-type]
         processes_proc=proc,
         clock=clock or Clock(),
     )

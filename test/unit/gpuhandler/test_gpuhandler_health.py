@@ -17,7 +17,7 @@ from pytest_mock import MockerFixture
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import CardVerdict, VendorBackend
 from pkg.backends.health_events import HealthEvent, Severity
-from pkg.backends.simulated.driver_state import SimulatedDriverState
+from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.events import inject_event, recover
 from pkg.dra.model.limits import SliceLimitError, validate_device
 from pkg.framework.events.recorder import EventRecorderLogger
@@ -159,7 +159,7 @@ def device_taints_one() -> V1DeviceTaint:
 
 def test_the_monitor_turns_injected_events_into_verdicts_and_recovers_the_reset_card(tmp_path: Path) -> None:
     backend = simulated(state_dir=tmp_path)
-    driver = SimulatedDriverState(tmp_path / "driver")
+    driver = SimulatedDriverMemory(tmp_path / "driver")
     t = HealthTracker(quiet_period=0.0)
     card = gpu(A30_FIRST)
     monitor = HealthMonitor(
@@ -264,7 +264,7 @@ def test_the_monitor_leaves_out_cards_its_library_cannot_see(tmp_path: Path) -> 
 
     second = "0000:d8:00.0"
     backend = simulated(state_dir=tmp_path)
-    driver = SimulatedDriverState(tmp_path / "driver")
+    driver = SimulatedDriverMemory(tmp_path / "driver")
     t = HealthTracker(quiet_period=60.0)
     cards = [gpu(A30_FIRST, driver_type=DriverType.VFIO), gpu(second, name="node-1-1-10de-20b7")]
     monitor = HealthMonitor(

@@ -39,7 +39,7 @@ from pkg.backends import BackendOptions, VendorPlugin
 from pkg.backends.driver_files import DriverRootOptions
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
 from pkg.backends.simulated.data import DRIVER_VERSION
-from pkg.backends.simulated.driver_state import CardState
+from pkg.backends.simulated.driver_memory import CardRecord
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
 from pkg.devcluster.gpuhost import SimulatedGpuHost
@@ -260,7 +260,7 @@ class Node:
         assert isinstance(backend, SimulatedBackend)
         return backend
 
-    def card_state(self, card: str) -> CardState:
+    def card_state(self, card: str) -> CardRecord:
         """What the simulated driver holds for ``card``: its GPU instances and MIG mode, read
         where NVML would refuse (it lists no instances without MIG mode)."""
         nvml = self.backend._nvml

@@ -9,7 +9,7 @@ Without a state folder (unit tests, the offline view) the state lives in memory.
 
 Cards start with MIG disabled unless listed in ``mig_enabled``, in the default compute mode and
 time slice; processes exist only when a test puts them there
-(:meth:`SimulatedDriverState.set_processes`), standing in for a CUDA program that keeps a card busy.
+(:meth:`SimulatedDriverMemory.set_processes`), standing in for a CUDA program that keeps a card busy.
 """
 
 from __future__ import annotations
@@ -31,55 +31,55 @@ LOCK_FILE: Final = "driver.lock"
 EVENTS_FILE: Final = "events.jsonl"
 
 
-class ComputeInstanceState(BaseModel):
+class ComputeInstanceRecord(BaseModel):
     id: int
     profile_id: int
 
 
-class GpuInstanceState(BaseModel):
+class GpuInstanceRecord(BaseModel):
     id: int
     profile_id: int
     start: int
     size: int
-    compute_instances: list[ComputeInstanceState] = Field(default_factory=list)
+    compute_instances: list[ComputeInstanceRecord] = Field(default_factory=list)
 
 
-class CardState(BaseModel):
+class CardRecord(BaseModel):
     mig_mode: int
-    gpu_instances: list[GpuInstanceState] = Field(default_factory=list)
+    gpu_instances: list[GpuInstanceRecord] = Field(default_factory=list)
     processes: list[int] = Field(default_factory=list)
     compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
     time_slice: int = 0  # nvidia-smi compute-policy --set-timeslice: 0 default .. 3 long
     reset_pending: bool = False  # an injected fault awaits a GPU reset (:mod:`.events`)
 
-    def gpu_instance(self, gpu_instance: int) -> GpuInstanceState | None:
+    def gpu_instance(self, gpu_instance: int) -> GpuInstanceRecord | None:
         return next((gi for gi in self.gpu_instances if gi.id == gpu_instance), None)
 
 
-class DriverState(BaseModel):
-    cards: dict[str, CardState] = Field(default_factory=dict)
+class DriverRecord(BaseModel):
+    cards: dict[str, CardRecord] = Field(default_factory=dict)
 
 
-class SimulatedDriverState:
+class SimulatedDriverMemory:
     """The node's driver state; every method is atomic across threads and processes."""
 
     def __init__(self, state_dir: Path | None = None, *, mig_enabled: Iterable[str] = ()) -> None:
         self._dir = state_dir
         self._mig_enabled = frozenset(mig_enabled)
-        self._memory = DriverState()
+        self._memory = DriverRecord()
         self._events: list[str] = []  # the event log without a state folder
         self._thread_lock = threading.Lock()
 
-    def card(self, address: str) -> CardState:
+    def card(self, address: str) -> CardRecord:
         """A copy of the card's state (changes to it are not kept)."""
         return self.change(address, lambda card: card.model_copy(deep=True), write=False)
 
-    def change(self, address: str, fn: Callable[[CardState], T], *, write: bool = True) -> T:
+    def change(self, address: str, fn: Callable[[CardRecord], T], *, write: bool = True) -> T:
         """Runs ``fn`` on the card's state under the lock and keeps what it changed."""
         with self._locked() as state:
             card = state.cards.get(address)
             if card is None:
-                card = CardState(mig_mode=1 if address in self._mig_enabled else 0)
+                card = CardRecord(mig_mode=1 if address in self._mig_enabled else 0)
                 state.cards[address] = card
             result = fn(card)
             if write:
@@ -89,7 +89,7 @@ class SimulatedDriverState:
     def set_processes(self, address: str, pids: Iterable[int]) -> None:
         """Test hook: processes that now run on the card (an empty list: it is idle again)."""
 
-        def put(card: CardState) -> None:
+        def put(card: CardRecord) -> None:
             card.processes = sorted(set(pids))
 
         self.change(address, put)
@@ -131,7 +131,7 @@ class SimulatedDriverState:
             return 0
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[DriverState]:
+    def _locked(self) -> Iterator[DriverRecord]:
         with self._thread_lock:
             if self._dir is None:
                 yield self._memory
@@ -144,15 +144,15 @@ class SimulatedDriverState:
             finally:
                 os.close(fd)
 
-    def _load(self) -> DriverState:
+    def _load(self) -> DriverRecord:
         assert self._dir is not None
         try:
             raw: Any = json.loads((self._dir / STATE_FILE).read_text())
         except FileNotFoundError:
-            return DriverState()
-        return DriverState.model_validate(raw)
+            return DriverRecord()
+        return DriverRecord.model_validate(raw)
 
-    def _save(self, state: DriverState) -> None:
+    def _save(self, state: DriverRecord) -> None:
         if self._dir is None:
             return
         target = self._dir / STATE_FILE
