@@ -11,7 +11,7 @@ Public surface:
 * :class:`CelEnvironment` — the DRA CEL environment (compile/evaluate selectors);
 * :func:`parse_quantity` / :class:`Quantity` — exact Kubernetes quantities.
 
-Module map: ``pools`` (gather complete pools) → ``state`` (what other claims hold) → ``counters``
+Module map: ``pools`` (gather complete pools) → ``allocated`` (what other claims hold) → ``counters``
 and ``capacity`` (running tallies of what is free) → ``requests`` + ``selection`` + ``cel_env``
 (what each request may take; ``cel_ast`` and ``cel_cost`` bound what a selector may cost,
 ``cel_library`` adds the quantity and semver functions) → ``strategy`` (order) → ``allocator``
@@ -20,17 +20,17 @@ and ``capacity`` (running tallies of what is free) → ``requests`` + ``selectio
 what an allocation's devices consume.
 """
 
+from pkg.dra.allocator.allocated import AllocatedDevices
 from pkg.dra.allocator.allocator import Allocator
 from pkg.dra.allocator.attempt import AllocationAttempt, AllocationInputs
 from pkg.dra.allocator.cel_env import CelEnvironment, SelectorError
 from pkg.dra.allocator.explain import DeviceVerdict, Explanation, RequestTrace, explain
 from pkg.dra.allocator.quantity import Quantity, QuantityError, parse_quantity
-from pkg.dra.allocator.state import AllocatedState
 from pkg.dra.allocator.strategy import BestFit, FirstFit, Strategy
 from pkg.dra.model import DeviceID, PoolID, Unschedulable
 
 __all__ = [
-    "AllocatedState",
+    "AllocatedDevices",
     "AllocationAttempt",
     "AllocationInputs",
     "Allocator",

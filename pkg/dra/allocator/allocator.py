@@ -276,7 +276,7 @@ class _Search:
             raise _BudgetExhaustedError
         ctx = self.ctx
         device_id = cand.id
-        if device_id in self.allocating or (not alt.admin_access and device_id in ctx.state.dedicated):
+        if device_id in self.allocating or (not alt.admin_access and device_id in ctx.allocated.dedicated):
             return None
         if len(self.chosen) >= MAX_DEVICES_PER_CLAIM:
             return None

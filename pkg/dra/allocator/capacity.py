@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from kubernetes.client import V1DeviceCapacity
 
+from pkg.dra.allocator.allocated import AllocatedDevices
 from pkg.dra.allocator.quantity import Quantity, parse_quantity
-from pkg.dra.allocator.state import AllocatedState
 from pkg.dra.model import DeviceID
 
 
@@ -113,8 +113,8 @@ def consumption(
 class CapacityTally:
     """Consumed capacity per device: other claims' plus this attempt's shares."""
 
-    def __init__(self, state: AllocatedState, *, share_id: Callable[[], str] | None = None) -> None:
-        self._state = state
+    def __init__(self, allocated: AllocatedDevices, *, share_id: Callable[[], str] | None = None) -> None:
+        self._allocated = allocated
         self._allocating: dict[DeviceID, dict[str, int]] = {}
         self._share_count: dict[DeviceID, int] = {}
         self.new_share_id = share_id or (lambda: str(uuid.uuid4()))
@@ -123,7 +123,7 @@ class CapacityTally:
         self, device: DeviceID, amounts: Mapping[str, Quantity], capacities: Mapping[str, CapacitySpec]
     ) -> str | None:
         """The first capacity that ``amounts`` would overflow, or None when it fits."""
-        held = self._state.consumed.get(device)
+        held = self._allocated.consumed.get(device)
         pending = self._allocating.get(device)
         for name, amount in amounts.items():
             total = (
@@ -134,7 +134,7 @@ class CapacityTally:
         return None
 
     def in_shared_use(self, device: DeviceID) -> bool:
-        return self._state.is_shared_in_use(device) or device in self._share_count
+        return self._allocated.is_shared_in_use(device) or device in self._share_count
 
     def add_share(self, device: DeviceID, amounts: Mapping[str, Quantity]) -> None:
         pending = self._allocating.setdefault(device, {})

@@ -64,8 +64,8 @@ def device_uses(ctx: AllocationContext, outcome: V1AllocationResult) -> tuple[De
     alternatives = {alt.result_name: alt for plan in ctx.plans for alt in plan.alternatives}
     pools = {pool.id: pool for pool in ctx.pools}
     results = (outcome.devices.results if outcome.devices is not None else None) or []
-    held: dict[DeviceID, dict[str, int]] = {d: dict(c) for d, c in ctx.state.consumed.items()}
-    in_use = {*ctx.state.shares, *ctx.state.consumed}
+    held: dict[DeviceID, dict[str, int]] = {d: dict(c) for d, c in ctx.allocated.consumed.items()}
+    in_use = {*ctx.allocated.shares, *ctx.allocated.consumed}
     tally = ctx.counters  # the state before this claim; charged below as the claim would
     picked: list[tuple[Candidate, str, bool, tuple[CapacityUse, ...]]] = []
     for result in results:

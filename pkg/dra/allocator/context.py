@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from kubernetes.client import ResourceV1ResourceClaim
 
+from pkg.dra.allocator.allocated import AllocatedDevices
 from pkg.dra.allocator.attempt import AllocationInputs
 from pkg.dra.allocator.capacity import CapacityTally, consumption
 from pkg.dra.allocator.constraints import Constraint, build_constraints
@@ -27,7 +28,6 @@ from pkg.dra.allocator.requests import (
     plan_requests,
 )
 from pkg.dra.allocator.selection import SelectorEvaluationError, SelectorMatcher
-from pkg.dra.allocator.state import AllocatedState
 
 _MAX_MEMO_PER_POOL = 512
 
@@ -98,9 +98,9 @@ class AllocationContext:
             raise ClaimError(str(err)) from None
         self.pools: list[Pool] = gather_pools(inputs.slices, node=inputs.node, cache=pool_cache)
         uid = claim.metadata.uid if claim.metadata is not None else None
-        self.state = AllocatedState.from_claims(inputs.allocated_claims, exclude_uid=uid)
-        self.counters = CounterTally(self.pools, self.state)
-        self.capacity = CapacityTally(self.state, share_id=share_id)
+        self.allocated = AllocatedDevices.from_claims(inputs.allocated_claims, exclude_uid=uid)
+        self.counters = CounterTally(self.pools, self.allocated)
+        self.capacity = CapacityTally(self.allocated, share_id=share_id)
         # Selector errors are recorded per device and raised when the search reaches that device,
         # so an error on a device the scheduler would never look at does not fail the claim.
         self.selector_errors: dict[Candidate, SelectorEvaluationError] = {}

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pkg.dra.allocator.allocated import AllocatedDevices
 from pkg.dra.allocator.pools import Candidate, Pool
-from pkg.dra.allocator.state import AllocatedState
 from pkg.dra.model import PoolID
 
 CounterKey = tuple[PoolID, str]
@@ -33,14 +33,14 @@ class CounterTally:
     O(allocated devices), and :meth:`touched` says whether a set may differ from its totals.
     """
 
-    def __init__(self, pools: Iterable[Pool], state: AllocatedState) -> None:
+    def __init__(self, pools: Iterable[Pool], allocated: AllocatedDevices) -> None:
         self._available: dict[CounterKey, dict[str, int]] = {}
         self._pools: dict[PoolID, Pool] = {
             pool.id: pool for pool in pools if pool.usable and pool.counter_sets
         }
         by_pool = self._pools
         # Each allocated device once (a device can be held both exclusively and by shares).
-        for device in {*state.dedicated, *state.shares, *state.consumed}:
+        for device in {*allocated.dedicated, *allocated.shares, *allocated.consumed}:
             holder = by_pool.get(PoolID(device.driver, device.pool))
             if holder is None:
                 continue

@@ -137,7 +137,7 @@ def _diagnose_all(
     # The two first checks of :func:`diagnose`, inlined for the devices the selector pass already
     # rejected (most of a cluster: a MIG 1g request matches one device in four); the same checks
     # in the same order, so the same verdicts, with each selector's sentence built once.
-    dedicated = frozenset() if alt.admin_access else ctx.state.dedicated
+    dedicated = frozenset() if alt.admin_access else ctx.allocated.dedicated
     false_details: dict[int, str] = {}
     for cand in (*ordered, *rest):
         known = outcomes.get(cand)
@@ -212,7 +212,7 @@ def diagnose(
     ``selectors``, when known, is the selector pass's outcome for the device: None when all hold,
     the first false selector, or the evaluation error."""
     device = str(cand.id)
-    if not alt.admin_access and cand.id in ctx.state.dedicated:
+    if not alt.admin_access and cand.id in ctx.allocated.dedicated:
         return DeviceVerdict(device, *_HELD)
     mismatch: object = selectors
     if mismatch is _UNKNOWN:

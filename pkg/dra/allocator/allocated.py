@@ -28,7 +28,10 @@ from pkg.dra.model import DeviceID
 
 
 @dataclass(slots=True)
-class AllocatedState:
+class AllocatedDevices:
+    """The devices other claims hold, whole or in shares. Named for what it holds: in this project
+    *state* is a reconcile's state, so the scheduler's name is only quoted above."""
+
     dedicated: set[DeviceID] = field(default_factory=set)
     shares: dict[DeviceID, set[str]] = field(default_factory=dict)
     consumed: dict[DeviceID, dict[str, int]] = field(default_factory=dict)  # capacity name -> nanos
@@ -42,8 +45,8 @@ class AllocatedState:
     @classmethod
     def from_claims(
         cls, claims: Iterable[ResourceV1ResourceClaim], *, exclude_uid: str | None = None
-    ) -> AllocatedState:
-        state = cls()
+    ) -> AllocatedDevices:
+        allocated = cls()
         for claim in claims:
             if exclude_uid and claim.metadata is not None and claim.metadata.uid == exclude_uid:
                 continue
@@ -52,14 +55,14 @@ class AllocatedState:
                 continue
             for device, share_id, consumed in _held(allocation):
                 if share_id is None:
-                    state.dedicated.add(device)
+                    allocated.dedicated.add(device)
                     continue
-                state.shares.setdefault(device, set()).add(share_id)
+                allocated.shares.setdefault(device, set()).add(share_id)
                 if consumed is not None:
-                    totals = state.consumed.setdefault(device, {})
+                    totals = allocated.consumed.setdefault(device, {})
                     for name, nanos in consumed:
                         totals[name] = totals.get(name, 0) + nanos
-        return state
+        return allocated
 
 
 _Held = tuple[DeviceID, str | None, tuple[tuple[str, int], ...] | None]
