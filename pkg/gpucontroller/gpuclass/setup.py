@@ -1,19 +1,19 @@
 """Composition root of the GPUClass controller.
 
-It reconciles GPUClasses; what else wakes one:
+It reconciles GPUClasses; what else wakes one (each a watch of its own in ``internal/watch/``):
 
 - its DeviceClass (same name) appearing, disappearing or changing: a hand edit is put back, a
   foreign class that went away frees the name;
 - a PhysicalGPU its ``spec.names`` lists appearing, disappearing or changing its UUID: the
   selector lists the cards by UUID (an index of GPUClasses by listed name, never a scan).
 
-Only a new generation of a GPUClass wakes it (its own status writes do not).
+Only a new generation of a GPUClass wakes it (its own status writes do not). The index of
+GPUClasses by listed name (``internal/indexes.py``) is declared with the manager.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from dependency_injector import containers, providers
 from kubernetes.client import V1DeviceClass
@@ -27,36 +27,24 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
-from pkg.framework.controller.enqueue import EnqueueRequestForObject, EnqueueRequestsFromMapFunc
-from pkg.framework.controller.predicate import Funcs
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
-from pkg.framework.reconcile import Handler, KubeResourceWriter, Request, ResourceReconciler
+from pkg.framework.reconcile import Handler, KubeResourceWriter, ResourceReconciler
+from pkg.gpucontroller.gpuclass.internal.gpu_uuid import gpu_uuid
 from pkg.gpucontroller.gpuclass.internal.handler.apply import ApplyHandler
 from pkg.gpucontroller.gpuclass.internal.handler.ownership import OwnershipHandler
+from pkg.gpucontroller.gpuclass.internal.indexes import INDEXES
 from pkg.gpucontroller.gpuclass.internal.service import KubeDeviceClassWriter
 from pkg.gpucontroller.gpuclass.internal.state import GPUClassResource, GPUClassState
+from pkg.gpucontroller.gpuclass.internal.watch import device_class_watch, gpu_class_events, named_gpu_watch
 
 CONTROLLER_NAME = "gpuclass"
-GPU_CLASS_BY_NAMED_GPU = "gpuclass-by-named-gpu"
 
 GPUClassReconciler = ResourceReconciler[GPUClass, GPUClassStatus, GPUClassState]
 
 
-def gpu_uuid(gpu: PhysicalGPU | None) -> str | None:
-    state = gpu.status.current_state if gpu is not None and gpu.status else None
-    return state.nvidia.gpu_uuid if state is not None and state.nvidia is not None else None
-
-
-def named_gpus(gpu_class: GPUClass) -> list[str]:
-    """The index of GPUClasses by the PhysicalGPU names they list."""
-    return list(gpu_class.spec.names or [])
-
-
 def gpu_classes(*, informers: InformerFactory) -> SharedInformer[GPUClass]:
-    informer = informers.get_informer(GPU_CLASS)
-    informer.ensure_indexers({GPU_CLASS_BY_NAMED_GPU: named_gpus})
-    return informer
+    return informers.get_informer(GPU_CLASS)
 
 
 def device_classes(*, informers: InformerFactory) -> SharedInformer[V1DeviceClass]:
@@ -92,31 +80,6 @@ def new_reconciler(
     )
 
 
-def generation_changed(old: GPUClass, new: GPUClass) -> bool:
-    return old.metadata.generation != new.metadata.generation
-
-
-def classes_naming(classes: SharedInformer[GPUClass]) -> EnqueueRequestsFromMapFunc:
-    def requests(gpu: PhysicalGPU) -> list[Request]:
-        named = classes.store.by_index(GPU_CLASS_BY_NAMED_GPU, str(gpu.metadata.name))
-        return [Request(name=str(c.metadata.name)) for c in named]
-
-    return EnqueueRequestsFromMapFunc(requests)
-
-
-def uuid_changed(old: PhysicalGPU, new: PhysicalGPU) -> bool:
-    return gpu_uuid(old) != gpu_uuid(new)
-
-
-def device_class_changed(old: V1DeviceClass, new: V1DeviceClass) -> bool:
-    def shape(dc: V1DeviceClass) -> tuple[Any, ...]:
-        meta = dc.metadata
-        owners = [o.uid for o in (meta.owner_references if meta else None) or []]
-        return (meta.generation if meta else None), owners, (meta.labels if meta else None)
-
-    return shape(old) != shape(new)
-
-
 class GPUClassContainer(containers.DeclarativeContainer):
     client = providers.Dependency(instance_of=KubeClient)
     informers = providers.Dependency(instance_of=InformerFactory)
@@ -141,16 +104,13 @@ class GPUClassContainer(containers.DeclarativeContainer):
 
 
 def setup_controller(manager: Manager, container: GPUClassContainer) -> Controller:
+    manager.indexes.declare(*INDEXES)
     classes: SharedInformer[GPUClass] = container.class_informer()
     return (
         ControllerBuilder(manager, name=CONTROLLER_NAME)
-        .for_(classes, predicates=[Funcs(update=generation_changed)])
-        .watches(
-            container.device_class_informer(),
-            EnqueueRequestForObject(),  # a DeviceClass has its GPUClass's name
-            predicates=[Funcs(update=device_class_changed)],
-        )
-        .watches(container.gpu_informer(), classes_naming(classes), predicates=[Funcs(update=uuid_changed)])
+        .for_(classes, predicates=[gpu_class_events()])
+        .watches_with(container.device_class_informer(), device_class_watch())
+        .watches_with(container.gpu_informer(), named_gpu_watch(classes.store))
         .backoff(base=1.0, max_delay=120.0)
         .complete(container.reconciler())
     )

@@ -19,9 +19,10 @@ from pkg.framework.reconcile import Resource, StopHandlerChain
 from pkg.framework.reconcile.contract import Request
 from pkg.gpucontroller.gpuclass.internal.handler.apply import ApplyHandler
 from pkg.gpucontroller.gpuclass.internal.handler.ownership import OwnershipHandler
+from pkg.gpucontroller.gpuclass.internal.indexes import named_gpus
 from pkg.gpucontroller.gpuclass.internal.state import GPUClassState
 from pkg.gpucontroller.gpuclass.render import device_class
-from pkg.gpucontroller.gpuclass.setup import GPUClassContainer, named_gpus
+from pkg.gpucontroller.gpuclass.setup import GPUClassContainer
 
 
 class Parts:
