@@ -80,9 +80,9 @@ def test_a_device_the_cache_has_costs_no_request_and_comes_from_the_newest_gener
 
     assert found is not None
     assert client.method_calls == []
-    # The newest generation's object, not the older one's (equal by value, so compare identity).
-    cached = index._slices.store.list.return_value
-    assert found is cached[1].spec.devices[0]
+    newest = cached[1].spec.devices  # the newest generation's object, not the older equal one
+    assert newest is not None
+    assert found is newest[0]
 
 
 def test_a_device_the_cache_lacks_is_looked_up_with_a_fresh_list(mocker: MockerFixture, client: Any) -> None:
