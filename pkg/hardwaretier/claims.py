@@ -48,7 +48,7 @@ from pkg.dra.model.slices import pool_name
 from pkg.framework.client import NotFoundError
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.driver import GpuDriver
-from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesFinding
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 
 logger = logging.getLogger(__name__)
@@ -156,14 +156,14 @@ class ChangedCards:
 
 @dataclass
 class LoggedDriverFiles:
-    """The driver files' state Prepare reports (gpu-handler's ``DriverFilesReady``), kept and logged."""
+    """The driver files' finding Prepare reports (gpu-handler's ``DriverFilesReady``), kept and logged."""
 
-    states: list[DriverFilesState] = field(default_factory=list)
+    findings: list[DriverFilesFinding] = field(default_factory=list)
 
-    def report(self, state: DriverFilesState) -> None:
-        if not self.states or self.states[-1] != state:
-            logger.info("driver files: ready=%s %s: %s", state.ready, state.reason, state.message)
-        self.states.append(state)
+    def report(self, finding: DriverFilesFinding) -> None:
+        if not self.findings or self.findings[-1] != finding:
+            logger.info("driver files: ready=%s %s: %s", finding.ready, finding.reason, finding.message)
+        self.findings.append(finding)
 
     def sync(self) -> None:
         return None

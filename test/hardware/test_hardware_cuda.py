@@ -45,7 +45,7 @@ def test_the_answer_names_the_base_spec_which_holds_the_drivers_user_space(
     mounted = {Path(m["containerPath"]).name for m in spec["containerEdits"]["mounts"]}
     assert any(name.startswith("libcuda.so.") for name in mounted), sorted(mounted)
     assert any(name.startswith("libnvidia-ml.so.") for name in mounted), sorted(mounted)
-    assert preparation.driver_files.states[-1].ready, preparation.driver_files.states[-1]
+    assert preparation.driver_files.findings[-1].ready, preparation.driver_files.findings[-1]
 
 
 def test_the_claim_spec_gives_the_card_its_device_nodes_and_uuid(

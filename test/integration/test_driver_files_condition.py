@@ -22,7 +22,7 @@ from pkg.framework.client.builtin_kinds import EVENT, NODE
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.gpuhandler.enrichment.owned import OwnedStatus
 from pkg.gpuhandler.enrichment.status_writer import KubeStatusWriter
-from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState, KubeDriverFilesStatus
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesFinding, KubeDriverFilesStatus
 
 
 def _conditions(kube: KubeClient, name: str) -> dict[str, tuple[str, str]]:
@@ -49,7 +49,9 @@ def test_driver_files_ready_is_its_own_and_survives_the_enrichments_apply(
     handler = KubeStatusWriter(KubeClient(kube.api_client, field_manager="gpu-handler"))
     try:
         status.report(
-            DriverFilesState(ready=False, reason="DriverRootMissing", message="driver root /x does not exist")
+            DriverFilesFinding(
+                ready=False, reason="DriverRootMissing", message="driver root /x does not exist"
+            )
         )
         assert _conditions(kube, name) == {"DriverFilesReady": ("False", "DriverRootMissing")}
 
@@ -65,7 +67,7 @@ def test_driver_files_ready_is_its_own_and_survives_the_enrichments_apply(
 
         status.sync()  # unchanged: no write, no second event
         status.report(
-            DriverFilesState(ready=True, reason="DriverFilesFound", message="driver 580.76.05: 7 libraries")
+            DriverFilesFinding(ready=True, reason="DriverFilesFound", message="driver 580.76.05: 7 libraries")
         )
         assert _conditions(kube, name) == {
             "DriverFilesReady": ("True", "DriverFilesFound"),

@@ -43,7 +43,7 @@ from pkg.backends.driver_files import DriverFiles, DriverFilesError
 from pkg.backends.preparation import ContainerEdits
 from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
 from pkg.gpuhandler.preparation.claim_ref import checked_uid
-from pkg.gpuhandler.preparation.driver_files_status import REASON_FOUND, DriverFilesState, DriverFilesStatus
+from pkg.gpuhandler.preparation.driver_files_status import REASON_FOUND, DriverFilesFinding, DriverFilesStatus
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 
 logger = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class DriverSpec:
         self._vendor = vendor
         self._status = status
         self._written: DriverFiles | None = None  # what the file holds, as this instance wrote it
-        self._reported: DriverFilesState | None = None  # told once per change, not per Prepare
+        self._reported: DriverFilesFinding | None = None  # told once per change, not per Prepare
 
     def device_id(self) -> str:
         """The base spec's CDI device ID, the spec current; :class:`PrepareFailedError` when the
@@ -232,22 +232,24 @@ class DriverSpec:
                 )
                 self._written = files
         except DriverFilesError as exc:
-            self._report(DriverFilesState(ready=False, reason=exc.reason, message=exc.message))
+            self._report(DriverFilesFinding(ready=False, reason=exc.reason, message=exc.message))
             raise PrepareFailedError(
                 exc.reason, f"the {self._vendor} driver's files cannot be given to containers: {exc.message}"
             ) from exc
         except (OSError, ValueError) as exc:
-            self._report(DriverFilesState(ready=False, reason="DriverSpecUnwritable", message=str(exc)))
+            self._report(DriverFilesFinding(ready=False, reason="DriverSpecUnwritable", message=str(exc)))
             raise PrepareFailedError("DriverSpecUnwritable", f"the base CDI spec: {exc}") from exc
         found = ", ".join(f"{count} {what}" for what, count in files.found.items())
-        ready = DriverFilesState(ready=True, reason=REASON_FOUND, message=f"driver {files.version}: {found}")
+        ready = DriverFilesFinding(
+            ready=True, reason=REASON_FOUND, message=f"driver {files.version}: {found}"
+        )
         if ready != self._reported:
             self._report(ready)
         return driver_device_id(self._vendor)
 
-    def _report(self, state: DriverFilesState) -> None:
-        self._reported = state
-        self._status.report(state)
+    def _report(self, finding: DriverFilesFinding) -> None:
+        self._reported = finding
+        self._status.report(finding)
 
     def withdraw(self) -> bool:
         """Removes the base spec (the plugin leaves the node for good); whether there was one."""

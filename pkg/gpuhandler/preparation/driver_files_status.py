@@ -1,10 +1,10 @@
 """Whether the driver's user space can be given to containers, shown on each PhysicalGPU.
 
 :class:`~.cdi.DriverSpec` reports what its last look at the driver root found (a
-:class:`DriverFilesState`). The state is the ``DriverFilesReady`` condition of each of the node's
+:class:`DriverFilesFinding`). The finding is the ``DriverFilesReady`` condition of each of the node's
 PhysicalGPUs, written by server-side apply under a field manager of its own
 (``gpu-handler-driver-files``), so it owns that one entry and neither the enrichment's apply nor
-the validator's touch it; and a Warning event on each card when the state turns bad.
+the validator's touch it; and a Warning event on each card when the finding turns bad.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REASON_FOUND: Final = "DriverFilesFound"
 
 
 @dataclass(frozen=True)
-class DriverFilesState:
+class DriverFilesFinding:
     """What the last look at the driver root found: a condition's status, reason and message."""
 
     ready: bool
@@ -38,12 +38,12 @@ class DriverFilesState:
 
 
 class DriverFilesStatus(Protocol):
-    def report(self, state: DriverFilesState) -> None:
-        """Makes ``state`` the node's; reported to the PhysicalGPUs on :meth:`sync`."""
+    def report(self, finding: DriverFilesFinding) -> None:
+        """Makes ``finding`` the node's; reported to the PhysicalGPUs on :meth:`sync`."""
         ...
 
     def sync(self) -> None:
-        """Writes the state to each PhysicalGPU of the node whose condition differs."""
+        """Writes the finding to each PhysicalGPU of the node whose condition differs."""
         ...
 
 
@@ -56,37 +56,37 @@ class KubeDriverFilesStatus:
         self._client = KubeClient(client.api_client, field_manager=FIELD_MANAGER)
         self._gpus = gpus
         self._recorder = recorder
-        self._state: DriverFilesState | None = None
+        self._finding: DriverFilesFinding | None = None
         self._warned: set[tuple[str, str]] = set()  # (card, reason) already told by an event
         self._lock = threading.Lock()
 
-    def report(self, state: DriverFilesState) -> None:
+    def report(self, finding: DriverFilesFinding) -> None:
         with self._lock:
-            changed, self._state = state != self._state, state
+            changed, self._finding = finding != self._finding, finding
         if changed:
             self.sync()
 
     def sync(self) -> None:
         with self._lock:
-            state = self._state
-        if state is None:
+            finding = self._finding
+        if finding is None:
             return
-        status = "True" if state.ready else "False"
+        status = "True" if finding.ready else "False"
         for gpu in self._gpus():
             name = str(gpu.metadata.name)
             current = find_condition(gpu.status.conditions if gpu.status else None, CONDITION)
             if current is not None and (current.status, current.reason, current.message) == (
                 status,
-                state.reason,
-                state.message,
+                finding.reason,
+                finding.message,
             ):
                 continue
             since = current.last_transition_time if current is not None and current.status == status else None
             condition = {
                 "type": CONDITION,
                 "status": status,
-                "reason": state.reason,
-                "message": state.message[:1000],
+                "reason": finding.reason,
+                "message": finding.message[:1000],
                 "lastTransitionTime": normalize_time(since or now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
             body = {"metadata": {"name": name}, "status": {"conditions": [condition]}}
@@ -95,10 +95,14 @@ class KubeDriverFilesStatus:
             except Exception as exc:  # the next round writes it again
                 logger.warning("could not report %s on %s: %s", CONDITION, name, exc)
                 continue
-            if not state.ready and (name, state.reason) not in self._warned:
-                self._warned.add((name, state.reason))
+            if not finding.ready and (name, finding.reason) not in self._warned:
+                self._warned.add((name, finding.reason))
                 self._recorder.event(
-                    gpu, type_="Warning", reason=state.reason, message=state.message[:1000], kind=PHYSICAL_GPU
+                    gpu,
+                    type_="Warning",
+                    reason=finding.reason,
+                    message=finding.message[:1000],
+                    kind=PHYSICAL_GPU,
                 )
-            elif state.ready:
+            elif finding.ready:
                 self._warned = {warned for warned in self._warned if warned[0] != name}

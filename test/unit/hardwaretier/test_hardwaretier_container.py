@@ -100,7 +100,7 @@ def test_a_whole_card_claim_is_answered_with_its_cdi_device(
     assert claim.cdi_device_ids == (f"k8s.gpu.deckhouse.io/claim={claim.ref.uid}-gpu-0000-18-00-0", DRIVER_ID)
     assert spec.is_file()
     assert CdiSpecs(node.cdi_dir).driver_path("nvidia").is_file(), "the base spec beside the claim's"
-    assert node.driver_files.states[-1].ready
+    assert node.driver_files.findings[-1].ready
     assert tmp_path / "work" in spec.parents, "the tier's own folder, never the runtime's"
     assert tmp_path / "work" in node.settings.checkpoint_path.parents, "never the kubelet's"
 

@@ -14,7 +14,7 @@ from pkg.backends.driver_files import DriverFiles, DriverFilesError, DriverRootO
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
-from pkg.gpuhandler.preparation.driver_files_status import DriverFilesState
+from pkg.gpuhandler.preparation.driver_files_status import DriverFilesFinding
 from pkg.gpuhandler.preparation.runnable import leave_node
 
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
@@ -76,10 +76,10 @@ def test_driver_spec_reports_the_state_and_fails_with_the_reason(mocker: MockerF
 
     reported = [call.args[0] for call in status.report.call_args_list]
     assert reported == [
-        DriverFilesState(
+        DriverFilesFinding(
             ready=False, reason="DriverVersionMismatch", message="root holds 575, module is 580"
         ),
-        DriverFilesState(ready=True, reason="DriverFilesFound", message="driver 580.1: 7 libraries"),
+        DriverFilesFinding(ready=True, reason="DriverFilesFound", message="driver 580.1: 7 libraries"),
     ]
 
 

@@ -16,12 +16,12 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.gpuhandler.preparation.driver_files_status import (
     CONDITION,
     FIELD_MANAGER,
-    DriverFilesState,
+    DriverFilesFinding,
     KubeDriverFilesStatus,
 )
 
-MISSING = DriverFilesState(ready=False, reason="DriverFilesMissing", message="libcuda.so.1 not found")
-FOUND = DriverFilesState(ready=True, reason="DriverFilesFound", message="all found")
+MISSING = DriverFilesFinding(ready=False, reason="DriverFilesMissing", message="libcuda.so.1 not found")
+FOUND = DriverFilesFinding(ready=True, reason="DriverFilesFound", message="all found")
 SINCE = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
