@@ -40,7 +40,9 @@ _FIRST_BACKOFF_SECONDS: Final = 5.0
 
 
 @dataclass
-class _ClaimState:
+class _ClaimWrites:
+    """What was last written into one claim's status and when, and when a failed write may retry."""
+
     written: tuple[DeviceUsage, ...] | None = None
     written_at: float | None = None
     retry_at: float = 0.0
@@ -103,43 +105,44 @@ class ClaimUsageWriter:
         self._clock = clock
         self._min_interval = min_interval
         self._refresh = refresh
-        self._claims: dict[str, _ClaimState] = {}
+        self._claims: dict[str, _ClaimWrites] = {}
 
     def write(self, sample: UsageSample) -> None:
         by_claim: dict[str, list[PreparedDevice]] = {}
         for device in sample.devices:
             by_claim.setdefault(device.claim_uid, []).append(device)
-        self._claims = {uid: self._claims.get(uid, _ClaimState()) for uid in by_claim}  # forget released ones
+        # claims no longer prepared are forgotten
+        self._claims = {uid: self._claims.get(uid, _ClaimWrites()) for uid in by_claim}
         now = self._clock()
         for uid, devices in by_claim.items():
-            state = self._claims[uid]
+            writes = self._claims[uid]
             usages = tuple(device_usage(sample, d) for d in devices)
-            if now < state.retry_at or not self._due(state, usages, now):
+            if now < writes.retry_at or not self._due(writes, usages, now):
                 continue
             try:
                 self._apply(devices, usages)
             except (ApiError, OSError) as exc:
-                state.backoff = min(MAX_BACKOFF_SECONDS, max(_FIRST_BACKOFF_SECONDS, state.backoff * 2))
-                state.retry_at = now + state.backoff
+                writes.backoff = min(MAX_BACKOFF_SECONDS, max(_FIRST_BACKOFF_SECONDS, writes.backoff * 2))
+                writes.retry_at = now + writes.backoff
                 logger.warning(
                     "usage of claim %s/%s not written (retry in %.0f s): %s",
                     devices[0].namespace,
                     devices[0].claim,
-                    state.backoff,
+                    writes.backoff,
                     exc,
                 )
                 continue
-            state.written, state.written_at, state.backoff, state.retry_at = usages, now, 0.0, 0.0
+            writes.written, writes.written_at, writes.backoff, writes.retry_at = usages, now, 0.0, 0.0
 
-    def _due(self, state: _ClaimState, usages: tuple[DeviceUsage, ...], now: float) -> bool:
-        if state.written is None or state.written_at is None:
+    def _due(self, writes: _ClaimWrites, usages: tuple[DeviceUsage, ...], now: float) -> bool:
+        if writes.written is None or writes.written_at is None:
             return True
-        if now - state.written_at >= self._refresh:
+        if now - writes.written_at >= self._refresh:
             return True
-        if now - state.written_at < self._min_interval:
+        if now - writes.written_at < self._min_interval:
             return False
-        return len(usages) != len(state.written) or any(
-            changed_materially(old, new) for old, new in zip(state.written, usages, strict=True)
+        return len(usages) != len(writes.written) or any(
+            changed_materially(old, new) for old, new in zip(writes.written, usages, strict=True)
         )
 
     def _apply(self, devices: list[PreparedDevice], usages: tuple[DeviceUsage, ...]) -> None:
