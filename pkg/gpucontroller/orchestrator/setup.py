@@ -3,15 +3,14 @@
 One request exists: the configuration ConfigMap (``--operator-config`` in
 ``--components-namespace``). It is woken by a change of the ConfigMap's data (or its replacement by
 a new object), and by a DaemonSet it rendered appearing, disappearing, or changing its spec,
-labels or owners (someone edited or deleted it: put it back). A DaemonSet's status changes on
-every Pod event and is not watched. Both informers are scoped to what the controller owns: one
+labels or owners (someone edited or deleted it: put it back); each watch is a file of
+``internal/watch/``, which says why. Both informers are scoped to what the controller owns: one
 ConfigMap by name, the DaemonSets by label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from dependency_injector import containers, providers
 from kubernetes.client import V1ConfigMap, V1DaemonSet
@@ -22,8 +21,6 @@ from pkg.framework.client import ApiError, KubeClient
 from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
-from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
-from pkg.framework.controller.predicate import Funcs
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler, ObjectReconciler, Request
@@ -33,6 +30,7 @@ from pkg.gpucontroller.orchestrator.internal.handler.parse import ParseHandler
 from pkg.gpucontroller.orchestrator.internal.handler.prune import PruneHandler
 from pkg.gpucontroller.orchestrator.internal.service import KubeDaemonSetWriter
 from pkg.gpucontroller.orchestrator.internal.state import OrchestratorState
+from pkg.gpucontroller.orchestrator.internal.watch import config_map_events, daemon_set_watch
 
 CONTROLLER_NAME = "orchestrator"
 
@@ -59,23 +57,6 @@ def new_reconciler(
 
     # A deleted ConfigMap needs nothing: the garbage collector deletes the DaemonSets it owns.
     return ObjectReconciler(get=lambda r: configs.store.get_by_key(str(r)), state=state, handlers=handlers)
-
-
-def config_changed(old: V1ConfigMap, new: V1ConfigMap) -> bool:
-    return old.data != new.data or (old.metadata.uid if old.metadata else None) != (
-        new.metadata.uid if new.metadata else None
-    )
-
-
-def spec_or_ownership_changed(old: V1DaemonSet, new: V1DaemonSet) -> bool:
-    def shape(ds: V1DaemonSet) -> tuple[Any, ...]:
-        meta = ds.metadata
-        if meta is None:
-            return ()
-        owners = [o.uid for o in meta.owner_references or []]
-        return meta.generation, meta.labels, owners, meta.deletion_timestamp is not None
-
-    return shape(old) != shape(new)
 
 
 class OrchestratorContainer(containers.DeclarativeContainer):
@@ -113,12 +94,8 @@ def setup_controller(manager: Manager, container: OrchestratorContainer) -> Cont
     )
     return (
         ControllerBuilder(manager, name=CONTROLLER_NAME)
-        .for_(container.config_informer(), predicates=[Funcs(update=config_changed)])
-        .watches(
-            container.daemon_set_informer(),
-            EnqueueRequestsFromMapFunc(lambda _ds: [request]),
-            predicates=[Funcs(update=spec_or_ownership_changed)],
-        )
+        .for_(container.config_informer(), predicates=[config_map_events()])
+        .watches_with(container.daemon_set_informer(), daemon_set_watch(request))
         .backoff(base=2.0, max_delay=120.0)
         .expected_errors(ApiError, OSError, ApplyError)
         .complete(container.reconciler())

@@ -26,11 +26,9 @@ from pkg.framework.reconcile import StopHandlerChain
 from pkg.gpucontroller.orchestrator.internal.config import InvalidConfigError, parse_config
 from pkg.gpucontroller.orchestrator.internal.handler.apply import ApplyError
 from pkg.gpucontroller.orchestrator.internal.state import OrchestratorState
-from pkg.gpucontroller.orchestrator.setup import (
-    OrchestratorContainer,
-    config_changed,
-    spec_or_ownership_changed,
-)
+from pkg.gpucontroller.orchestrator.internal.watch.config_map import config_changed
+from pkg.gpucontroller.orchestrator.internal.watch.daemon_set import spec_or_ownership_changed
+from pkg.gpucontroller.orchestrator.setup import OrchestratorContainer
 
 DOCUMENT = {
     "apiVersion": "gpu.deckhouse.io/v1alpha1",
