@@ -14,16 +14,24 @@ one controller at a time:
   machine). 50/s is a load both keep up with here; at 200/s the API server takes 200 driver
   patches and up to 200 status patches a second on 2 CPUs;
 * **RSS**: the controller process's resident memory after both, and its peak (VmHWM).
+
+Then, in-process (no API server), **one user change behind a burst** (:func:`burst_rows`): N
+objects from the informer's initial list (a start or a lease takeover) are queued, the controller
+starts one worker whose reconcile stands for an API round trip (1 ms), and one object is then
+created. The row is how long that creation waits, and how many backlog requests were reconciled
+before it, with the FIFO queue (``use_priority_queue(False)``) and with the priority queue.
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "controllers"))
 
@@ -32,8 +40,13 @@ from bench_item import BENCH_ITEM, NAMESPACE, BenchItem
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from pkg.devcluster.processes import ManagedProcess
+from pkg.framework.cache.listener import ResourceListener
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.builtin_kinds import NAMESPACE as NAMESPACE_KIND
+from pkg.framework.controller.controller import Controller
+from pkg.framework.controller.enqueue import EnqueueRequestForObject
+from pkg.framework.metrics.provider import MetricsProvider
+from pkg.framework.reconcile.contract import Request, Result
 
 HERE = Path(__file__).resolve().parent
 RATES = (50.0, 200.0)  # events per second: one both keep up with on 2 CPUs, and four times that
@@ -152,6 +165,102 @@ def measure(bp: BenchPlane, controller: str, names: list[str], value: int, secon
     return Row(controller, rate, latency, rss, peak)
 
 
+BURST_RECONCILE_SECONDS = 0.001  # what one reconcile costs: about one API round trip
+USER_CHANGE = "user-change"
+
+
+@dataclass(frozen=True)
+class BurstRow:
+    queue: str
+    backlog: int
+    waited_ms: float  # from the creation event to its reconcile's start
+    reconciled_before: int  # backlog requests reconciled between the creation and its reconcile
+
+
+class _ListedInformer:
+    """Stands in for an informer: hands its listeners adds, says it has synced."""
+
+    kind = BENCH_ITEM
+
+    def __init__(self) -> None:
+        self._listeners: list[ResourceListener[Any]] = []
+
+    def add_listener(self, listener: ResourceListener[Any]) -> None:
+        self._listeners.append(listener)
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        return True
+
+    def added(self, name: str, *, initial: bool) -> None:
+        item = BenchItem(metadata=V1ObjectMeta(name=name, namespace=NAMESPACE, resource_version="1"))
+        for listener in self._listeners:
+            listener.on_add(item, is_in_initial_list=initial)
+
+
+class _BurstReconciler:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.user_reconciled = threading.Event()
+        self.count = 0
+        self.count_at_user = 0
+        self.user_at = 0.0
+
+    def reconcile(self, request: Request) -> Result:
+        if request.name == USER_CHANGE:
+            self.user_at = time.perf_counter()
+            self.count_at_user = self.count
+            self.user_reconciled.set()
+        self.count += 1
+        self.started.set()
+        time.sleep(BURST_RECONCILE_SECONDS)
+        return Result()
+
+
+def burst(*, backlog: int, use_priority_queue: bool) -> BurstRow:
+    informer = _ListedInformer()
+    reconciler = _BurstReconciler()
+    queue = "priority" if use_priority_queue else "FIFO"
+    controller = Controller(
+        name=f"burst-{queue}",
+        reconciler=reconciler,
+        use_priority_queue=use_priority_queue,
+        metrics=MetricsProvider(namespace="bench"),
+    )
+    controller.watch(informer, EnqueueRequestForObject())
+    for i in range(backlog):
+        informer.added(f"listed-{i:05d}", initial=True)
+    stop = threading.Event()
+    runner = threading.Thread(target=controller.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        if not reconciler.started.wait(60):
+            raise RuntimeError("the burst controller never reconciled")
+        sent_at, before = time.perf_counter(), reconciler.count
+        informer.added(USER_CHANGE, initial=False)
+        if not reconciler.user_reconciled.wait(60 + backlog * BURST_RECONCILE_SECONDS * 10):
+            raise RuntimeError("the user change was never reconciled")
+    finally:
+        stop.set()
+        runner.join(10)
+    waited = (reconciler.user_at - sent_at) * 1000
+    return BurstRow(queue, backlog, waited, reconciler.count_at_user - before)
+
+
+def burst_rows(*, quick: bool = False) -> list[BurstRow]:
+    backlog = 500 if quick else 5000
+    return [burst(backlog=backlog, use_priority_queue=pq) for pq in (False, True)]
+
+
+def print_burst(rows: list[BurstRow]) -> None:
+    print(
+        f"  one object created behind {rows[0].backlog} initial-list requests "
+        f"({BURST_RECONCILE_SECONDS * 1000:.0f} ms reconciles, 1 worker, in-process)"
+    )
+    print(f"  {'queue':>10} {'waited ms':>10} {'backlog reconciled first':>25}")
+    for row in rows:
+        print(f"  {row.queue:>10} {row.waited_ms:>10.0f} {row.reconciled_before:>25}")
+
+
 def main(*, quick: bool = False) -> None:
     objects, seconds = (500, 2.0) if quick else (5000, 10.0)
     print(f"3. framework vs kopf: the same trivial controller (watch a CRD, patch status), {objects} objects")
@@ -181,7 +290,11 @@ def main(*, quick: bool = False) -> None:
             f"  {row.controller:>10} {row.reconciles_per_second:>12.0f} {cells} "
             f"{row.rss_mib:>8.0f} {row.peak_mib:>8.0f}  ({sent})"
         )
+    print_burst(burst_rows(quick=quick))
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--burst-only" in sys.argv:  # the in-process rows alone: no API server needed
+        print_burst(burst_rows(quick="--quick" in sys.argv))
+    else:
+        main(quick="--quick" in sys.argv)
