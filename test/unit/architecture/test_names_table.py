@@ -16,7 +16,9 @@ checked by one rule, decided by the characters it is made of:
 * any other text, made only of letters, digits, ``_`` and ``.``, is an offender: a dotted path
   into something other than ``pkg`` or ``api`` (``os.path``), or a malformed one (``pkg..x``).
 
-A concept (the first column, without its bold) may have one row only, compared without case.
+A concept (the first column, without its bold) may have one row only, compared without case; and a
+name may mean one concept only: a Python name (the last part of a reference checked above) is
+listed in one row, so no two rows claim the same class, module or field.
 """
 
 from __future__ import annotations
@@ -216,6 +218,23 @@ def named_twice(rows: Iterable[Row], where: str) -> list[str]:
     return found
 
 
+def listed_twice(rows: Iterable[Row], where: str) -> list[str]:
+    """``<where>:<line>: <concept>: `<reference>``` for every Python name that an earlier row lists
+    too; a name is the last part of a reference that is a Python name (values are skipped)."""
+    first: dict[str, Row] = {}
+    found = []
+    for row in rows:
+        for reference in dict.fromkeys(row.references):
+            if not _DOTTED_PATH.fullmatch(reference):
+                continue
+            name = reference.rsplit(".", 1)[-1]
+            earlier = first.setdefault(name, row)
+            if earlier is not row:
+                also = f"(also {earlier.name}, line {earlier.line})"
+                found.append(f"{where}:{row.line}: {row.name}: `{reference}` {also}")
+    return found
+
+
 def _page() -> tuple[list[Row], str]:
     return names_table(ARCHITECTURE.read_text()), ARCHITECTURE.relative_to(ROOT).as_posix()
 
@@ -233,6 +252,12 @@ def test_no_concept_of_the_names_table_is_named_twice() -> None:
     assert found == [], "one concept, one row of the Names table:\n" + "\n".join(found)
 
 
+def test_no_name_of_the_names_table_stands_for_two_concepts() -> None:
+    rows, where = _page()
+    found = listed_twice(rows, where)
+    assert found == [], "one name, one concept of the Names table:\n" + "\n".join(found)
+
+
 MADE_UP = """\
 # A page
 
@@ -248,6 +273,7 @@ MADE_UP = """\
 | **values** | not code: skipped | `deviceType: Physical`, `internal/service`, `gpu-0000-02-00-0` |
 | **stray** | malformed, or outside pkg and api | `pkg..x`, `os.path` |
 | **Checkpoint  Feed** | the same concept again | |
+| **feed again** | a name listed already, written another way | `CheckpointFeed`, `deviceType: Physical` |
 
 Text after the table.
 
@@ -266,6 +292,7 @@ def test_the_check_reports_a_made_up_reference_and_a_concept_named_twice() -> No
         "values",
         "stray",
         "Checkpoint  Feed",
+        "feed again",
     ]
     assert rows[0].line == 7
     found = offenders(rows, "page.md")
@@ -279,6 +306,9 @@ def test_the_check_reports_a_made_up_reference_and_a_concept_named_twice() -> No
     assert "pkg.gpuhandler.preparation has no attribute ghost" in found[0]
     assert "pkg.framework.steptaker.Pipeline has no attribute phantom_member" in found[1]
     assert named_twice(rows, "page.md") == ["page.md:14: Checkpoint  Feed (already at line 7)"]
+    assert listed_twice(rows, "page.md") == [
+        "page.md:15: feed again: `CheckpointFeed` (also checkpoint feed, line 7)"
+    ]
 
 
 def test_a_row_that_is_not_three_cells_is_refused() -> None:
