@@ -13,6 +13,11 @@ PYTEST_WORKERS ?= 2
 TOOLS := bash hack/tools/build.sh
 # The folder of the built tools, for pytest and the scripts (evaluated when a recipe runs).
 TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
+# The test targets install every tool and host package their tests use, so there a missing one is a
+# failure, not a skip (testutil.tools.require_tool; by hand, pytest skips the test instead).
+TEST_ENV = $(TOOLS_ENV) GPU_CP_REQUIRE_TOOLS=1
+# The benchmarks are the package test/bench/ (`python -m bench`) and import testutil: both under test/.
+BENCH = $(TOOLS_ENV) PYTHONPATH=test $(BIN)/python -m bench
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
 	lint typecheck test test-unit test-integration test-e2e test-hardware demo bench bench-smoke clean image image-archive
@@ -77,14 +82,14 @@ typecheck: $(STAMP) ## mypy, strict, on pkg/, api/, hack/ and test/
 	find test -name conftest.py -not -path 'test/fixtures/sysfs/*/*' | sort | \
 		xargs -n1 $(BIN)/mypy --no-warn-unused-configs
 
-test-unit: $(STAMP) tools  # chart tests render with helm
-	$(TOOLS_ENV) $(BIN)/pytest test/unit -q -n $(PYTEST_WORKERS)
+test-unit: $(STAMP) tools host-packages  # chart tests render with helm; the hardware tier's chain runs runc and busybox
+	$(TEST_ENV) $(BIN)/pytest test/unit -q -n $(PYTEST_WORKERS)
 
 test-integration: $(STAMP) tools
-	$(TOOLS_ENV) $(BIN)/pytest test/integration -q -p no:randomly
+	$(TEST_ENV) $(BIN)/pytest test/integration -q -p no:randomly
 
 test-e2e: $(STAMP) tools host-packages  # real nodes: needs root
-	$(TOOLS_ENV) $(BIN)/pytest test/e2e -q -p no:randomly
+	$(TEST_ENV) $(BIN)/pytest test/e2e -q -p no:randomly
 
 test-hardware: ## The hardware tier on an NVIDIA GPU node, as root (HARDWARE_ARGS=--allow-card-changes: MIG, MPS, time slice)
 	"$$(if [ -x $(BIN)/python ]; then echo $(BIN)/python; else echo $(PYTHON); fi)" \
@@ -96,10 +101,10 @@ demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control pla
 	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) tools host-packages ## Benchmarks beside the alternatives (print four tables; BENCH_ARGS=--quick for a small size); real nodes: root
-	$(TOOLS_ENV) $(BIN)/python test/bench/run.py $(BENCH_ARGS)
+	$(BENCH) $(BENCH_ARGS)
 
 bench-smoke: $(STAMP) tools host-packages ## Every benchmark at a small size (make test runs it so none rots unseen); real nodes: root
-	$(TOOLS_ENV) $(BIN)/python test/bench/run.py --quick
+	$(BENCH) --quick
 
 clean: ## Remove the virtualenv and local caches (not the built tools)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts

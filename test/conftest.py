@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import pytest
-from extra_kinds import SERVICE_ACCOUNT
 from kubernetes.client import V1Namespace, V1ObjectMeta
+from testutil.extra_kinds import SERVICE_ACCOUNT
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.processes import wait_until

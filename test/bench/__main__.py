@@ -1,6 +1,6 @@
-"""``python test/bench`` runs :mod:`run` (``python -m test.bench`` cannot: see ``run.py``)."""
+"""``PYTHONPATH=test python -m bench`` runs :mod:`bench.run` (why not ``-m test.bench``: see there)."""
 
-from run import main
+from bench.run import main
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import ssl
+import sys
 import tempfile
 import time
 import urllib.request
@@ -66,6 +67,24 @@ def bench_plane(
             yield BenchPlane(plane, kube, f"https://127.0.0.1:{port}/metrics")
         finally:
             plane.stop()
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """How to start Python on the code of one checkout: ``argv`` then ``-c CODE``, under ``env``.
+
+    A before/after benchmark runs the controllers of another tree (``--tree``). That tree goes on
+    ``PYTHONPATH``, which precedes this checkout's editable install; ``-P`` keeps the working
+    folder (this checkout, when run from its root) off ``sys.path`` ahead of it.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def interpreter(tree: Path | None) -> Interpreter:
+    """Python on ``tree``'s code (None: this checkout's)."""
+    return Interpreter(argv=[sys.executable, "-P"], env={"PYTHONPATH": str(tree)} if tree else {})
 
 
 def fetch(url: str, timeout: float = 10.0) -> str:

@@ -24,10 +24,10 @@ import os
 import statistics
 import time
 
-from allocator_bench import cluster_slices, device_classes, h100_cards
 from kubernetes.client import ResourceV1ResourceClaim, V1ResourceClaimStatus
-from scheduler_bench import workload
 
+from bench.allocator_bench import cluster_slices, device_classes, h100_cards
+from bench.scheduler_bench import workload
 from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit, Unschedulable
 from pkg.dra.allocator.pools import PoolCache
 from pkg.dra.explain.report import explain_inputs

@@ -33,12 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "controllers"))
-
-from bench_cluster import BenchPlane, bench_plane, parallel, percentile, wait_for
-from bench_item import BENCH_ITEM, NAMESPACE, BenchItem
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
+from bench.bench_cluster import BenchPlane, bench_plane, parallel, percentile, wait_for
+from bench.controllers.bench_item import BENCH_ITEM, NAMESPACE, BenchItem
 from pkg.devcluster.processes import ManagedProcess
 from pkg.framework.cache.listener import ResourceListener
 from pkg.framework.client import KubeClient, PatchType

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import importlib.util
 import io
 import json
 import sys
@@ -28,15 +29,13 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
-
-import demo
-from bench_cluster import wait_for
 from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY
 from api.gpu.v1alpha1.physicalgpu import LABEL_NODE
+from bench.bench_cluster import wait_for
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import (
     CONTROLLERS,
@@ -62,6 +61,22 @@ AUDIT_POLICY = {
     "rules": [{"level": "Metadata", "verbs": list(WRITE_VERBS)}, {"level": "None"}],
 }
 COMPONENTS = ("gpu-node-agent", "gpu-handler")
+
+
+def _load_demo() -> ModuleType:
+    """``hack/demo.py``, whose cluster this benchmark measures; loaded by path, as ``hack/`` holds
+    scripts rather than a package."""
+    path = Path(__file__).resolve().parents[2] / "hack" / "demo.py"
+    spec = importlib.util.spec_from_file_location("demo", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while they are built
+    spec.loader.exec_module(module)
+    return module
+
+
+demo = _load_demo()
 
 
 @dataclass

@@ -34,11 +34,7 @@ import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "dra" / "offers"))
-
-from bench_cluster import BenchPlane, bench_plane, wait_for
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1CELDeviceSelector,
@@ -50,13 +46,14 @@ from kubernetes.client import (
     V1ResourceClaimStatus,
     V1ResourceSlice,
 )
-from offer_models import card
-from packing_first_fit import Node, Rank, satisfied
-from packing_order import card_of
-from packing_search import Event, Optimum, optimum
-from packing_workloads import BENCH, Workload
-from scheduler_bench import claim_for, pod_for
+from testutil.unit.dra.offers.offer_models import card
 
+from bench.bench_cluster import BenchPlane, bench_plane, wait_for
+from bench.packing_first_fit import Node, Rank, satisfied
+from bench.packing_order import card_of
+from bench.packing_search import Event, Optimum, optimum
+from bench.packing_workloads import BENCH, Workload
+from bench.scheduler_bench import claim_for, pod_for
 from pkg.backends.nvidia.profiles import all_models
 from pkg.devcluster.nodes import create_ready_node
 from pkg.dra.allocator import Allocator, BestFit, FirstFit, Strategy, Unschedulable

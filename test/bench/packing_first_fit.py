@@ -21,8 +21,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kubernetes.client import V1ResourceSlice
-from packing_search import Event
 
+from bench.packing_search import Event
 from pkg.domain.names import DRIVER
 from pkg.dra.allocator import parse_quantity
 

@@ -38,9 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packing_first_fit import Node, SimDevice, satisfied
-from packing_workloads import WORKLOADS
-
+from bench.packing_first_fit import Node, SimDevice, satisfied
+from bench.packing_workloads import WORKLOADS
 from pkg.backends.nvidia.profiles import ModelFacts, all_models
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.model.offer_order import OrderEntry, previous_key, signature
@@ -296,5 +295,4 @@ def render(rows: Sequence[OrderEntry], rule: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main(sys.argv[1:])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from packing_search import Event
+from bench.packing_search import Event
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,22 @@ this includes the controller's one initial list of all Pods).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-from bench_cluster import BenchPlane, bench_plane, fetch, histogram_quantile, parallel, total, wait_for
 from kubernetes.client import V1Container, V1EnvVar, V1Namespace, V1ObjectMeta, V1Pod, V1PodSpec
-from scheduler_bench import _slope, load_cluster, workload
 
+from bench.bench_cluster import (
+    BenchPlane,
+    bench_plane,
+    fetch,
+    histogram_quantile,
+    interpreter,
+    parallel,
+    total,
+    wait_for,
+)
+from bench.scheduler_bench import _slope, load_cluster, workload
 from pkg.devcluster.processes import ManagedProcess, free_port
 from pkg.framework.client.builtin_kinds import NAMESPACE, POD, RESOURCE_CLAIM
 
@@ -66,15 +73,14 @@ def run(bp: BenchPlane, *, pods: int, claims: int, kib: int, tree: Path | None, 
     parallel(workload(claims, namespace), lambda c: bp.kube.create(RESOURCE_CLAIM, c))
     bytes_before = pod_list_bytes(bp)
     port = free_port()
-    # The other tree goes first on sys.path, ahead of this checkout's editable install and cwd.
-    entry = (
-        f"import sys; sys.path.insert(0, {str(tree or '')!r}); from pkg.app.gpu_dra_controller import main; "
-    )
+    python = interpreter(tree)
+    entry = "import sys; from pkg.app.gpu_dra_controller import main; sys.exit(main())"
     controller = ManagedProcess(
         name="gpu-dra-controller",
-        argv=[sys.executable, "-c", entry + "sys.exit(main())", f"--kubeconfig={bp.plane.kubeconfig}",
+        argv=[*python.argv, "-c", entry, f"--kubeconfig={bp.plane.kubeconfig}",
               f"--metrics-bind-address=127.0.0.1:{port}", f"--leader-election-namespace={namespace}"],
         log_path=work / f"gpu-dra-controller-{pods}.log",
+        env=python.env,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/metrics"
     controller.start()
@@ -113,5 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(__file__))
     main()

@@ -16,18 +16,14 @@ checks, six sysfs writes each way (the simulated kernel moving the links and mak
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, which preparation_fakes uses
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, Node, mig_offer, node, whole_offer
 
-from preparation_fakes import A30, Node, mig_offer, node, whole_offer
-from standalone_mocker import standalone_mocker
-
+from bench.standalone_mocker import standalone_mocker
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.kinds import VFIO_ANNOTATION
 

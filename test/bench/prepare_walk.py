@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # k8s_fields, which preparation_fakes uses
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpuhandler" / "preparation"))
+from testutil.unit.gpuhandler.preparation.prepare_walk_trace import walk
 
-from prepare_walk_trace import walk
-from standalone_mocker import standalone_mocker
+from bench.standalone_mocker import standalone_mocker
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Runs the benchmarks and prints their figures: ``make bench`` (``BENCH_ARGS=--quick`` for a small
-size) or ``.venv/bin/python test/bench/run.py [--quick] [--only allocation,packing,...]``.
+size) or ``PYTHONPATH=test .venv/bin/python -m bench [--quick] [--only allocation,packing,...]``.
 
 ``--quick`` runs every benchmark at a small size; ``make test`` runs it (``make bench-smoke``) so a
 change that breaks one fails CI: nothing else runs them, and table 1 once rotted unseen.
@@ -12,9 +12,9 @@ figures before the restart/decision work, fragmentation, CEL engines, NodePrepar
 allocation ledger at 100,000 open allocations, the controllers' memory at 1,000 and 5,000 nodes
 and explain at 1,000, and per-Pod attribution on a full node).
 
-A script rather than ``python -m test.bench``: the standard library has a regular package named
-``test``, which wins over this repository's ``test`` folder (a namespace package, no
-``__init__.py``) whatever the order of ``sys.path``, so ``-m test.bench`` never finds this folder.
+``-m bench`` with ``test/`` on the path, not ``-m test.bench``: the standard library has a regular
+package named ``test``, which wins over this repository's ``test`` folder whatever the order of
+``sys.path``.
 """
 
 from __future__ import annotations
@@ -22,23 +22,22 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import allocator_bench
-import attribution_bench
-import cel_engines
-import framework_bench
-import ledger_bench
-import node_bench
-import packing_bench
-import prepare_bench
-import scale_bench
-import scheduler_bench
+from bench import (
+    allocator_bench,
+    attribution_bench,
+    cel_engines,
+    framework_bench,
+    ledger_bench,
+    node_bench,
+    packing_bench,
+    prepare_bench,
+    scale_bench,
+    scheduler_bench,
+)
 
 COMPARISONS: dict[str, Callable[..., None]] = {
     "allocation": scheduler_bench.main,

@@ -38,9 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench_cluster import BenchPlane, bench_plane, fetch, parallel, total, wait_for
 from kubernetes.client import ResourceV1ResourceClaim, V1Namespace, V1Node, V1ObjectMeta
-from scheduler_bench import load_cluster, workload
 
 from api.gpu.v1alpha1 import (
     LABEL_NODE,
@@ -52,6 +50,8 @@ from api.gpu.v1alpha1 import (
     PhysicalGPU,
     PhysicalGPUStatus,
 )
+from bench.bench_cluster import BenchPlane, bench_plane, fetch, interpreter, parallel, total, wait_for
+from bench.scheduler_bench import load_cluster, workload
 from pkg.devcluster.processes import ManagedProcess, free_port
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, RESOURCE_CLAIM
@@ -89,15 +89,14 @@ TREE: Path | None = None  # --tree: run the controllers from this checkout (a be
 def controller(
     module: str, bp: BenchPlane, port: int, namespace: str, log: Path, *, tree: Path | None = None
 ) -> ManagedProcess:
-    # The other tree goes first on sys.path, ahead of this checkout's editable install and cwd.
-    entry = (
-        f"import sys; sys.path.insert(0, {str(tree or '')!r}); from {module} import main; sys.exit(main())"
-    )
+    python = interpreter(tree)
+    entry = f"import sys; from {module} import main; sys.exit(main())"
     return ManagedProcess(
         name=module.rsplit(".", 1)[-1],
-        argv=[sys.executable, "-c", entry, f"--kubeconfig={bp.plane.kubeconfig}",
+        argv=[*python.argv, "-c", entry, f"--kubeconfig={bp.plane.kubeconfig}",
               f"--metrics-bind-address=127.0.0.1:{port}", f"--leader-election-namespace={namespace}"],
         log_path=log,
+        env=python.env,
     )  # fmt: skip
 
 
@@ -172,13 +171,11 @@ def explain_once(bp: BenchPlane, claim: str, tree: Path | None) -> tuple[float, 
     """``gpu-dra-controller explain scale/CLAIM`` from ``tree`` (None: this checkout, ``--local``:
     computed here, never asking a controller): seconds from start to exit and the process's peak
     RSS in MiB (its own rusage, from ``wait4``)."""
-    entry = (
-        f"import sys; sys.path.insert(0, {str(tree or '')!r}); "
-        "from pkg.app.gpu_dra_controller import main; sys.exit(main())"
-    )
+    python = interpreter(tree)
+    entry = "import sys; from pkg.app.gpu_dra_controller import main; sys.exit(main())"
     local = [] if tree is not None else ["--local"]  # an older tree knows no --local: it is local
     argv = [
-        sys.executable,
+        *python.argv,
         "-c",
         entry,
         "explain",
@@ -186,20 +183,22 @@ def explain_once(bp: BenchPlane, claim: str, tree: Path | None) -> tuple[float, 
         f"--kubeconfig={bp.plane.kubeconfig}",
         *local,
     ]
-    took, peak, _ = timed(argv, exit_codes=(0, 1))
+    took, peak, _ = timed(argv, exit_codes=(0, 1), env=python.env)
     return took, peak
 
 
 CPU_SECONDS: list[float] = []  # user + system seconds of each timed run, in order
 
 
-def timed(argv: list[str], *, exit_codes: tuple[int, ...]) -> tuple[float, float, str]:
+def timed(
+    argv: list[str], *, exit_codes: tuple[int, ...], env: dict[str, str] | None = None
+) -> tuple[float, float, str]:
     """Runs ``argv``: seconds from start to exit, its peak RSS in MiB, its stderr (its CPU seconds
     are appended to :data:`CPU_SECONDS`: on a loaded shared machine the wall time of a short
     process is mostly waiting for a CPU, and its CPU time says what it costs)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         began = time.monotonic()
-        process = subprocess.Popen(argv, stdout=out, stderr=err)
+        process = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(process.pid, 0)
         took = time.monotonic() - began
         CPU_SECONDS.append(usage.ru_utime + usage.ru_stime)
@@ -333,7 +332,6 @@ def main(*, quick: bool = False, dra_nodes: int = 1000, gpu_nodes: int = 5000, o
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(__file__))
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -33,8 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocator_bench import cluster_slices, device_classes, h100_cards
-from bench_cluster import BenchPlane, bench_plane, fetch, histogram_quantile, parallel, total, wait_for
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1CapacityRequirements,
@@ -52,6 +50,8 @@ from kubernetes.client import (
     V1ResourceRequirements,
 )
 
+from bench.allocator_bench import cluster_slices, device_classes, h100_cards
+from bench.bench_cluster import BenchPlane, bench_plane, fetch, histogram_quantile, parallel, total, wait_for
 from pkg.devcluster.nodes import create_ready_node
 from pkg.devcluster.processes import ManagedProcess, free_port
 from pkg.dra.allocator import Allocator, Unschedulable

@@ -32,12 +32,10 @@ from typing import Any
 
 import pytest
 import yaml
-from extra_kinds import CORE_EVENT
-from gpu_nodes import gpu_pod, run_and_show
-from k8s_fields import name_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_server import (
+from testutil.e2e.gpu_nodes import gpu_pod, run_and_show
+from testutil.e2e.prometheus_server import (
     Prometheus,
     delete_reader,
     metrics_proxy,
@@ -45,6 +43,8 @@ from prometheus_server import (
     reader_token,
     shortened_rules,
 )
+from testutil.extra_kinds import CORE_EVENT
+from testutil.k8s_fields import name_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents

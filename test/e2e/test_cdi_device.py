@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
-from k8s_fields import spec_of, status_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -37,7 +36,8 @@ from kubernetes.client import (
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
-from pods import logs, run_to_completion, shell_pod
+from testutil.e2e.pods import logs, run_to_completion, shell_pod
+from testutil.k8s_fields import spec_of, status_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.node import RealNode

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rbac_audit
 import yaml
-from chart_release import (
+from testutil.e2e import rbac_audit
+from testutil.e2e.chart_release import (
     CHART,
     FIXTURES,
     NAMESPACE,
@@ -54,7 +54,7 @@ from chart_release import (
     shown,
     workloads,
 )
-from gpu_nodes import (
+from testutil.e2e.gpu_nodes import (
     Seen,
     card_state,
     cdi_specs,

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_nodes import (
+from kubernetes.client import V1Pod
+from testutil.e2e.gpu_nodes import (
     Seen,
     cdi_specs,
     checkpoint,
@@ -25,8 +26,7 @@ from gpu_nodes import (
     restart_handler,
     run_and_show,
 )
-from k8s_fields import name_of
-from kubernetes.client import V1Pod
+from testutil.k8s_fields import name_of
 
 from pkg.backends.amd.sysfs import read_card
 from pkg.backends.simulated.data import DRIVER_VERSION

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_nodes import checkpoint, claim_pod, gpu_pod, run_and_show, shared_claim
-from k8s_fields import name_of, spec_of, status_of
-from kubectl_gpu_user import User, bind_viewer_role, namespace_user
 from kubernetes.client import V1EnvVar
 from prometheus_client.parser import text_string_to_metric_families
+from testutil.e2e.gpu_nodes import checkpoint, claim_pod, gpu_pod, run_and_show, shared_claim
+from testutil.k8s_fields import name_of, spec_of, status_of
+from testutil.kubectl_gpu_user import User, bind_viewer_role, namespace_user
 
 from api.gpu.v1alpha1 import DeviceUsage
 from pkg.devcluster.cluster import ControlPlane

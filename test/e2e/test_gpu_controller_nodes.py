@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_views import cards, driver_ready, gates, offers
-from k8s_fields import labels_of, meta, name_of, status_of, uid_of
 from kubernetes.client import V1Namespace, V1ObjectMeta, V1Pod
-from prometheus_server import (
+from testutil.cluster_views import cards, driver_ready, gates, offers
+from testutil.e2e.prometheus_server import (
     Prometheus,
     chart_alert_rules,
     delete_reader,
@@ -49,6 +48,7 @@ from prometheus_server import (
     prometheus,
     reader_token,
 )
+from testutil.k8s_fields import labels_of, meta, name_of, status_of, uid_of
 
 from api.gpu.v1alpha1 import OPERATOR_CONFIG_KEY, PhysicalGPUConditionType
 from pkg.backends.simulated.backend import HEALTH_FILE_SUFFIX

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from gpu_nodes import (
+from testutil.e2e.gpu_nodes import (
     card_state,
     cdi_specs,
     checkpoint,

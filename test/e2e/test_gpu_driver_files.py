@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
-from gpu_nodes import checkpoint, claim_pod, gpu_pod, pod_gone, run_and_show, shared_claim
-from k8s_fields import name_of, spec_of
 from kubernetes.client import V1Pod
+from testutil.e2e.gpu_nodes import checkpoint, claim_pod, gpu_pod, pod_gone, run_and_show, shared_claim
+from testutil.k8s_fields import name_of, spec_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.driverroot import SMI_OUTPUT

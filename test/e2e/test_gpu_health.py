@@ -18,8 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu_nodes import DRIVER, checkpoint, pod_gone
-from k8s_fields import meta, spec_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -33,7 +31,9 @@ from kubernetes.client import (
     V1ResourceClaimSpec,
     V1ResourceRequirements,
 )
-from pods import shell_pod
+from testutil.e2e.gpu_nodes import DRIVER, checkpoint, pod_gone
+from testutil.e2e.pods import shell_pod
+from testutil.k8s_fields import meta, spec_of
 
 from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.events import inject_event, recover

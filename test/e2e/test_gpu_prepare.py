@@ -8,9 +8,17 @@ CDI folder, checkpoint).
 
 from __future__ import annotations
 
-from gpu_nodes import cdi_specs, checkpoint, gpu_instances, gpu_pod, mig_mode, pod_gone, run_and_show
-from k8s_fields import name_of
 from kubernetes.client import V1Pod
+from testutil.e2e.gpu_nodes import (
+    cdi_specs,
+    checkpoint,
+    gpu_instances,
+    gpu_pod,
+    mig_mode,
+    pod_gone,
+    run_and_show,
+)
+from testutil.k8s_fields import name_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from gpu_nodes import card_state, checkpoint, claim_pod, mps_daemon, run_shared, shared_claim
-from k8s_fields import status_of, uid_of
+from testutil.e2e.gpu_nodes import card_state, checkpoint, claim_pod, mps_daemon, run_shared, shared_claim
+from testutil.k8s_fields import status_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents

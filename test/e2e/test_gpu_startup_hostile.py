@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from gpu_nodes import normal_handler, restart_handler
+from testutil.e2e.gpu_nodes import normal_handler, restart_handler
 
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.domain.names import DRIVER

@@ -19,9 +19,17 @@ from typing import Any
 
 import pytest
 import yaml
-from gpu_nodes import checkpoint, claim_pod, crashed, normal_handler, pod_gone, restart_handler, shared_claim
-from k8s_fields import meta, name_of, status_of
 from kubernetes.client import V1Pod
+from testutil.e2e.gpu_nodes import (
+    checkpoint,
+    claim_pod,
+    crashed,
+    normal_handler,
+    pod_gone,
+    restart_handler,
+    shared_claim,
+)
+from testutil.k8s_fields import meta, name_of, status_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents

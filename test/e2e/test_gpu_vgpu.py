@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from gpu_nodes import checkpoint, crashed, normal_handler, pod_gone, restart_handler
 from kubernetes.client import V1Pod
+from testutil.e2e.gpu_nodes import checkpoint, crashed, normal_handler, pod_gone, restart_handler
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents

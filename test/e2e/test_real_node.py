@@ -10,9 +10,9 @@ import os
 import stat
 from pathlib import Path
 
-from k8s_fields import present, spec_of, status_of
 from kubernetes.client import V1Node
-from pods import logs, run_to_completion, shell_pod
+from testutil.e2e.pods import logs, run_to_completion, shell_pod
+from testutil.k8s_fields import present, spec_of, status_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.images import PAUSE_IMAGE, ImageArchive

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_nodes import SHOW_DEVICES, checkpoint, claim_pod, pod_gone, run_and_show
-from k8s_fields import allocation_results, name_of
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceRequestAllocationResult
-from nic_driver import DRIVER as NIC_DRIVER
-from nic_driver import nic_class, nic_slice
-from topology_claims import NVLINK_DOMAIN, PCIE_ROOT, gpu_with_nic, gpus_in_one_nvlink_domain
-from topology_claims import whole_gpu_class as gpu_class
+from testutil.e2e.gpu_nodes import SHOW_DEVICES, checkpoint, claim_pod, pod_gone, run_and_show
+from testutil.k8s_fields import allocation_results, name_of
+from testutil.nic_driver import DRIVER as NIC_DRIVER
+from testutil.nic_driver import nic_class, nic_slice
+from testutil.topology_claims import NVLINK_DOMAIN, PCIE_ROOT, gpu_with_nic, gpus_in_one_nvlink_domain
+from testutil.topology_claims import whole_gpu_class as gpu_class
 
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from gpu_nodes import checkpoint
-from k8s_fields import status_of, uid_of
+from testutil.e2e.gpu_nodes import checkpoint
+from testutil.k8s_fields import status_of, uid_of
 
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.devcluster.gpucomponents import GpuComponents

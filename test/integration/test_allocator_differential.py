@@ -26,8 +26,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import allocation_results, name_of, present, spec_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -49,6 +47,8 @@ from kubernetes.client import (
     V1ResourceRequirements,
     V1ResourceSlice,
 )
+from testutil.integration.dra_objects import DRIVER, create_ready_node, device_class
+from testutil.k8s_fields import allocation_results, name_of, present, spec_of
 
 from pkg.dra.allocator import Allocator, FirstFit, Unschedulable, parse_quantity
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement

@@ -33,17 +33,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from chart_install import (
+from kubernetes.client import V1ObjectMeta
+from testutil.integration.chart_install import (
     COMPONENTS,
     LEASE_NAME,
     Release,
     helm_template,
     release,
 )
-from dra_objects import create_ready_node
-from k8s_fields import meta, name_of
-from kubernetes.client import V1ObjectMeta
-from process_helpers import eventually, refused_requests, running
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.process_helpers import eventually, refused_requests, running
+from testutil.k8s_fields import meta, name_of
 
 from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, GPUClass, PhysicalGPU
 from pkg.devcluster.cluster import ControlPlane

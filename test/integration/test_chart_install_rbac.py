@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from chart_install import (
+from testutil.integration.chart_install import (
     DRA_LEASE_NAME,
     LEASE_NAME,
     LEDGER_NAME,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_install import CHART, UNSCHEDULABLE, helm_template
+from testutil.integration.chart_install import CHART, UNSCHEDULABLE, helm_template
 
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 

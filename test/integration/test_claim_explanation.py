@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dra_controller_process import GpuNode, gpu_node, new_claim
-from kubectl_gpu_user import CHART, User, bind_viewer_role, namespace_user
 from kubernetes.client import V1ObjectMeta
-from process_helpers import eventually, running
+from testutil.integration.dra_controller_process import GpuNode, gpu_node, new_claim
+from testutil.integration.process_helpers import eventually, running
+from testutil.kubectl_gpu_user import CHART, User, bind_viewer_role, namespace_user
 
 from api.gpu.v1alpha1 import ClaimExplanation, ClaimExplanationSpec, ExplanationOutcome
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir

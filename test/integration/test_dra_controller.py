@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from dra_controller_process import (
+from testutil.integration.dra_controller_process import (
     ALLOCATED_BY,
     FINALIZER,
     GpuNode,
@@ -28,9 +28,15 @@ from dra_controller_process import (
     pending_pod,
     written_by_us,
 )
-from dra_objects import DRIVER
-from k8s_fields import allocated_node_selector, allocation_results, annotations_of, finalizers_of, present
-from process_helpers import eventually
+from testutil.integration.dra_objects import DRIVER
+from testutil.integration.process_helpers import eventually
+from testutil.k8s_fields import (
+    allocated_node_selector,
+    allocation_results,
+    annotations_of,
+    finalizers_of,
+    present,
+)
 
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import time
 
-from dra_controller_process import new_claim, pending_pod
-from informer_helpers import ObservedClient, eventually, running
-from k8s_fields import resource_version_of, spec_of
 from kubernetes.client import V1Pod
+from testutil.integration.dra_controller_process import new_claim, pending_pod
+from testutil.integration.informer_helpers import ObservedClient, eventually, running
+from testutil.k8s_fields import resource_version_of, spec_of
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.domain.metrics import registry

@@ -8,15 +8,13 @@ that the controller allocated every claim through the bench's code path.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "test" / "bench"))
 
-from bench_cluster import bench_plane  # noqa: E402
-from scheduler_bench import load_cluster, run_controller  # noqa: E402
+from bench.bench_cluster import bench_plane  # noqa: E402
+from bench.scheduler_bench import load_cluster, run_controller  # noqa: E402
 
 
 def test_bench_controller_row_runs() -> None:

@@ -28,7 +28,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from dra_controller_process import (
+from testutil.integration.dra_controller_process import (
     GpuNode,
     allocated_devices,
     controller,
@@ -37,8 +37,8 @@ from dra_controller_process import (
     pending_pod,
     written_by_us,
 )
-from k8s_fields import meta
-from process_helpers import eventually
+from testutil.integration.process_helpers import eventually
+from testutil.k8s_fields import meta
 
 from pkg.framework.client import KubeClient, WatchEventType, WatchStreamClosedError
 from pkg.framework.client.builtin_kinds import EVENT, POD, RESOURCE_CLAIM

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 
-from dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
-from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     V1Container,
     V1ObjectMeta,
@@ -19,6 +17,8 @@ from kubernetes.client import (
     V1PodSpec,
     V1ResourceRequirements,
 )
+from testutil.integration.dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
+from testutil.k8s_fields import allocation_results, meta, name_of
 
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from dra_objects import create_ready_node
-from k8s_fields import status_of
 from kubernetes.client import V1Condition, V1ObjectMeta
+from testutil.integration.dra_objects import create_ready_node
+from testutil.k8s_fields import status_of
 
 from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.kinds import PHYSICAL_GPU

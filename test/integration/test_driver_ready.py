@@ -22,12 +22,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cluster_views import GATES, cards, driver_ready, gates, offers
-from dra_objects import create_ready_node
-from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
-from k8s_fields import status_of
 from kubernetes.client import V1Condition, V1ObjectMeta
-from process_helpers import eventually, node_components
+from testutil.cluster_views import GATES, cards, driver_ready, gates, offers
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.gpu_controller_helpers import (
+    create_validator_pod,
+    delete_now,
+    gpu_controller,
+    report_validator,
+)
+from testutil.integration.process_helpers import eventually, node_components
+from testutil.k8s_fields import status_of
 
 from api.gpu.v1alpha1 import LABEL_NODE, LABEL_VENDOR, PhysicalGPU, PhysicalGPUStatus
 from pkg.devcluster.processes import free_port

@@ -10,9 +10,9 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
-from dra_objects import create_ready_node
 from kubernetes.client import V1ObjectMeta
-from process_helpers import eventually, running
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.process_helpers import eventually, running
 
 from api.gpu.v1alpha1 import (
     LABEL_NODE,

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dra_objects import create_ready_node
-from process_helpers import eventually, node_components
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.process_helpers import eventually, node_components
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import allocation_results, meta, name_of, present, spec_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -46,7 +44,9 @@ from kubernetes.client import (
     V1ResourceRequirements,
     V1ResourceSlice,
 )
-from process_helpers import eventually, node_components
+from testutil.integration.dra_objects import DRIVER, create_ready_node, device_class
+from testutil.integration.process_helpers import eventually, node_components
+from testutil.k8s_fields import allocation_results, meta, name_of, present, spec_of, uid_of
 
 from pkg.devcluster.processes import free_port
 from pkg.domain.kinds import PHYSICAL_GPU

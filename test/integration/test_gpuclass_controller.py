@@ -19,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_views import offers
-from dra_objects import create_ready_node, device_class
-from gpu_controller_helpers import create_validator_pod, delete_now, gpu_controller, report_validator
-from k8s_fields import allocation_results, meta, present, spec_of
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1ResourceRequirements
-from process_helpers import eventually, node_components
+from testutil.cluster_views import offers
+from testutil.integration.dra_objects import create_ready_node, device_class
+from testutil.integration.gpu_controller_helpers import (
+    create_validator_pod,
+    delete_now,
+    gpu_controller,
+    report_validator,
+)
+from testutil.integration.process_helpers import eventually, node_components
+from testutil.k8s_fields import allocation_results, meta, present, spec_of
 
 from api.gpu.v1alpha1 import LABEL_NODE, Generated, GPUClass
 from pkg.domain.kinds import GPU_CLASS, PHYSICAL_GPU

@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_fields import allocation_results, name_of, present
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pydantic import ValidationError
+from testutil.k8s_fields import allocation_results, name_of, present
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU

@@ -37,7 +37,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from informer_helpers import (
+from kubernetes.client import V1ConfigMap, V1Lease, V1LeaseSpec, V1ObjectMeta
+from testutil.integration.informer_helpers import (
     ObservedClient,
     RecordingListener,
     eventually,
@@ -45,7 +46,6 @@ from informer_helpers import (
     running,
     rv,
 )
-from kubernetes.client import V1ConfigMap, V1Lease, V1LeaseSpec, V1ObjectMeta
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.devcluster.cluster import ControlPlane

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_fields import meta, name_of
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
+from testutil.k8s_fields import meta, name_of
 
 from pkg.framework.client import (
     AlreadyExistsError,

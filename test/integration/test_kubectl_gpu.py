@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_objects import device_class
-from kubectl_gpu_user import User, bind_viewer_role, namespace_user, table
+from testutil.integration.dra_objects import device_class
+from testutil.kubectl_gpu_user import User, bind_viewer_role, namespace_user, table
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.framework.client import KubeClient, NotFoundError

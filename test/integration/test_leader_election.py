@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client import V1Lease
-from process_helpers import eventually, running
+from testutil.integration.process_helpers import eventually, running
 
 from pkg.devcluster.processes import free_port
 from pkg.framework.client import KubeClient, NotFoundError, WatchEventType

@@ -31,9 +31,6 @@ from typing import Any
 
 import pytest
 import yaml
-from dra_objects import DRIVER, create_ready_node
-from extra_kinds import SERVICE_ACCOUNT
-from k8s_fields import meta, name_of, present, uid_of
 from kubernetes.client import (
     ApiClient,
     Configuration,
@@ -47,7 +44,10 @@ from kubernetes.client import (
     V1ResourceSliceSpec,
     V1ServiceAccount,
 )
-from process_helpers import eventually, refused_requests, running
+from testutil.extra_kinds import SERVICE_ACCOUNT
+from testutil.integration.dra_objects import DRIVER, create_ready_node
+from testutil.integration.process_helpers import eventually, refused_requests, running
+from testutil.k8s_fields import meta, name_of, present, uid_of
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir

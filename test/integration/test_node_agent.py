@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import Popen
 
-from dra_objects import create_ready_node
-from k8s_fields import meta, present
-from process_helpers import eventually, running
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.process_helpers import eventually, running
+from testutil.k8s_fields import meta, present
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.devcluster.processes import free_port

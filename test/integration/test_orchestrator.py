@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpu_controller_helpers import gpu_controller
-from k8s_fields import labels_of, uid_of
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
-from process_helpers import eventually
+from testutil.integration.gpu_controller_helpers import gpu_controller
+from testutil.integration.process_helpers import eventually
+from testutil.k8s_fields import labels_of, uid_of
 
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET, EVENT

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dra_objects import create_ready_node
-from gpu_controller_helpers import create_validator_pod, gpu_controller, report_validator
 from kubernetes.client import V1Condition, V1ObjectMeta
-from process_helpers import eventually
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.gpu_controller_helpers import create_validator_pod, gpu_controller, report_validator
+from testutil.integration.process_helpers import eventually
 
 from api.gpu.v1alpha1 import (
     LABEL_NODE,

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import yaml
-from dra_objects import a30_mig_pool, create_ready_node
-from k8s_fields import allocation_results
+from testutil.integration.dra_objects import a30_mig_pool, create_ready_node
+from testutil.k8s_fields import allocation_results
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.framework.client import KubeClient

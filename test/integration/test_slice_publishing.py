@@ -14,16 +14,10 @@ own node, so no allocation has to be released.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
-from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import allocation_results, meta, name_of, present, status_of, uid_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -43,6 +37,9 @@ from kubernetes.client import (
     V1ResourceRequirements,
     V1ResourceSlice,
 )
+from testutil.integration.dra_objects import DRIVER, create_ready_node, device_class
+from testutil.k8s_fields import allocation_results, meta, name_of, present, status_of, uid_of
+from testutil.unit.dra.offers import offer_models
 
 from pkg.dra.model.card import Card, VgpuTypeSpec
 from pkg.dra.model.offers import CardOffers, build_offers
@@ -56,20 +53,8 @@ ATTR = f'device.attributes["{DRIVER}"]'
 NODE_LABEL = "gpu-test.deckhouse.io/node"
 
 
-def _offer_models() -> ModuleType:
-    """The model tables of the unit tests (test helpers are imported by bare name per folder)."""
-    if "offer_models" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "unit" / "dra" / "offers" / "offer_models.py"
-        spec = importlib.util.spec_from_file_location("offer_models", path)
-        assert spec is not None
-        assert spec.loader is not None
-        sys.modules["offer_models"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["offer_models"]
-
-
 def node_cards(node: str, **a30_changes: object) -> list[CardOffers]:
-    models = _offer_models()
+    models = offer_models
     a30 = models.card("A30", A30, physical_gpu=f"{node}-0-10de-20b7", **a30_changes)
     h100 = models.card("H100", H100, physical_gpu=f"{node}-1-10de-2330")
     return [build_offers(a30), build_offers(h100)]
@@ -208,7 +193,7 @@ def test_first_fit_takes_the_card_our_node_order_puts_first(
     # An H100 at a lower PCI address than the A30: PCI order would offer the H100's 1g first.
     name = f"gpu-pub-{unique}-o"
     node = create_ready_node(kube, name, labels={NODE_LABEL: name})
-    models = _offer_models()
+    models = offer_models
     h100 = models.card("H100", "0000:01:00.0", physical_gpu=f"{name}-0-10de-2330")
     a30 = models.card("A30", "0000:ab:00.0", physical_gpu=f"{name}-1-10de-20b7")
     owner = V1OwnerReference(api_version="v1", kind="Node", name=name, uid=uid_of(node))
@@ -235,7 +220,7 @@ def test_the_scheduler_follows_the_republished_fill_order(
     # next to it, as best fit would place it.
     name = f"gpu-pub-{unique}-fill"
     node = create_ready_node(kube, name, labels={NODE_LABEL: name})
-    models = _offer_models()
+    models = offer_models
     first = models.card("A30", "0000:18:00.0", physical_gpu=f"{name}-0-10de-20b7")
     second = models.card("A30", "0000:5d:00.0", physical_gpu=f"{name}-1-10de-20b7")
     third = models.card("A100-40GB", "0000:9a:00.0", physical_gpu=f"{name}-2-10de-20b0")

@@ -28,9 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dra_controller_process import controller, events_for
-from dra_objects import create_ready_node
-from k8s_fields import allocation_results, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1Container,
@@ -43,11 +40,21 @@ from kubernetes.client import (
     V1ResourceRequirements,
     V1ResourceSlice,
 )
-from nic_driver import nic_class, nic_slice
-from process_helpers import eventually
 from test_allocator_differential import wait_scheduled
-from topology_claims import NVLINK_DOMAIN, PCIE_ROOT, claim, gpu_with_nic, gpus_in_one_nvlink_domain, request
-from topology_claims import whole_gpu_class as gpu_class
+from testutil.integration.dra_controller_process import controller, events_for
+from testutil.integration.dra_objects import create_ready_node
+from testutil.integration.process_helpers import eventually
+from testutil.k8s_fields import allocation_results, name_of
+from testutil.nic_driver import nic_class, nic_slice
+from testutil.topology_claims import (
+    NVLINK_DOMAIN,
+    PCIE_ROOT,
+    claim,
+    gpu_with_nic,
+    gpus_in_one_nvlink_domain,
+    request,
+)
+from testutil.topology_claims import whole_gpu_class as gpu_class
 
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE

@@ -3,14 +3,13 @@ DriverReady, its offers, its gate labels."""
 
 from __future__ import annotations
 
-from k8s_fields import meta
-
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE, RESOURCE_SLICE
 from pkg.gpucontroller.names import LABEL_DRIVER_READY, LABEL_NVIDIA_PRESENT
+from testutil.k8s_fields import meta
 
 GATES = (LABEL_NVIDIA_PRESENT, LABEL_DRIVER_READY)
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from extra_kinds import SERVICE_ACCOUNT
 from kubernetes.client import V1ObjectMeta, V1ServiceAccount
 
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 from pkg.framework.client import KubeClient
+from testutil.extra_kinds import SERVICE_ACCOUNT
 
 EXECUTABLE = Path(sys.executable).parent / "kubectl-gpu"
-CHART = Path(__file__).resolve().parents[1] / "charts" / "gpu-control-plane"
+CHART = Path(__file__).resolve().parents[2] / "charts" / "gpu-control-plane"
 
 
 @dataclass(frozen=True)

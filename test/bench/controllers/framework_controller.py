@@ -11,12 +11,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_item import BENCH_ITEM, NAMESPACE, BenchItem, needs_reconcile, observed
-
+from bench.controllers.bench_item import BENCH_ITEM, NAMESPACE, BenchItem, needs_reconcile, observed
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.config import new_api_client

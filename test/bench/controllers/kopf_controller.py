@@ -10,7 +10,8 @@ import time
 from typing import Any
 
 import kopf
-from bench_item import GROUP, PLURAL, VERSION, needs_reconcile, observed
+
+from bench.controllers.bench_item import GROUP, PLURAL, VERSION, needs_reconcile, observed
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

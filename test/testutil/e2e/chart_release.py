@@ -13,9 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpu_nodes import (
-    mps_daemon_in,
-)
 
 from pkg.devcluster.cluster import (
     ControlPlane,
@@ -25,8 +22,11 @@ from pkg.devcluster.gpustack import VALIDATION
 from pkg.devcluster.images import REGISTRY
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.projectimage import PROJECT_REPOSITORY
+from testutil.e2e.gpu_nodes import (
+    mps_daemon_in,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "gpu-control-plane"
 FIXTURES = ROOT / "test" / "fixtures"
 RELEASE, NAMESPACE = "gpucp", "gpu-system"

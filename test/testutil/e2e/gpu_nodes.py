@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k8s_fields import name_of, spec_of
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -30,7 +29,6 @@ from kubernetes.client import (
     V1ResourceClaimSpec,
     V1ResourceRequirements,
 )
-from pods import shell_pod
 
 from pkg.backends.nvidia.sharing import daemon_pid
 from pkg.backends.simulated.mps_daemon import MARKER
@@ -41,6 +39,8 @@ from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.gpuhandler.preparation.crash import CRASH_AT_ENV
+from testutil.e2e.pods import shell_pod
+from testutil.k8s_fields import name_of, spec_of
 
 DRIVER = "gpu.deckhouse.io"
 SHOW_DEVICES = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from k8s_fields import name_of, status_of
 from kubernetes.client import V1Container, V1ObjectMeta, V1Pod, V1PodSpec
 
 from pkg.devcluster.cluster import ControlPlane
@@ -10,6 +9,7 @@ from pkg.devcluster.images import BUSYBOX_IMAGE
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD
+from testutil.k8s_fields import name_of, status_of
 
 
 def shell_pod(name: str, script: str, *, node: str, **spec: object) -> V1Pod:

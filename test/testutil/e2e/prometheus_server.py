@@ -99,7 +99,7 @@ def shortened_rules(source: Path, target: Path, interval: str) -> Path:
 def chart_alert_rules(target: Path, values: dict[str, str], interval: str) -> Path:
     """The chart's alerts (its PrometheusRule, rendered with ``values``) as a rule file whose
     groups are evaluated every ``interval``: the test's configuration, not the shipped rules."""
-    chart = Path(__file__).resolve().parents[2] / "charts" / "gpu-control-plane"
+    chart = Path(__file__).resolve().parents[3] / "charts" / "gpu-control-plane"
     args = [str(default_bin_dir() / "helm"), "template", "alerts", str(chart)]
     args += ["--api-versions", "monitoring.coreos.com/v1/PrometheusRule", "--set", "alerts.enabled=true"]
     for path, value in values.items():

@@ -14,7 +14,7 @@ import pytest
 
 from pkg.devcluster.cluster import ControlPlane, default_bin_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "gpu-control-plane"
 LEASE_NAME = "gpu-controller-leader"
 DRA_LEASE_NAME = "gpu-dra-controller-leader"

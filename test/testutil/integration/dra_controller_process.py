@@ -13,8 +13,6 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from dra_objects import DRIVER, create_ready_node, device_class
-from k8s_fields import allocation_results, meta, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1Container,
@@ -29,7 +27,6 @@ from kubernetes.client import (
     V1ResourceClaimSpec,
     V1ResourceRequirements,
 )
-from process_helpers import eventually, running
 
 from pkg.devcluster.processes import free_port, ready
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
@@ -44,6 +41,9 @@ from pkg.framework.client.builtin_kinds import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
 )
+from testutil.integration.dra_objects import DRIVER, create_ready_node, device_class
+from testutil.integration.process_helpers import eventually, running
+from testutil.k8s_fields import allocation_results, meta, name_of
 
 ALLOCATED_BY = "gpu.deckhouse.io/allocated-by"
 FIELD_MANAGER = "gpu-dra-controller"

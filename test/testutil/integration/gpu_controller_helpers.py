@@ -20,12 +20,12 @@ from kubernetes.client import (
     V1PodSpec,
     V1PodStatus,
 )
-from process_helpers import running
 
 from pkg.devcluster.processes import free_port
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD
 from pkg.gpucontroller.names import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, Component
+from testutil.integration.process_helpers import running
 
 VALIDATOR_LABELS = {LABEL_COMPONENT: Component.VALIDATOR.value, LABEL_MANAGED_BY: MANAGED_BY}
 

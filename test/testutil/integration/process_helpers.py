@@ -64,7 +64,7 @@ def refused_requests(log_path: Path) -> list[str]:
     return [line for line in log_path.read_text().splitlines() if REFUSAL.search(line)]
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from module_text import docstring_ids
+from testutil.unit.architecture.module_text import docstring_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from module_text import docstring_ids
+from testutil.unit.architecture.module_text import docstring_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 BACKENDS = ("pkg/backends/nvidia/", "pkg/backends/simulated/", "pkg/backends/amd/")  # simulated: NVIDIA's
@@ -73,7 +73,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpucontroller/gpuclass/setup.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/names.py": (_DEPLOY, {"amd", "dcgm", "nvidia"}),
     "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
-    "pkg/gpucontroller/nodelabels/internal/handler/gate_labels.py": (_DEPLOY, {"nvidia"}),
+    "pkg/gpucontroller/nodelabels/reconciler.py": (_DEPLOY, {"nvidia"}),
     "pkg/gpucontroller/orchestrator/render/__init__.py": (_DEPLOY, {"amd", "dcgm"}),
     "pkg/gpucontroller/orchestrator/render/common.py": (_DEPLOY, {"nvidia", "nvml"}),
     "pkg/gpucontroller/orchestrator/render/dcgm.py": (_DEPLOY, {"dcgm", "nvidia"}),

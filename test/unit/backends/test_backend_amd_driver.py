@@ -3,12 +3,11 @@ container gets, and health from the RAS counters."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from testutil.fixtures.sysfs import build, build_amd
 
 from pkg.backends.amd.backend import AmdBackend
 from pkg.backends.amd.driver import processes_of
@@ -144,17 +143,12 @@ def test_processes_are_found_by_the_drm_pdev_of_their_open_files(tmp_path: Path)
 
 
 def test_committed_trees_match_the_builder(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("sysfs_fixture_build_amd", FIXTURES / "build_amd.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    module.build_amd(tmp_path)
-    for scenario, _, _ in module.SCENARIOS:
-        assert module.build.snapshot(FIXTURES / scenario.name) == module.build.snapshot(
-            tmp_path / scenario.name
-        ), f"test/fixtures/sysfs/{scenario.name} differs; run python test/fixtures/sysfs/build_amd.py"
+    build_amd.build_amd(tmp_path)
+    for scenario, _, _ in build_amd.SCENARIOS:
+        assert build.snapshot(FIXTURES / scenario.name) == build.snapshot(tmp_path / scenario.name), (
+            f"test/fixtures/sysfs/{scenario.name} differs; "
+            "run PYTHONPATH=test python -m testutil.fixtures.sysfs.build_amd"
+        )
 
 
 def test_ras_events_end_in_the_taints_nvidia_events_do(node: Path) -> None:

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pynvml
 import pytest
-from backend_fakes import physical_gpu
 from pytest_mock import MockerFixture
+from testutil.unit.backends.backend_fakes import physical_gpu
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import BackendError, BackendOptions, VerdictStatus

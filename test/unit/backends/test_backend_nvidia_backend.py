@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pynvml
 import pytest
-from backend_fakes import FakeCard, install, physical_gpu
 from pytest_mock import MockerFixture
+from testutil.unit.backends.backend_fakes import FakeCard, install, physical_gpu
 
 from api.gpu.v1alpha1 import MigMode
 from pkg.backends import VerdictStatus

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pynvml
 import pytest
-from backend_fakes import FakeCard, install
 from pytest_mock import MockerFixture
+from testutil.unit.backends.backend_fakes import FakeCard, install
 
 from pkg.backends.nvidia.nvml import PynvmlAdapter
 from pkg.backends.nvidia.nvml_port import (

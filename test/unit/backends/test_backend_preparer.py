@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from backend_fakes import sysfs_card
+from testutil.unit.backends.backend_fakes import sysfs_card
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED, NvmlError, NvmlReturn
 from pkg.backends.nvidia.preparer import NvidiaPreparer

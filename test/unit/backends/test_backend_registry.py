@@ -16,7 +16,7 @@ from pkg.backends.nvidia.identity import IDENTITY as NVIDIA
 from pkg.backends.nvidia.plugin import NVIDIA as NVIDIA_PLUGIN
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
 
-from backend_fakes import physical_gpu  # isort: skip
+from testutil.unit.backends.backend_fakes import physical_gpu  # isort: skip
 
 
 class _EntryPoint:

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from backend_fakes import physical_gpu, sysfs_card
+from testutil.unit.backends.backend_fakes import physical_gpu, sysfs_card
 
 from pkg.backends import BackendError, BackendOptions, VerdictStatus
 from pkg.backends.nvidia.architecture import architecture_name

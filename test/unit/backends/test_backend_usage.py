@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from backend_fakes import sysfs_card
+from testutil.unit.backends.backend_fakes import sysfs_card
 
 from pkg.backends.backend import BackendError
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED, NvmlError, NvmlReturn

@@ -4,17 +4,10 @@ simulation, table 2 measures the allocator and the real scheduler."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra" / "offers"))
-
-from offer_models import card
-from packing_bench import ORDERS, Bench, in_process, mixed, simulated
-from packing_workloads import BENCH, WORKLOADS, Workload
+from bench.packing_bench import ORDERS, Bench, in_process, mixed, simulated
+from bench.packing_workloads import BENCH, WORKLOADS, Workload
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.allocator import FirstFit
 

@@ -3,14 +3,8 @@ known by hand: one A30 (memory slices 0-3; 1g at any slice, 2g at 0 or 2)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dra" / "offers"))
-
-from offer_models import card
-from packing_search import Event, optimum
+from bench.packing_search import Event, optimum
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.model.offers import build_offers
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_render import render
+from testutil.unit.charts.chart_render import render
 
 from pkg.devcluster.cluster import default_bin_dir
 

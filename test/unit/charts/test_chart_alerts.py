@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     PROMETHEUS_RULE_API,
     find,
     render,

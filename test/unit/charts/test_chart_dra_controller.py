@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     CHART,
     HELM_ONLY_LABELS,
     NAMESPACE,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     GPU_HANDLER_PERMISSIONS,
     NAMESPACE,
     confined_users,

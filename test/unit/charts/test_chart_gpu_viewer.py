@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chart_render import RELEASE, find, granted_by, render
+from testutil.unit.charts.chart_render import RELEASE, find, granted_by, render
 
 NAME = f"{RELEASE}-gpu-control-plane-gpu-viewer"
 READ = {"get", "list", "watch"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     RELEASE,
     SERVICE_MONITOR_API,
     find,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     NAMESPACE,
     NODE_AGENT_PERMISSIONS,
     NODE_NAME_EXTRA,

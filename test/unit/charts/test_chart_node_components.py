@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     NAMESPACE,
     RELEASE,
     flag,

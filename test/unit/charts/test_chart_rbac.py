@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     CONTROLLER_CLUSTER_PERMISSIONS,
     CONTROLLER_NODE_COMPONENT_RULES,
     NAMESPACE,

@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     CHART,
     CHART_CRD_DIR,
     CLUSTER_SCOPED,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     NAMESPACE,
     RELEASE,
     SERVICE_MONITOR_API,

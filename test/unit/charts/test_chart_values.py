@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_render import (
+from testutil.unit.charts.chart_render import (
     CHART,
     OPAQUE_VALUES,
     PROMETHEUS_RULE_API,

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from k8s_fields import allocation_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -22,8 +21,9 @@ from kubernetes.client import (
     V1ResourceClaimSpec,
     V1ResourceClaimStatus,
 )
-from ledger_fakes import MemoryConfigMaps
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import allocation_of
+from testutil.unit.dracontroller.ledger_fakes import MemoryConfigMaps
 
 from pkg.dracontroller.accounting.accountant import Accountant
 from pkg.dracontroller.accounting.collector import AccountingCollector

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from alloc_builders import a30_pool
+from testutil.unit.dra.allocator.alloc_builders import a30_pool
 
 from pkg.dracontroller.accounting.index_cache import DeviceIndexCache
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
-from ledger_fakes import MemoryConfigMaps
+from testutil.unit.dracontroller.ledger_fakes import MemoryConfigMaps
 
 from pkg.dracontroller.accounting.ledger import SHARDS, Ledger, Made, OpenAllocation, Usage, shard_of
 from pkg.dracontroller.accounting.store import DATA_KEY, MAX_BYTES, LedgerStore, stored_bytes

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from alloc_builders import a30_pool, claim, exact, with_allocation
-from dra_controller_fakes import Env, our_mig_class, our_physical_class
-from k8s_fields import allocation_results, annotations_of, meta, status_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -15,6 +12,9 @@ from kubernetes.client import (
     V1ResourceClaimConsumerReference,
 )
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import allocation_results, annotations_of, meta, status_of
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact, with_allocation
+from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class, our_physical_class
 
 from pkg.dra.allocator.pools import gather_pools
 from pkg.dracontroller.internal.collisions import must_yield

@@ -5,9 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from alloc_builders import claim, device_class, exact, first_available
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, name_of
 from kubernetes.client import (
     V1DeviceClass,
     V1DeviceClassConfiguration,
@@ -21,6 +18,9 @@ from kubernetes.client import (
     V1PodSpec,
     V1PodStatus,
 )
+from testutil.k8s_fields import meta, name_of
+from testutil.unit.dra.allocator.alloc_builders import claim, device_class, exact, first_available
+from testutil.unit.dracontroller.dra_controller_fakes import our_mig_class
 
 from pkg.dracontroller.internal.eligibility import claims_of_pod, is_our_class, judge
 from pkg.dracontroller.internal.names import EXTENDED_RESOURCE_CLAIM

@@ -9,11 +9,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import T0, Env, our_mig_class, our_physical_class
-from k8s_fields import name_of
 from kubernetes.client import V1ObjectMeta
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import name_of
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import T0, Env, our_mig_class, our_physical_class
 
 from api.gpu.v1alpha1 import (
     ClaimExplanation,

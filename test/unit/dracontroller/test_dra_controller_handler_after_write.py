@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from alloc_builders import claim, exact
-from dra_controller_handler_values import ours, races, snapshot_of
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.dra.allocator.alloc_builders import claim, exact
+from testutil.unit.dracontroller.dra_controller_handler_values import ours, races, snapshot_of
 
 from pkg.dracontroller.internal.handler.after_write import AfterWriteHandler
 from pkg.dracontroller.internal.service import AfterWrite, Decisions, FoundBy, Handover

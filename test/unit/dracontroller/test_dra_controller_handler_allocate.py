@@ -16,10 +16,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_handler_values import MIG_1G, races, snapshot_of
 from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_handler_values import MIG_1G, races, snapshot_of
 
 from pkg.domain.metrics import registry
 from pkg.dra.allocator import AllocationAttempt, AllocationInputs, Allocator

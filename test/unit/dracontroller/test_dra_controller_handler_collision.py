@@ -11,12 +11,12 @@ recorder and the cache reader are autospecced.
 from __future__ import annotations
 
 import pytest
-from alloc_builders import claim, exact
-from dra_controller_handler_values import ours, snapshot_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
 )
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.dra.allocator.alloc_builders import claim, exact
+from testutil.unit.dracontroller.dra_controller_handler_values import ours, snapshot_of
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.handler.collision import CollisionHandler, check_collision

@@ -12,13 +12,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from alloc_builders import claim, exact
-from dra_controller_handler_values import allocated_claim, snapshot_of
-from k8s_fields import meta
 from kubernetes.client import (
     ResourceV1ResourceClaim,
 )
 from pytest_mock import MockerFixture, MockType
+from testutil.k8s_fields import meta
+from testutil.unit.dra.allocator.alloc_builders import claim, exact
+from testutil.unit.dracontroller.dra_controller_handler_values import allocated_claim, snapshot_of
 
 from pkg.dracontroller.internal.handler.eligibility import EligibilityHandler
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US

@@ -6,7 +6,7 @@ import gc
 import threading
 import time
 
-from alloc_builders import Cluster, a30_pool, mig_class
+from testutil.unit.dra.allocator.alloc_builders import Cluster, a30_pool, mig_class
 
 from pkg.dra.allocator import Allocator
 from pkg.dracontroller.heap import HeapSettler

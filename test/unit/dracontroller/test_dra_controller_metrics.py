@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from alloc_builders import a30_pool, claim, exact, first_available, with_allocation
 from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
 from prometheus_client import CollectorRegistry, generate_latest
+from testutil.unit.dra.allocator.alloc_builders import (
+    a30_pool,
+    claim,
+    exact,
+    first_available,
+    with_allocation,
+)
 
 from pkg.dra.model import Unschedulable, UnschedulableKind
 from pkg.dracontroller.accounting.index_cache import DeviceIndexCache
@@ -73,7 +79,7 @@ def test_failure_reasons() -> None:
 
 def test_the_allocator_states_the_kind_of_a_failure() -> None:
     """The metric label comes from the allocator's typed kind, not from the start of its message."""
-    from alloc_builders import a30_pool, claim, exact, mig_class
+    from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact, mig_class
 
     from pkg.dra.allocator import Allocator
 

@@ -7,10 +7,10 @@ import threading
 from typing import Any
 
 import pytest
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import Env, our_mig_class
-from k8s_fields import allocation_of, name_of
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import allocation_of, name_of
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class
 
 from pkg.dra.allocator import AllocationInputs
 from pkg.dracontroller.internal.service.claim_writer import planned

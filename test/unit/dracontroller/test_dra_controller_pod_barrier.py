@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from alloc_builders import claim, exact
 from dependency_injector import providers
-from dra_controller_fakes import Env
-from k8s_fields import annotations_of, meta, name_of, resource_version_of, spec_of, status_of, uid_of
 from pytest_mock import MockerFixture
 from test_dra_controller_pod_race import env, pod
+from testutil.k8s_fields import annotations_of, meta, name_of, resource_version_of, spec_of, status_of, uid_of
+from testutil.unit.dra.allocator.alloc_builders import claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import Env
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.eligibility import claims_of_pod

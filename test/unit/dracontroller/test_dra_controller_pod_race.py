@@ -10,9 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import Env, our_mig_class
-from k8s_fields import annotations_of, meta, resource_version_of, status_of
 from kubernetes.client import (
     V1ObjectMeta,
     V1Pod,
@@ -23,6 +20,9 @@ from kubernetes.client import (
     V1ResourceClaimConsumerReference,
 )
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import annotations_of, meta, resource_version_of, status_of
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import ALLOCATED_BY

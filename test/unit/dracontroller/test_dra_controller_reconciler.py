@@ -2,17 +2,6 @@
 
 from __future__ import annotations
 
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import Env, our_mig_class, our_physical_class
-from k8s_fields import (
-    allocated_node_selector,
-    allocation_results,
-    annotations_of,
-    finalizers_of,
-    meta,
-    present,
-    spec_of,
-)
 from kubernetes.client import (
     V1CELDeviceSelector,
     V1DeviceSelector,
@@ -23,6 +12,17 @@ from kubernetes.client import (
     V1PodSpec,
 )
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import (
+    allocated_node_selector,
+    allocation_results,
+    annotations_of,
+    finalizers_of,
+    meta,
+    present,
+    spec_of,
+)
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class, our_physical_class
 
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from alloc_builders import a30_pool, claim, exact
-from dra_controller_fakes import our_mig_class
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import our_mig_class
 
 from pkg.dra.allocator import AllocationInputs, Allocator
 from pkg.dracontroller.internal.slice_interning import SliceInterner

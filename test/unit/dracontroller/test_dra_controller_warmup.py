@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 
 import pytest
-from alloc_builders import a30_pool
-from dra_controller_fakes import Env, our_mig_class, our_physical_class
 from pytest_mock import MockerFixture
+from testutil.unit.dra.allocator.alloc_builders import a30_pool
+from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class, our_physical_class
 
 from pkg.dracontroller.warmup import SelectorWarmer
 

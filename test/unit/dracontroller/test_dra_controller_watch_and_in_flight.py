@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from alloc_builders import a30_pool, claim, exact, with_allocation
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, spec_of
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
@@ -18,6 +15,9 @@ from kubernetes.client import (
     V1PodResourceClaim,
     V1PodSpec,
 )
+from testutil.k8s_fields import meta, spec_of
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact, with_allocation
+from testutil.unit.dracontroller.dra_controller_fakes import our_mig_class
 
 from pkg.dracontroller.internal.indexes import (
     CLAIM_BY_CLASS,
@@ -29,7 +29,8 @@ from pkg.dracontroller.internal.indexes import (
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
 from pkg.dracontroller.internal.service import InFlight
 from pkg.dracontroller.internal.watch import (
-    ClaimPeersWatch,
+    allocation_landed_watch,
+    capacity_freed_watch,
     class_watch,
     namespace_watch,
     pod_watch,
@@ -135,7 +136,9 @@ def claim_store() -> Store[Any]:
 
 
 def test_released_allocation_wakes_pending_claims_and_new_allocation_wakes_ours_in_the_pool() -> None:
-    controller = watched(ClaimPeersWatch(claim_store()))
+    store = claim_store()
+    controller = watched(capacity_freed_watch(store))
+    allocation_landed_watch(store).watch(Source(), controller)  # both claim watches, one queue
     unallocated = claim("x", exact("gpu", "mig-1g"))
     assert controller.update(allocated("x"), unallocated) == ["pending"]
     assert controller.delete(allocated("x")) == ["pending"]

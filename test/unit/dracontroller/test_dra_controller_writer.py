@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from alloc_builders import claim, exact
-from dra_controller_fakes import FakeClaimApi
-from k8s_fields import allocation_of, annotations_of, meta, present, status_of
 from kubernetes.client import (
     V1AllocationResult,
     V1DeviceAllocationResult,
     V1DeviceRequestAllocationResult,
     V1ResourceClaimStatus,
 )
+from testutil.k8s_fields import allocation_of, annotations_of, meta, present, status_of
+from testutil.unit.dra.allocator.alloc_builders import claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import FakeClaimApi
 
 from pkg.dracontroller.internal.names import ALLOCATED_BY, DELETE_PROTECTION_FINALIZER
 from pkg.dracontroller.internal.service import ClaimWriter, InFlight

@@ -25,8 +25,8 @@ from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.reconcile import Resource
 from pkg.framework.reconcile.contract import Request
 from pkg.gpucontroller.gpuclass.internal.gpu_uuid import gpu_uuid
-from pkg.gpucontroller.nodelabels.internal.handler.gate_labels import gate_labels
-from pkg.gpucontroller.nodelabels.setup import gate_inputs_changed
+from pkg.gpucontroller.nodelabels.reconciler import gate_labels
+from pkg.gpucontroller.nodelabels.watch import gate_inputs_changed
 from pkg.gpucontroller.physicalgpu.internal.handler.default_conditions import DefaultConditionsHandler
 from pkg.gpucontroller.physicalgpu.internal.state import state_factory
 from pkg.gpucontroller.physicalgpu.metrics import PhysicalGPUCollector

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuhandler_fakes import SYSFS
+from testutil.unit.gpuhandler.gpuhandler_fakes import SYSFS
 
 from pkg.app.gpu_handler import main, parser, settings_from
 from pkg.app.options import parse_duration as _seconds

@@ -4,7 +4,7 @@ place on the host that the card-specs step adds."""
 from __future__ import annotations
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from pkg.dra.model.card import Card
 from pkg.gpuhandler.enrichment.card_specs import CardEntry, CardSpecs

@@ -7,7 +7,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from gpuhandler_fakes import (
+from pytest_mock import MockerFixture
+from testutil.k8s_fields import status_of
+from testutil.unit.gpuhandler.gpuhandler_fakes import (
     T0,
     T1,
     CountingBackend,
@@ -17,8 +19,6 @@ from gpuhandler_fakes import (
     simulated,
     stored,
 )
-from k8s_fields import status_of
-from pytest_mock import MockerFixture
 
 from api.gpu.v1alpha1 import AmdCapabilities, AmdState, Capabilities, DriverType, NvidiaState, Vendor
 from pkg.backends import BackendError, Enrichment

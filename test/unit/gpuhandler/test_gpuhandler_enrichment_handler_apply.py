@@ -12,9 +12,9 @@ it; the status writer is autospecced.
 from __future__ import annotations
 
 import pytest
-from gpuhandler_fakes import T0, T1, condition, gpu, stored
 from kubernetes.client import V1Condition
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.gpuhandler_fakes import T0, T1, condition, gpu, stored
 
 from api.gpu.v1alpha1 import AmdState, Capabilities, DriverType, NvidiaState, PhysicalGPU, Vendor
 from pkg.backends import Enrichment

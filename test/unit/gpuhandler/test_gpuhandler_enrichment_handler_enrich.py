@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu
 
 from api.gpu.v1alpha1 import Capabilities, NvidiaState, Vendor
 from pkg.backends import Enrichment

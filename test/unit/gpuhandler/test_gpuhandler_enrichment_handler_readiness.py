@@ -10,8 +10,8 @@ PhysicalGPUs; the vendor backend and the VFIO holds are autospecced.
 from __future__ import annotations
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.backends.amd.backend import AmdBackend

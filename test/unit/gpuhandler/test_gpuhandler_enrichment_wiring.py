@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, NODE, SYSFS, gpu, simulated
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, NODE, SYSFS, gpu, simulated
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.framework.cache.informer_factory import InformerFactory

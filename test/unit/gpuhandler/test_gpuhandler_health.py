@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1Device, V1DeviceTaint
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import CardVerdict, VendorBackend

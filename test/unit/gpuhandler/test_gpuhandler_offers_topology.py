@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from gpuhandler_fakes import NODE, SYSFS
 from kubernetes.client import V1Device
+from testutil.unit.gpuhandler.gpuhandler_fakes import NODE, SYSFS
 
 from pkg.dra.model.attributes import NUMA_NODE, NVLINK_DOMAIN, PCIE_ROOT
 from pkg.dra.model.limits import MAX_ATTRIBUTES_AND_CAPACITIES

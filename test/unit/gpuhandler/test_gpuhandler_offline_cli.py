@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
-from gpuhandler_fakes import SYSFS
+from testutil.unit.gpuhandler.gpuhandler_fakes import SYSFS
 
 from pkg.app.gpu_handler import main, parser, settings_from
 from pkg.dra.model.slices import ServerVersion

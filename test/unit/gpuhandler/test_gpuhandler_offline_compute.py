@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpuhandler_fakes import SYSFS
-from k8s_fields import meta, name_of, present
+from testutil.k8s_fields import meta, name_of, present
+from testutil.unit.gpuhandler.gpuhandler_fakes import SYSFS
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.dra.model.slices import Layout, ServerVersion

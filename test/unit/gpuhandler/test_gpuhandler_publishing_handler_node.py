@@ -13,8 +13,8 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from gpuhandler_fakes import gpu
 from kubernetes.client import V1Node, V1ObjectMeta
+from testutil.unit.gpuhandler.gpuhandler_fakes import gpu
 
 from pkg.framework.reconcile import StopHandlerChain
 from pkg.gpuhandler.publishing.handler.node import NodeHandler

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.gpuhandler.enrichment.card_specs import CardEntry

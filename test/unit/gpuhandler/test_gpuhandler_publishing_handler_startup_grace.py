@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.framework.reconcile import Result, StopHandlerChain

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, gpu, simulated
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, gpu, simulated
 
 from pkg.dra.model.card import Card
 from pkg.dra.model.fill_order import follows_fill

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
-from k8s_fields import name_of
 from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
+from testutil.k8s_fields import meta, name_of, present, slice_devices
+from testutil.unit.dra.offers.fake_slice_server import FakeSliceServer
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.backends import CardVerdict
@@ -33,18 +30,6 @@ from pkg.gpuhandler.publishing.in_use import DevicesInUse
 
 NODE = "node-1"
 A30_SECOND = "0000:d8:00.0"
-
-
-def _fake_slice_server() -> ModuleType:
-    """The publisher tests' stand-in API server (helpers are imported by bare name per folder)."""
-    if "fake_slice_server" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "dra" / "offers" / "fake_slice_server.py"
-        spec = importlib.util.spec_from_file_location("fake_slice_server", path)
-        assert spec is not None
-        assert spec.loader is not None
-        sys.modules["fake_slice_server"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["fake_slice_server"]
 
 
 @dataclass
@@ -229,7 +214,7 @@ def test_a_card_not_offered_is_logged_once_per_reason(caplog: pytest.LogCaptureF
 
 
 def test_with_the_real_publisher_a_sick_card_is_tainted_and_untainted_and_nothing_else_writes() -> None:
-    server = _fake_slice_server().FakeSliceServer()
+    server = FakeSliceServer()
     publisher = SlicePublisher(kube=cast(KubeClient, server), reader=server, layout=Layout.SEPARATE)
     world = World(publisher=publisher)
     world.add(card(A30_FIRST, "a"))
@@ -246,7 +231,7 @@ def test_with_the_real_publisher_a_sick_card_is_tainted_and_untainted_and_nothin
     )
     world.run()
     assert set(server.generations().values()) == {2}
-    devices = server.slices[f"gpu-{NODE}-devices-00"].spec.devices
+    devices = slice_devices(server.slices[f"gpu-{NODE}-devices-00"])
     assert {d.name.startswith("gpu-0000-d8-00-0") for d in devices} == {True, False}
     for device in devices:
         expected = (
@@ -261,5 +246,5 @@ def test_with_the_real_publisher_a_sick_card_is_tainted_and_untainted_and_nothin
     world.health.probe(A30_SECOND, CardVerdict.true("Healthy"))  # quiet period 0: recovered
     world.run()
     assert set(server.generations().values()) == {3}
-    assert not any(d.taints for d in server.slices[f"gpu-{NODE}-devices-00"].spec.devices)
-    assert all(rs.metadata.owner_references[0].uid == "node-uid" for rs in server.slices.values())
+    assert not any(d.taints for d in slice_devices(server.slices[f"gpu-{NODE}-devices-00"]))
+    assert all(present(meta(rs).owner_references)[0].uid == "node-uid" for rs in server.slices.values())

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import TypedDict
 
 import pytest
-from gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 from kubernetes.client import V1Node, V1ObjectMeta
+from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
 
 from api.gpu.v1alpha1 import DriverType, PhysicalGPU
 from pkg.dra.model.card import Card

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from gpuhandler_fakes import SYSFS, gpu
+from testutil.unit.gpuhandler.gpuhandler_fakes import SYSFS, gpu
 
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.model.slices import Layout, UnsupportedServerError

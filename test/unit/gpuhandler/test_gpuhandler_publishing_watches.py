@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuhandler_fakes import condition, gpu
-from k8s_fields import meta
 from kubernetes.client import (
     V1Node,
     V1NodeCondition,
@@ -16,6 +14,8 @@ from kubernetes.client import (
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
+from testutil.k8s_fields import meta
+from testutil.unit.gpuhandler.gpuhandler_fakes import condition, gpu
 
 from api.gpu.v1alpha1 import Capabilities, DriverType, PhysicalGPU, Vendor
 from pkg.gpuhandler.publishing import LABEL_ALLOW_MIG

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpuhandler_fakes import condition, gpu
+from testutil.unit.gpuhandler.gpuhandler_fakes import condition, gpu
 
 from api.gpu.v1alpha1 import Capabilities, NvidiaState, Vendor
 from pkg.domain.kinds import PHYSICAL_GPU

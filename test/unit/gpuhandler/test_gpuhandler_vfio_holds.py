@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuhandler_fakes import A30_FIRST, CountingBackend, condition, gpu, harness, simulated, stored
-from k8s_fields import status_of
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import status_of
+from testutil.unit.gpuhandler.gpuhandler_fakes import (
+    A30_FIRST,
+    CountingBackend,
+    condition,
+    gpu,
+    harness,
+    simulated,
+    stored,
+)
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU
 from pkg.framework.reconcile.contract import Request

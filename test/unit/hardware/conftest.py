@@ -6,12 +6,11 @@ module, so ``from conftest import ...`` could pick up another folder's.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from testutil.fixtures.sysfs import build
 
 _FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -29,13 +28,5 @@ def pci_ids_excerpt() -> Path:
 
 @pytest.fixture(scope="session")
 def builder() -> ModuleType:
-    """``test/fixtures/sysfs/build.py`` loaded by path: ``test`` is not a package here."""
-    name = "sysfs_fixture_build"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _FIXTURES / "sysfs" / "build.py")
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """The builder of the committed trees (``testutil.fixtures.sysfs.build``)."""
+    return build

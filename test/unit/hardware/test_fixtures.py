@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from host_readings import read_host_info
+from testutil.unit.hardware.host_readings import read_host_info
 
 from pkg.hardware.pci import scan_pci
 
@@ -151,7 +151,7 @@ def test_committed_trees_match_the_builder(builder: ModuleType, sysfs_fixtures: 
     assert [n for n in _scenario_dirs(sysfs_fixtures) if n not in amd] == _scenario_dirs(tmp_path)
     for name in _scenario_dirs(tmp_path):
         assert builder.snapshot(sysfs_fixtures / name) == builder.snapshot(tmp_path / name), (
-            f"test/fixtures/sysfs/{name} differs from build.py; run python test/fixtures/sysfs/build.py"
+            f"test/fixtures/sysfs/{name} differs from build.py; run PYTHONPATH=test python -m testutil.fixtures.sysfs.build"
         )
 
 

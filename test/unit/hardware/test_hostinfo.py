@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from host_readings import classify_dmi, read_host_info
+from testutil.unit.hardware.host_readings import classify_dmi, read_host_info
 
 from pkg.hardware.hostinfo import HostInfo, parse_os_release
 

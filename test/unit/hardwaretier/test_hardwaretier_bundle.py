@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testutil.tools import require_program
 
 from pkg.hardwaretier.bundle import (
     PATH_ENV,
@@ -18,14 +18,15 @@ from pkg.hardwaretier.bundle import (
     write_config,
 )
 
-RUNC = shutil.which("runc")
+
+@pytest.fixture
+def runc() -> Path:
+    return require_program("runc", "make host-packages installs it")
 
 
 @pytest.fixture
-def defaults(tmp_path: Path) -> dict[str, Any]:
-    if RUNC is None:
-        pytest.skip("no runc (make host-packages installs it)")
-    return runc_spec(Path(RUNC), tmp_path / "bundle")
+def defaults(runc: Path, tmp_path: Path) -> dict[str, Any]:
+    return runc_spec(runc, tmp_path / "bundle")
 
 
 def test_the_program_runs_in_a_writable_root_without_a_terminal(defaults: dict[str, Any]) -> None:
@@ -63,10 +64,9 @@ def test_the_cgroup_sits_directly_under_the_root_so_runc_removes_all_of_it() -> 
     assert cgroups_path("whole-card-1a2b") == "/gpu-cp-hardware-tier-whole-card-1a2b"
 
 
-def test_runc_spec_replaces_an_old_config(defaults: dict[str, Any], tmp_path: Path) -> None:
-    assert RUNC is not None
+def test_runc_spec_replaces_an_old_config(runc: Path, defaults: dict[str, Any], tmp_path: Path) -> None:
     write_config(tmp_path / "bundle", {"ociVersion": "old"})
 
-    again = runc_spec(Path(RUNC), tmp_path / "bundle")
+    again = runc_spec(runc, tmp_path / "bundle")
 
     assert again == defaults

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from testutil.tools import require_program
 
 from pkg.devcluster.cluster import default_bin_dir
 from pkg.hardwaretier.bundle import container_config, runc_spec, write_config
@@ -51,11 +51,8 @@ def specs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    runc = shutil.which("runc")
-    if runc is None:
-        pytest.skip("no runc (make host-packages installs it)")
     bundle = tmp_path / "bundle"
-    base = runc_spec(Path(runc), bundle)
+    base = runc_spec(require_program("runc", "make host-packages installs it"), bundle)
     return write_config(bundle, container_config(base, args=["/bin/sh"], cgroups_path="/x"))
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes.client import V1Device
+from testutil.tools import require_file, require_program
 
 from pkg.backends import BackendOptions
 from pkg.backends.driver_files import DriverRootOptions
@@ -33,7 +33,6 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
 NODE = "node-a"
 H100 = "0000:18:00.0"
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
-RUNC = shutil.which("runc")
 
 
 @pytest.fixture(scope="module")
@@ -142,12 +141,12 @@ def test_a_claim_the_pipeline_refuses_is_an_error_naming_it(node: PreparationNod
         node.prepare("ghost", unpublished)
 
 
-@pytest.mark.skipif(RUNC is None or os.geteuid() != 0, reason="runc and root run the container")
-@pytest.mark.skipif(not BUSYBOX.is_file(), reason="no /bin/busybox (make host-packages)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="runc runs the container as root")
 def test_the_container_gets_the_card_and_the_driver_from_cdi_alone(
     node: PreparationNode, offers: OffersOutput, host: SimulatedGpuHost, tmp_path: Path
 ) -> None:
-    assert RUNC is not None
+    runc = require_program("runc", "make host-packages installs it")
+    require_file(BUSYBOX, "make host-packages installs busybox-static")
     claim = node.prepare("whole-card", _offer(offers, deviceType="Physical", sharingStrategy="Exclusive"))
     script = (
         "ls /dev; echo visible=$NVIDIA_VISIBLE_DEVICES; echo written > /dev/nvidia0 && echo nvidia0-writable;"
@@ -155,7 +154,7 @@ def test_the_container_gets_the_card_and_the_driver_from_cdi_alone(
     )
 
     bundle = cdi_bundle(
-        runc=Path(RUNC),
+        runc=runc,
         cdi_tool=default_bin_dir() / "cdi-validate",
         bundle=tmp_path / "bundle",
         container_id=f"unit-{claim.ref.uid[:8]}",
@@ -164,7 +163,7 @@ def test_the_container_gets_the_card_and_the_driver_from_cdi_alone(
         spec_dirs=[node.cdi_dir],
         devices=claim.cdi_device_ids,
     )
-    run = run_with_cdi(Path(RUNC), bundle, state_root=tmp_path / "runc")
+    run = run_with_cdi(runc, bundle, state_root=tmp_path / "runc")
 
     assert run.returncode == 0, run.describe()
     listed = set(run.stdout.split())

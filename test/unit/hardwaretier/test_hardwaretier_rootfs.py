@@ -7,18 +7,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from testutil.tools import require_file
 
 from pkg.hardwaretier.libraries import interpreter
 from pkg.hardwaretier.rootfs import BUSYBOX, GLIBC_LIBRARIES, RootfsError, build_rootfs, nvidia_files
 
 PROGRAM = Path("/usr/bin/env")  # dynamically linked on every Debian host
 
-needs_busybox = pytest.mark.skipif(
-    not BUSYBOX.is_file(), reason="no /bin/busybox (make host-packages installs busybox-static)"
-)
+
+@pytest.fixture
+def busybox() -> Path:
+    return require_file(BUSYBOX, "make host-packages installs busybox-static")
 
 
-@needs_busybox
+@pytest.mark.usefixtures("busybox")
 def test_the_root_holds_busybox_the_program_and_its_libraries_at_their_paths(tmp_path: Path) -> None:
     root = build_rootfs(tmp_path / "rootfs", program=PROGRAM)
 
@@ -34,7 +36,7 @@ def test_the_root_holds_busybox_the_program_and_its_libraries_at_their_paths(tmp
     assert nvidia_files(root.path) == []
 
 
-@needs_busybox
+@pytest.mark.usefixtures("busybox")
 def test_the_root_holds_the_rest_of_glibc_beside_libc_for_the_drivers_libraries(tmp_path: Path) -> None:
     """libcuda.so.1 links libdl, libpthread and librt, which the program itself never loads."""
     root = build_rootfs(tmp_path / "rootfs", program=PROGRAM)
@@ -49,7 +51,7 @@ def test_the_root_holds_the_rest_of_glibc_beside_libc_for_the_drivers_libraries(
     assert len(root.libraries) == len(set(root.libraries))
 
 
-@needs_busybox
+@pytest.mark.usefixtures("busybox")
 def test_a_program_linking_the_driver_is_refused(tmp_path: Path) -> None:
     listing = "\tlibcuda.so.1 => /usr/lib/x86_64-linux-gnu/libcuda.so.1 (0x00007f0000000000)\n"
 

@@ -1,24 +1,17 @@
 """The hostile-input suite: generated and adversarial inputs at every boundary where input enters.
 
-Makes the helpers beside this file (``bounded``, ``hostile_inputs``) importable by bare name, as the
-allocator tests do, and registers the Hypothesis profile the unit tier runs with: derandomized
+Registers the Hypothesis profile the unit tier runs with: derandomized
 (the same examples every run, so a failure in CI is a failure on every machine), no example
 database, and no deadline — each case runs in a child process with its own CPU, memory and
-wall-clock bounds (:mod:`bounded`), which is where time and memory are checked. Set
+wall-clock bounds (:mod:`testutil.unit.hostile.bounded`), which is where time and memory are checked. Set
 ``HYPOTHESIS_PROFILE=explore`` for a longer, randomized run when hunting for new failures.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 from hypothesis import HealthCheck, settings
-
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
 settings.register_profile(

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bounded import run_bounded
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from testutil.unit.hostile.bounded import run_bounded
 
 from pkg.dra.explain import bundle_yaml
 from pkg.dra.explain.bundle_yaml import MAX_DEPTH

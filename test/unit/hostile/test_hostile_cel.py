@@ -13,7 +13,6 @@ naming the class, the selector and the device.
 from __future__ import annotations
 
 import pytest
-from bounded import run_bounded
 from cel_expr_python import cel  # type: ignore[import-untyped]
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,6 +34,7 @@ from kubernetes.client import (
     V1ResourceSliceSpec,
 )
 from pytest_mock import MockerFixture
+from testutil.unit.hostile.bounded import run_bounded
 
 from pkg.dra.allocator import Allocator, CelEnvironment, SelectorError, Unschedulable
 from pkg.dra.allocator.cel_env import device_input

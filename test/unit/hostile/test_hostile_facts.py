@@ -18,9 +18,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bounded import run_bounded
 from hypothesis import given
 from hypothesis import strategies as st
+from testutil.unit.hostile.bounded import run_bounded
 
 from pkg.inventory.desired import node_labels
 from pkg.inventory.host_info import FileHostInfoReader

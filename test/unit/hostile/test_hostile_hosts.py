@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bounded import run_bounded
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testutil.unit.hostile.bounded import run_bounded
 
 from api.gpu.v1alpha1.hardware import MAX_OS_ID, MAX_TEXT
 from pkg.hardware import pciids

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bounded import run_bounded
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pytest_mock import MockerFixture
+from testutil.unit.hostile.bounded import run_bounded
 
 from pkg.backends.preparation import ContainerEdits
 from pkg.framework.kubeletplugin.types import ClaimRef

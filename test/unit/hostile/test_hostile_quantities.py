@@ -15,7 +15,6 @@ import math
 import re
 from fractions import Fraction
 
-from bounded import run_bounded
 from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes.client import (
@@ -29,6 +28,7 @@ from kubernetes.client import (
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
+from testutil.unit.hostile.bounded import run_bounded
 
 from pkg.dra.allocator import QuantityError, parse_quantity
 from pkg.dra.allocator.pools import gather_pools

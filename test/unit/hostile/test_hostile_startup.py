@@ -10,23 +10,24 @@ and runs start-up as gpu-handler does.
 from __future__ import annotations
 
 import errno
-import sys
 from pathlib import Path
 
 import pytest
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    A30_B,
+    Node,
+    mig_offer,
+    node,
+    whole_offer,
+)
 
-_PREPARATION = Path(__file__).resolve().parents[1] / "gpuhandler" / "preparation"
-if str(_PREPARATION) not in sys.path:
-    sys.path.insert(0, str(_PREPARATION))
-
-from preparation_fakes import A30, A30_B, Node, mig_offer, node, whole_offer  # noqa: E402
-
-from pkg.backends.simulated.sharing import stop_simulated_daemons  # noqa: E402
-from pkg.gpuhandler.preparation import metrics  # noqa: E402
-from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PreparePhase  # noqa: E402
-from pkg.gpuhandler.preparation.kinds.mig import ORPHANS  # noqa: E402
-from pkg.gpuhandler.preparation.kinds.share.card_sharing import share_of  # noqa: E402
+from pkg.backends.simulated.sharing import stop_simulated_daemons
+from pkg.gpuhandler.preparation import metrics
+from pkg.gpuhandler.preparation.checkpoint import CheckpointUnreadable, PreparePhase
+from pkg.gpuhandler.preparation.kinds.mig import ORPHANS
+from pkg.gpuhandler.preparation.kinds.share.card_sharing import share_of
 
 GONE = "0000:99:00.0"  # a card the backend does not see (fallen off the bus, or on vfio-pci)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nodeagent_fakes import FIXTURES, RecordingWriter
+from testutil.unit.nodeagent.nodeagent_fakes import FIXTURES, RecordingWriter
 
 from pkg.backends import VendorRegistry
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from k8s_fields import labels_of, status_of
-from nodeagent_fakes import NODE, RecordingWriter, agent_handler, device, gpu_object, host, sync_state
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import labels_of, status_of
+from testutil.unit.nodeagent.nodeagent_fakes import (
+    NODE,
+    RecordingWriter,
+    agent_handler,
+    device,
+    gpu_object,
+    host,
+    sync_state,
+)
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, NvidiaState, PhysicalGPU
 from pkg.backends import VendorRegistry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from kubernetes.client import V1ObjectMeta
-from nodeagent_fakes import gpu_object
+from testutil.unit.nodeagent.nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.cache.listener import DeletedFinalStateUnknown

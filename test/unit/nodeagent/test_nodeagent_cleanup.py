@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nodeagent_fakes import RecordingWriter, agent_handler, gpu_object, sync_state
 from pytest_mock import MockerFixture
+from testutil.unit.nodeagent.nodeagent_fakes import RecordingWriter, agent_handler, gpu_object, sync_state
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo
 from pkg.backends.nvidia.identity import IDENTITY as NVIDIA

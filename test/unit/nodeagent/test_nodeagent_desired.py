@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubernetes.client import V1Condition
-from nodeagent_fakes import LABEL_VALUE_PATTERN, T0, device, host
+from testutil.unit.nodeagent.nodeagent_fakes import LABEL_VALUE_PATTERN, T0, device, host
 
 from api.gpu.v1alpha1 import (
     Capabilities,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodeagent_fakes import SYSFS, device, host, sync_state
+from testutil.unit.nodeagent.nodeagent_fakes import SYSFS, device, host, sync_state
 
 from api.gpu.v1alpha1 import DriverType
 from pkg.backends import VendorRegistry

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from nodeagent_fakes import SYSFS
+from testutil.unit.nodeagent.nodeagent_fakes import SYSFS
 
 from pkg.inventory.host_info import FileHostInfoReader, resolve_in_root
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client import V1Node, V1ObjectMeta
-from nodeagent_fakes import gpu_object
+from testutil.unit.nodeagent.nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.kinds import PHYSICAL_GPU

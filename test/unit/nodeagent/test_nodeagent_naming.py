@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from nodeagent_fakes import LABEL_VALUE_PATTERN, gpu_object
+from testutil.unit.nodeagent.nodeagent_fakes import LABEL_VALUE_PATTERN, gpu_object
 
 from api.gpu.v1alpha1 import PciClass, PciId, PciInfo, PhysicalGPUStatus
 from pkg.inventory.naming import (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nodeagent_fakes import NODE, RecordingWriter, agent_handler, host, sync_state
 from pytest_mock import MockerFixture
+from testutil.unit.nodeagent.nodeagent_fakes import NODE, RecordingWriter, agent_handler, host, sync_state
 
 from pkg.framework.client import NotFoundError
 from pkg.nodeagent.internal.handler import NodeLabelsHandler

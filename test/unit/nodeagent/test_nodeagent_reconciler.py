@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from nodeagent_fakes import NODE, SYSFS, RecordingWriter, sync_state
+from testutil.unit.nodeagent.nodeagent_fakes import NODE, SYSFS, RecordingWriter, sync_state
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import VendorRegistry

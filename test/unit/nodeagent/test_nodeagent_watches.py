@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from k8s_fields import labels_of
-from nodeagent_fakes import gpu_object
+from testutil.k8s_fields import labels_of
+from testutil.unit.nodeagent.nodeagent_fakes import gpu_object
 
 from api.gpu.v1alpha1 import CurrentState, DriverType, PhysicalGPUStatus
 from pkg.nodeagent.internal.watch import gpu_events, node_events

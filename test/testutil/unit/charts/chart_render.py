@@ -21,7 +21,7 @@ from pkg.framework.client.builtin_kinds import DAEMON_SET
 from pkg.gpucontroller.orchestrator.internal.config import parse_config
 from pkg.gpucontroller.orchestrator.render import RenderContext, render_all
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 CHART = ROOT / "charts" / "gpu-control-plane"
 VALUES_FILE = CHART / "values.yaml"
 README = CHART / "README.md"

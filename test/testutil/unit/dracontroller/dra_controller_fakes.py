@@ -16,9 +16,7 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alloc_builders import DRIVER, device_class
 from dependency_injector import providers
-from k8s_fields import meta, name_of, namespace_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1DeviceClass,
@@ -38,6 +36,8 @@ from pkg.framework.client import ConflictError, InvalidError, KubeClient, ListPa
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.reconcile.contract import Request, Result
+from testutil.k8s_fields import meta, name_of, namespace_of
+from testutil.unit.dra.allocator.alloc_builders import DRIVER, device_class
 
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 MIG_EXPR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "MIG"'

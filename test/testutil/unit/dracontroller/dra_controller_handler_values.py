@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from alloc_builders import DRIVER, claim, exact
-from dra_controller_fakes import our_mig_class
-from k8s_fields import meta, name_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -26,6 +23,9 @@ from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
 from pkg.dracontroller.internal.service import CacheReader
 from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
+from testutil.k8s_fields import meta, name_of
+from testutil.unit.dra.allocator.alloc_builders import DRIVER, claim, exact
+from testutil.unit.dracontroller.dra_controller_fakes import our_mig_class
 
 MIG_1G = our_mig_class("1g")
 

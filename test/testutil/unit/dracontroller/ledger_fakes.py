@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s_fields import meta
 from kubernetes.client import V1ConfigMap
 
 from pkg.framework.client import ApiError, ConflictError, NotFoundError
+from testutil.k8s_fields import meta
 
 
 class MemoryConfigMaps:

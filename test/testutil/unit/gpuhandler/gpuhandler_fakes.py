@@ -34,7 +34,7 @@ from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.owned import OwnedStatus
 from pkg.gpuhandler.enrichment.reconciler import EnrichmentReconciler
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SYSFS = ROOT / "test" / "fixtures" / "sysfs"
 NODE = "node-1"
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)

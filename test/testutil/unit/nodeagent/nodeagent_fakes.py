@@ -29,7 +29,7 @@ from pkg.hardware.pci import PciDevice
 from pkg.inventory.naming import ADDRESS_LABEL, address_key
 from pkg.nodeagent.internal.state import SyncState
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "test" / "fixtures"
 SYSFS = FIXTURES / "sysfs"
 T0 = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ import io
 from typing import Any
 
 import pytest
-from kubectl_gpu_objects import DRIVER
+from testutil.unit.app.kubectlgpu.kubectl_gpu_objects import DRIVER
 
 from api.gpu.v1alpha1 import ExplanationOutcome, ExplanationStrategy
 from pkg.app.kubectlgpu import cli

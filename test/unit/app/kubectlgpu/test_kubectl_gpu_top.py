@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kubectl_gpu_objects import claim, container, device_status, usage
+from testutil.unit.app.kubectlgpu.kubectl_gpu_objects import claim, container, device_status, usage
 
 from pkg.app.kubectlgpu.table import Row
 from pkg.app.kubectlgpu.top import MALFORMED, NO_SAMPLE, top_view

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubectl_gpu_objects import claim, slice_of
+from testutil.unit.app.kubectlgpu.kubectl_gpu_objects import claim, slice_of
 
 from api.gpu.v1alpha1.physicalgpu import PhysicalGPU
 from pkg.app.kubectlgpu.who import FREE, UNKNOWN, Catalogue, who_view

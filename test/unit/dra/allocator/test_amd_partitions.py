@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from alloc_builders import Cluster, claim, devices_of, exact
 from kubernetes.client import V1AllocationResult, V1DeviceClass
+from testutil.unit.dra.allocator.alloc_builders import Cluster, claim, devices_of, exact
 
 from pkg.dra.model import Unschedulable
 from pkg.gpuhandler.offline import OfflineRequest, compute_offers

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from alloc_builders import DRIVER, Cluster, a30_pool, claim, device, exact, physical_class, resource_slice
-from k8s_fields import allocation_results, present, spec_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
     V1CapacityRequestPolicy,
     V1DeviceCapacity,
+)
+from testutil.k8s_fields import allocation_results, present, spec_of
+from testutil.unit.dra.allocator.alloc_builders import (
+    DRIVER,
+    Cluster,
+    a30_pool,
+    claim,
+    device,
+    exact,
+    physical_class,
+    resource_slice,
 )
 
 from pkg.dra.allocator import parse_quantity

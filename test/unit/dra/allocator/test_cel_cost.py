@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from alloc_builders import DRIVER
 from kubernetes.client import V1Device, V1DeviceAttribute
+from testutil.unit.dra.allocator.alloc_builders import DRIVER
 
 from pkg.dra.allocator import CelEnvironment, SelectorError
 from pkg.dra.allocator.cel_ast import read_checked

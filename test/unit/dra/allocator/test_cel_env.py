@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from alloc_builders import (
+from kubernetes.client import V1DeviceAttribute
+from testutil.k8s_fields import attributes_of
+from testutil.unit.dra.allocator.alloc_builders import (
     DRIVER,
     Cluster,
     a30_pool,
@@ -14,8 +16,6 @@ from alloc_builders import (
     mig_class,
     resource_slice,
 )
-from k8s_fields import attributes_of
-from kubernetes.client import V1DeviceAttribute
 
 from pkg.dra.allocator import CelEnvironment, SelectorError
 from pkg.dra.allocator.cel_env import CompiledSelector, DeviceInput, device_input

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, claim, devices_of, exact, mig_class
-from k8s_fields import attributes_of, slice_devices
 from kubernetes.client import V1DeviceConstraint, V1ResourceSlice
+from testutil.k8s_fields import attributes_of, slice_devices
+from testutil.unit.dra.allocator.alloc_builders import Cluster, a30_pool, claim, devices_of, exact, mig_class
 
 from pkg.dra.model import Unschedulable
 

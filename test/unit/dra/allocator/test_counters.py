@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, claim, exact, mig_class, physical_class
-from k8s_fields import meta
 from kubernetes.client import V1ResourceSlice
+from testutil.k8s_fields import meta
+from testutil.unit.dra.allocator.alloc_builders import (
+    Cluster,
+    a30_pool,
+    claim,
+    exact,
+    mig_class,
+    physical_class,
+)
 
 from pkg.dra.allocator import Allocator
 from pkg.dra.model import Unschedulable

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from alloc_builders import (
+from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1ResourceSlice
+from testutil.unit.dra.allocator.alloc_builders import (
     DRIVER,
     a30_pool,
     allocated,
@@ -17,7 +18,6 @@ from alloc_builders import (
     mig_class,
     with_allocation,
 )
-from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1ResourceSlice
 
 from pkg.dra.allocator import AllocationInputs, Allocator, explain
 from pkg.dra.allocator.explain import diagnose

@@ -6,9 +6,18 @@ import threading
 from typing import Any
 
 import pytest
-from alloc_builders import Cluster, a30_pool, claim, device, devices_of, exact, mig_class, resource_slice
-from k8s_fields import counter_sets, meta, slice_devices
 from kubernetes.client import V1Device
+from testutil.k8s_fields import counter_sets, meta, slice_devices
+from testutil.unit.dra.allocator.alloc_builders import (
+    Cluster,
+    a30_pool,
+    claim,
+    device,
+    devices_of,
+    exact,
+    mig_class,
+    resource_slice,
+)
 
 from pkg.dra.allocator import pools as pools_module
 from pkg.dra.allocator.pools import Pool, PoolCache, gather_pools

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from alloc_builders import (
+from testutil.k8s_fields import allocation_results
+from testutil.unit.dra.allocator.alloc_builders import (
     Cluster,
     a30_pool,
     allocated,
@@ -16,7 +17,6 @@ from alloc_builders import (
     physical_class,
     resource_slice,
 )
-from k8s_fields import allocation_results
 
 from pkg.dra.model import Unschedulable
 

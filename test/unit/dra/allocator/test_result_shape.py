@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from alloc_builders import (
+from kubernetes.client import V1AllocationResult
+from testutil.k8s_fields import allocation_config, allocation_results, present
+from testutil.unit.dra.allocator.alloc_builders import (
     Cluster,
     a30_pool,
     allocated,
@@ -14,8 +16,6 @@ from alloc_builders import (
     mig_class,
     resource_slice,
 )
-from k8s_fields import allocation_config, allocation_results, present
-from kubernetes.client import V1AllocationResult
 
 from pkg.dra.allocator import Allocator
 

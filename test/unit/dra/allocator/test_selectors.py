@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from alloc_builders import Cluster, a30_pool, allocated, claim, device_class, exact, explained
-from k8s_fields import allocation_results
+from testutil.k8s_fields import allocation_results
+from testutil.unit.dra.allocator.alloc_builders import (
+    Cluster,
+    a30_pool,
+    allocated,
+    claim,
+    device_class,
+    exact,
+    explained,
+)
 
 from pkg.dra.model import Unschedulable
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import random
 
-from alloc_builders import (
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocationResult,
+    V1DeviceAllocationResult,
+    V1DeviceRequestAllocationResult,
+    V1ResourceSlice,
+)
+from testutil.k8s_fields import counter_sets, name_of, slice_devices
+from testutil.unit.dra.allocator.alloc_builders import (
     Cluster,
     a30_pool,
     claim,
@@ -16,14 +24,6 @@ from alloc_builders import (
     node,
     physical_class,
     with_allocation,
-)
-from k8s_fields import counter_sets, name_of, slice_devices
-from kubernetes.client import (
-    ResourceV1ResourceClaim,
-    V1AllocationResult,
-    V1DeviceAllocationResult,
-    V1DeviceRequestAllocationResult,
-    V1ResourceSlice,
 )
 
 from pkg.dra.allocator import AllocationInputs, BestFit

@@ -12,7 +12,6 @@ import functools
 from pathlib import Path
 
 import pytest
-from k8s_fields import allocation_results
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -24,9 +23,10 @@ from kubernetes.client import (
     V1ResourceClaimStatus,
     V1ResourceSlice,
 )
-from nic_driver import nic_class, nic_slice
-from topology_claims import claim as new_claim
-from topology_claims import gpu_with_nic, gpus_in_one_nvlink_domain, request, whole_gpu_class
+from testutil.k8s_fields import allocation_results
+from testutil.nic_driver import nic_class, nic_slice
+from testutil.topology_claims import claim as new_claim
+from testutil.topology_claims import gpu_with_nic, gpus_in_one_nvlink_domain, request, whole_gpu_class
 
 from pkg.dra.allocator import AllocationInputs, Allocator, FirstFit, Unschedulable, explain
 from pkg.dra.explain.render import render, summary

@@ -7,9 +7,17 @@ equal and only the tie-break and first-fit order decide.
 from __future__ import annotations
 
 import pytest
-from alloc_builders import DRIVER, allocated, claim, device, device_class, exact, resource_slice
-from k8s_fields import allocation_results
 from kubernetes.client import V1ResourceSlice
+from testutil.k8s_fields import allocation_results
+from testutil.unit.dra.allocator.alloc_builders import (
+    DRIVER,
+    allocated,
+    claim,
+    device,
+    device_class,
+    exact,
+    resource_slice,
+)
 
 from pkg.dra.allocator import Allocator, FirstFit
 

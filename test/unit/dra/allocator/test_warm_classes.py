@@ -4,8 +4,16 @@ cold allocator gives."""
 
 from __future__ import annotations
 
-from alloc_builders import a30_pool, claim, device_class, exact, explained, mig_class, physical_class
 from kubernetes.client import V1ResourceSlice
+from testutil.unit.dra.allocator.alloc_builders import (
+    a30_pool,
+    claim,
+    device_class,
+    exact,
+    explained,
+    mig_class,
+    physical_class,
+)
 
 from pkg.dra.allocator import Allocator
 

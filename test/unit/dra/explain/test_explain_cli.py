@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from alloc_builders import a30_pool, claim, exact, mig_class
 from kubernetes.client import (
     V1AllocationResult,
     V1NodeSelector,
@@ -15,6 +14,7 @@ from kubernetes.client import (
     V1NodeSelectorTerm,
 )
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.dra.allocator.alloc_builders import a30_pool, claim, exact, mig_class
 
 from api.gpu.v1alpha1 import ExplanationOutcome
 from pkg.app.gpu_dra_controller import main as controller_main

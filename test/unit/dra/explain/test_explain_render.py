@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from alloc_builders import (
+from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
+from testutil.unit.dra.allocator.alloc_builders import (
     DRIVER,
     a30_pool,
     claim,
@@ -13,7 +14,6 @@ from alloc_builders import (
     physical_class,
     with_allocation,
 )
-from kubernetes.client import V1AllocationResult, V1DeviceAllocationResult, V1DeviceRequestAllocationResult
 
 from pkg.dra.explain.render import render, summary
 

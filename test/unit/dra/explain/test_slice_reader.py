@@ -8,9 +8,9 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from alloc_builders import Cluster, a30_pool, device, mig_class, resource_slice
 from kubernetes.client import V1DeviceTaint
 from pytest_mock import MockerFixture
+from testutil.unit.dra.allocator.alloc_builders import Cluster, a30_pool, device, mig_class, resource_slice
 
 from pkg.dra.explain import slice_reader
 from pkg.dra.explain.slice_reader import SliceDecoder, SliceReadError, read_slices

@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import cast
 
-from fake_slice_server import FakeSliceServer
 from kubernetes.client import V1Device, V1ResourceSlice
-from offer_models import card
+from testutil.unit.dra.offers.fake_slice_server import FakeSliceServer
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.model.card import Card
 from pkg.dra.model.offer_order import node_order

@@ -5,14 +5,9 @@ cards without MIG offers first and models without a row last."""
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-
-from packing_order import card_of
+from bench.packing_order import card_of
 
 from pkg.backends.nvidia.profiles import all_models
 from pkg.dra.model.card import Card, Placement

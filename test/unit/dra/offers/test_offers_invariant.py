@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from offer_checks import by_name, fits, mig, overdrawn
-from offer_models import MIG_MODELS, card, max_instances
+from testutil.unit.dra.offers.offer_checks import by_name, fits, mig, overdrawn
+from testutil.unit.dra.offers.offer_models import MIG_MODELS, card, max_instances
 
 from pkg.dra.model.offers import CardOffers, Offer, build_offers
 

@@ -19,7 +19,7 @@ from kubernetes.client import (
     V1ResourceSlice,
     V1ResourceSliceSpec,
 )
-from offer_models import card
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.model.card import Engines, MigProfileSpec, Placement
 from pkg.dra.model.limits import SliceLimitError, validate_counter_set, validate_device, validate_slice

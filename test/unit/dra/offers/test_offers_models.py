@@ -8,10 +8,10 @@ import itertools
 from dataclasses import replace
 
 import pytest
-from k8s_fields import attributes_of, capacity_of, consumption_of, present
 from kubernetes.client import V1Device
-from offer_checks import by_name, mig
-from offer_models import MIG_MODELS, MODELS, card
+from testutil.k8s_fields import attributes_of, capacity_of, consumption_of, present
+from testutil.unit.dra.offers.offer_checks import by_name, mig
+from testutil.unit.dra.offers.offer_models import MIG_MODELS, MODELS, card
 
 from api.gpu.v1alpha1 import DeviceType, SharingStrategy
 from pkg.dra.allocator.quantity import parse_quantity

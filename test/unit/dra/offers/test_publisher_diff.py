@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from k8s_fields import counter_sets, slice_devices
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
-from offer_models import card
+from testutil.k8s_fields import counter_sets, slice_devices
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.model.offers import build_offers
 from pkg.dra.model.slices import Layout, build_slices

@@ -6,11 +6,11 @@ from dataclasses import replace
 from typing import cast
 
 import pytest
-from fake_slice_server import FakeSliceServer
-from k8s_fields import meta, name_of
 from kubernetes.client import V1ObjectMeta, V1ResourcePool, V1ResourceSlice, V1ResourceSliceSpec
-from offer_models import card
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import meta, name_of
+from testutil.unit.dra.offers.fake_slice_server import FakeSliceServer
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.domain.metrics import registry
 from pkg.dra.model.offers import CardOffers, build_offers

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_fields import consumption_of, counter_sets, meta, name_of, slice_devices
 from kubernetes.client import V1OwnerReference, V1ResourceSlice
-from offer_models import card
+from testutil.k8s_fields import consumption_of, counter_sets, meta, name_of, slice_devices
+from testutil.unit.dra.offers.offer_models import card
 
 from pkg.dra.model.offers import CardOffers, build_offers
 from pkg.dra.model.slices import (

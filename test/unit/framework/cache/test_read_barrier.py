@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from k8s_fields import present
 from kubernetes.client import V1ConfigMap
+from testutil.k8s_fields import present
 
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.cache.reflector import Backoff, Reflector

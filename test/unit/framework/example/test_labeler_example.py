@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubernetes.client import V1ObjectMeta
-from labeler_handlers import LABEL, SeenLabelHandler
-from labeler_setup import LabelerContainer, setup_labeler
 from pytest_mock import MockerFixture
+from testutil.unit.framework.example.labeler_handlers import LABEL, SeenLabelHandler
+from testutil.unit.framework.example.labeler_setup import LabelerContainer, setup_labeler
 
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.cache.informer_factory import InformerFactory
@@ -19,8 +19,9 @@ from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Request, Result
 
-HERE = Path(__file__).resolve().parent
-DOCS = HERE.parents[3] / "docs" / "framework.md"
+ROOT = Path(__file__).resolve().parents[4]
+DOCS = ROOT / "docs" / "framework.md"
+EXAMPLE = ROOT / "test" / "testutil" / "unit" / "framework" / "example"
 
 
 def test_the_labeler_labels_a_cached_gpu_with_one_guarded_patch(mocker: MockerFixture) -> None:
@@ -57,4 +58,4 @@ def test_the_handler_can_be_overridden_in_the_real_container(mocker: MockerFixtu
 def test_the_docs_quote_the_example_verbatim() -> None:
     docs = DOCS.read_text()
     for name in ("labeler_handlers.py", "labeler_setup.py"):
-        assert (HERE / name).read_text() in docs, f"docs/framework.md does not quote {name} as it is"
+        assert (EXAMPLE / name).read_text() in docs, f"docs/framework.md does not quote {name} as it is"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from k8s_fields import spec_of
 from kubernetes.client import V1DeviceClass, V1ObjectMeta, V1OwnerReference
+from testutil.k8s_fields import spec_of
 
 from api.gpu.v1alpha1 import GPUClass, GPUClassStatus
 from pkg.framework.cache.informer_factory import InformerFactory

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_fields import meta, name_of, present, spec_of
 from kubernetes.client import V1ObjectMeta
+from testutil.k8s_fields import meta, name_of, present, spec_of
 
 from api.gpu.v1alpha1 import GPUClass, parse_gpu_config
 from pkg.domain.names import DRIVER

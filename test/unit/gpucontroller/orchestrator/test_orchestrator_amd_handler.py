@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8s_fields import meta, name_of, present, spec_of, template_pod
 from kubernetes.client import V1PodSpec
 from test_orchestrator_render import ALL, render
 from test_orchestrator_simulated_hosts import HOSTS, NODE, SIMULATED, host_paths
+from testutil.k8s_fields import meta, name_of, present, spec_of, template_pod
 
 from pkg.gpucontroller.names import Component
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from k8s_fields import name_of
 from kubernetes.client import (
     V1DaemonSet,
 )
-from orchestrator_values import owned, parsed
 from pytest_mock import MockerFixture, MockType
+from testutil.k8s_fields import name_of
+from testutil.unit.gpucontroller.orchestrator.orchestrator_values import owned, parsed
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 from pkg.framework.client.errors import InvalidError

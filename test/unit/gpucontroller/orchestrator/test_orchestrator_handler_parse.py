@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from k8s_fields import name_of
-from orchestrator_values import DOCUMENT, config_map, owned
 from pytest_mock import MockerFixture, MockType
+from testutil.k8s_fields import name_of
+from testutil.unit.gpucontroller.orchestrator.orchestrator_values import DOCUMENT, config_map, owned
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 from pkg.framework.events.recorder import EventRecorderLogger

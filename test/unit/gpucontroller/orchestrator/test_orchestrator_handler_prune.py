@@ -11,15 +11,15 @@ event recorder are autospecced.
 from __future__ import annotations
 
 import pytest
-from k8s_fields import name_of
 from kubernetes.client import (
     V1DaemonSet,
     V1DaemonSetSpec,
     V1LabelSelector,
     V1PodTemplateSpec,
 )
-from orchestrator_values import owned, parsed
 from pytest_mock import MockerFixture, MockType
+from testutil.k8s_fields import name_of
+from testutil.unit.gpucontroller.orchestrator.orchestrator_values import owned, parsed
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
 from pkg.framework.client.errors import ApiError

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 from dependency_injector import providers
-from k8s_fields import name_of
 from kubernetes.client import (
     V1ConfigMap,
     V1DaemonSet,
     V1ObjectMeta,
 )
-from orchestrator_values import owned
+from testutil.k8s_fields import name_of
+from testutil.unit.gpucontroller.orchestrator.orchestrator_values import owned
 
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import KubeClient

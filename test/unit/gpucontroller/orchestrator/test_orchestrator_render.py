@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from k8s_fields import meta, name_of, present, spec_of, template_pod
 from kubernetes.client import V1ConfigMap, V1DaemonSet, V1ObjectMeta
+from testutil.k8s_fields import meta, name_of, present, spec_of, template_pod
 
 from api.gpu.v1alpha1 import GPUOperatorConfig
 from pkg.gpucontroller.names import Component

@@ -4,10 +4,10 @@ one mount at the same path, and nothing of the real host."""
 from __future__ import annotations
 
 import pytest
-from k8s_fields import present, template_pod
 from kubernetes.client import V1PodSpec
 from pydantic import ValidationError
 from test_orchestrator_render import ALL, render
+from testutil.k8s_fields import present, template_pod
 
 from pkg.gpucontroller.names import Component
 

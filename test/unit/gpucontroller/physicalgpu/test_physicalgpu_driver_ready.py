@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from k8s_fields import spec_of
 from kubernetes.client import (
     V1Condition,
     V1ContainerState,
@@ -22,6 +21,7 @@ from kubernetes.client import (
     V1PodSpec,
     V1PodStatus,
 )
+from testutil.k8s_fields import spec_of
 
 from api.gpu.v1alpha1 import (
     LABEL_NODE,

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from k8s_fields import uid_of
 from kubernetes.client import V1Device
-from preparation_fakes import Node, attrs, kill_at, node
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import uid_of
+from testutil.unit.gpuhandler.preparation.preparation_fakes import Node, attrs, kill_at, node
 
 from pkg.backends.amd.plugin import SIMULATED_AMD
 from pkg.backends.amd.simulated import PROCESSES_DIR, make_device_files

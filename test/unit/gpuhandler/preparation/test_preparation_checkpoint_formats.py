@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from preparation_fakes import node
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import node
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointFile
 from pkg.gpuhandler.preparation.kinds import Kinds

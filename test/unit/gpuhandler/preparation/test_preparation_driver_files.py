@@ -7,8 +7,15 @@ import socket
 import tempfile
 from pathlib import Path
 
-from preparation_fakes import A30, CDI_HOOK, mig_offer, node, stand_in_driver, whole_offer
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    CDI_HOOK,
+    mig_offer,
+    node,
+    stand_in_driver,
+    whole_offer,
+)
 
 from pkg.backends.driver_files import DriverFiles, DriverFilesError, DriverRootOptions
 from pkg.backends.preparation import ContainerEdits, DeviceNode

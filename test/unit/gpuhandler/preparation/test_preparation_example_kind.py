@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 from example_device_kind import ORPHANS, ExampleSlotKind, SlotRecord
 from kubernetes.client import V1Device
-from preparation_fakes import A30, Node, attrs, kill_at, node, prepare_failures
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    Node,
+    attrs,
+    kill_at,
+    node,
+    prepare_failures,
+)
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PreparePhase

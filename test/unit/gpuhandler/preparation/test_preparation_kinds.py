@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, POOL, Node, node, whole_offer
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, POOL, Node, node, whole_offer
 
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.failures import PrepareFailedError

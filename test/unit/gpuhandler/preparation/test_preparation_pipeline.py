@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fields import present
-from preparation_fakes import A30, A30_B, POOL, Node, mig_offer, node, prepare_failures, whole_offer
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import present
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    A30_B,
+    POOL,
+    Node,
+    mig_offer,
+    node,
+    prepare_failures,
+    whole_offer,
+)
 
 from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.gpuhandler.preparation.cdi import CDI_KIND

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, A30_B, POOL, Node, node
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, A30_B, POOL, Node, node
 
 from pkg.backends.preparation import ContainerEdits, DeviceNode
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord, DeviceRecord, PreparePhase

@@ -10,8 +10,15 @@ import signal
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, A30_B, Node, node, prepare_failures, whole_offer
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    A30_B,
+    Node,
+    node,
+    prepare_failures,
+    whole_offer,
+)
 
 from pkg.backends.nvidia.sharing import PID_FILE, process_alive, wait_for
 from pkg.backends.preparation import REASON_SHARING, CardPreparer, MpsFolders, PreparationError

@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, A30_B, Node, mig_offer, node
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, A30_B, Node, mig_offer, node
 
 from pkg.framework.steptaker import Pipeline, StepOutcome, When
 from pkg.gpuhandler.preparation.checkpoint import PreparePhase

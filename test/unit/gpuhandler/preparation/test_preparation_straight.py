@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from preparation_fakes import A30, Node, kill_at, mig_offer, node
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, Node, kill_at, mig_offer, node
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.framework.steptaker import Pipeline

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from dependency_injector import providers
-from preparation_fakes import A30, Node, mig_offer, node, whole_offer
 from pytest_mock import MockerFixture, MockType
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, Node, mig_offer, node, whole_offer
 
 from pkg.backends.preparation import PreparationError
 from pkg.gpuhandler.preparation import metrics

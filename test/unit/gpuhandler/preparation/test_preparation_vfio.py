@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fields import present
-from preparation_fakes import A30, POOL, Node, kill_at, mig_offer, node, prepare_failures, whole_offer
 from pytest_mock import MockerFixture
+from testutil.k8s_fields import present
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    A30,
+    POOL,
+    Node,
+    kill_at,
+    mig_offer,
+    node,
+    prepare_failures,
+    whole_offer,
+)
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PreparePhase

@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 from kubernetes.client import V1Device, V1DeviceCapacity
-from preparation_fakes import POOL, Node, attrs, kill_at, node, prepare_failures
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.preparation_fakes import (
+    POOL,
+    Node,
+    attrs,
+    kill_at,
+    node,
+    prepare_failures,
+)
 
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.checkpoint import PreparePhase

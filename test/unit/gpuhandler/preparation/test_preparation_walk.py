@@ -4,8 +4,8 @@ planning a MIG device never enters the passed-through card's or the share's modu
 
 from __future__ import annotations
 
-from prepare_walk_trace import walk
 from pytest_mock import MockerFixture
+from testutil.unit.gpuhandler.preparation.prepare_walk_trace import walk
 
 MAX_FILES = 12
 KINDS = "gpuhandler/preparation/kinds/"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pytest_mock import MockerFixture, MockType
-from step_values import (
+from testutil.unit.gpuhandler.preparation.step_values import (
     A30,
     A30_B,
     CLAIM,

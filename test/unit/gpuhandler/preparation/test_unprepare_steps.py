@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import pytest
 from pytest_mock import MockerFixture, MockType
-from step_values import A30, A30_B, OTHER_UID, UID, attempt, checkpoint, device, record
+from testutil.unit.gpuhandler.preparation.step_values import (
+    A30,
+    A30_B,
+    OTHER_UID,
+    UID,
+    attempt,
+    checkpoint,
+    device,
+    record,
+)
 
 from pkg.framework.steptaker import StepOutcome
 from pkg.gpuhandler.preparation.cdi import CdiSpecs

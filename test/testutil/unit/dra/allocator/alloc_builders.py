@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 
-from k8s_fields import allocation_results
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -44,6 +43,7 @@ from kubernetes.client import (
 )
 
 from pkg.dra.allocator import AllocationInputs, Allocator, Explanation, FirstFit, Unschedulable, explain
+from testutil.k8s_fields import allocation_results
 
 DRIVER = "gpu.deckhouse.io"
 _uids = itertools.count(1)

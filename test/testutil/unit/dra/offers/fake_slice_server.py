@@ -11,13 +11,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from k8s_fields import meta
 from kubernetes.client import V1ResourceSlice
 
 from pkg.dra.allocator.quantity import parse_quantity
 from pkg.framework.client import NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_SLICE
 from pkg.framework.client.kinds import ResourceKind
+from testutil.k8s_fields import meta
 
 
 class FakeSliceServer:

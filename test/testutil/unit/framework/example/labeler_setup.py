@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dependency_injector import containers, providers
-from labeler_handlers import LabelerState, SeenLabelHandler
 
 from api.gpu.v1alpha1 import PhysicalGPU, PhysicalGPUStatus
 from pkg.domain.informers import physical_gpus
@@ -17,6 +16,7 @@ from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler, KubeResourceWriter, ResourceReconciler
+from testutil.unit.framework.example.labeler_handlers import LabelerState, SeenLabelHandler
 
 
 def new_reconciler(

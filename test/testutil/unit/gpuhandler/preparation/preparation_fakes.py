@@ -17,7 +17,6 @@ from typing import Any, Final
 
 import pytest
 from dependency_injector import providers
-from k8s_fields import name_of, uid_of
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -54,8 +53,9 @@ from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.kinds import DeviceKind
 from pkg.gpuhandler.preparation.setup import PluginSettings, PreparationContainer
 from pkg.gpuhandler.preparation.startup import StartupReport, reconcile_at_startup
+from testutil.k8s_fields import name_of, uid_of
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
 NODE = "node-a"
 POOL = f"gpus/{NODE}"

@@ -16,10 +16,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from preparation_fakes import A30, mig_offer, node
 from pytest_mock import MockerFixture
 
-PKG = Path(__file__).resolve().parents[4] / "pkg"
+from testutil.unit.gpuhandler.preparation.preparation_fakes import A30, mig_offer, node
+
+PKG = Path(__file__).resolve().parents[5] / "pkg"
 
 
 def walk(mocker: MockerFixture, *, skip: tuple[str, ...] = (), returns: bool = True) -> list[str]:

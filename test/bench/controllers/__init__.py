@@ -1,0 +1,1 @@
+"""The two controllers of the framework benchmark (ours and kopf) and the kind they reconcile."""

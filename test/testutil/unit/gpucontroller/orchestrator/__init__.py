@@ -1,0 +1,1 @@
+"""Helpers of the tests under ``test/unit/gpucontroller/orchestrator/``."""
