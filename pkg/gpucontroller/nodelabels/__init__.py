@@ -12,6 +12,7 @@ A label whose reason is gone is removed, not set to ``false``, so a DaemonSet's 
 only ``key=true``. Only these two keys are ever written (a JSON merge patch of just them), so the
 node agent's ``gpu.deckhouse.io/`` labels and anyone else's are untouched.
 
-Layout: ``setup`` (container, reconciler, watches), ``internal/state`` (the snapshot),
-``internal/handler/gate_labels`` (the one step), ``internal/service`` (the patch).
+Layout, one module per role (the controller is one step; docs/framework.md#how-far-to-split-a-controller):
+``setup`` (container and registration), ``reconciler`` (the snapshot, the step and the template),
+``watch`` (what wakes a Node), ``service`` (the patch).
 """

@@ -7,7 +7,7 @@ from pytest_mock import MockerFixture
 
 from pkg.framework.client import KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import NODE
-from pkg.gpucontroller.nodelabels.internal.service import KubeNodeLabelWriter
+from pkg.gpucontroller.nodelabels.service import KubeNodeLabelWriter
 
 
 def test_patch_labels_sets_and_removes_exactly_the_given_keys(mocker: MockerFixture) -> None:

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.builtin_kinds import NODE
-
-
-class NodeLabelWriter(Protocol):
-    def patch_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
-        """Sets (a value) or removes (``None``) exactly these labels of ``node``."""
-        ...
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 
 class KubeNodeLabelWriter:
+    """:class:`~pkg.gpucontroller.nodelabels.reconciler.NodeLabelWriter` over :class:`KubeClient`."""
+
     def __init__(self, client: KubeClient) -> None:
         self._client = client
 
     def patch_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
         # A merge patch names only these keys: other writers' labels are never part of the request.
-        self._client.patch(NODE, node, {"metadata": {"labels": dict(labels)}}, patch_type=PatchType.MERGE)
+        body = ResourceBuilder(kind=NODE).labels(labels).merge_patch()
+        self._client.patch(NODE, node, body, patch_type=PatchType.MERGE)
