@@ -1,6 +1,6 @@
 """Allocator benchmark: decision speed at cluster scale, and fragmentation, best fit vs first fit.
 
-Run: ``make bench`` (or ``.venv/bin/python test/bench/run.py``). Two parts, both on H100 80GB
+Run: ``make bench`` (or ``PYTHONPATH=test .venv/bin/python -m bench``). Two parts, both on H100 80GB
 cards published exactly as the gpu-handler publishes them (``pkg.dra.model.offers`` and
 ``slices``: one counter set per card with ``memory``, ``memory-slice-0..7`` and the engine
 counters; every MIG profile at every placement, time-slicing, MPS and the Physical offer — 28

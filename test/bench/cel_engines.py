@@ -1,6 +1,6 @@
 """Micro-benchmark: µs per evaluation of a typical DRA selector in three Python CEL engines.
 
-Run: ``.venv/bin/python test/bench/cel_engines.py``. Engines that are not installed are skipped
+Run: ``PYTHONPATH=test .venv/bin/python -m bench.cel_engines``. Engines that are not installed are skipped
 (only cel-expr-python is a project dependency; install the others into the venv to compare:
 ``pip install common-expression-language==0.10.0 cel-python``).
 

@@ -9,9 +9,9 @@ then per claim of another seeded mix one explanation with best fit and one with 
 allocator over the same pool cache, as the controller's), each rendered twice (``--max-devices`` 40
 and 5). Prints the CPU and wall seconds per explanation (the first one too), the load average, and a
 digest of every report and outcome: equal digests, equal answers (compare two trees with
-``PYTHONPATH=<an export of pkg api> .venv/bin/python test/bench/explain_bench.py``).
+``PYTHONPATH=<an export of pkg api>:test .venv/bin/python -P -m bench.explain_bench``).
 
-``.venv/bin/python test/bench/explain_bench.py [--nodes 1000] [--claims 4] [--all]``
+``PYTHONPATH=test .venv/bin/python -m bench.explain_bench [--nodes 1000] [--claims 4] [--all]``
 (``--all``: the second rendering lists every device, as ``--all --max-devices 0``).
 """
 

@@ -82,10 +82,10 @@ def controller_process(name: str, kubeconfig: Path, log_dir: Path) -> ManagedPro
             str(HERE / "controllers" / "kopf_controller.py"),
         ],
     }[name]
-    root = str(HERE.parents[1])
     env = {
         "KUBECONFIG": str(kubeconfig),
-        "PYTHONPATH": f"{HERE / 'controllers'}:{root}",
+        # the controllers import bench.controllers.bench_item: test/ on the path, and the checkout
+        "PYTHONPATH": f"{HERE.parent}:{HERE.parents[1]}",
         "LOG_LEVEL": "Warning",
     }
     return ManagedProcess(name=name, argv=argv, log_path=log_dir / f"{name}.log", env=env)

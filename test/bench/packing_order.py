@@ -23,8 +23,8 @@ size to another position, keep the move if the objective does not drop (equal mo
 plateaus), for a budget of evaluations; then try every permutation of the models' ranks. It is
 seeded, so a run is repeatable. Run::
 
-    .venv/bin/python test/bench/packing_order.py            # search and print, old vs new
-    .venv/bin/python test/bench/packing_order.py --write    # ... and regenerate the table
+    PYTHONPATH=test .venv/bin/python -m bench.packing_order            # search and print, old vs new
+    PYTHONPATH=test .venv/bin/python -m bench.packing_order --write    # ... and regenerate the table
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """gpu-dra-controller with N live Pods in the claims' namespace: rate, latency, memory, bytes.
 
-Usage: ``.venv/bin/python test/bench/pod_scale_bench.py [--nodes 100] [--claims 200]
+Usage: ``PYTHONPATH=test .venv/bin/python -m bench.pod_scale_bench [--nodes 100] [--claims 200]
 [--pods 0,1000] [--pod-kib 8] [--tree DIR]``. One control plane (with our CRDs) and ``--nodes``
 fake nodes of 8 H100 are loaded once; then, per Pod count, a fresh namespace gets that many Pods
 (which reference no claim and which no scheduler picks up, so the Pod watch stays quiet, the hard

@@ -9,7 +9,7 @@ of the walk (code outside ``pkg/`` is transparent); reported are the distinct fi
 the *returns*: entering a file that the walk had already left before. Three scopes: all of
 ``pkg/``; above the vendor port (the NVIDIA preparer and the simulated driver transparent: the
 preparation code a reader follows); and that once more counting calls only. Fewer of both means a
-reader follows the claim through fewer places. Run: ``.venv/bin/python test/bench/prepare_walk.py``
+reader follows the claim through fewer places. Run: ``PYTHONPATH=test .venv/bin/python -m bench.prepare_walk``
 (``--files`` lists the walk).
 """
 

@@ -18,7 +18,7 @@
   once its caches have synced, and after a minute of work (it sets both pending conditions on every
   card and the gate labels on every node). Target: at most 300 MB at 5,000 nodes.
 
-``.venv/bin/python test/bench/scale_bench.py [--dra-nodes 1000] [--gpu-nodes 5000]
+``PYTHONPATH=test .venv/bin/python -m bench.scale_bench [--dra-nodes 1000] [--gpu-nodes 5000]
 [--only dra,gpu,explain] [--tree DIR]`` (``--tree``: the controllers from another checkout, e.g.
 ``git archive`` of an earlier commit's ``pkg api``, for a before/after on one machine).
 """
