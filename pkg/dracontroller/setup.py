@@ -1,12 +1,12 @@
 """Composition root of the allocation controller: every part is built here and nowhere else.
 
 The container declares how the parts are built, each provider naming what it passes, so a test
-overrides one part of the real container; :func:`setup_controller` registers the controller with
-the builder: the informers with their indexes, the watches and the allocations collector. Shared
-across worker threads: the informer stores (thread-safe), the client, the recorder, the allocator
-(thread-safe, caches compiled CEL and built pools), the pool cache (the allocator's, also read by
-the collision check, so a cluster's pools are built once) and the in-flight record, whose lock
-serialises decisions.
+overrides one part of the real container; :func:`setup_controller` declares the indexes the
+controller reads with the manager and registers the controller with the builder: the informers, the
+watches and the allocations collector. Shared across worker threads: the informer stores
+(thread-safe), the client, the recorder, the allocator (thread-safe, caches compiled CEL and built pools),
+the pool cache (the allocator's, also read by the collision check, so a cluster's pools are built
+once) and the in-flight record, whose lock serialises decisions.
 
 Retries: the controller's rate limiter starts at 250 ms and doubles per failure of a claim up to
 two minutes (an unschedulable claim is retried, but not hammered; events about slices, classes,
@@ -44,7 +44,7 @@ from pkg.dracontroller.internal.handler import (
     CollisionHandler,
     EligibilityHandler,
 )
-from pkg.dracontroller.internal.indexes import CLAIM_INDEXERS, POD_INDEXERS
+from pkg.dracontroller.internal.indexes import INDEXES
 from pkg.dracontroller.internal.names import ALLOCATED_BY, CONTROLLER_NAME
 from pkg.dracontroller.internal.pod_projection import project_pod
 from pkg.dracontroller.internal.service import (
@@ -59,7 +59,8 @@ from pkg.dracontroller.internal.service import (
 from pkg.dracontroller.internal.slice_interning import SliceInterner
 from pkg.dracontroller.internal.state import ClaimSnapshot, state_factory
 from pkg.dracontroller.internal.watch import (
-    ClaimPeersWatch,
+    allocation_landed_watch,
+    capacity_freed_watch,
     class_watch,
     namespace_watch,
     pod_watch,
@@ -70,7 +71,6 @@ from pkg.dracontroller.reconciler import ClaimReconciler
 from pkg.dracontroller.warmup import SelectorWarmer
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
-from pkg.framework.cache.store import Indexers
 from pkg.framework.client import ApiError, KubeClient, NotFoundError, ResourceKind
 from pkg.framework.client.builtin_kinds import (
     DEVICE_CLASS,
@@ -100,13 +100,10 @@ DEFAULT_LEDGER = "gpu-dra-allocation-ledger"
 DEFAULT_ACCOUNTING_PERIOD = 10.0
 
 
-def informer(
-    *, informers: InformerFactory, kind: ResourceKind[Any], indexers: Indexers | None = None
-) -> SharedInformer[Any]:
-    """The cluster-wide informer of ``kind`` with ``indexers`` added."""
-    shared = informers.get_informer(kind)
-    shared.ensure_indexers(indexers or {})
-    return shared
+def informer(*, informers: InformerFactory, kind: ResourceKind[Any]) -> SharedInformer[Any]:
+    """The cluster-wide informer of ``kind`` (its indexes: ``internal/indexes.py``, declared with
+    the manager by :func:`setup_controller`)."""
+    return informers.get_informer(kind)
 
 
 def pod_informer(*, informers: InformerFactory) -> SharedInformer[V1Pod]:
@@ -116,7 +113,7 @@ def pod_informer(*, informers: InformerFactory) -> SharedInformer[V1Pod]:
     Pods), the projection is left out rather than taken from under it."""
     with contextlib.suppress(RuntimeError):
         informers.set_transform(POD, project_pod)
-    return informer(informers=informers, kind=POD, indexers=POD_INDEXERS)
+    return informer(informers=informers, kind=POD)
 
 
 def slice_informer(*, informers: InformerFactory) -> SharedInformer[V1ResourceSlice]:
@@ -249,9 +246,7 @@ class ResourceClaimContainer(containers.DeclarativeContainer):
     informers = providers.Dependency(instance_of=InformerFactory)
     recorder = providers.Dependency(instance_of=EventRecorderLogger)
 
-    claim_informer = providers.Singleton(
-        informer, informers=informers, kind=RESOURCE_CLAIM, indexers=CLAIM_INDEXERS
-    )
+    claim_informer = providers.Singleton(informer, informers=informers, kind=RESOURCE_CLAIM)
     pod_informer = providers.Singleton(pod_informer, informers=informers)
     slice_informer = providers.Singleton(slice_informer, informers=informers)
     class_informer = providers.Singleton(informer, informers=informers, kind=DEVICE_CLASS)
@@ -360,12 +355,14 @@ def setup_controller(manager: Manager, container: ResourceClaimContainer) -> Con
     (:mod:`pkg.dracontroller.heap`), the selector warmer (leader only;
     :mod:`pkg.dracontroller.warmup`) and the ClaimExplanation controller
     (:mod:`pkg.dracontroller.explanations`) with ``manager``."""
+    manager.indexes.declare(*INDEXES)
     claims = container.claim_informer()
     slices = container.slice_informer()
     controller = (
         ControllerBuilder(manager, name=CONTROLLER_NAME)
         .for_(claims)
-        .watches_with(claims, ClaimPeersWatch(claims.store))
+        .watches_with(claims, capacity_freed_watch(claims.store))
+        .watches_with(claims, allocation_landed_watch(claims.store))
         .watches_with(container.pod_informer(), pod_watch())
         .watches_with(slices, slice_watch(claims.store))
         .watches_with(container.class_informer(), class_watch(claims.store))

@@ -11,8 +11,9 @@ Every watch answers "which claims does this change concern?" from an index, neve
 * :data:`CLAIM_OURS_BY_POOL` (claims): claims we allocated, by ``driver/pool`` of each device,
   woken when another allocation lands in the same pool (a possible collision).
 
-Informers add them with :meth:`~pkg.framework.cache.informer.SharedInformer.ensure_indexers`,
-which is idempotent, so a second controller in the process may declare them again.
+The setup declares :data:`INDEXES` with the manager, which adds them to the Pod and claim informers
+before the caches start (:mod:`pkg.framework.cache.indexer`); :data:`CLAIM_INDEXERS` and
+:data:`POD_INDEXERS` are the same indexes for a store built by hand (tests, tools).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pkg.dracontroller.internal.eligibility import (
     requested_classes,
 )
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US
+from pkg.framework.cache.indexer import Index, indexers_of
 from pkg.framework.cache.store import Indexers
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
 POD_BY_CLAIM = "pod-by-resourceclaim"
 CLAIM_PENDING = "resourceclaim-pending"
@@ -62,9 +65,13 @@ def _ours_by_pool(claim: Any) -> list[str]:
     return sorted(str(pool) for pool in pools_of(claim))
 
 
-CLAIM_INDEXERS: Indexers = {
-    CLAIM_PENDING: _pending,
-    CLAIM_BY_CLASS: _by_class,
-    CLAIM_OURS_BY_POOL: _ours_by_pool,
-}
-POD_INDEXERS: Indexers = {POD_BY_CLAIM: claims_of_pod}
+CLAIM_INDEXES: tuple[Index[Any], ...] = (
+    Index(name=CLAIM_PENDING, kind=RESOURCE_CLAIM, func=_pending),
+    Index(name=CLAIM_BY_CLASS, kind=RESOURCE_CLAIM, func=_by_class),
+    Index(name=CLAIM_OURS_BY_POOL, kind=RESOURCE_CLAIM, func=_ours_by_pool),
+)
+POD_INDEXES: tuple[Index[Any], ...] = (Index(name=POD_BY_CLAIM, kind=POD, func=claims_of_pod),)
+INDEXES = CLAIM_INDEXES + POD_INDEXES
+
+CLAIM_INDEXERS: Indexers = indexers_of(CLAIM_INDEXES)
+POD_INDEXERS: Indexers = indexers_of(POD_INDEXES)
