@@ -151,7 +151,8 @@ def test_committed_trees_match_the_builder(builder: ModuleType, sysfs_fixtures: 
     assert [n for n in _scenario_dirs(sysfs_fixtures) if n not in amd] == _scenario_dirs(tmp_path)
     for name in _scenario_dirs(tmp_path):
         assert builder.snapshot(sysfs_fixtures / name) == builder.snapshot(tmp_path / name), (
-            f"test/fixtures/sysfs/{name} differs from build.py; run PYTHONPATH=test python -m testutil.fixtures.sysfs.build"
+            f"test/fixtures/sysfs/{name} differs from build.py; "
+            "run PYTHONPATH=test python -m testutil.fixtures.sysfs.build"
         )
 
 
