@@ -138,7 +138,8 @@ def claim_store() -> Store[Any]:
 def test_released_allocation_wakes_pending_claims_and_new_allocation_wakes_ours_in_the_pool() -> None:
     store = claim_store()
     controller = watched(capacity_freed_watch(store))
-    allocation_landed_watch(store).watch(Source(), controller)  # both claim watches, one queue
+    landed: Any = allocation_landed_watch(store)  # the recording fakes stand in for the framework's
+    landed.watch(Source(), controller)  # both claim watches feed one queue
     unallocated = claim("x", exact("gpu", "mig-1g"))
     assert controller.update(allocated("x"), unallocated) == ["pending"]
     assert controller.delete(allocated("x")) == ["pending"]
