@@ -172,8 +172,6 @@ NOT_YET = frozenset(
     {
         # handler steps tested together in one file (test_gpuclass_handlers.py,
         # test_physicalgpu_handlers.py), whose names do not say which step fails
-        "pkg/gpucontroller/gpuclass/internal/handler/apply.py",
-        "pkg/gpucontroller/gpuclass/internal/handler/ownership.py",
         "pkg/gpucontroller/physicalgpu/internal/handler/default_conditions.py",
         "pkg/gpucontroller/physicalgpu/internal/handler/orphan_cleanup.py",
         # services tested only through their callers
@@ -181,7 +179,6 @@ NOT_YET = frozenset(
         "pkg/dracontroller/explanations/writer.py",
         "pkg/dracontroller/internal/service/decisions.py",
         "pkg/dracontroller/internal/service/pod_references.py",
-        "pkg/gpucontroller/gpuclass/internal/status.py",
         "pkg/gpuhandler/attribution/claim_status.py",
         "pkg/gpuhandler/health/reporting.py",
     }
