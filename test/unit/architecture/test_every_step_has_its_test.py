@@ -174,7 +174,6 @@ NOT_YET = frozenset(
         "pkg/dracontroller/internal/service/decisions.py",
         "pkg/dracontroller/internal/service/pod_references.py",
         "pkg/gpuhandler/attribution/claim_status.py",
-        "pkg/gpuhandler/health/reporting.py",
     }
 )
 
