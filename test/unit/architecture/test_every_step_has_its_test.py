@@ -173,7 +173,6 @@ NOT_YET = frozenset(
         # services tested only through their callers
         "pkg/dracontroller/internal/service/decisions.py",
         "pkg/dracontroller/internal/service/pod_references.py",
-        "pkg/gpuhandler/attribution/claim_status.py",
     }
 )
 
