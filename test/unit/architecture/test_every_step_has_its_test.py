@@ -172,7 +172,6 @@ NOT_YET = frozenset(
     {
         # services tested only through their callers
         "pkg/dracontroller/internal/service/decisions.py",
-        "pkg/dracontroller/internal/service/pod_references.py",
     }
 )
 
