@@ -11,8 +11,12 @@ Cost is bounded: a claim is written when what its devices show changed materiall
 containers, GPU memory by more than :data:`MEMORY_STEP_BYTES` or a tenth, SM share by
 :data:`SM_STEP_PERCENT` points) and no sooner than ``min_interval`` after its last write, or
 when its last write is ``refresh`` old; a failed write is retried with exponential backoff per
-claim, up to :data:`MAX_BACKOFF_SECONDS`. A claim the API no longer has (404) or that is now
-another object (409 on the uid) is skipped until it is prepared again.
+claim, up to :data:`MAX_BACKOFF_SECONDS`. A claim the API no longer has (404) or whose name now
+belongs to another object (409: the apply is forced, so a conflict can only be the uid in the body)
+is not written again while it stays prepared: no retry can succeed, since a uid never comes back,
+and backing off would still ask the API server every five minutes for each such claim. Its entry,
+like every claim's, is dropped when the claim is no longer prepared; a claim made again under the
+same name has a new uid and is written afresh.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from api.gpu.v1alpha1 import ContainerUsage, DeviceUsage
 from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
-from pkg.framework.client.errors import ApiError
+from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageSample
 
 logger = logging.getLogger(__name__)
@@ -41,12 +45,14 @@ _FIRST_BACKOFF_SECONDS: Final = 5.0
 
 @dataclass
 class _ClaimWrites:
-    """What was last written into one claim's status and when, and when a failed write may retry."""
+    """What was last written into one claim's status and when, when a failed write may retry, and
+    whether the claim is gone from the API (never written again)."""
 
     written: tuple[DeviceUsage, ...] | None = None
     written_at: float | None = None
     retry_at: float = 0.0
     backoff: float = 0.0
+    gone: bool = False
 
 
 def device_usage(sample: UsageSample, device: PreparedDevice) -> DeviceUsage:
@@ -117,10 +123,20 @@ class ClaimUsageWriter:
         for uid, devices in by_claim.items():
             writes = self._claims[uid]
             usages = tuple(device_usage(sample, d) for d in devices)
-            if now < writes.retry_at or not self._due(writes, usages, now):
+            if writes.gone or now < writes.retry_at or not self._due(writes, usages, now):
                 continue
             try:
                 self._apply(devices, usages)
+            except (NotFoundError, ConflictError) as exc:
+                writes.gone = True
+                logger.info(
+                    "claim %s/%s (uid %s) is gone; its usage is not written while it stays prepared: %s",
+                    devices[0].namespace,
+                    devices[0].claim,
+                    uid,
+                    exc,
+                )
+                continue
             except (ApiError, OSError) as exc:
                 writes.backoff = min(MAX_BACKOFF_SECONDS, max(_FIRST_BACKOFF_SECONDS, writes.backoff * 2))
                 writes.retry_at = now + writes.backoff

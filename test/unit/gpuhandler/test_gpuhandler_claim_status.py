@@ -1,18 +1,20 @@
 """The claim-status usage writer as a service: what it asks of the API (one status apply per claim,
 under its own field manager, naming only its driver's entries and the claim's uid), when it asks
 (first sight, a material change after ``min_interval``, or ``refresh``), and how a failed write
-backs off per claim."""
+backs off per claim, and which claims it stops writing (gone from the API) until they are unprepared."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from pytest_mock import MockerFixture, MockType
 
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
-from pkg.framework.client.errors import ApiError
+from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
 from pkg.gpuhandler.attribution.claim_status import FIELD_MANAGER, ClaimUsageWriter
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageKey, UsageRow, UsageSample
 
@@ -122,6 +124,75 @@ def test_a_failed_write_backs_off_then_retries(
     clock[0] = 4.0
     writer.write(sample())
     assert client.apply.call_count == 1  # still backing off (5 s first)
+    clock[0] = 5.0
+    writer.write(sample())
+    assert client.apply.call_count == 2
+
+
+OTHER = PreparedDevice(
+    namespace="team-b",
+    claim="c2",
+    claim_uid="uid-2",
+    pool="node-a",
+    device="gpu-1",
+    share_id=None,
+    card="0000:3c:00.0",
+    physicalgpu="node-a-1",
+    uuid="GPU-bbbb",
+)
+
+
+def with_devices(*devices: PreparedDevice) -> UsageSample:
+    return replace(sample(), devices=devices)
+
+
+def applied_uids(client: MockType) -> list[str]:
+    return [call.args[1]["metadata"]["uid"] for call in client.apply.call_args_list]
+
+
+@pytest.mark.parametrize(
+    "gone",
+    [
+        NotFoundError(status=404, reason="NotFound", message="claim c1 not found"),
+        ConflictError(
+            status=409, reason="Conflict", message="Precondition failed: UID in precondition: uid-1"
+        ),
+    ],
+    ids=["deleted", "replaced"],
+)
+def test_a_claim_gone_from_the_api_is_not_written_again_while_it_stays_prepared(
+    writer: ClaimUsageWriter, client: MockType, clock: list[float], gone: ApiError
+) -> None:
+    """No retry can succeed (a uid never comes back); the other claims are written as before."""
+
+    def apply(kind: object, body: dict[str, Any], **_: object) -> None:
+        if body["metadata"]["uid"] == "uid-1":
+            raise gone
+
+    client.apply.side_effect = apply
+    writer.write(with_devices(DEVICE, OTHER))
+    for now in (5.0, 40.0, 400.0, 4000.0):  # past any backoff, the interval and the refresh
+        clock[0] = now
+        writer.write(with_devices(DEVICE, OTHER))
+    assert applied_uids(client) == ["uid-1", "uid-2", "uid-2", "uid-2"]  # uid-2: first, 400 s, 4000 s
+
+
+def test_a_gone_claims_entry_goes_when_it_is_no_longer_prepared(
+    writer: ClaimUsageWriter, client: MockType, clock: list[float]
+) -> None:
+    client.apply.side_effect = [NotFoundError(status=404, reason="NotFound", message="gone"), None]
+    writer.write(with_devices(DEVICE))
+    clock[0] = 1.0
+    writer.write(with_devices())  # unprepared: everything known about it is forgotten
+    writer.write(with_devices(DEVICE))
+    assert applied_uids(client) == ["uid-1", "uid-1"]
+
+
+def test_any_other_api_error_is_retried(
+    writer: ClaimUsageWriter, client: MockType, clock: list[float]
+) -> None:
+    client.apply.side_effect = [ApiError(status=403, reason="Forbidden", message="no"), None]
+    writer.write(sample())
     clock[0] = 5.0
     writer.write(sample())
     assert client.apply.call_count == 2
