@@ -197,7 +197,16 @@ class GPUClassSpec(ApiModel):
     device_type: DeviceType = Field(description="Physical (a whole card) or MIG (a MIG partition).")
     requirements: Requirements | None = Field(default=None, description="Minimum device requirements.")
     nvidia: NvidiaClass | None = Field(default=None, description="NVIDIA-specific settings.")
-    sharing: Sharing | None = Field(default=None, description="Sharing policy; Exclusive when absent.")
+    # The CRD defaults an absent ``sharing`` to ``{}`` (and so its strategy to Exclusive): the API
+    # server applies schema defaults when it decodes a request and when it reads from etcd, so every
+    # class, old ones included, has a strategy for ``kubectl get``'s Strategy column to show (a
+    # printer column reads one JSONPath and has no fallback). The model keeps None, which it reads
+    # as Exclusive, for objects built in code.
+    sharing: Sharing | None = Field(
+        default=None,
+        description="Sharing policy; Exclusive when absent.",
+        json_schema_extra={"default": {}},
+    )
     selector: Selector | None = Field(default=None, description="Which PhysicalGPUs may provide devices.")
     names: list[ObjectName] | None = Field(
         default=None,
