@@ -18,9 +18,7 @@ containerd is running, so the machine looks as it did before.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +27,6 @@ SHIM_SOCKETS = Path("/run/containerd/s")
 NETNS = Path("/var/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "k8s.io"
-HOST_LOCK = Path("/run/lock/gpu-control-plane-nodes.lock")
 
 
 def _cgroup_parents() -> list[Path]:
@@ -105,24 +102,3 @@ def remove_empty_runtime_dirs() -> None:
     for folder in (SHIM_SOCKETS, SHIM_SOCKETS.parent, NETNS, *_cgroup_parents()):
         with contextlib.suppress(OSError):
             folder.rmdir()
-
-
-@contextlib.contextmanager
-def exclusive_host(lock_file: Path = HOST_LOCK, on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """Holds the machine's real-node lock: one set of nodes (an e2e session, a demo) at a time.
-
-    The footprint check compares host-wide folders before and after, so a second set of nodes
-    starting meanwhile (another checkout's e2e tier, a demo) would be reported as a leftover; it
-    waits here instead. The lock is an ``flock``, released by the kernel if the holder is killed.
-    """
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            on_wait()
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

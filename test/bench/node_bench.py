@@ -44,9 +44,9 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
-from pkg.devcluster.footprint import exclusive_host
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.gpustack import GpuStack
+from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess
 from pkg.domain.kinds import PHYSICAL_GPU
@@ -253,9 +253,7 @@ def measure(quick: bool) -> None:
 
 def main(*, quick: bool = False) -> None:
     print("4. node footprint: the demo's two real nodes (gpu-node-a 2 x A30, gpu-node-b H100 + L4)")
-    with exclusive_host(
-        on_wait=lambda: print("  waiting for another run's real nodes (e2e, demo) to stop", flush=True)
-    ):
+    with exclusive_host(on_wait=lambda message: print(f"  {message}", flush=True)):
         measure(quick)
 
 

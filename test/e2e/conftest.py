@@ -30,8 +30,9 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
-from pkg.devcluster.footprint import Footprint, exclusive_host
+from pkg.devcluster.footprint import Footprint
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
+from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.images import ImageArchive, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
 
@@ -47,7 +48,7 @@ def _hold_host_lock(config: pytest.Config) -> None:
         return
     hold = contextlib.ExitStack()
     hold.enter_context(
-        exclusive_host(on_wait=lambda: print("waiting for another run's real nodes to stop", file=sys.stderr))
+        exclusive_host(on_wait=lambda message: print(message, file=sys.stderr, flush=True))
     )
     config.stash[_HOST_LOCK] = hold
 
