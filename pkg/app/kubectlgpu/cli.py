@@ -7,27 +7,31 @@ kubectl does (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster)
 after the subcommand, as kubectl's do.
 
 Exit codes: **0** done; **1** an error (cluster unreachable, credentials refused, a bug);
-**2** bad usage; **3** not found (the claim); **4** forbidden (the message names the verb and
-resource to ask for); **5** ``explain`` only: the claim cannot be allocated now. Errors go to
-stderr as one sentence, never as a traceback; warnings (a read the user may not make, a
-malformed usage entry) go to stderr too and do not change the exit code.
+**2** bad usage; **3** not found (the claim or Pod); **4** forbidden (the message names the verb
+and resource to ask for); **5** ``explain`` only: the claim (or one of the Pod's) cannot be
+allocated now. Errors go to stderr as one sentence, never as a traceback; warnings (a read the
+user may not make, a malformed usage entry) go to stderr too and do not change the exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NoReturn, TextIO
 
-from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationStrategy
+import yaml
+
+from api.gpu.v1alpha1 import ExplanationStrategy
 from pkg.app.kubectlgpu import explain as explain_cmd
 from pkg.app.kubectlgpu import top as top_cmd
 from pkg.app.kubectlgpu.access import (
     EXIT_NOT_ALLOCATABLE,
     EXIT_USAGE,
     ForbiddenError,
+    ObjectNotFoundError,
     PluginError,
     Reader,
     optional,
@@ -35,11 +39,13 @@ from pkg.app.kubectlgpu.access import (
 from pkg.app.kubectlgpu.table import OUTPUTS, write
 from pkg.domain.kinds import PHYSICAL_GPU
 from pkg.dra.explain.allocation_text import describe_allocation
-from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError
+from pkg.dra.explain.request import DEFAULT_TIMEOUT
 from pkg.framework.client import builtin_kinds
 from pkg.framework.client.config import kubectl_api_client
 
 PROG = "kubectl gpu"
+POD_WORDS = ("pod", "pods", "po")
+CLAIM_WORDS = ("resourceclaim", "resourceclaims")
 EXAMPLES = """\
 examples:
   # Who holds the GPUs of my namespace (or of namespace ml, or of all namespaces)
@@ -51,8 +57,9 @@ examples:
   kubectl gpu top
   kubectl gpu top -A --sort-by sm
 
-  # Why claim train-0 gets these devices, or none
+  # Why claim train-0 gets these devices, or none; why Pod train waits for its GPUs
   kubectl gpu explain train-0 -n ml
+  kubectl gpu explain pod/train -n ml
 
 exit codes: 0 done, 1 error, 2 bad usage, 3 not found, 4 forbidden, 5 (explain) not allocatable
 """
@@ -78,6 +85,13 @@ to create it, or an answer within --timeout, it warns and computes the answer he
 forces this): it then reads ResourceSlices and DeviceClasses (cluster-scoped: the chart's
 gpuViewer role grants them) and the claims that already hold devices; where you may not list
 claims of other namespaces, only your namespace's allocations are counted and a warning says so.
+
+A Pod (pod/NAME) is explained claim by claim, each under a heading naming where the claim comes
+from: spec.resourceClaims (a claim, or the claim a template made), or a container's extended
+resource backed by a DeviceClass. A claim that does not exist yet (a template's before the Pod
+is scheduled, the claim the scheduler makes for extended resources) is explained as it would be
+made, computed here, and nothing is created. A Pod that does not wait for devices (running,
+scheduled, or asking for none) is said to be so. Exit code 5 when any claim cannot be allocated.
 """
 
 
@@ -139,14 +153,21 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
     exp = command(
         "explain", "why a claim gets these devices, or none", EXPLAIN_HELP,
-        "train-0 -n ml", "train-0 --node worker-1 --all",
+        "train-0 -n ml", "pod/wants-three-whole -n ml", "train-0 --node worker-1 --all -o yaml",
     )  # fmt: skip
-    exp.add_argument("claim", help="the ResourceClaim's name (in -n's namespace)")
+    exp.add_argument(
+        "claim",
+        metavar="CLAIM|pod/POD",
+        help="a ResourceClaim's name, or pod/NAME (a bare name that is no claim but a Pod's: that Pod)",
+    )
     exp.add_argument("--node", help="allocate for this node only (default: any one node)")
     exp.add_argument("--strategy", choices=("best-fit", "first-fit"), default="best-fit")
     exp.add_argument("--all", action="store_true", help="list every device, also those the selectors reject")
     exp.add_argument("--max-devices", type=int, default=40, help="devices listed per request (0: no limit)")
     exp.add_argument("--local", action="store_true", help="compute here instead of asking gpu-dra-controller")
+    exp.add_argument(
+        "-o", "--output", choices=("json", "yaml"), help="json or yaml: the same reports, for scripts"
+    )
     exp.add_argument(
         "--timeout",
         type=float,
@@ -237,37 +258,87 @@ def _top(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, 
 
 
 def _explain(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
-    result: explain_cmd.Explained | NotServedError | None = None
-    if not args.local:
-        spec = ClaimExplanationSpec(
-            claim_name=args.claim,
-            strategy=ExplanationStrategy(args.strategy),
-            node=args.node,
-            all=args.all or None,
-            max_devices=max(args.max_devices, 0),
+    options = explain_cmd.Options(
+        node=args.node,
+        strategy=ExplanationStrategy(args.strategy),
+        show_all=args.all,
+        max_devices=args.max_devices,
+        local=args.local,
+        timeout=args.timeout,
+    )
+    kind, _, name = str(args.claim).rpartition("/")
+    if kind.lower() in POD_WORDS:
+        return _explain_pod(
+            reader, namespace=namespace, name=name, options=options, output=args.output, out=out, err=err
         )
-        result = explain_cmd.from_controller(
-            reader, namespace=namespace, name=args.claim, spec=spec, timeout=args.timeout
+    if kind and kind.lower() not in CLAIM_WORDS:
+        print(f"error: {args.claim}: explain takes a claim (NAME, resourceclaim/NAME) or pod/NAME", file=err)
+        return EXIT_USAGE
+    try:
+        claim = reader.get(builtin_kinds.RESOURCE_CLAIM, name, namespace)
+    except ObjectNotFoundError:
+        if kind or not _is_pod(reader, name, namespace):
+            raise
+        return _explain_pod(
+            reader, namespace=namespace, name=name, options=options, output=args.output, out=out, err=err
         )
-        if isinstance(result, NotServedError):
-            print(f"warning: {result}; computing the explanation here (slower)", file=err)
-    if not isinstance(result, explain_cmd.Explained):
-        result = explain_cmd.explain(
-            reader,
-            namespace=namespace,
-            name=args.claim,
-            node=args.node,
-            first_fit=args.strategy == "first-fit",
-            show_all=args.all,
-            max_devices=args.max_devices,
-        )
+    result = explain_cmd.answer(reader, claim, options)
     for caveat in result.caveats:
         print(f"warning: {caveat}", file=err)
-    if result.report.current is not None:
-        key = f"{namespace}/{args.claim}"
-        print(f"note: {key} is already allocated: {describe_allocation(result.report.current)}", file=out)
-    out.write(result.report.text)
+    if args.output in ("json", "yaml"):
+        one = explain_cmd.report_item(
+            result, namespace=namespace, claim=name, heading=None, source=None, created=True
+        )
+        document = {"apiVersion": "gpu.deckhouse.io/v1alpha1", "kind": explain_cmd.LIST_KIND, "items": [one]}
+        _dump(out, document, args.output)
+    else:
+        if result.report.current is not None:
+            note = describe_allocation(result.report.current)
+            print(f"note: {namespace}/{name} is already allocated: {note}", file=out)
+        out.write(result.report.text)
     return 0 if result.report.allocatable else EXIT_NOT_ALLOCATABLE
+
+
+def _is_pod(reader: Reader, name: str, namespace: str) -> bool:
+    """Whether a name that is no claim is a Pod's (a Pod the user may not read: not one to them)."""
+    try:
+        reader.get(builtin_kinds.POD, name, namespace)
+    except (ObjectNotFoundError, ForbiddenError):
+        raise ObjectNotFoundError(
+            f'ResourceClaim or Pod "{name}" not found in namespace "{namespace}"'
+        ) from None
+    return True
+
+
+def _explain_pod(
+    reader: Reader,
+    *,
+    namespace: str,
+    name: str,
+    options: explain_cmd.Options,
+    output: str | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    # Imported here: the Pod's model is a hundred modules a claim's explanation never needs.
+    from pkg.app.kubectlgpu import explain_pod  # noqa: PLC0415 - see above
+
+    result = explain_pod.explain_pod(reader, namespace, name, options)
+    for claim in result.claims:
+        for caveat in claim.explained.caveats:
+            print(f"warning: {claim.name}: {caveat}", file=err)
+    if output in ("json", "yaml"):
+        _dump(out, explain_pod.document(result), output)
+    else:
+        out.write(explain_pod.render(result))
+    return 0 if result.allocatable else EXIT_NOT_ALLOCATABLE
+
+
+def _dump(out: TextIO, document: Mapping[str, object], output: str) -> None:
+    if output == "json":
+        out.write(json.dumps(document, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(document, sort_keys=False))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome
+from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome, ExplanationStrategy
+from api.gpu.v1alpha1.claimexplanation import DEFAULT_MAX_DEVICES
 from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optional
+from pkg.dra.explain.allocation_text import describe_allocation
 from pkg.dra.explain.report import Report
-from pkg.dra.explain.request import NotServedError, ask
+from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError, ask
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
 
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from kubernetes.client import ResourceV1ResourceClaim, V1Node
 
 T = TypeVar("T")
+LIST_KIND = "GPUExplanationList"
+"""The kind of ``-o json|yaml``'s document: one item per claim explained."""
 VIEWER_HINT = " (the chart's gpuViewer role grants it: ask your cluster admin)"
 
 
@@ -46,13 +50,56 @@ class Explained:
     caveats: list[str] = field(default_factory=list)  # what the answer could not take into account
 
 
+@dataclass(frozen=True)
+class Options:
+    """The explain command's flags, for every claim it explains."""
+
+    node: str | None = None
+    strategy: ExplanationStrategy = ExplanationStrategy.BEST_FIT
+    show_all: bool = False
+    max_devices: int = DEFAULT_MAX_DEVICES
+    local: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def answer(reader: Reader, claim: ResourceV1ResourceClaim, options: Options) -> Explained:
+    """The explanation of ``claim`` (read from the API server): gpu-dra-controller's, or — with
+    ``local``, or when it does not answer (the first caveat says why) — computed here."""
+    caveats: list[str] = []
+    if not options.local:
+        spec = ClaimExplanationSpec(
+            claim_name=claim_name(claim),
+            strategy=options.strategy,
+            node=options.node,
+            all=options.show_all or None,
+            max_devices=max(options.max_devices, 0),
+        )
+        served = from_controller(reader, claim, spec, timeout=options.timeout)
+        if isinstance(served, Explained):
+            return served
+        caveats.append(f"{served}; computing the explanation here (slower)")
+    here = compute_here(reader, claim, options)
+    return Explained(here.report, [*caveats, *here.caveats])
+
+
+def compute_here(reader: Reader, claim: ResourceV1ResourceClaim, options: Options) -> Explained:
+    """:func:`explain_object` with the command's flags."""
+    return explain_object(
+        reader,
+        claim,
+        node=options.node,
+        first_fit=options.strategy is ExplanationStrategy.FIRST_FIT,
+        show_all=options.show_all,
+        max_devices=options.max_devices,
+    )
+
+
 def from_controller(
-    reader: Reader, *, namespace: str, name: str, spec: ClaimExplanationSpec, timeout: float
+    reader: Reader, claim: ResourceV1ResourceClaim, spec: ClaimExplanationSpec, timeout: float
 ) -> Explained | NotServedError:
     """gpu-dra-controller's answer, or why there is none (the caller warns and falls back). The
-    claim is read first: a missing or forbidden claim is the user's error, not a reason to fall
-    back, and the request names the claim's uid as its owner."""
-    claim = reader.get(RESOURCE_CLAIM, name, namespace)
+    caller reads the claim first: a missing or forbidden claim is the user's error, not a reason to
+    fall back, and the request names the claim's uid as its owner."""
     try:
         answer = ask(reader.client, claim, spec, timeout=timeout)
     except NotServedError as why:
@@ -78,6 +125,25 @@ def explain(
     show_all: bool,
     max_devices: int,
 ) -> Explained:
+    """The explanation of claim ``namespace/name``, computed here from what the user may read."""
+    claim = reader.get(RESOURCE_CLAIM, name, namespace)
+    return explain_object(
+        reader, claim, node=node, first_fit=first_fit, show_all=show_all, max_devices=max_devices
+    )
+
+
+def explain_object(
+    reader: Reader,
+    claim: ResourceV1ResourceClaim,
+    *,
+    node: str | None,
+    first_fit: bool,
+    show_all: bool,
+    max_devices: int,
+) -> Explained:
+    """:func:`explain` of a claim in hand: one read from the API server, or one that does not
+    exist yet (a Pod's template not instantiated, the scheduler's extended-resource claim), which
+    is explained as it would be without creating anything."""
     # The local computation's modules (the allocator, the slice and bundle readers, the models of
     # slices, classes and nodes) are imported only when it runs: a process answered by the
     # controller never loads them, a third of its start-up otherwise (docs/performance.md).
@@ -85,11 +151,11 @@ def explain(
     from pkg.dra.explain.cli import explain_claim  # noqa: PLC0415 - see above
     from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NAMESPACE, NODE  # noqa: PLC0415
 
-    claim = reader.get(RESOURCE_CLAIM, name, namespace)
+    namespace, name = (claim.metadata.namespace or "") if claim.metadata else "", claim_name(claim)
     caveats: list[str] = []
     objects = ExplainObjects()
-    objects.slices = _required(reader.resource_slices)
-    classes = _required(lambda: reader.list_all(DEVICE_CLASS))
+    objects.slices = required(reader.resource_slices)
+    classes = required(lambda: reader.list_all(DEVICE_CLASS))
     claims = optional(lambda: reader.list_all(RESOURCE_CLAIM))
     if isinstance(claims, ForbiddenError):
         claims = reader.list_all(RESOURCE_CLAIM, namespace)
@@ -98,7 +164,7 @@ def explain(
             f'the allocations of namespace "{namespace}" are counted: devices that claims of other '
             "namespaces hold may be shown as free"
         )
-    node_object: V1Node | None = _required(lambda: reader.get(NODE, node)) if node else None
+    node_object: V1Node | None = required(lambda: reader.get(NODE, node)) if node else None
     ns = optional(lambda: reader.get(NAMESPACE, namespace))
     if isinstance(ns, ForbiddenError) and _asks_admin_access(claim):
         caveats.append(f"{ns}: admin access is judged as if the namespace were not labelled for it")
@@ -118,7 +184,7 @@ def explain(
     return Explained(report, caveats)
 
 
-def _required(read: Callable[[], T]) -> T:
+def required(read: Callable[[], T]) -> T:
     try:
         return read()
     except ForbiddenError as refusal:
@@ -130,3 +196,31 @@ def _required(read: Callable[[], T]) -> T:
 def _asks_admin_access(claim: ResourceV1ResourceClaim) -> bool:
     requests = claim.spec.devices.requests if claim.spec and claim.spec.devices else None
     return any(bool(r.exactly and r.exactly.admin_access) for r in requests or [])
+
+
+def claim_name(claim: ResourceV1ResourceClaim) -> str:
+    return str(claim.metadata.name or "") if claim.metadata else ""
+
+
+def report_item(
+    explained: Explained,
+    *,
+    namespace: str,
+    claim: str,
+    heading: str | None,
+    source: str | None,
+    created: bool,
+) -> dict[str, Any]:
+    """One claim's report as an item of :data:`LIST_KIND` (also the claim path's one item)."""
+    report = explained.report
+    return {
+        "namespace": namespace,
+        "claim": claim,
+        **({"heading": heading} if heading else {}),
+        **({"source": source} if source else {}),
+        "created": created,
+        "allocatable": report.allocatable,
+        **({"currentAllocation": describe_allocation(report.current)} if report.current is not None else {}),
+        "report": report.text,
+        "warnings": list(explained.caveats),
+    }

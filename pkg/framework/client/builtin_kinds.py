@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         V1Namespace,
         V1Node,
         V1Pod,
+        V1ResourceClaimTemplate,
         V1ResourceSlice,
     )
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     LEASE: ResourceKind[V1Lease]
     RESOURCE_SLICE: ResourceKind[V1ResourceSlice]
     RESOURCE_CLAIM: ResourceKind[ResourceV1ResourceClaim]
+    RESOURCE_CLAIM_TEMPLATE: ResourceKind[V1ResourceClaimTemplate]
     DEVICE_CLASS: ResourceKind[V1DeviceClass]
 
 # name: (group, version, kind, plural, namespaced, the model's class in kubernetes.client)
@@ -61,6 +63,10 @@ _KINDS: dict[str, tuple[str, str, str, str, bool, str]] = {
     ),
     "RESOURCE_CLAIM": (
         "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, "ResourceV1ResourceClaim"
+    ),
+    "RESOURCE_CLAIM_TEMPLATE": (
+        "resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True,
+        "V1ResourceClaimTemplate",
     ),
     "DEVICE_CLASS": ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, "V1DeviceClass"),
 }  # fmt: skip
