@@ -236,7 +236,11 @@ def test_a_cluster_wide_request_is_refused_with_a_sentence_and_exit_code_4(user:
     assert "gpuViewer" in refused.err
     missing = user.run("explain", "no-such-claim")
     assert missing.code == 3
-    assert missing.err == f'error: ResourceClaim "no-such-claim" not found in namespace "{user.namespace}"\n'
+    # No claim of that name, and no Pod either (a bare name that is a Pod's explains that Pod).
+    assert (
+        missing.err
+        == f'error: ResourceClaim or Pod "no-such-claim" not found in namespace "{user.namespace}"\n'
+    )
 
 
 @pytest.mark.usefixtures("viewer_role")
@@ -286,3 +290,48 @@ def test_kubectl_finds_the_plugin_and_python_m_runs_it(
     as_module = user.run("top", "-o", "yaml", command=(sys.executable, "-m", "pkg.app.kubectlgpu"))
     assert as_module.code == 0, as_module.err
     assert yaml.safe_load(as_module.out)["kind"] == "GPUUsageList"
+
+
+@pytest.mark.usefixtures("viewer_role")
+def test_explain_takes_a_pending_pod_and_explains_the_claim_the_scheduler_would_make(
+    kube: KubeClient, user: User, gpus: Cluster, namespace: str, unique: str
+) -> None:
+    """A Pod asking an extended resource has no claim until it is scheduled: the plugin explains
+    the claim the scheduler would make for it (three cards, one free) and creates nothing."""
+    resource = f"gpu.deckhouse.io/kgpu-{unique}"
+    cls = f"kgpu-ext-{unique}"
+    cel = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].testRun == "{unique}"'
+    kube.create(DEVICE_CLASS, device_class(cls, cel=cel, extended_resource_name=resource))
+    try:
+        kube.create(
+            POD,
+            POD.decode(
+                {
+                    "metadata": {"name": "wants-three", "namespace": namespace},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "train",
+                                "image": "none",
+                                "resources": {"requests": {resource: "3"}, "limits": {resource: "3"}},
+                            }
+                        ]
+                    },
+                }
+            ),
+        )
+        claims_before = len(kube.list(RESOURCE_CLAIM, namespace=namespace)[0])
+        explained = user.run("explain", "pod/wants-three", "-n", namespace)
+        assert explained.code == 5, explained.err
+        assert explained.out.startswith(f"pod {namespace}/wants-three is pending")
+        assert (
+            f"== extended resource {resource}: 3 of container train (the claim the scheduler would make)"
+            in explained.out
+        )
+        as_json = json.loads(user.run("explain", "wants-three", "-n", namespace, "-o", "json").out)
+        [item] = as_json["items"]
+        assert (item["source"], item["created"], item["allocatable"]) == ("extendedResource", False, False)
+        assert len(kube.list(RESOURCE_CLAIM, namespace=namespace)[0]) == claims_before  # nothing created
+    finally:
+        with contextlib.suppress(NotFoundError):
+            kube.delete(DEVICE_CLASS, cls)
