@@ -26,7 +26,7 @@ object per rejected device beyond its verdict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kubernetes.client import V1AllocationResult
@@ -57,6 +57,9 @@ class DeviceVerdict(NamedTuple):
     detail: str = ""
     counter_set: str | None = None
     counter: str | None = None
+    of_class: bool = True  # False when a selector of the request's class rejects it: not a device
+    # the request could ever get, so the report counts it in one line instead of listing it
+    matches: bool = True  # every selector holds (False also for a held device a selector rejects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,9 @@ class Explanation:
     problem: str | None = None  # a claim-level error that stopped the diagnosis
     uses: tuple[DeviceUse, ...] = ()  # per allocated device, what it consumes (see .consumption)
     constraints: tuple[ConstraintTrace, ...] = ()  # per claim constraint, how it splits what fits
+    # The context the devices were diagnosed in (pools, what other claims hold, the request plans),
+    # kept so that the causes (pkg.dra.explain.causes) read the same inputs without building them again.
+    context: AllocationContext | None = field(default=None, compare=False, repr=False)
 
 
 def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
@@ -105,6 +111,7 @@ def explain(attempt: AllocationAttempt, *, allocator: Allocator) -> Explanation:
         outcome,
         uses=uses,
         constraints=trace_constraints(ctx.constraints, ctx.plans, fitting),
+        context=ctx,
     )
 
 
@@ -143,12 +150,18 @@ def _diagnose_all(
         known = outcomes.get(cand)
         if isinstance(known, Selector):
             if cand.id in dedicated:
-                verdicts.append(DeviceVerdict(str(cand.id), *_HELD))
+                verdicts.append(
+                    DeviceVerdict(str(cand.id), *_HELD, of_class=not known.of_class, matches=False)
+                )
                 continue
             detail = false_details.get(id(known))
             if detail is None:
                 detail = false_details[id(known)] = _false_detail(known)
-            verdicts.append(DeviceVerdict(str(cand.id), SELECTOR_FALSE, detail))
+            verdicts.append(
+                DeviceVerdict(
+                    str(cand.id), SELECTOR_FALSE, detail, of_class=not known.of_class, matches=False
+                )
+            )
             continue
         verdict = diagnose(ctx, alt, cand, selectors=known)
         verdicts.append(verdict)
@@ -212,18 +225,25 @@ def diagnose(
     ``selectors``, when known, is the selector pass's outcome for the device: None when all hold,
     the first false selector, or the evaluation error."""
     device = str(cand.id)
-    if not alt.admin_access and cand.id in ctx.allocated.dedicated:
-        return DeviceVerdict(device, *_HELD)
     mismatch: object = selectors
     if mismatch is _UNKNOWN:
         try:
             mismatch = ctx.matcher.first_mismatch(alt, cand)
         except SelectorEvaluationError as failure:
             mismatch = failure
+    if not alt.admin_access and cand.id in ctx.allocated.dedicated:
+        # "already allocated" comes first, as in the allocator; whether the selectors would take it
+        # only decides if the report lists it under the request (a held device of another class
+        # is not part of its story).
+        if isinstance(mismatch, Selector):
+            return DeviceVerdict(device, *_HELD, of_class=not mismatch.of_class, matches=False)
+        return DeviceVerdict(device, *_HELD, matches=not isinstance(mismatch, SelectorEvaluationError))
     if isinstance(mismatch, SelectorEvaluationError):
-        return DeviceVerdict(device, "selector error", str(mismatch))
+        return DeviceVerdict(device, "selector error", str(mismatch), matches=False)
     if isinstance(mismatch, Selector):
-        return DeviceVerdict(device, SELECTOR_FALSE, _false_detail(mismatch))
+        return DeviceVerdict(
+            device, SELECTOR_FALSE, _false_detail(mismatch), of_class=not mismatch.of_class, matches=False
+        )
     taint = blocking_taint(cand.device.taints, alt.tolerations)
     if taint is not None:
         return DeviceVerdict(device, "taint", f"{taint.key}={taint.value or ''}:{taint.effect} not tolerated")

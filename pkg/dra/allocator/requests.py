@@ -46,6 +46,12 @@ class Selector:
     owner: str  # "class gpu-mig" or "claim ns/name", for error messages
     index: int
 
+    @property
+    def of_class(self) -> bool:
+        """Whether the selector is the device class's (it says what the request may ever get), not
+        the claim's own narrowing of it."""
+        return self.owner.startswith("class ")
+
 
 @dataclass(slots=True, eq=False)
 class Alternative:

@@ -2,11 +2,12 @@
 
 Three shapes, one per reader:
 
-* :func:`render` — the ``explain`` command's report: per request, the counts by verdict, then each
-  device the selectors let through with why it was rejected (or ``fits``), in the order the
-  allocator tries them; devices the selectors reject are grouped by the selector that rejected
-  them (a cluster has thousands, and one line per selector says the same thing) unless
-  ``show_all``; then the outcome.
+* :func:`render` — the ``explain`` command's report: first the verdict (:mod:`.causes`: the cause in
+  the user's words and what would change it), then per request the counts by verdict of the
+  devices its class selects, each device the selectors let through with why it was rejected (or
+  ``fits``), in the order the allocator tries them; devices the claim's selectors reject are
+  grouped by the selector that rejected them, and those the class never selects are one line (a
+  cluster has thousands, and one line says the same thing) unless ``show_all``; then the outcome.
 * :func:`summary` — one line for an ``AllocationFailed`` event: per request, the devices by
   verdict and the most frequent rejection with its detail (e.g. the exhausted counter).
 * :func:`describe_allocation` — the devices of an allocation result and its node, for the
@@ -35,6 +36,7 @@ from pkg.dra.allocator.constraint_trace import ConstraintTrace, ValueGroup
 from pkg.dra.allocator.consumption import CapacityUse, CounterUse, DeviceUse
 from pkg.dra.allocator.pools import SLICE_COUNTER_PREFIX
 from pkg.dra.explain.allocation_text import describe_allocation, node_of
+from pkg.dra.explain.verdict import NO_RETRY_NOTE, RETRY_NOTE, Verdict
 
 SELECTOR_FALSE = "selector false"
 FITS = "fits"
@@ -107,40 +109,82 @@ def _device_line(verdict: DeviceVerdict) -> str:
     return f"    {verdict.reason:<20} {verdict.device}{detail}"
 
 
-def _trace_lines(trace: RequestTrace, *, show_all: bool, max_devices: int) -> list[str]:
+def _trace_lines(
+    trace: RequestTrace, *, show_all: bool, max_devices: int, class_name: str | None = None
+) -> list[str]:
     if trace.problem:
         return [
             f"  request {trace.request}: selector does not compile, no device can match",
             f"    {trace.problem}",
         ]
-    counts = _counts(trace)
-    lines = [f"  request {trace.request}: {sum(counts.values())} devices ({_count_text(counts) or 'none'})"]
-    listed = [v for v in trace.devices if show_all or v.reason != SELECTOR_FALSE]
+    # Devices the request's class never selects are not part of its story: one line says how many.
+    devices = trace.devices if show_all else tuple(v for v in trace.devices if v.of_class)
+    counts = Counter(v.reason for v in devices)
+    of = f" of class {class_name}" if class_name and not show_all else ""
+    lines = [
+        f"  request {trace.request}: {sum(counts.values())} devices{of} ({_count_text(counts) or 'none'})"
+    ]
+    listed = [v for v in devices if show_all or v.reason != SELECTOR_FALSE]
     shown = listed if show_all or max_devices <= 0 else listed[:max_devices]
     lines.extend(_device_line(v) for v in shown)
     if len(shown) < len(listed):
         lines.append(f"    ... {len(listed) - len(shown)} more (--all lists every device)")
     if not show_all:
-        grouped = Counter(v.detail for v in trace.devices if v.reason == SELECTOR_FALSE)
+        grouped = Counter(v.detail for v in devices if v.reason == SELECTOR_FALSE)
         for detail, n in grouped.most_common():
             lines.append(f"    {SELECTOR_FALSE:<20} {n} device(s): {detail}")
+        others = len(trace.devices) - len(devices)
+        if others:
+            lines.append(
+                f"    {others} other devices are not of class {class_name or '?'} (--all lists them)"
+            )
     return lines
 
 
-def render(explanation: Explanation, *, show_all: bool = False, max_devices: int = 40) -> str:
+def _class_names(explanation: Explanation) -> dict[str, str]:
+    """Each request alternative's device class, from the context the trace was made in."""
+    ctx = explanation.context
+    if ctx is None:
+        return {}
+    return {
+        alt.result_name: alt.device_class.metadata.name or ""
+        for plan in ctx.plans
+        for alt in plan.alternatives
+        if alt.device_class.metadata is not None
+    }
+
+
+def render(
+    explanation: Explanation,
+    *,
+    show_all: bool = False,
+    max_devices: int = 40,
+    verdict: Verdict | None = None,
+) -> str:
     """The full report of the ``explain`` command (see the module docs)."""
     lines = [f"claim {explanation.claim} (strategy {explanation.strategy})"]
+    if verdict is not None and not verdict.allocatable:
+        lines.extend(verdict.lines())
+        lines.append("details:")
     if explanation.problem:
         lines.append(f"  problem: {explanation.problem}")
+    classes = _class_names(explanation)
     for trace in explanation.requests:
-        lines.extend(_trace_lines(trace, show_all=show_all, max_devices=max_devices))
+        lines.extend(
+            _trace_lines(
+                trace, show_all=show_all, max_devices=max_devices, class_name=classes.get(trace.request)
+            )
+        )
     if explanation.constraints:
         lines.append("constraints:")
         for constraint in explanation.constraints:
             lines.extend(_constraint_lines(constraint))
     outcome = explanation.outcome
     if isinstance(outcome, Unschedulable):
-        kind = "the claim or a class is broken" if outcome.fatal else "retry when capacity changes"
+        if outcome.fatal:
+            kind = "the claim or a class is broken"
+        else:
+            kind = RETRY_NOTE if verdict is None or verdict.retry else NO_RETRY_NOTE
         lines.append(f"result: NOT allocatable: {outcome.reason} ({kind})")
         lines.extend(f"  - {error}" for error in outcome.errors)
     else:

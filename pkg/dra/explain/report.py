@@ -18,17 +18,21 @@ if TYPE_CHECKING:
     from kubernetes.client import ResourceV1ResourceClaim, V1AllocationResult
 
     from pkg.dra.allocator import AllocationInputs, Allocator
+    from pkg.dra.explain.device_words import Readable
+    from pkg.dra.explain.verdict import Verdict
 
 TRUNCATION_NOTE: Final = "... report cut at {limit} KiB ({dropped} more lines): --max-devices lists fewer\n"
 
 
 @dataclass(frozen=True)
 class Report:
-    """One claim explained: the rendered report, whether it is allocatable now, what it holds."""
+    """One claim explained: the rendered report, whether it is allocatable now, what it holds, and
+    the verdict as data (what ``-o json``/``-o yaml`` print; the report's first section)."""
 
     text: str
     allocatable: bool
     current: V1AllocationResult | None
+    verdict: Verdict | None = None
 
 
 def explain_inputs(
@@ -38,19 +42,25 @@ def explain_inputs(
     allocator: Allocator,
     show_all: bool = False,
     max_devices: int = 40,
+    readable: Readable | None = None,
 ) -> Report:
     """Explains ``claim`` against ``inputs`` with one attempt of ``allocator`` and its own trace.
-    An exception here is a bug, not an input error (callers check that the claim exists)."""
+    ``readable`` says in which namespaces the caller may read the claims that hold devices (their
+    names appear only there; default: everywhere). An exception here is a bug, not an input error
+    (callers check that the claim exists)."""
     # Imported here, not with the module: :class:`Report` also holds ``kubectl gpu explain``'s
     # answer from gpu-dra-controller, a process that computes none (docs/performance.md).
     from pkg.dra.allocator import Unschedulable, explain  # noqa: PLC0415 - see above
+    from pkg.dra.explain.causes import everyone, verdict_of  # noqa: PLC0415 - see above
     from pkg.dra.explain.render import render  # noqa: PLC0415 - see above
 
     explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
+    verdict = verdict_of(explanation, inputs, readable=readable or everyone)
     return Report(
-        text=render(explanation, show_all=show_all, max_devices=max_devices),
+        text=render(explanation, show_all=show_all, max_devices=max_devices, verdict=verdict),
         allocatable=not isinstance(explanation.outcome, Unschedulable),
         current=claim.status.allocation if claim.status is not None else None,
+        verdict=verdict,
     )
 
 

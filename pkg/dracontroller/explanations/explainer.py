@@ -85,6 +85,9 @@ class Explainer:
                 allocator=self._allocators[spec.strategy],
                 show_all=bool(spec.all),
                 max_devices=spec.max_devices,
+                # The asker may create requests in this namespace, not read claims elsewhere: the
+                # claims of other namespaces that hold devices are counted, not named.
+                readable=namespace.__eq__,
             )
         except Exception as err:  # a bug in the allocator or the renderer: said in the answer, logged
             logger.exception("explaining %s failed", key)

@@ -69,7 +69,8 @@ def test_the_answer_is_the_local_report(mocker: MockerFixture) -> None:
         )
         expected = local_report(e, "default/pending", first_fit=strategy is ExplanationStrategy.FIRST_FIT)
         assert status.report == expected
-        assert "already allocated" in expected  # the held claim counts, as it does locally
+        # the held claim counts, as it does locally, and is named (same namespace as the asker)
+        assert "blocked by the MIG 1g device of claim default/held on the same card" in expected
         assert status.outcome in (ExplanationOutcome.ALLOCATABLE, ExplanationOutcome.NOT_ALLOCATABLE)
         assert status.computed_at == T0
         assert not status.truncated

@@ -39,11 +39,13 @@ def test_allocatable_claim_exits_0_and_says_what_it_would_get() -> None:
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "claim ml/inference (strategy best-fit)"
-    assert "request gpu: 11 devices (7 selector false, 3 fits, 1 already allocated)" in out
+    # Only the devices the class selects are counted and listed; the rest is one line.
+    assert lines[1] == "  request gpu: 4 devices of class gpu-mig-1g (3 fits, 1 already allocated)"
     # best fit: slice 2 next to the taken slice 3, keeping 0-1 free for a 2g
     assert lines[2].split() == ["fits", "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"]
     assert "already allocated    gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-3" in out
-    assert "selector false       7 device(s): class gpu-mig-1g: selector #0:" in out
+    assert "    7 other devices are not of class gpu-mig-1g (--all lists them)" in lines
+    assert "selector false" not in out
     device = "gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-14-2"
     assert f"result: allocatable: gpu -> {device} on node worker-1" in lines
     # What the MIG instance takes from its card, and what the card has left with slice 3 taken too.
@@ -118,7 +120,9 @@ def test_an_allocated_claim_is_noted() -> None:
 def test_node_restricts_the_search() -> None:
     code, out, _ = explain("ml/inference", "--bundle", SAMPLE, "--node", "elsewhere")
     assert code == 1
-    assert "request gpu: 0 devices (none)" in out
+    assert "request gpu: 0 devices of class gpu-mig-1g (none)" in out
+    assert "  cause: request gpu: no devices are published on node elsewhere" in out
+    assert out.splitlines()[-1].endswith("(retry when capacity changes)")
 
 
 @pytest.mark.parametrize(
