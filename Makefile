@@ -98,7 +98,8 @@ test-hardware: ## The hardware tier on an NVIDIA GPU node, as root (HARDWARE_ARG
 test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier, every benchmark at a small size
 
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
-	$(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
+	@# exec: make is the demo's parent, so a signal to make reaches it (pkg/devcluster/parentstop.py)
+	exec env $(TOOLS_ENV) $(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: $(STAMP) tools host-packages ## Benchmarks beside the alternatives (print four tables; BENCH_ARGS=--quick for a small size); real nodes: root
 	$(BENCH) $(BENCH_ARGS)

@@ -8,22 +8,28 @@
 2. starts two real nodes on this machine — a kubelet and its own containerd each — over simulated
    GPU hosts (sysfs tree, device nodes, simulated NVML with real GPU data): gpu-node-a has 2 x A30,
    gpu-node-b an H100 and an L4; runs the real gpu-node-agent and gpu-handler on each;
-3. runs gpu-controller with its configuration ConfigMap: it labels the nodes with GPUs and renders
-   the node components' DaemonSets (stand-in images, pkg/devcluster/gpustack.py); each node's
-   validator Pod checks the node's NVIDIA device nodes, and once it is Ready gpu-controller marks
-   the node's cards DriverReady and gpu-handler publishes their offers;
-4. applies the sample DeviceClasses and a Pod asking for ``gpu.deckhouse.io/mig-1g: 1``: the real
+3. runs gpu-controller with its configuration ConfigMap, and gpu-dra-controller (which answers
+   ``kubectl gpu explain``), as the chart installs them: gpu-controller labels the nodes with GPUs
+   and renders the node components' DaemonSets (stand-in images, pkg/devcluster/gpustack.py); each
+   node's validator Pod checks the node's NVIDIA device nodes, and once it is Ready gpu-controller
+   marks the node's cards DriverReady and gpu-handler publishes their offers;
+4. applies the sample DeviceClasses and GPUClasses (config/samples) and a Pod asking for
+   ``gpu.deckhouse.io/mig-1g: 1``: the real
    kube-scheduler allocates a 1g MIG offer, the real kubelet calls gpu-handler, which creates the
    MIG device at the offer's placement and writes its CDI spec, and containerd starts the container
    with it; the container's log shows what it got;
 5. deletes the Pod: the kubelet calls Unprepare, the MIG device and the CDI spec are gone;
-6. stops everything and removes its temporary folder (or waits for Ctrl-C with --keep-running).
+6. stops everything and removes its temporary folder (or, with --keep-running, prints how to try
+   the samples of config/samples, the README's quick start, and waits).
+
+It prints its PID; SIGINT or SIGTERM, to it or to the ``make`` running it, stops it and cleans up.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import sys
@@ -53,18 +59,20 @@ from pkg.devcluster.cluster import (
     ControlPlaneConfig,
     default_bin_dir,
 )
-from pkg.devcluster.footprint import exclusive_host
 from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.gpustack import GpuStack
+from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.images import BUSYBOX_IMAGE, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
+from pkg.devcluster.parentstop import STOP_SIGNALS, watch_parent
+from pkg.devcluster.samples import DEMO_NODES, RUNNABLE, SAMPLES_DIR, UNSATISFIABLE
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import CONFIG_MAP, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import new_api_client
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "test" / "fixtures"
-NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
+NODES = DEMO_NODES
 DEMO_NAMESPACE = "demo"
 COMPONENTS_NAMESPACE = "gpu-system"
 OPERATOR_CONFIG = "gpu-operator-config"
@@ -185,10 +193,11 @@ def start_components(
     nodes: list[RealNode],
     components: list[GpuComponents],
 ) -> None:
-    step("gpu-controller, and gpu-node-agent and gpu-handler on each node")
+    step("gpu-controller and gpu-dra-controller, and gpu-node-agent and gpu-handler on each node")
     kube.create(NAMESPACE, V1Namespace(metadata=V1ObjectMeta(name=COMPONENTS_NAMESPACE)))
     stack.create_config(kube, nodes[0].base.parent)
     stack.start_controller()
+    stack.start_dra_controller()
     for node in nodes:
         components.append(stack.start_node(node))
     step("each node's validator Pod runs; once it is Ready its cards are DriverReady and offered")
@@ -208,9 +217,20 @@ def start_components(
     )
 
 
+def apply_classes(plane: ControlPlane) -> None:
+    """The sample DeviceClasses, and the GPUClasses gpu-controller turns into DeviceClasses."""
+    step("the sample DeviceClasses and GPUClasses (config/samples)")
+    plane.kubectl("apply", "-f", str(SAMPLES_DIR / "deviceclasses.yaml"))
+    plane.kubectl("apply", "-f", str(SAMPLES_DIR / "gpuclasses.yaml"))
+    wait_for(
+        lambda: plane.kubectl("get", "deviceclass", "big-gpu", "-o", "name", check=False).strip(),
+        what="gpu-controller to make the GPUClasses' DeviceClasses",
+    )
+    print(plane.kubectl("get", "gpuclasses"))
+
+
 def run_gpu_pod(plane: ControlPlane, kube: KubeClient, nodes: list[RealNode]) -> RealNode:
-    step("a Pod asking for gpu.deckhouse.io/mig-1g: 1 (sample classes in config/samples)")
-    plane.kubectl("apply", "-f", str(ROOT / "config" / "samples" / "deviceclasses.yaml"))
+    step("a Pod asking for gpu.deckhouse.io/mig-1g: 1")
     plane.kubectl("create", "namespace", DEMO_NAMESPACE)
     wait_for(
         lambda: "default" in plane.kubectl("get", "sa", "-n", DEMO_NAMESPACE, "-o", "name"),
@@ -254,19 +274,23 @@ def cdi_specs(node: RealNode) -> list[str]:
 
 
 def wait_for_ctrl_c(plane: ControlPlane) -> None:
-    step(
-        f"running; export KUBECONFIG={plane.kubeconfig}; kubectl get nodes,pgpu,resourceslices; Ctrl-C stops"
-    )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    """Keeps the cluster up for the README's walkthrough until a stop signal ends the wait."""
+    step(f"running (PID {os.getpid()}); in another shell, the README's quick start:")
+    print(f"  export KUBECONFIG={plane.kubeconfig}")
+    print(f"  export PATH={plane.config.bin_dir}:{ROOT / '.venv' / 'bin'}:$PATH   # kubectl, kubectl gpu")
+    for sample in (*RUNNABLE, UNSATISFIABLE):
+        print(f"  kubectl apply -f {sample.path.relative_to(ROOT)}")
+    print(f"  kubectl get pods; kubectl gpu who; kubectl gpu explain pod/{UNSATISFIABLE.pod}")
+    print(f"  Ctrl-C, or kill -INT {os.getpid()} (or the make running it), stops and cleans up")
+    threading.Event().wait()  # until a stop signal raises KeyboardInterrupt (see main)
 
 
 def stop_all(
     plane: ControlPlane, kube: KubeClient | None, stack: GpuStack, nodes: list[RealNode], work: Path
 ) -> None:
     step("stopping everything")
+    for sig in STOP_SIGNALS:  # a second signal must not cut the clean-up short
+        signal.signal(sig, lambda *_: print("  already stopping; cleaning up", flush=True))
     if kube is not None and stack.processes:
         # Uninstall first: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
         try:
@@ -319,12 +343,16 @@ def run(keep_running: bool) -> int:
             what="both pools",
         )
         show_offers(kube)
+        apply_classes(plane)
         node = run_gpu_pod(plane, kube, nodes)
         delete_gpu_pod(kube, node)
         print(f"  (the flow took {time.monotonic() - started:.1f}s)")
         if keep_running:
             wait_for_ctrl_c(plane)
         return 0
+    except KeyboardInterrupt:
+        print("\nstop signal received", flush=True)
+        return 0 if keep_running else 130
     except Exception as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         processes = stack.processes + [p for n in nodes for p in n.processes]
@@ -341,8 +369,16 @@ def main() -> int:
     )
     parser.add_argument("--keep-running", action="store_true", help="keep the cluster up until Ctrl-C")
     keep_running = parser.parse_args().keep_running
-    with exclusive_host(on_wait=lambda: print("waiting for another run's real nodes (e2e, demo) to stop")):
-        return run(keep_running)
+    print(f"demo PID {os.getpid()}: SIGINT or SIGTERM (Ctrl-C, kill -INT {os.getpid()}) stops it", flush=True)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.default_int_handler)  # KeyboardInterrupt: run()'s clean-up runs
+    watch_parent(lambda: os.kill(os.getpid(), signal.SIGINT))  # a signal to `make demo`'s make
+    try:
+        with exclusive_host(on_wait=lambda message: print(message, flush=True)):
+            return run(keep_running)
+    except KeyboardInterrupt:  # while waiting for the real-node lock: nothing started yet
+        print("stopped before starting anything", flush=True)
+        return 130
 
 
 if __name__ == "__main__":

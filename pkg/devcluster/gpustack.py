@@ -4,7 +4,9 @@ What runs where, and why:
 
 * **gpu-controller** runs as a process on this machine, with its node components in one namespace.
   It is the code under test: DriverReady from the validator Pod, the node gate labels, the
-  DaemonSets rendered from the configuration ConfigMap.
+  DaemonSets rendered from the configuration ConfigMap, GPUClasses turned into DeviceClasses.
+* **gpu-dra-controller** runs as a process too (:meth:`GpuStack.start_dra_controller`), as the chart
+  installs it beside gpu-controller: it answers ``kubectl gpu explain``.
 * **gpu-node-agent and gpu-handler** run as host processes per node
   (:class:`~pkg.devcluster.gpucomponents.GpuComponents`), until their image exists; they are what
   makes PhysicalGPUs, offers and the kubelet plugin. Nothing marks DriverReady by hand here: the
@@ -138,6 +140,16 @@ class GpuStack:
             f"--leader-election-namespace={self.namespace}",
             f"--components-namespace={self.namespace}",
             f"--operator-config={self.config}",
+        )
+
+    def start_dra_controller(self) -> None:
+        """gpu-dra-controller, with its Lease and ledger in the components' namespace as the chart
+        runs it: the demo needs it for ``kubectl gpu explain`` (it answers ClaimExplanations)."""
+        self._start(
+            "gpu-dra-controller",
+            "pkg.app.gpu_dra_controller",
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+            f"--leader-election-namespace={self.namespace}",
         )
 
     def start_node(self, node: RealNode) -> GpuComponents:

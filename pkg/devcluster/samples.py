@@ -1,0 +1,42 @@
+"""The README's walkthrough: the sample Pods of ``config/samples`` a newcomer applies to the demo.
+
+One list, read by the demo (what it tells the user to try) and by the e2e test that runs the
+walkthrough on real nodes (``test/e2e/test_demo_walkthrough.py``), so the two cannot drift apart:
+each runnable sample with a line its log shows once the container got its device, and the one
+that cannot be satisfied. The VFIO and vGPU samples are not here: they need a bare-metal node and
+a card under NVIDIA's vGPU manager, which the demo's two nodes are not (the e2e tier runs them on
+nodes of their own, ``test_gpu_vfio.py`` and ``test_gpu_vgpu.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "config" / "samples"
+# The demo's nodes and their fixture hosts (test/fixtures/sysfs): what the samples run on.
+DEMO_NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
+
+
+@dataclass(frozen=True)
+class SamplePod:
+    """A file of ``config/samples``, the Pod it makes, and a line of that Pod's log that proves it
+    got its device (empty for a Pod that is not meant to run)."""
+
+    file: str
+    pod: str
+    shows: str = ""
+
+    @property
+    def path(self) -> Path:
+        return SAMPLES_DIR / self.file
+
+
+RUNNABLE = (
+    SamplePod("pod-whole-card.yaml", "whole-card-demo", shows="NVIDIA_VISIBLE_DEVICES=GPU-"),
+    SamplePod("pod-mig-1g.yaml", "mig-1g-demo", shows="NVIDIA_VISIBLE_DEVICES=MIG-"),
+    SamplePod("pod-timeslicing.yaml", "timeslicing-demo", shows="NVIDIA_VISIBLE_DEVICES=GPU-"),
+    SamplePod("pod-mps.yaml", "mps-demo", shows="THREADS=30"),
+)
+UNSATISFIABLE = SamplePod("pod-wants-three-whole.yaml", "wants-three-whole")
+ASKED_WHOLE_CARDS = 3  # what UNSATISFIABLE asks: more than any of DEMO_NODES has
