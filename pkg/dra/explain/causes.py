@@ -86,7 +86,8 @@ def _invalid(request: str | None, problem: str) -> Cause:
     return Cause(
         CauseKind.INVALID,
         request,
-        f"the claim cannot be allocated as written: {problem}",
+        # The first line: a CEL error goes on with the expression and a caret, kept in the facts.
+        f"the claim cannot be allocated as written: {problem.splitlines()[0] if problem else problem}",
         "fix the claim or its device class",
         retry=False,
         facts=Facts(problem=problem),

@@ -108,8 +108,9 @@ def holdings(
             if result.admin_access or device not in devices:
                 continue
             consumed = result.consumed_capacity or {}
+            memory = consumed.get("memory")
             held.setdefault(device, []).append(
-                Holding(claim, consumed.get("sharePercent"), consumed.get("memory"))
+                Holding(claim, consumed.get("sharePercent"), None if memory in (None, "0") else memory)
             )
     return held
 
