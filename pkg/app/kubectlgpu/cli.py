@@ -52,6 +52,7 @@ examples:
   kubectl gpu who
   kubectl gpu who -n ml -o wide
   kubectl gpu who -A --node worker-1
+  kubectl gpu who --free
 
   # GPU memory and SM utilization per Pod and container, largest first
   kubectl gpu top
@@ -67,8 +68,11 @@ WHO_HELP = """\
 Which Pod and claim hold each card, MIG device or share: one row per device our driver
 (gpu.deckhouse.io) allocated to a ResourceClaim of the namespace (-A: of every namespace), with the
 Pods the claim is reserved for. TYPE, PHYSICALGPU and the wide columns come from ResourceSlices
-and PhysicalGPUs where you may read them (a warning says when you may not). With --node, only that
-node's devices, and each of its cards nobody holds as <free>.
+and PhysicalGPUs where you may read them (a warning says when you may not). A share shows its
+percentage of the card (SHARE) and its memory limit (MEMORY-LIMIT; <none>: TimeSlicing limits no
+memory). With --node, only that node's devices, and what nobody holds there as <free>; with
+--free, only what nobody holds, on every node: free cards, the share left of shared cards, and
+one more device of each type that fits beside the MIG devices held.
 """
 TOP_HELP = """\
 GPU memory and SM utilization per Pod and container, as gpu-handler last sampled them into the
@@ -143,7 +147,10 @@ def parser() -> argparse.ArgumentParser:
         "-n ml", "-A --node worker-1 -o wide",
     )  # fmt: skip
     _scope(who)
-    who.add_argument("--node", help="only the devices on this node, and its cards nobody holds")
+    who.add_argument("--node", help="only the devices on this node, and what nobody holds there")
+    who.add_argument(
+        "--free", action="store_true", help="only what nobody holds, on every node (or --node's)"
+    )
     who.add_argument("-o", "--output", choices=OUTPUTS, help="wide, json or yaml")
     top = command(
         "top", "GPU memory and SM utilization per Pod and container", TOP_HELP, "", "-A --sort-by sm -o wide"
@@ -223,12 +230,26 @@ def _empty(args: argparse.Namespace, namespace: str, err: TextIO) -> None:
     print(f"No resources found{where}.", file=err)
 
 
+def _holders(
+    reader: Reader, args: argparse.Namespace, namespace: str, claims: list[dict[str, object]], err: TextIO
+) -> list[dict[str, object]]:
+    """The claims ``<free>`` is judged against: every namespace's, since a card held in another
+    namespace is not free; where the caller may not list them, the namespace's, with a warning."""
+    if args.all_namespaces and not args.free:
+        return claims
+    everyone = optional(lambda: reader.list_raw(builtin_kinds.RESOURCE_CLAIM, None))
+    if not isinstance(everyone, ForbiddenError):
+        return everyone
+    print(f"warning: {everyone}: <free> counts only the claims of namespace {namespace}", file=err)
+    return claims if not args.free else _claims(reader, args, namespace)
+
+
 def _who(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, err: TextIO) -> int:
     # Imported here: who reads slices, whose models ``explain``'s start need not load.
     from pkg.app.kubectlgpu import who as who_cmd  # noqa: PLC0415 - see above
 
-    claims = _claims(reader, args, namespace)
-    slices = optional(lambda: reader.list_all(builtin_kinds.RESOURCE_SLICE))
+    claims = [] if args.free else _claims(reader, args, namespace)
+    slices = optional(reader.resource_slices)
     gpus = optional(lambda: reader.list_all(PHYSICAL_GPU))
     catalogue = None
     if isinstance(slices, ForbiddenError):
@@ -237,7 +258,10 @@ def _who(reader: Reader, args: argparse.Namespace, namespace: str, out: TextIO, 
         if isinstance(gpus, ForbiddenError):
             print(f"warning: {gpus}: PHYSICALGPU shows the card's device name instead", file=err)
         catalogue = who_cmd.Catalogue(slices, [] if isinstance(gpus, ForbiddenError) else gpus)
-    rows = who_cmd.who_view(claims, catalogue, node=args.node)
+    holders = (
+        _holders(reader, args, namespace, claims, err) if catalogue and (args.free or args.node) else None
+    )
+    rows = who_cmd.who_view(claims, catalogue, node=args.node, free=args.free, holders=holders)
     if not rows and args.output not in ("json", "yaml"):
         _empty(args, namespace, err)
         return 0

@@ -4,25 +4,22 @@ The rows come from ResourceClaims (``status.allocation.devices.results`` says wh
 ``status.reservedFor`` by which Pods), which a namespace user may read in their namespace. What
 the claims do not say — the kind of device, the card's PhysicalGPU, UUID and PCI address — is
 joined from ResourceSlices and PhysicalGPUs when the user may read them; otherwise those cells
-show ``<unknown>`` and :mod:`.cli` says which read was refused. With ``--node`` and readable
-slices, each card of the node that nobody holds gets a ``<free>`` row, so the answer covers the
-whole node.
+show ``<unknown>`` and :mod:`.cli` says which read was refused. A share's row says its
+percentage of the card and its memory limit (:mod:`.shares`). With ``--node`` (that node) or
+``--free`` (every node) and readable slices, what nobody holds gets ``<free>`` rows
+(:mod:`.free`), so the answer covers the node or the cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from api.gpu.v1alpha1.physicalgpu import LABEL_NODE, PhysicalGPU
-from pkg.app.kubectlgpu.claims import Held, held, node_of_pool
-from pkg.app.kubectlgpu.table import Column, Row
-from pkg.domain.names import DRIVER
-from pkg.dra.model.attributes import key as attribute
-
-if TYPE_CHECKING:
-    from kubernetes.client import V1Device, V1ResourceSlice
+from pkg.app.kubectlgpu.catalogue import UNKNOWN, Catalogue, DeviceFacts
+from pkg.app.kubectlgpu.claims import Held, held
+from pkg.app.kubectlgpu.free import Free, free_capacity
+from pkg.app.kubectlgpu.shares import ShareSizeError, share_size
+from pkg.app.kubectlgpu.table import Column, Row, bytes_text
 
 KIND: Final = "GPUHolderList"
 COLUMNS: Final = (
@@ -32,6 +29,8 @@ COLUMNS: Final = (
     Column("NODE"),
     Column("DEVICE"),
     Column("TYPE"),
+    Column("SHARE"),
+    Column("MEMORY-LIMIT"),
     Column("PHYSICALGPU"),
     Column("REQUEST", wide=True),
     Column("SHARE-ID", wide=True),
@@ -39,100 +38,56 @@ COLUMNS: Final = (
     Column("UUID", wide=True),
     Column("PRODUCT", wide=True),
 )
-UNKNOWN: Final = "<unknown>"
 FREE: Final = "<free>"
-
-
-@dataclass(frozen=True)
-class DeviceFacts:
-    """What the slices (and PhysicalGPUs) say about one device."""
-
-    kind: str  # Physical, MIG 1g.10gb, TimeSlicing share, ...
-    card: str  # the card's counter set / base name: one per physical card
-    pci: str
-    uuid: str
-    product: str
-    physical_gpu: str
-
-
-class Catalogue:
-    """The devices of our driver by (pool, device), from whatever slices and PhysicalGPUs were read."""
-
-    def __init__(self, slices: Sequence[V1ResourceSlice], gpus: Sequence[PhysicalGPU]):
-        by_address = {
-            (str((g.metadata.labels or {}).get(LABEL_NODE) or ""), g.status.pci_info.address): str(
-                g.metadata.name
-            )
-            for g in gpus
-            if g.status is not None and g.status.pci_info is not None and g.metadata.name
-        }
-        self.devices: dict[tuple[str, str], DeviceFacts] = {}
-        for s in slices:
-            if s.spec.driver != DRIVER or s.spec.pool is None:
-                continue
-            pool = str(s.spec.pool.name)
-            for device in s.spec.devices or []:
-                facts = _facts(device, by_address, node_of_pool(pool) or str(s.spec.node_name or ""))
-                self.devices[(pool, str(device.name))] = facts
-
-    def cards(self, node: str) -> dict[str, DeviceFacts]:
-        """The node's whole cards (their Physical exclusive offer), by card."""
-        return {
-            f.card: f
-            for (pool, _), f in self.devices.items()
-            if node_of_pool(pool) == node and f.kind == "Physical"
-        }
-
-
-def _string(device: V1Device, name: str) -> str:
-    value = (device.attributes or {}).get(attribute(name))
-    return str(value.string) if value is not None and value.string is not None else ""
-
-
-def _facts(device: V1Device, by_address: dict[tuple[str, str], str], node: str) -> DeviceFacts:
-    kind = _string(device, "deviceType")
-    if kind == "MIG":
-        kind = f"MIG {_string(device, 'migProfile')}".strip()
-    elif (sharing := _string(device, "sharingStrategy")) and sharing != "Exclusive":
-        kind = f"{sharing} share"
-    pci = _string(device, "pciAddress")
-    counters = device.consumes_counters or []
-    card = str(counters[0].counter_set) if counters else str(device.name)
-    return DeviceFacts(
-        kind=kind or UNKNOWN,
-        card=card,
-        pci=pci,
-        uuid=_string(device, "uuid"),
-        product=_string(device, "productName"),
-        physical_gpu=by_address.get((node, pci), ""),
-    )
+NO_LIMIT: Final = "<none>"
+__all__ = ["COLUMNS", "FREE", "KIND", "NO_LIMIT", "UNKNOWN", "Catalogue", "who_view"]
 
 
 def who_view(
-    claims: Sequence[dict[str, Any]], catalogue: Catalogue | None, *, node: str | None = None
+    claims: Sequence[dict[str, Any]],
+    catalogue: Catalogue | None,
+    *,
+    node: str | None = None,
+    free: bool = False,
+    holders: Sequence[dict[str, Any]] | None = None,
 ) -> list[Row]:
-    """One row per held device (on ``node`` only, when given), sorted by node, device, claim;
-    with ``node`` and a catalogue, a ``<free>`` row for each card of the node nobody holds."""
+    """The rows of ``kubectl gpu who``, sorted by node, device, claim.
+
+    Without ``free``: one row per device ``claims`` hold (on ``node`` only, when given) and, with
+    ``node`` and a catalogue, a ``<free>`` row for what nobody holds on that node. With ``free``:
+    only the ``<free>`` rows, of every node (or of ``node``). What is free is judged against
+    ``holders`` (default: ``claims``): the claims of every namespace where the caller may list
+    them, since a card held in another namespace is not free."""
     rows: list[tuple[tuple[str, ...], Row]] = []
-    busy_cards: set[str] = set()
-    for claim in claims:
-        for h in held(claim):
-            if node is not None and h.node != node:
-                continue
-            facts = catalogue.devices.get((h.pool, h.device)) if catalogue else None
-            if facts is not None:
-                busy_cards.add(facts.card)
-            rows.append(((h.node, h.device, h.namespace, h.claim), _row(h, facts)))
-    if node is not None and catalogue is not None:
-        for card, facts in catalogue.cards(node).items():
-            if card not in busy_cards:
-                rows.append(((node, card, "", ""), _free_row(node, card, facts)))
+    if not free:
+        for claim in claims:
+            for h in held(claim):
+                if node is None or h.node == node:
+                    facts = catalogue.devices.get((h.pool, h.device)) if catalogue else None
+                    rows.append(((h.node, h.device, h.namespace, h.claim), _row(h, facts)))
+    if catalogue is not None and (free or node is not None):
+        holdings = [h for claim in (claims if holders is None else holders) for h in held(claim)]
+        for f in free_capacity(catalogue, holdings, node=node):
+            rows.append(((f.node, f.device, "", ""), _free_row(f)))
     rows.sort(key=lambda pair: pair[0])
     return [row for _, row in rows]
 
 
+def _share_cells(h: Held, facts: DeviceFacts | None) -> tuple[str, str, dict[str, Any]]:
+    """The SHARE and MEMORY-LIMIT cells of a held device, and their JSON fields."""
+    if facts is None or not facts.shared:
+        return "", "", {}
+    try:
+        size = share_size(facts.strategy, h.consumed, h.parameters, facts.memory)
+    except ShareSizeError:
+        return UNKNOWN, UNKNOWN, {}
+    limit = NO_LIMIT if size.memory_limit is None else bytes_text(size.memory_limit)
+    return f"{size.percent}%", limit, {"sharePercent": size.percent, "memoryLimitBytes": size.memory_limit}
+
+
 def _row(h: Held, facts: DeviceFacts | None) -> Row:
     f = facts or DeviceFacts(UNKNOWN, "", "", "", "", "")
+    share, limit, share_item = _share_cells(h, facts)
     cells = {
         "NAMESPACE": h.namespace,
         "CLAIM": h.claim,
@@ -140,6 +95,8 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
         "NODE": h.node or UNKNOWN,
         "DEVICE": h.device,
         "TYPE": f.kind,
+        "SHARE": share,
+        "MEMORY-LIMIT": limit,
         "PHYSICALGPU": f.physical_gpu or (UNKNOWN if facts is None else f.card),
         "REQUEST": h.request,
         "SHARE-ID": h.share_id or "",
@@ -157,6 +114,7 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
         "device": h.device,
         "shareID": h.share_id,
         "type": None if facts is None else f.kind,
+        **share_item,
         "physicalGPU": f.physical_gpu or None,
         "pciAddress": f.pci or None,
         "uuid": f.uuid or None,
@@ -164,24 +122,32 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
     return Row(cells, item)
 
 
-def _free_row(node: str, card: str, f: DeviceFacts) -> Row:
+def _free_row(free: Free) -> Row:
+    f = free.facts
+    share = "" if free.percent is None else f"{free.percent}%"
+    limit = "" if free.percent is None else NO_LIMIT if free.memory is None else bytes_text(free.memory)
     cells = {
         "NAMESPACE": "",
         "CLAIM": FREE,
         "PODS": "",
-        "NODE": node,
-        "DEVICE": card,
-        "TYPE": "",
-        "PHYSICALGPU": f.physical_gpu or card,
+        "NODE": free.node,
+        "DEVICE": free.device,
+        "TYPE": f.kind,
+        "SHARE": share,
+        "MEMORY-LIMIT": limit,
+        "PHYSICALGPU": f.physical_gpu or f.card,
         "PCI": f.pci,
         "UUID": f.uuid,
         "PRODUCT": f.product,
     }
-    item = {
-        "node": node,
-        "device": card,
+    item: dict[str, Any] = {
+        "node": free.node,
+        "device": free.device,
         "free": True,
+        "type": f.kind,
         "physicalGPU": f.physical_gpu or None,
         "uuid": f.uuid or None,
     }
+    if free.percent is not None:
+        item |= {"sharePercent": free.percent, "memoryBytes": free.memory}
     return Row(cells, item)

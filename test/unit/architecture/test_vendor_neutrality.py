@@ -54,7 +54,8 @@ _SRIOV = "the mdev reader recognises NVIDIA's SR-IOV vGPU folder on a virtual fu
 KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/app/gpu_handler.py": (_DEFAULT, {"mig", "mps", "nvidia"}),
     "pkg/app/kubectlgpu/cli.py": (_KINDS, {"mig"}),
-    "pkg/app/kubectlgpu/who.py": (_KINDS, {"mig"}),
+    "pkg/app/kubectlgpu/catalogue.py": (_KINDS, {"mig"}),
+    "pkg/app/kubectlgpu/shares.py": (_KINDS, {"mps"}),
     "pkg/backends/backend.py": (_PORT, {"amd", "nvidia"}),
     "pkg/backends/preparation.py": (_PORT, {"mig", "mps"}),
     "pkg/backends/registry.py": (_PORT, {"amdgpu", "nvidia", "rocm"}),
