@@ -14,6 +14,8 @@ from api.gpu.v1alpha1.claimexplanation import (
     ClaimExplanation,
     ClaimExplanationSpec,
     ClaimExplanationStatus,
+    ExplanationCause,
+    ExplanationFacts,
     ExplanationOutcome,
     ExplanationStrategy,
 )
@@ -142,6 +144,8 @@ __all__ = [
     "DeviceType",
     "DeviceUsage",
     "DriverType",
+    "ExplanationCause",
+    "ExplanationFacts",
     "ExplanationOutcome",
     "ExplanationStrategy",
     "GPUClass",

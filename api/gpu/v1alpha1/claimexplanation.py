@@ -68,6 +68,64 @@ class ClaimExplanationSpec(ApiModel):
     )
 
 
+class ExplanationFacts(ApiModel):
+    """The numbers and names behind a cause's sentence; each kind of cause sets its own."""
+
+    asked: Int32 | None = Field(default=None, description="Devices the request asks for.")
+    matching: Int32 | None = Field(default=None, description="Devices in the cluster that match the request.")
+    most_on_one_node: Int32 | None = Field(default=None, description="Of those, the most on one node.")
+    node: str | None = Field(default=None, max_length=253, description="That node.")
+    free_on_one_node: Int32 | None = Field(
+        default=None, description="The most matching devices free on one node."
+    )
+    selector: str | None = Field(
+        default=None, max_length=10240, description="The selector no device satisfies."
+    )
+    owner: str | None = Field(
+        default=None, max_length=512, description="Whose selector: class X or claim ns/name."
+    )
+    values: dict[str, list[str]] | None = Field(
+        default=None, description="Per attribute the selector tests, the values that exist."
+    )
+    blocked: Int32 | None = Field(
+        default=None, description="Matching devices this cause keeps from the request."
+    )
+    holders: list[str] | None = Field(
+        default=None, description="Claims (namespace/name) holding those devices."
+    )
+    hidden_holders: Int32 | None = Field(
+        default=None, description="Claims holding them that the asker cannot read."
+    )
+    cards: list[str] | None = Field(default=None, description="Cards used by devices of another mode.")
+    taints: list[str] | None = Field(
+        default=None, description="Taints not tolerated (key=value:Effect since when)."
+    )
+    constraint: str | None = Field(
+        default=None, max_length=64, description="matchAttribute or distinctAttribute."
+    )
+    attribute: str | None = Field(default=None, max_length=512, description="The constraint's attribute.")
+    problem: str | None = Field(
+        default=None, max_length=4096, description="What is broken in the claim or class."
+    )
+
+
+class ExplanationCause(ApiModel):
+    """One reason the claim is pending, in the user's words, and what would change it."""
+
+    kind: str = Field(
+        max_length=64, description="TooFewDevices, NoDeviceMatches, HeldByOthers, ... (stable)."
+    )
+    request: str | None = Field(
+        default=None, max_length=512, description="The request (or request/subrequest)."
+    )
+    text: str = Field(max_length=4096, description="The cause.")
+    remedy: str = Field(max_length=1024, description="What would change it.")
+    retry: bool = Field(
+        description="Whether a change of capacity (devices freed, added, untainted) would help."
+    )
+    facts: ExplanationFacts | None = Field(default=None, description="The numbers and names behind the text.")
+
+
 class ClaimExplanationStatus(ApiModel):
     observed_generation: Int64 | None = Field(
         default=None, ge=0, description="metadata.generation the answer is for."
@@ -89,6 +147,12 @@ class ClaimExplanationStatus(ApiModel):
         description="The explanation, as `gpu-dra-controller explain` prints it (cut at 256 KiB, saying so).",
     )
     truncated: bool | None = Field(default=None, description="The report was cut to fit.")
+    retry: bool | None = Field(
+        default=None, description="Not allocatable: whether waiting for capacity to change may help."
+    )
+    causes: list[ExplanationCause] | None = Field(
+        default=None, max_length=64, description="Not allocatable: why, cause first (the report's verdict)."
+    )
     computed_at: datetime | None = Field(default=None, description="When the controller answered.")
 
 

@@ -32,6 +32,7 @@ from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optio
 from pkg.dra.explain.allocation_text import describe_allocation
 from pkg.dra.explain.report import Report
 from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError, ask
+from pkg.dra.explain.verdict import from_status
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.keys import namespaced_key
 
@@ -111,6 +112,7 @@ def from_controller(
         text=answer.report,
         allocatable=answer.outcome is ExplanationOutcome.ALLOCATABLE,
         current=held if answer.current_allocation is not None else None,
+        verdict=from_status(answer.outcome is ExplanationOutcome.ALLOCATABLE, answer.causes),
     )
     return Explained(report, [])
 
@@ -221,6 +223,7 @@ def report_item(
         "created": created,
         "allocatable": report.allocatable,
         **({"currentAllocation": describe_allocation(report.current)} if report.current is not None else {}),
+        **({"verdict": report.verdict.to_dict()} if report.verdict is not None else {}),
         "report": report.text,
         "warnings": list(explained.caveats),
     }

@@ -22,7 +22,17 @@ from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.taints import blocking_taint
-from pkg.dra.explain.device_words import Readable, are, card_of, holders_text, holdings, mode_of, noun, plural
+from pkg.dra.explain.device_words import (
+    Readable,
+    are,
+    card_of,
+    holders_text,
+    holdings,
+    mode_of,
+    noun,
+    plural,
+    whole_card,
+)
 from pkg.dra.explain.verdict import Cause, CauseKind, Facts
 from pkg.dra.model import DeviceID, PoolID
 
@@ -159,7 +169,7 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
             cards.append(f"card {card}{where} holds {held}")
         more = f" (and {len(other) - _MAX_CARDS} more cards)" if len(other) > _MAX_CARDS else ""
         wanted = shown[0][1][0]
-        needs = "its memory slices free" if mode_of(wanted) == "MIG" else "the card free"
+        needs = "the card free" if whole_card(wanted) else "its part of the card free"
         phrase, named, hidden = short.holders(u for _, (_, users) in shown for u in users)
         causes.append(
             short.cause(

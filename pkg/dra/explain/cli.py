@@ -20,11 +20,13 @@ Errors go to stderr with the file, document or object they concern, never as a t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+import yaml
 from kubernetes.client import V1Node, V1ObjectMeta
 from urllib3.exceptions import HTTPError
 
@@ -33,9 +35,10 @@ from pkg.dra.allocator import AllocationInputs, Allocator, BestFit, FirstFit
 from pkg.dra.explain.bundle import BundleError, ExplainObjects, load_bundle
 from pkg.dra.explain.cluster import ClusterError, load_cluster
 from pkg.dra.explain.render import describe_allocation
-from pkg.dra.explain.report import Report, explain_inputs
+from pkg.dra.explain.report import Report, explain_inputs, explanation_document
 from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError, ask
 from pkg.dra.explain.slice_reader import paused_gc
+from pkg.dra.explain.verdict import Verdict, from_status
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.config import new_api_client
@@ -64,6 +67,12 @@ def parser(prog: str = "gpu-dra-controller explain") -> argparse.ArgumentParser:
         "--local",
         action="store_true",
         help="compute here from the cluster's objects instead of asking gpu-dra-controller",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("json", "yaml"),
+        help="json or yaml: the verdict's causes as data, with the report (the same content, for scripts)",
     )
     p.add_argument(
         "--timeout",
@@ -148,10 +157,33 @@ def _from_controller(
     if answer.outcome is ExplanationOutcome.ERROR:
         print(f"error: {answer.reason}", file=err)
         return EXIT_BAD_INPUT
-    if answer.current_allocation is not None:
-        print(f"note: {namespace}/{name} is already allocated: {answer.current_allocation}", file=out)
-    out.write(answer.report)
-    return EXIT_ALLOCATABLE if answer.outcome is ExplanationOutcome.ALLOCATABLE else EXIT_NOT_ALLOCATABLE
+    allocatable = answer.outcome is ExplanationOutcome.ALLOCATABLE
+    verdict = from_status(allocatable, answer.causes)
+    _write(
+        out,
+        f"{namespace}/{name}",
+        answer.report,
+        verdict,
+        current=answer.current_allocation,
+        output=args.output,
+    )
+    return EXIT_ALLOCATABLE if allocatable else EXIT_NOT_ALLOCATABLE
+
+
+def _write(
+    out: TextIO, key: str, text: str, verdict: Verdict | None, *, current: str | None, output: str | None
+) -> None:
+    """The report as text, or (``-o json|yaml``) as one document with the verdict as data."""
+    if output is None:
+        if current is not None:
+            print(f"note: {key} is already allocated: {current}", file=out)
+        out.write(text)
+        return
+    document = explanation_document(key, text, verdict, current)
+    if output == "json":
+        out.write(json.dumps(document, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump(document, sort_keys=False))
 
 
 def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -186,9 +218,8 @@ def run(argv: Sequence[str], *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     except Exception as error:  # every input error is handled above; this is a bug, said plainly
         print(f"error: explaining {key} failed: {type(error).__name__}: {error}", file=err)
         return EXIT_INTERNAL
-    if report.current is not None:
-        print(f"note: {key} is already allocated: {describe_allocation(report.current)}", file=out)
-    out.write(report.text)
+    current = describe_allocation(report.current) if report.current is not None else None
+    _write(out, key, report.text, report.verdict, current=current, output=args.output)
     return EXIT_ALLOCATABLE if report.allocatable else EXIT_NOT_ALLOCATABLE
 
 

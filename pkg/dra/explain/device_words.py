@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceAttribute
 
+from api.gpu.v1alpha1 import DeviceType, SharingStrategy
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.model import DeviceID
 
 HIDDEN = "claims you cannot read"  # "held by claims you cannot read"
 Readable = Callable[[str], bool]
 """Whether the caller may read the claims of a namespace (their names are said only then)."""
-_SHARING_WORDS = {"timeslicing": "TimeSlicing", "ts": "TimeSlicing", "mps": "MPS"}
+_SHARED = {s.value.lower(): s.value for s in SharingStrategy if s is not SharingStrategy.EXCLUSIVE}
 
 
 def attribute(cand: Candidate, domain: str, name: str) -> str | None:
@@ -41,26 +42,29 @@ def attribute_text(value: V1DeviceAttribute) -> str:
 
 
 def mode_of(cand: Candidate) -> str:
-    """The way a device uses its card: ``whole card``, ``MIG``, ``TimeSlicing`` or ``MPS``,
-    ``Partition``, ``VGPU`` — two devices of different modes cannot share a card."""
+    """The way a device uses its card, as its attributes say: ``whole card``, a sharing strategy
+    (``TimeSlicing``), or its ``deviceType`` (a card's partitions) — two devices of different
+    modes cannot share a card. Words come from the attribute values, so no vendor is named here."""
     driver = cand.pool.id.driver
     kind = attribute(cand, driver, "deviceType") or ""
-    if kind == "Physical" or (not kind and cand.shared):
+    if kind == DeviceType.PHYSICAL.value or (not kind and cand.shared):
         sharing = attribute(cand, driver, "sharingStrategy") or attribute(cand, driver, "sharing") or ""
-        word = _SHARING_WORDS.get(sharing.lower())
-        if word is not None:
-            return word
-        return "share" if cand.shared else "whole card"
+        return _SHARED.get(sharing.lower(), "share" if cand.shared else "whole card")
     return kind or "device"
 
 
+def whole_card(cand: Candidate) -> bool:
+    """Whether the device is the whole card (alone or shared), not a part of it."""
+    return mode_of(cand) in ("whole card", "share", *_SHARED.values())
+
+
 def noun(cand: Candidate) -> str:
-    """One device in words: ``whole card``, ``MIG 1g.6gb device``, ``MPS share``."""
+    """One device in words: ``whole card``, ``<deviceType> <profile> device``, ``<strategy> share``."""
     mode = mode_of(cand)
-    if mode == "MIG":
-        profile = attribute(cand, cand.pool.id.driver, "migProfile")
-        return f"MIG {profile} device" if profile else "MIG device"
-    if mode in ("TimeSlicing", "MPS"):
+    profile = attribute(cand, cand.pool.id.driver, "migProfile")
+    if profile:
+        return f"{mode} {profile} device"
+    if mode in _SHARED.values():
         return f"{mode} share"
     if mode in ("whole card", "share", "device"):
         return mode

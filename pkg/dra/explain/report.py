@@ -64,6 +64,18 @@ def explain_inputs(
     )
 
 
+def explanation_document(
+    claim: str, text: str, verdict: Verdict | None, current: str | None
+) -> dict[str, object]:
+    """What ``-o json`` and ``-o yaml`` print: the verdict as data, then the report it heads."""
+    return {
+        "claim": claim,
+        **(verdict.to_dict() if verdict is not None else {}),
+        **({"currentAllocation": current} if current is not None else {}),
+        "report": text,
+    }
+
+
 def bounded(text: str, limit_bytes: int) -> tuple[str, bool]:
     """``text`` cut at a line boundary so that it, with a closing note saying so, fits in
     ``limit_bytes`` of UTF-8; and whether it was cut. Why: a report is stored in an object

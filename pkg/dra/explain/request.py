@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from kubernetes.client import ResourceV1ResourceClaim
 from urllib3.exceptions import HTTPError
 
-from api.gpu.v1alpha1 import ClaimExplanation, ClaimExplanationSpec, ExplanationOutcome
+from api.gpu.v1alpha1 import ClaimExplanation, ClaimExplanationSpec, ExplanationCause, ExplanationOutcome
 from pkg.domain.kinds import CLAIM_EXPLANATION
 from pkg.framework.client import ApiError, KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
@@ -47,6 +47,7 @@ class Answer:
     reason: str | None = None
     current_allocation: str | None = None
     truncated: bool = False
+    causes: list[ExplanationCause] | None = None  # the verdict's causes (none from an older controller)
 
 
 def request_for(claim: ResourceV1ResourceClaim, spec: ClaimExplanationSpec) -> ClaimExplanation:
@@ -71,6 +72,7 @@ def answer_of(obj: ClaimExplanation) -> Answer | None:
         reason=status.reason,
         current_allocation=status.current_allocation,
         truncated=bool(status.truncated),
+        causes=status.causes,
     )
 
 

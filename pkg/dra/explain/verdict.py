@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
+from api.gpu.v1alpha1 import ExplanationCause, ExplanationFacts
+
 RETRY_NOTE = "retry when capacity changes"
 NO_RETRY_NOTE = "waiting will not help: the claim or its class must change"
 
@@ -73,7 +75,7 @@ class Cause:
     change of capacity (a device freed, added or untainted) would; ``facts`` are the numbers and
     names behind the sentence, for scripts."""
 
-    kind: CauseKind
+    kind: str  # a CauseKind's value (a str: an answer from a newer controller may carry a new one)
     request: str | None
     text: str
     remedy: str
@@ -82,7 +84,7 @@ class Cause:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "kind": self.kind.value,
+            "kind": str(self.kind),
             "request": self.request,
             "text": self.text,
             "remedy": self.remedy,
@@ -122,3 +124,47 @@ class Verdict:
             lines.append(f"    would change it: {cause.remedy}")
         lines.append(f"  {RETRY_NOTE if self.retry else NO_RETRY_NOTE}")
         return lines
+
+
+def to_status(verdict: Verdict) -> list[ExplanationCause]:
+    """The causes as the ClaimExplanation status stores them (the same camelCase fields)."""
+    stored = []
+    for cause in verdict.causes:
+        data = cause.to_dict()
+        data["text"] = _clip(cause.text, 4096)  # a cause quoting a long selector still fits its field
+        facts = data["facts"] = cause.facts.to_dict()
+        for name, limit in (("selector", 10240), ("problem", 4096)):
+            if name in facts:
+                facts[name] = _clip(facts[name], limit)
+        stored.append(ExplanationCause.model_validate(data))
+    return stored
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def from_status(allocatable: bool, causes: list[ExplanationCause] | None) -> Verdict:
+    """The verdict a ClaimExplanation status carries (none stored: an older controller's answer)."""
+    return Verdict(allocatable, tuple(_cause(c) for c in causes or ()))
+
+
+def _cause(stored: ExplanationCause) -> Cause:
+    facts = stored.facts or ExplanationFacts()
+    return Cause(
+        stored.kind,
+        stored.request,
+        stored.text,
+        stored.remedy,
+        retry=stored.retry,
+        facts=_facts(facts),
+    )
+
+
+def _facts(stored: ExplanationFacts) -> Facts:
+    kept: dict[str, Any] = {}
+    for f in fields(Facts):
+        value = getattr(stored, f.name)
+        if value is not None:
+            kept[f.name] = tuple(value) if isinstance(value, list) else value
+    return Facts(**kept)

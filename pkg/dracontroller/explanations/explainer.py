@@ -29,6 +29,7 @@ from pkg.dra.allocator import Allocator, FirstFit
 from pkg.dra.allocator.pools import PoolCache
 from pkg.dra.explain.render import describe_allocation
 from pkg.dra.explain.report import bounded, explain_inputs
+from pkg.dra.explain.verdict import to_status
 from pkg.dracontroller.internal.service.decisions import Decisions
 from pkg.framework.reconcile.contract import Request
 
@@ -109,6 +110,10 @@ class Explainer:
             current_allocation=None if report.current is None else describe_allocation(report.current)[:4096],
             report=text,
             truncated=truncated or None,
+            retry=None if report.verdict is None or report.allocatable else report.verdict.retry,
+            causes=to_status(report.verdict)
+            if report.verdict is not None and report.verdict.causes
+            else None,
             computed_at=self._clock(),
         )
 

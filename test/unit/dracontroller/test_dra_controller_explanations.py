@@ -76,6 +76,26 @@ def test_the_answer_is_the_local_report(mocker: MockerFixture) -> None:
         assert not status.truncated
 
 
+def test_the_answer_carries_the_causes_and_names_only_the_askers_namespace(mocker: MockerFixture) -> None:
+    """The causes are stored as data (what ``-o json`` prints); a holder in another namespace is
+    counted, not named: the asker may create requests here, not read claims there."""
+    e = env(mocker)
+    e.reconcile(e.add(claim("card", exact("gpu", our_physical_class().metadata.name), namespace="other")))
+    e.sync()
+    pending = e.add(claim("pending", exact("gpu", our_physical_class().metadata.name)))
+    status = explainer(e).answer("default", ClaimExplanationSpec(claim_name=name_of(pending)))
+    assert status.outcome is ExplanationOutcome.NOT_ALLOCATABLE
+    assert status.retry is True
+    [cause] = status.causes or []
+    assert cause.kind == "HeldByOthers"
+    assert cause.text.endswith("1 whole card is held by claims you cannot read")
+    assert cause.facts is not None
+    assert cause.facts.hidden_holders == 1
+    assert cause.facts.holders is None
+    assert "other/card" not in (status.report or "")
+    assert "other/card" in local_report(e, "default/pending")  # the CLI read every claim itself
+
+
 def test_an_allocated_claim_says_what_it_holds(mocker: MockerFixture) -> None:
     e = env(mocker)
     held = e.add(claim("held", exact("gpu", "mig-1g")))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.client import (
     V1AllocationResult,
     V1NodeSelector,
@@ -327,3 +328,19 @@ def test_cluster_mode_other_api_errors_exit_2(monkeypatch: pytest.MonkeyPatch, m
     code, out, err = explain("ns/c")
     assert (code, out) == (2, "")
     assert err.startswith("error: cannot read the cluster: 500 InternalError")
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_json_and_yaml_carry_the_verdict_and_the_report(output: str) -> None:
+    code, text, _ = explain("ml/training", "--bundle", SAMPLE)
+    code_data, out, _ = explain("ml/training", "--bundle", SAMPLE, "-o", output)
+    document = json.loads(out) if output == "json" else yaml.safe_load(out)
+    assert code == code_data == 1
+    assert document["claim"] == "ml/training"
+    assert document["report"] == text  # the same content as the text
+    assert document["allocatable"] is False
+    assert document["retry"] is True
+    [cause] = document["causes"]
+    assert cause["kind"] == "HeldByOthers"
+    assert cause["facts"]["holders"] == ["ml/notebook"]
+    assert f"  cause: request gpu: {cause['text']}" in text.splitlines()
