@@ -26,7 +26,8 @@ from typing import Final
 
 from pkg.app.kubectlgpu.catalogue import Catalogue, DeviceFacts, nanos
 from pkg.app.kubectlgpu.claims import Held, node_of_pool
-from pkg.app.kubectlgpu.shares import ShareSizeError, share_size
+from pkg.app.kubectlgpu.shares import held_share_size
+from pkg.dra.model.share_size import ShareSizeError
 
 WHOLE: Final = "Physical"  # the deviceType of a whole card's offer
 
@@ -83,15 +84,17 @@ def _shares_left(
     if offer is None:
         return
     try:
-        sizes = [share_size(f.strategy, h.consumed, h.parameters, f.memory) for h, f in holds if f.shared]
+        sizes = [
+            held_share_size(f.strategy, h.consumed, h.parameters, f.memory) for h, f in holds if f.shared
+        ]
     except ShareSizeError:
         return
     left = 100 - sum(size.percent for size in sizes)
     if left <= 0:
         return
     memory = None
-    if offer[1].memory is not None and all(size.memory_limit is not None for size in sizes):
-        memory = max(0, offer[1].memory - sum(size.memory_limit or 0 for size in sizes))
+    if offer[1].memory is not None and all(size.memory_limit_bytes is not None for size in sizes):
+        memory = max(0, offer[1].memory - sum(size.memory_limit_bytes or 0 for size in sizes))
     yield Free(node, offer[0], offer[1], percent=left, memory=memory)
 
 

@@ -18,8 +18,9 @@ from typing import Any, Final
 from pkg.app.kubectlgpu.catalogue import UNKNOWN, Catalogue, DeviceFacts
 from pkg.app.kubectlgpu.claims import Held, held
 from pkg.app.kubectlgpu.free import Free, free_capacity
-from pkg.app.kubectlgpu.shares import ShareSizeError, share_size
+from pkg.app.kubectlgpu.shares import held_share_size
 from pkg.app.kubectlgpu.table import Column, Row, bytes_text
+from pkg.dra.model.share_size import ShareSizeError
 
 KIND: Final = "GPUHolderList"
 COLUMNS: Final = (
@@ -78,11 +79,15 @@ def _share_cells(h: Held, facts: DeviceFacts | None) -> tuple[str, str, dict[str
     if facts is None or not facts.shared:
         return "", "", {}
     try:
-        size = share_size(facts.strategy, h.consumed, h.parameters, facts.memory)
+        size = held_share_size(facts.strategy, h.consumed, h.parameters, facts.memory)
     except ShareSizeError:
         return UNKNOWN, UNKNOWN, {}
-    limit = NO_LIMIT if size.memory_limit is None else bytes_text(size.memory_limit)
-    return f"{size.percent}%", limit, {"sharePercent": size.percent, "memoryLimitBytes": size.memory_limit}
+    limit = NO_LIMIT if size.memory_limit_bytes is None else bytes_text(size.memory_limit_bytes)
+    return (
+        f"{size.percent}%",
+        limit,
+        {"sharePercent": size.percent, "memoryLimitBytes": size.memory_limit_bytes},
+    )
 
 
 def _row(h: Held, facts: DeviceFacts | None) -> Row:

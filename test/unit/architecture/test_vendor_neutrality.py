@@ -69,6 +69,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/dra/model/fill_order.py": (_KINDS, {"mig"}),
     "pkg/dra/model/offer_order.py": (_KINDS, {"mig", "nvml"}),
     "pkg/dra/model/offers.py": (_KINDS, {"mig", "mps"}),
+    "pkg/dra/model/share_size.py": (_KINDS, {"mps"}),
     "pkg/dra/explain/device_words.py": (_KINDS, {"mig"}),
     "pkg/dracontroller/accounting/devices.py": (_KINDS, {"mig"}),
     "pkg/gpucontroller/gpuclass/internal/gpu_uuid.py": (_API, {"nvidia"}),

@@ -5,12 +5,13 @@ card needs for its shares — the time slice, the MPS control daemon — is set 
 and undone by the last (:class:`~.card_sharing.CardSharing`), so releasing a share undoes it only
 when no other claim's share of that strategy is left on the card.
 
-A share is planned with what the scheduler consumed for it (``consumedCapacity``):
-``sharePercent``, and ``memory`` when the claim asked for memory. MPS enforces both, so a share's
-memory limit is the memory it consumed or, when it asked for none, its ``sharePercent`` of the
-card's memory. Shares fit together on a card when they are of one strategy with distinct share
-IDs and, for TimeSlicing, the same time slice. At start-up the recorded shares' card settings are
-made again and MPS daemons no share owns are stopped.
+A share is planned with what the scheduler consumed for it (``consumedCapacity``), sized by the
+rule ``kubectl gpu who`` shows it by (:mod:`pkg.dra.model.share_size`): ``sharePercent``, and
+``memory`` when the claim asked for memory; MPS enforces both, so a share's memory limit is the
+memory it consumed or, when it asked for none, its ``sharePercent`` of the card's memory. Shares
+fit together on a card when they are of one strategy with distinct share IDs and, for
+TimeSlicing, the same time slice. At start-up the recorded shares' card settings are made again
+and MPS daemons no share owns are stopped.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Final
 
 from api.gpu.v1alpha1 import SharingStrategy, TimeSlicingInterval
 from pkg.backends.preparation import CardPreparer, ContainerEdits
+from pkg.dra.model.share_size import ShareSizeError, share_size
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, DeviceRecord
 from pkg.gpuhandler.preparation.kinds import (
     ClaimWork,
@@ -37,7 +39,6 @@ from pkg.gpuhandler.preparation.kinds.whole_card import take_whole_card
 
 SHARE_PERCENT: Final = "sharePercent"
 MEMORY: Final = "memory"
-MIB: Final = 2**20
 
 
 class ShareKind(DeviceKind):
@@ -56,32 +57,34 @@ class ShareKind(DeviceKind):
     def plan(self, offer: Offer, context: PlanContext) -> SharingRecord:
         settings = offer.config.sharing if offer.config is not None else None
         consumed = offer.result.consumed_capacity or {}
-        if SHARE_PERCENT in consumed:
-            percent = offer.quantity(consumed[SHARE_PERCENT], f"consumed {SHARE_PERCENT}")
-        elif (
-            settings is not None
-            and settings.mps is not None
-            and settings.mps.default_active_thread_percentage
-        ):
-            percent = settings.mps.default_active_thread_percentage
-        else:
-            percent = 100
-        if not 1 <= percent <= 100:
-            raise PlanError(f"{offer.where} has consumed {SHARE_PERCENT} {percent}, not between 1 and 100")
-        asked = offer.quantity(consumed[MEMORY], f"consumed {MEMORY}") if MEMORY in consumed else 0
-        memory_bytes = asked
-        if offer.sharing is SharingStrategy.MPS and asked == 0:  # MPS needs a limit; time-slicing none
-            card_memory = (offer.device.capacity or {}).get(MEMORY)
-            if card_memory is None or card_memory.value is None:
+        mps = settings.mps if settings is not None else None
+
+        def consumed_quantity(name: str) -> int | None:
+            return offer.quantity(consumed[name], f"consumed {name}") if name in consumed else None
+
+        def card_memory() -> int:
+            capacity = (offer.device.capacity or {}).get(MEMORY)
+            if capacity is None or capacity.value is None:
                 raise PlanError(f"{offer.where} is an MPS share but its offer has no {MEMORY} capacity")
-            memory_bytes = offer.quantity(card_memory.value, f"{MEMORY} capacity") * percent // 100
+            return offer.quantity(capacity.value, f"{MEMORY} capacity")
+
+        try:
+            size = share_size(
+                offer.sharing,
+                consumed_percent=consumed_quantity(SHARE_PERCENT),
+                consumed_memory=consumed_quantity(MEMORY),
+                default_percent=mps.default_active_thread_percentage if mps is not None else None,
+                card_memory=card_memory,
+            )
+        except ShareSizeError as err:
+            raise PlanError(f"{offer.where} has {err}") from None
         interval = TimeSlicingInterval.DEFAULT
         if settings is not None and settings.time_slicing is not None:
             interval = settings.time_slicing.interval
         return SharingRecord(
             strategy=offer.sharing.value,
-            share_percent=percent,
-            memory_mib=memory_bytes // MIB,
+            share_percent=size.percent,
+            memory_mib=size.memory_mib,
             interval=interval.value,
         )
 
