@@ -151,19 +151,20 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
     if not blocked:
         return []
     consumers = _consumers(short.ctx, {(c.pool.id, v.counter_set) for c, v in blocked if v.counter_set})
-    other: dict[str, tuple[Candidate, list[Candidate]]] = {}
+    # Keyed by pool too: card names (their PCI addresses) repeat from node to node.
+    other: dict[tuple[PoolID, str], tuple[Candidate, list[Candidate]]] = {}
     same: dict[DeviceID, Candidate] = {}
     for cand, verdict in blocked:
         users = consumers.get((cand.pool.id, verdict.counter_set or ""), [])
         if any(mode_of(u) != mode_of(cand) for u in users):
-            other.setdefault(card_of(cand), (cand, users))
+            other.setdefault((cand.pool.id, card_of(cand)), (cand, users))
         else:
             same.update((u.id, u) for u in users)
     causes = []
     if other:
         shown = list(other.items())[:_MAX_CARDS]
         cards = []
-        for card, (wanted, users) in shown:
+        for (_, card), (wanted, users) in shown:
             held = ", ".join(plural(n, k) for n, k in Counter(noun(u) for u in users).most_common())
             where = f" on node {wanted.node_name}" if wanted.node_name else ""
             cards.append(f"card {card}{where} holds {held}")
@@ -177,12 +178,12 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
                 f"{'; '.join(cards)}{more}; a {noun(wanted)} needs {needs} (held by {phrase})",
                 "release those devices, or ask for the kind of device the card is used as",
                 retry=True,
-                cards=tuple(card for card, _ in shown),
+                cards=tuple(card for (_, card), _ in shown),
                 holders=tuple(named),
                 hidden_holders=hidden,
             )
         )
-    rest = [c for c, _ in blocked if card_of(c) not in other]
+    rest = [c for c, _ in blocked if (c.pool.id, card_of(c)) not in other]
     if rest:
         phrase, named, hidden = short.holders(same.values())
         causes.append(

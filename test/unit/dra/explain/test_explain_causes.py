@@ -290,3 +290,18 @@ def test_retry_is_said_only_where_capacity_would_help(count: int) -> None:
     assert not retry_said(missing)
     assert missing.verdict is not None
     assert not missing.verdict.retry
+
+
+def test_cards_of_one_name_on_two_nodes_are_told_apart() -> None:
+    """Card names are PCI addresses: the same on every node of one model, so each is named with its node."""
+    slices = a30_pool("node-a", card=CARD_A) + a30_pool("node-b", card=CARD_A, sharing=("mps",))
+    scene = Scene.of(slices, physical_class(), mig_class("1g"), physical_class("mps"))
+    scene.hold("nb", "mig-1g")
+    scene.hold("infer", "physical-mps", sharePercent="60")
+    report = scene.explain(claim("wants-card", exact("gpu", "physical-exclusive")))
+    text, data = one_cause(report)
+    assert (
+        f"card {CARD_A} on node node-a holds 1 MIG 1g device; card {CARD_A} on node node-b holds 1 MPS share"
+        in text
+    )
+    assert data["facts"]["holders"] == ["user/infer", "user/nb"]  # type: ignore[index]
