@@ -83,7 +83,7 @@ def one_cause(report: Report) -> tuple[str, dict[str, object]]:
     data = json.loads(json.dumps(report.verdict.to_dict()))  # what -o json prints
     [as_data] = data["causes"]
     assert as_data["text"] == cause.text
-    assert as_data["kind"] == cause.kind.value
+    assert as_data["kind"] == cause.kind
     lines = report.text.splitlines()
     assert lines[1] == "verdict: NOT allocatable"  # the cause comes first, before any device
     assert lines[2].startswith("  cause: ")
