@@ -37,6 +37,7 @@ from bench import (
     prepare_bench,
     scale_bench,
     scheduler_bench,
+    who_bench,
 )
 
 COMPARISONS: dict[str, Callable[..., None]] = {
@@ -52,6 +53,7 @@ OWN: dict[str, Callable[..., None]] = {
     "ledger": ledger_bench.main,
     "scale": scale_bench.main,
     "attribution": attribution_bench.main,
+    "who": who_bench.main,
 }
 
 
