@@ -285,6 +285,20 @@ def wait_for_ctrl_c(plane: ControlPlane) -> None:
     threading.Event().wait()  # until a stop signal raises KeyboardInterrupt (see main)
 
 
+def delete_user_pods(plane: ControlPlane, kube: KubeClient) -> None:
+    def user_pods() -> list[V1Pod]:
+        pods, _ = kube.list(POD)
+        return [p for p in pods if p.metadata and p.metadata.namespace != COMPONENTS_NAMESPACE]
+
+    namespaces = sorted({str(p.metadata.namespace) for p in user_pods() if p.metadata})
+    for namespace in namespaces:
+        plane.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=false", check=False)
+    try:
+        wait_for(lambda: not user_pods() or None, what="the Pods of " + ", ".join(namespaces), timeout=90)
+    except TimeoutError as exc:
+        print(f"  {exc}")
+
+
 def stop_all(
     plane: ControlPlane, kube: KubeClient | None, stack: GpuStack, nodes: list[RealNode], work: Path
 ) -> None:
@@ -292,7 +306,10 @@ def stop_all(
     for sig in STOP_SIGNALS:  # a second signal must not cut the clean-up short
         signal.signal(sig, lambda *_: print("  already stopping; cleaning up", flush=True))
     if kube is not None and stack.processes:
-        # Uninstall first: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
+        # The user's Pods (the walkthrough's samples) first, while gpu-handler still runs to
+        # unprepare their devices: a node stopping later would wait for each of them in vain.
+        delete_user_pods(plane, kube)
+        # Uninstall next: the ConfigMap's deletion takes the DaemonSets and their Pods with it.
         try:
             kube.delete(CONFIG_MAP, OPERATOR_CONFIG, COMPONENTS_NAMESPACE)
             wait_for(

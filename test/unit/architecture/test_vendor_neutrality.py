@@ -65,6 +65,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/devcluster/gpustack.py": (_DEV, {"dcgm", "nvidia"}),
     "pkg/devcluster/images.py": (_DEV, {"amd"}),
     "pkg/devcluster/projectimage.py": (_DEV, {"nvidia"}),
+    "pkg/devcluster/samples.py": (_DEV, {"mig", "mps", "nvidia"}),
     "pkg/dra/model/card.py": (_KINDS, {"mig", "mps", "nvidia"}),
     "pkg/dra/model/fill_order.py": (_KINDS, {"mig"}),
     "pkg/dra/model/offer_order.py": (_KINDS, {"mig", "nvml"}),
