@@ -80,9 +80,10 @@ def test_the_answer_carries_the_causes_and_names_only_the_askers_namespace(mocke
     """The causes are stored as data (what ``-o json`` prints); a holder in another namespace is
     counted, not named: the asker may create requests here, not read claims there."""
     e = env(mocker)
-    e.reconcile(e.add(claim("card", exact("gpu", our_physical_class().metadata.name), namespace="other")))
+    whole = name_of(our_physical_class())
+    e.reconcile(e.add(claim("card", exact("gpu", whole), namespace="other")))
     e.sync()
-    pending = e.add(claim("pending", exact("gpu", our_physical_class().metadata.name)))
+    pending = e.add(claim("pending", exact("gpu", whole)))
     status = explainer(e).answer("default", ClaimExplanationSpec(claim_name=name_of(pending)))
     assert status.outcome is ExplanationOutcome.NOT_ALLOCATABLE
     assert status.retry is True
