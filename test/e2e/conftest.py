@@ -47,9 +47,7 @@ def _hold_host_lock(config: pytest.Config) -> None:
     if _HOST_LOCK in config.stash:
         return
     hold = contextlib.ExitStack()
-    hold.enter_context(
-        exclusive_host(on_wait=lambda message: print(message, file=sys.stderr, flush=True))
-    )
+    hold.enter_context(exclusive_host(on_wait=lambda message: print(message, file=sys.stderr, flush=True)))
     config.stash[_HOST_LOCK] = hold
 
 
