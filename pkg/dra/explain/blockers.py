@@ -168,7 +168,7 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
             held = ", ".join(plural(n, k) for n, k in Counter(noun(u) for u in users).most_common())
             where = f" on node {wanted.node_name}" if wanted.node_name else ""
             cards.append(f"card {card}{where} holds {held}")
-        more = f" (and {len(other) - _MAX_CARDS} more cards)" if len(other) > _MAX_CARDS else ""
+        more = f" (and {plural('more card', len(other) - _MAX_CARDS)})" if len(other) > _MAX_CARDS else ""
         wanted = shown[0][1][0]
         needs = "the card free" if whole_card(wanted) else "its part of the card free"
         phrase, named, hidden = short.holders(u for _, (_, users) in shown for u in users)

@@ -38,7 +38,7 @@ from pkg.dra.allocator.context import AllocationContext, pool_eligibility, selec
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative, class_alternative
 from pkg.dra.explain.blockers import Shortfall, blockers
-from pkg.dra.explain.device_words import Readable, attribute, noun, plural
+from pkg.dra.explain.device_words import Readable, are, attribute, noun, plural, plural_form
 from pkg.dra.explain.verdict import Cause, CauseKind, Facts, Verdict
 
 MAX_VALUES = 12
@@ -178,7 +178,7 @@ def _request_causes(
                 CauseKind.TOO_FEW,
                 name,
                 f"{plural(what, asked)} asked, {len(eligible)} match in the cluster{where}",
-                f"ask for at most {most}, or add nodes with more {what}s",
+                f"ask for at most {most}, or add nodes with more {plural_form(what)}",
                 retry=True,
                 facts=facts,
             )
@@ -233,7 +233,7 @@ def _no_match(ctx: AllocationContext, alt: Alternative, trace: RequestTrace) -> 
     owner = detail.split(": ", 1)[0] if detail else f"class {meta.name if meta else '?'}"
     text = f"no device matches the selector of {owner} ({expression or 'no devices published'})"
     if of_class and owner.startswith("claim"):
-        text += f"; {of_class} devices are of class {meta.name if meta else '?'}"
+        text += f"; {plural('device', of_class)} {are(of_class)} of class {meta.name if meta else '?'}"
     if offered:
         text += f"; {offered}"
     return Cause(

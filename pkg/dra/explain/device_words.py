@@ -72,9 +72,16 @@ def noun(cand: Candidate) -> str:
 
 
 def plural(word: str, n: int) -> str:
-    if n == 1:
-        return f"1 {word}"
-    return f"{n} {word}s"
+    """``n`` things in words (``1 whole card``, ``3 whole cards``, ``2 devices of class x``): the one
+    count wording of every explain sentence, so none says "1 devices" or "device(s)"."""
+    return f"{n} {word if n == 1 else plural_form(word)}"
+
+
+def plural_form(word: str) -> str:
+    """The plural of a noun phrase: its head noun takes the ``s`` (``device of class x`` ->
+    ``devices of class x``); our nouns are regular."""
+    head, of, rest = word.partition(" of ")
+    return f"{head}s{of}{rest}"
 
 
 def are(n: int) -> str:
@@ -153,7 +160,7 @@ def holders_text(
             hidden.add(key)
     parts = list(named.values())[:limit]
     if len(named) > limit:
-        parts.append(f"{len(named) - limit} more claim(s)")
+        parts.append(plural("more claim", len(named) - limit))
     if hidden:
-        parts.append(HIDDEN if not named else f"{len(hidden)} claim(s) you cannot read")
+        parts.append(HIDDEN if not named else f"{plural('claim', len(hidden))} you cannot read")
     return ", ".join(parts) or "other claims", sorted(named), len(hidden)

@@ -36,6 +36,7 @@ from pkg.dra.allocator.constraint_trace import ConstraintTrace, ValueGroup
 from pkg.dra.allocator.consumption import CapacityUse, CounterUse, DeviceUse
 from pkg.dra.allocator.pools import SLICE_COUNTER_PREFIX
 from pkg.dra.explain.allocation_text import describe_allocation, node_of
+from pkg.dra.explain.device_words import are, plural
 from pkg.dra.explain.verdict import NO_RETRY_NOTE, RETRY_NOTE, Verdict
 
 SELECTOR_FALSE = "selector false"
@@ -67,7 +68,9 @@ def summary(explanation: Explanation) -> str:
             parts.append(f"request {trace.request}: {trace.problem}")
             continue
         counts = _counts(trace)
-        text = f"request {trace.request}: {sum(counts.values())} devices ({_count_text(counts) or 'none'})"
+        text = (
+            f"request {trace.request}: {plural('device', counts.total())} ({_count_text(counts) or 'none'})"
+        )
         detail = Counter(
             f"{v.reason}: {v.detail}" for v in trace.devices if v.reason not in (SELECTOR_FALSE, FITS)
         ).most_common(1)
@@ -84,7 +87,8 @@ def _split_text(constraint: ConstraintTrace) -> str:
         return "no device fits its requests"
     shown = " | ".join(_group_text(g) for g in values[:4])
     more = f" | … {len(values) - 4} more" if len(values) > 4 else ""
-    return f"the fitting devices split into {len(values)} value(s), none serves every request ({shown}{more})"
+    split = plural("value", len(values))
+    return f"the fitting devices split into {split}, none serves every request ({shown}{more})"
 
 
 def _group_text(group: ValueGroup) -> str:
@@ -120,10 +124,8 @@ def _trace_lines(
     # Devices the request's class never selects are not part of its story: one line says how many.
     devices = trace.devices if show_all else tuple(v for v in trace.devices if v.of_class)
     counts = Counter(v.reason for v in devices)
-    of = f" of class {class_name}" if class_name and not show_all else ""
-    lines = [
-        f"  request {trace.request}: {sum(counts.values())} devices{of} ({_count_text(counts) or 'none'})"
-    ]
+    noun = f"device of class {class_name}" if class_name and not show_all else "device"
+    lines = [f"  request {trace.request}: {plural(noun, counts.total())} ({_count_text(counts) or 'none'})"]
     listed = [v for v in devices if show_all or v.reason != SELECTOR_FALSE]
     shown = listed if show_all or max_devices <= 0 else listed[:max_devices]
     lines.extend(_device_line(v) for v in shown)
@@ -132,11 +134,12 @@ def _trace_lines(
     if not show_all:
         grouped = Counter(v.detail for v in devices if v.reason == SELECTOR_FALSE)
         for detail, n in grouped.most_common():
-            lines.append(f"    {SELECTOR_FALSE:<20} {n} device(s): {detail}")
+            lines.append(f"    {SELECTOR_FALSE:<20} {plural('device', n)}: {detail}")
         others = len(trace.devices) - len(devices)
         if others:
             lines.append(
-                f"    {others} other devices are not of class {class_name or '?'} (--all lists them)"
+                f"    {plural('other device', others)} {are(others)} not of class {class_name or '?'} "
+                "(--all lists them)"
             )
     return lines
 

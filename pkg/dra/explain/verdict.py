@@ -82,6 +82,10 @@ class Cause:
     retry: bool
     facts: Facts = field(default_factory=Facts)
 
+    def line(self) -> str:
+        """The cause as the verdict and the ``AllocationFailed`` Event say it: its request, then why."""
+        return f"request {self.request}: {self.text}" if self.request else self.text
+
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": str(self.kind),
@@ -119,8 +123,7 @@ class Verdict:
             return []
         lines = ["verdict: NOT allocatable"]
         for cause in self.causes:
-            where = f"request {cause.request}: " if cause.request else ""
-            lines.append(f"  cause: {where}{cause.text}")
+            lines.append(f"  cause: {cause.line()}")
             lines.append(f"    would change it: {cause.remedy}")
         lines.append(f"  {RETRY_NOTE if self.retry else NO_RETRY_NOTE}")
         return lines

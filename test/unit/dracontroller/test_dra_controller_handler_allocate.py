@@ -203,8 +203,9 @@ def test_no_capacity_is_explained_in_a_warning_and_retried(
     told = recorder.event.call_args.kwargs
     assert claim_told is c
     assert (told["type_"], told["reason"], told["kind"]) == ("Warning", "AllocationFailed", RESOURCE_CLAIM)
-    # the outcome, then the explanation of the attempt taken: how many devices matched
-    assert told["message"].startswith("cannot allocate all claims; request gpu: 8 devices")
+    # the cause first, in the user's words, then the outcome and the devices of the attempt taken
+    assert told["message"].startswith("request gpu: 5 MIG 1g devices asked, 4 match in the cluster; ")
+    assert "; cannot allocate all claims; request gpu: 8 devices" in told["message"]
     assert "4 fits" in told["message"]
     handover.left_to_scheduler.assert_not_called()
     assert failures("unschedulable") == before + 1

@@ -125,7 +125,9 @@ def test_unschedulable_claim_gets_a_warning_with_the_reason_and_is_retried(mocke
     assert e.stored(c).status is None
     kind, reason, message = e.events()[-1]
     assert (kind, reason) == ("Warning", "AllocationFailed")
-    assert message.startswith("cannot allocate all claims")
+    # the cause first, in the verdict's words (the card is used as a whole card), then the mechanism
+    assert message.startswith(f"request gpu: 1 asked, 4 match, 0 free on one node; card {CARD} ")
+    assert "; retry when capacity changes; cannot allocate all claims; " in message
     assert "counters exhausted" in message
     assert f"most often counters exhausted: counter memory of counter set {CARD}" in message
     assert failures("unschedulable") == before + 1

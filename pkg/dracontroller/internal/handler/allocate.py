@@ -9,9 +9,10 @@ including ones the watch has not delivered yet. The allocator (best fit) returns
 * allocated → the writer marks and allocates the claim with compare-and-swap writes, then a
   ``Normal Allocated`` event lists the devices and the node;
 * not fatal (no capacity now, a pool being republished, search limit) → ``Warning
-  AllocationFailed`` with the allocator's reason and an explain summary of the attempt that failed
-  (how many devices matched, what stopped them; diagnosed from the attempt's recorded inputs, not
-  by allocating again), and a requeue with the controller's backoff; slice, class and claim events
+  AllocationFailed`` that leads with the first cause in the user's words (``explain``'s verdict),
+  then the allocator's reason and an explain summary of the attempt that failed (how many devices
+  matched, what stopped them; diagnosed from the attempt's recorded inputs, not by allocating
+  again), and a requeue with the controller's backoff; slice, class and claim events
   wake the claim sooner;
 * fatal (a broken selector, an unknown class, admin access outside an admin namespace) → the
   same event, no requeue: only a change of the class, claim or namespace can help, and those
@@ -34,7 +35,9 @@ import time
 from datetime import timedelta
 
 from pkg.dra.allocator import AllocationAttempt, Allocator, explain
-from pkg.dra.explain.render import describe_allocation, summary
+from pkg.dra.explain.causes import verdict_of
+from pkg.dra.explain.event_text import event_message
+from pkg.dra.explain.render import describe_allocation
 from pkg.dra.model import Unschedulable
 from pkg.dracontroller import metrics
 from pkg.dracontroller.internal.names import REASON_ALLOCATED, REASON_ALLOCATION_FAILED
@@ -100,12 +103,13 @@ class AllocateHandler:
     ) -> Result | None:
         metrics.allocation_failures.labels(reason=failure_reason(outcome)).inc()
         trace = explain(attempt, allocator=self._allocator)  # the attempt taken, not a second one
-        detail = summary(trace)
+        # The Event is read in the claim's namespace: holders elsewhere are counted, not named.
+        verdict = verdict_of(trace, attempt.inputs, readable=snapshot.namespace.__eq__)
         self._recorder.event(
             snapshot.claim,
             type_="Warning",
             reason=REASON_ALLOCATION_FAILED,
-            message=f"{outcome}" + (f"; {detail}" if detail else ""),
+            message=event_message(trace, verdict),
             kind=RESOURCE_CLAIM,
         )
         return None if outcome.fatal else Result(requeue=True)

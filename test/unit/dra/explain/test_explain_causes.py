@@ -272,7 +272,7 @@ def test_only_devices_of_the_requests_class_are_listed() -> None:
     scene.hold("whole", "physical-exclusive")  # node-b's card: node-a's is used as MIG
     report = scene.explain(claim("c", exact("gpu", "mig-4g")))
     details = report.text.split("details:")[1]
-    assert "request gpu: 1 devices of class mig-4g (1 already allocated)" in details
+    assert "request gpu: 1 device of class mig-4g (1 already allocated)" in details
     assert "-physical" not in details
     assert "other devices are not of class mig-4g (--all lists them)" in details
 
