@@ -140,7 +140,7 @@ class Accountant:
         """One pass: derive, persist, export, announce (in that order)."""
         if self._ledger is None:
             loaded = self._store.load()
-            self._ledger = loaded.ledger or Ledger(as_of=self._clock())
+            self._ledger = loaded.ledger or Ledger(as_of=self._clock(), shards=self._store.shards)
             self._versions = loaded.versions
             self._saved_at = 0.0  # charge open allocations through the downtime at once
             self._published = False

@@ -18,6 +18,14 @@ charging the allocations it had closed up to the head's newer ``as_of`` (one per
 Parts are stored zlib-compressed (binaryData): what a pass writes is then about a quarter of the
 JSON. A part over :data:`MAX_BYTES` is refused with an error that names it rather than rejected by the
 server.
+
+How many ConfigMaps: at most ``shards + 1`` (257), whatever the cluster's size or age. The names
+are fixed (the head, ``<name>-0`` … ``<name>-255``: what the chart's Role grants), and a part is
+created the first time an allocation of a claim hashing there is opened, so a young cluster shows
+the head and about one part per claim allocated so far, until every part exists (after about
+1,500 claims on average: each new claim lands in a random part). None is ever deleted: every part
+holds released seconds and allocation counts, and removing one would make exported counters drop,
+the very reset the ledger is there to prevent.
 """
 
 from __future__ import annotations
@@ -79,7 +87,8 @@ class LedgerStore:
         return f"{self.name}-{i}"
 
     def names(self) -> list[str]:
-        """Every ConfigMap of the ledger: the head, then the parts (what the Role must grant)."""
+        """Every ConfigMap of the ledger: the head, then the parts (what the Role must grant). The
+        store writes no other, so this is also the bound on what it leaves in the namespace."""
         return [self.name, *(self.part_name(i) for i in range(self.shards))]
 
     def load(self) -> Loaded:
@@ -108,12 +117,17 @@ class LedgerStore:
     def save(self, ledger: Ledger, versions: Versions) -> dict[str, str | None]:
         """Writes the head, then the parts changed since the last save, each over the version read
         (creating what does not exist); returns the versions now. Raises ConflictError or
-        AlreadyExistsError if someone else wrote, LedgerTooLargeError for a part over the limit
-        (before anything is written).
+        AlreadyExistsError if someone else wrote, LedgerTooLargeError for a part over the limit and
+        ValueError for a ledger of another shard count (both before anything is written).
 
         The head goes first because it is written on every save: a process that lost the lead
         fails there, before it touches a part. A ledger read in format 1 is the exception: its head
         holds everything until the parts exist, so they are written first that one time."""
+        if ledger.shards != self.shards:  # its parts would be written under names nobody reads
+            raise ValueError(
+                f"ConfigMaps {self.namespace}/{self.name}(-N): a ledger of {ledger.shards} parts "
+                f"for a store of {self.shards}"
+            )
         texts = {i: _pack(ledger.part_json(i)) for i in sorted(ledger.dirty)}
         for i, text in texts.items():
             if len(text) > MAX_BYTES:

@@ -36,7 +36,7 @@ from pkg.dracontroller.accounting.devices import (
     start_estimate,
 )
 from pkg.dracontroller.accounting.events import AllocationEvents
-from pkg.dracontroller.accounting.ledger import Ledger, Made, OpenAllocation, Usage
+from pkg.dracontroller.accounting.ledger import SHARDS, Ledger, Made, OpenAllocation, Usage, shard_of
 from pkg.dracontroller.accounting.store import LedgerStore
 from pkg.framework.client import ConflictError
 
@@ -192,7 +192,12 @@ class Clock:
 
 
 def accountant(
-    claims: dict[str, ResourceV1ResourceClaim], maps: MemoryConfigMaps, clock: Clock, events: Recorded
+    claims: dict[str, ResourceV1ResourceClaim],
+    maps: MemoryConfigMaps,
+    clock: Clock,
+    events: Recorded,
+    *,
+    shards: int = SHARDS,
 ) -> tuple[Accountant, AccountingCollector]:
     def held(cs: Any) -> list[HeldDevice]:
         return [d for c in cs for d in held_devices(c, FACTS, driver=DRIVER, allocated_by_annotation=MARK)]
@@ -206,7 +211,7 @@ def accountant(
             claims=lambda: list(claims.values()),
             held=held,
             synced=lambda: True,
-            store=LedgerStore(client=maps, namespace="gpu", name="ledger"),
+            store=LedgerStore(client=maps, namespace="gpu", name="ledger", shards=shards),
             events=sink,
             collector=collector,
             period=10.0,
@@ -299,6 +304,45 @@ def test_nothing_is_exported_or_announced_that_was_not_persisted() -> None:
     acct.sync()
     assert events.created == ["c1"]
     assert exported(collector)["gpu_dra_allocations_total"] == 1
+
+
+def test_passes_and_leader_terms_keep_one_configmap_per_part_their_claims_use() -> None:
+    """Periodic passes, releases and a new leader write into the ConfigMaps of the parts the claims
+    hash to: the namespace holds the head and those parts, nothing per pass or per term."""
+    maps, clock, events = MemoryConfigMaps(), Clock(), Recorded()
+    claims = {f"c{n}": claim(f"c{n}", allocated=T0) for n in range(6)}
+    first, _ = accountant(claims, maps, clock, events)
+    for step in range(1, 6):  # five periodic passes while the claims are held
+        clock.now = T0 + 10 * step
+        first.sync()
+    for n in range(3):
+        released = claim(f"c{n}", allocated=None)
+        first.on_update(claims[f"c{n}"], released)
+        claims[f"c{n}"] = released
+    clock.now = T0 + 61
+    first.sync()
+
+    claims |= {f"c{n}": claim(f"c{n}", allocated=T0 + 70) for n in range(6, 8)}
+    clock.now = T0 + 80
+    second, _ = accountant(claims, maps, clock, events)  # the next leader's term
+    second.sync()
+    clock.now = T0 + 95
+    second.sync()
+
+    store = LedgerStore(client=maps, namespace="gpu", name="ledger")
+    parts = {store.part_name(shard_of(f"uid-c{n}")) for n in range(8)}
+    assert sorted(maps.stored) == sorted({"ledger", *parts})
+    assert len(maps.writes) > len(maps.stored)  # written many times, each into its own ConfigMap
+
+
+def test_a_first_ledger_has_as_many_parts_as_its_store() -> None:
+    """With nothing stored, the accountant starts a ledger the store can write and read back."""
+    maps, clock, events = MemoryConfigMaps(), Clock(), Recorded()
+    claims = {"c1": claim(allocated=T0)}
+    acct, collector = accountant(claims, maps, clock, events, shards=8)
+    acct.sync()
+    assert exported(collector)["gpu_dra_allocations_total"] == 1
+    assert sorted(maps.stored) == ["ledger", f"ledger-{shard_of('uid-c1', 8)}"]
 
 
 def test_only_the_leader_exports() -> None:

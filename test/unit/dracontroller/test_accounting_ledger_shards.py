@@ -143,3 +143,45 @@ def test_a_format_1_ledger_is_taken_over_whole_and_rewritten_in_parts() -> None:
 
 def _config_map(name: str, text: str) -> V1ConfigMap:
     return V1ConfigMap(metadata=V1ObjectMeta(name=name, namespace="gpu"), data={DATA_KEY: text})
+
+
+def test_the_configmaps_are_the_head_and_its_parts_however_many_claims_come_and_go() -> None:
+    """The bound: a claim's allocation lands in its part's ConfigMap, never a new one per write,
+    per claim or per restart; once every part exists, more claims create nothing."""
+    maps, shards = MemoryConfigMaps(), 16
+    small = LedgerStore(client=maps, namespace="gpu", name="ledger", shards=shards)
+    rng, versions = random.Random(3), small.load().versions
+    ledger = Ledger(as_of=T0, shards=shards)
+    for n in range(400):
+        claim = key(rng, n)
+        ledger.open_allocation(claim, OpenAllocation(usage=usage(n), start=T0 + n))
+        ledger.advance(T0 + n + 1)
+        versions = small.save(ledger, versions)
+        ledger.close(claim, end=T0 + n + 2)
+        versions = small.save(ledger, versions)
+        if n % 100 == 99:  # a restart: a new store continues from what is stored
+            small = LedgerStore(client=maps, namespace="gpu", name="ledger", shards=shards)
+            loaded = small.load()
+            assert loaded.ledger is not None
+            ledger, versions = loaded.ledger, loaded.versions
+    assert sorted(maps.stored) == sorted(small.names())
+    assert len(maps.stored) == shards + 1
+
+    created = len(maps.stored)
+    for n in range(400, 600):
+        claim = key(rng, n)
+        ledger.open_allocation(claim, OpenAllocation(usage=usage(n), start=T0 + n))
+        ledger.advance(T0 + n + 1)
+        versions = small.save(ledger, versions)
+    assert len(maps.stored) == created
+    assert set(maps.writes) <= set(small.names())
+    assert len(store(maps).names()) == SHARDS + 1 == 257  # the production bound
+
+
+def test_a_ledger_of_another_shard_count_is_refused_before_anything_is_written() -> None:
+    maps = MemoryConfigMaps()
+    ledger = Ledger(as_of=T0)  # SHARDS parts: parts 16 and up would be ConfigMaps nobody reads
+    ledger.open_allocation("a/gpu/p/d", OpenAllocation(usage=usage(0), start=T0))
+    with pytest.raises(ValueError, match="a ledger of 256 parts for a store of 16"):
+        LedgerStore(client=maps, namespace="gpu", name="ledger", shards=16).save(ledger, {})
+    assert maps.stored == {}
