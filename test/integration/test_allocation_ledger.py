@@ -1,6 +1,7 @@
 """The allocation ledger's ConfigMaps on the real API server: more open allocations than one
 ConfigMap ever held, back whole after a "restart" (a new store), a pass writing only what it
-changed, and a leader that lost the lead stopped before it writes a part."""
+changed, a leader that lost the lead stopped before it writes a part, and no ConfigMap of the ledger
+but the head and its parts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from pkg.dracontroller.accounting.ledger import Ledger, OpenAllocation, Usage, shard_of
+from pkg.dracontroller.accounting.ledger import SHARDS, Ledger, OpenAllocation, Usage, shard_of
 from pkg.dracontroller.accounting.store import LedgerStore, stored_bytes
 from pkg.framework.client import ConflictError, KubeClient
 from pkg.framework.client.builtin_kinds import CONFIG_MAP
@@ -65,5 +66,11 @@ def test_ledger_beyond_one_configmap_survives_a_restart_and_stale_leaders(
     current = LedgerStore(client=kube, namespace=namespace, name="ledger").load().ledger
     assert current == ledger
     assert "stale-uid/gpu/p/d" not in (current.open if current else {})
+    # The bound: the namespace holds the head and its parts, nothing per pass, restart or leader.
+    ledger_maps, _ = kube.list(
+        CONFIG_MAP, namespace=namespace, label_selector="app.kubernetes.io/component=gpu-dra-controller"
+    )
+    assert sorted(str(cm.metadata.name) for cm in ledger_maps if cm.metadata) == sorted(store.names())
+    assert len(ledger_maps) == SHARDS + 1
     sizes = [stored_bytes(kube.get(CONFIG_MAP, name, namespace)) for name in store.names()]
     print(f"{OPEN} open allocations: first save {first_save:.1f}s, largest ConfigMap {max(sizes)} bytes")
