@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from kubernetes.client import V1ObjectMeta
 from pydantic import Field
@@ -33,6 +33,26 @@ MAX_REPORT_BYTES: Final = 256 * 1024
 and a report longer than this is one nobody reads: ``maxDevices`` shortens it)."""
 DEFAULT_MAX_DEVICES: Final = 40
 CLAIM_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+# Bounds of the verdict's data in ``status.causes``. Every list and string has one, so the API
+# server can cost the schema and an object stays far below etcd's limit whatever a cluster holds
+# (thousands of claims holding the devices of one request); the writer clips to them
+# (``pkg.dra.explain.verdict.to_status``), ending a clipped list with "and N more".
+MAX_CAUSES: Final = 64
+MAX_LISTED: Final = 32
+"""Holders, cards, taints, attribute values: the most of each a cause stores."""
+MAX_ATTRIBUTES: Final = 16
+"""Attributes whose existing values a cause lists."""
+MAX_HOLDER_LENGTH: Final = 512  # namespace/name: 63 + 1 + 253, and room for "and N more"
+MAX_CARD_LENGTH: Final = 253
+MAX_TAINT_LENGTH: Final = 1024  # key (up to 316) = value (63) : effect, since a timestamp
+MAX_VALUE_LENGTH: Final = 256  # an attribute value as text (the API's are at most 64)
+Holder = Annotated[str, Field(max_length=MAX_HOLDER_LENGTH)]
+Card = Annotated[str, Field(max_length=MAX_CARD_LENGTH)]
+Taint = Annotated[str, Field(max_length=MAX_TAINT_LENGTH)]
+AttributeValues = Annotated[
+    list[Annotated[str, Field(max_length=MAX_VALUE_LENGTH)]], Field(max_length=MAX_LISTED)
+]
 
 
 class ExplanationStrategy(StrEnum):
@@ -84,21 +104,29 @@ class ExplanationFacts(ApiModel):
     owner: str | None = Field(
         default=None, max_length=512, description="Whose selector: class X or claim ns/name."
     )
-    values: dict[str, list[str]] | None = Field(
-        default=None, description="Per attribute the selector tests, the values that exist."
+    values: dict[str, AttributeValues] | None = Field(
+        default=None,
+        max_length=MAX_ATTRIBUTES,
+        description="Per attribute the selector tests, the values that exist.",
     )
     blocked: Int32 | None = Field(
         default=None, description="Matching devices this cause keeps from the request."
     )
-    holders: list[str] | None = Field(
-        default=None, description="Claims (namespace/name) holding those devices."
+    holders: list[Holder] | None = Field(
+        default=None,
+        max_length=MAX_LISTED,
+        description='Claims (namespace/name) holding those devices; a clipped list ends "and N more".',
     )
     hidden_holders: Int32 | None = Field(
         default=None, description="Claims holding them that the asker cannot read."
     )
-    cards: list[str] | None = Field(default=None, description="Cards used by devices of another mode.")
-    taints: list[str] | None = Field(
-        default=None, description="Taints not tolerated (key=value:Effect since when)."
+    cards: list[Card] | None = Field(
+        default=None, max_length=MAX_LISTED, description="Cards used by devices of another mode."
+    )
+    taints: list[Taint] | None = Field(
+        default=None,
+        max_length=MAX_LISTED,
+        description="Taints not tolerated (key=value:Effect since when).",
     )
     constraint: str | None = Field(
         default=None, max_length=64, description="matchAttribute or distinctAttribute."
@@ -151,7 +179,9 @@ class ClaimExplanationStatus(ApiModel):
         default=None, description="Not allocatable: whether waiting for capacity to change may help."
     )
     causes: list[ExplanationCause] | None = Field(
-        default=None, max_length=64, description="Not allocatable: why, cause first (the report's verdict)."
+        default=None,
+        max_length=MAX_CAUSES,
+        description="Not allocatable: why, cause first (the report's verdict).",
     )
     computed_at: datetime | None = Field(default=None, description="When the controller answered.")
 

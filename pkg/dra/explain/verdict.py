@@ -13,6 +13,16 @@ from enum import StrEnum
 from typing import Any
 
 from api.gpu.v1alpha1 import ExplanationCause, ExplanationFacts
+from api.gpu.v1alpha1.claimexplanation import (
+    MAX_ATTRIBUTES,
+    MAX_CARD_LENGTH,
+    MAX_CAUSES,
+    MAX_HOLDER_LENGTH,
+    MAX_LISTED,
+    MAX_TAINT_LENGTH,
+    MAX_VALUE_LENGTH,
+)
+from api.gpu.v1alpha1.common import ApiModel
 
 RETRY_NOTE = "retry when capacity changes"
 NO_RETRY_NOTE = "waiting will not help: the claim or its class must change"
@@ -130,17 +140,46 @@ class Verdict:
 
 
 def to_status(verdict: Verdict) -> list[ExplanationCause]:
-    """The causes as the ClaimExplanation status stores them (the same camelCase fields)."""
-    stored = []
-    for cause in verdict.causes:
-        data = cause.to_dict()
-        data["text"] = _clip(cause.text, 4096)  # a cause quoting a long selector still fits its field
-        facts = data["facts"] = cause.facts.to_dict()
-        for name, limit in (("selector", 10240), ("problem", 4096)):
-            if name in facts:
-                facts[name] = _clip(facts[name], limit)
-        stored.append(ExplanationCause.model_validate(data))
-    return stored
+    """The causes as the ClaimExplanation status stores them (the same camelCase fields), clipped
+    to the schema's bounds so that the write never fails validation: a long string ends with
+    ``…``, a long list keeps its first items and ends with ``and N more``."""
+    return [ExplanationCause.model_validate(_stored(c)) for c in verdict.causes[:MAX_CAUSES]]
+
+
+def _stored(cause: Cause) -> dict[str, Any]:
+    data = _fit(ExplanationCause, cause.to_dict())
+    data["facts"] = _fit(ExplanationFacts, cause.facts.to_dict())
+    for name, item_limit in _ITEM_LIMITS.items():
+        if name in data["facts"]:
+            data["facts"][name] = _clip_list(data["facts"][name], MAX_LISTED, item_limit)
+    if "values" in data["facts"]:
+        data["facts"]["values"] = {
+            attribute: _clip_list(values, MAX_LISTED, MAX_VALUE_LENGTH)
+            for attribute, values in list(data["facts"]["values"].items())[:MAX_ATTRIBUTES]
+        }
+    return data
+
+
+_ITEM_LIMITS = {"holders": MAX_HOLDER_LENGTH, "cards": MAX_CARD_LENGTH, "taints": MAX_TAINT_LENGTH}
+
+
+def _fit(model: type[ApiModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each string cut to its field's ``max_length`` in ``model`` (the bound the
+    CRD is generated from, so the two cannot drift)."""
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        value = data.get(key)
+        limit = next((m.max_length for m in info.metadata if hasattr(m, "max_length")), None)
+        if isinstance(value, str) and limit is not None:
+            data[key] = _clip(value, limit)
+    return data
+
+
+def _clip_list(items: list[str], max_items: int, max_length: int) -> list[str]:
+    clipped = [_clip(item, max_length) for item in items]
+    if len(clipped) <= max_items:
+        return clipped
+    return [*clipped[: max_items - 1], f"and {len(clipped) - max_items + 1} more"]
 
 
 def _clip(text: str, limit: int) -> str:
