@@ -5,9 +5,11 @@
 
 1. starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager (pkg/devcluster) and
    applies our CRDs;
-2. starts two real nodes on this machine — a kubelet and its own containerd each — over simulated
+2. starts three real nodes on this machine — a kubelet and its own containerd each — over simulated
    GPU hosts (sysfs tree, device nodes, simulated NVML with real GPU data): gpu-node-a has 2 x A30,
-   gpu-node-b an H100 and an L4; runs the real gpu-node-agent and gpu-handler on each;
+   gpu-node-b an H100 and an L4, gpu-node-c is a bare-metal VM host with 2 x T4 under NVIDIA's
+   vGPU manager (its cards are offered as vGPUs and whole for passthrough, to VMs only); runs the
+   real gpu-node-agent and gpu-handler on each;
 3. runs gpu-controller with its configuration ConfigMap, and gpu-dra-controller (which answers
    ``kubectl gpu explain``), as the chart installs them: gpu-controller labels the nodes with GPUs
    and renders the node components' DaemonSets (stand-in images, pkg/devcluster/gpustack.py); each
@@ -132,7 +134,7 @@ def show_offers(kube: KubeClient) -> None:
             for device in rs.spec.devices or []:
                 attrs = device.attributes or {}
                 kind = attrs["gpu.deckhouse.io/deviceType"].string
-                profile = attrs.get("gpu.deckhouse.io/migProfile")
+                profile = attrs.get("gpu.deckhouse.io/migProfile") or attrs.get("gpu.deckhouse.io/vgpuType")
                 strategy = attrs.get("gpu.deckhouse.io/sharingStrategy")
                 label = profile.string if profile else (strategy.string if strategy else kind)
                 kinds[f"{kind}:{label}"] += 1
@@ -170,7 +172,7 @@ def start_cluster(plane: ControlPlane) -> KubeClient:
 
 
 def start_nodes(plane: ControlPlane, work: Path, nodes: list[RealNode]) -> None:
-    step("starting two real nodes (kubelet + containerd each) over simulated GPU hosts")
+    step(f"starting {len(NODES)} real nodes (kubelet + containerd each) over simulated GPU hosts")
     images = build_archive(work / "images.tar")
     for index, (name, fixture) in enumerate(NODES.items()):
         node = RealNode(
@@ -357,7 +359,7 @@ def run(keep_running: bool) -> int:
         step("offers published as ResourceSlices (driver gpu.deckhouse.io)")
         wait_for(
             lambda: len({s.spec.node_name for s in kube.list(RESOURCE_SLICE)[0]}) == len(NODES),
-            what="both pools",
+            what="every node's pool",
         )
         show_offers(kube)
         apply_classes(plane)

@@ -3,9 +3,10 @@
 One list, read by the demo (what it tells the user to try) and by the e2e test that runs the
 walkthrough on real nodes (``test/e2e/test_demo_walkthrough.py``), so the two cannot drift apart:
 each runnable sample with a line its log shows once the container got its device, and the one
-that cannot be satisfied. The VFIO and vGPU samples are not here: they need a bare-metal node and
-a card under NVIDIA's vGPU manager, which the demo's two nodes are not (the e2e tier runs them on
-nodes of their own, ``test_gpu_vfio.py`` and ``test_gpu_vgpu.py``).
+that cannot be satisfied. The VM samples (VFIO passthrough, a vGPU) run on the demo's VM host,
+gpu-node-c: bare metal, with two T4s under NVIDIA's vGPU manager, the only cards the VM classes
+select and cards the container classes leave out, so the container samples never take them. The
+AMD sample is not here: the demo has no AMD node.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "config" / "samples"
 # The demo's nodes and their fixture hosts (test/fixtures/sysfs): what the samples run on.
-DEMO_NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4"}
+DEMO_NODES = {"gpu-node-a": "a30-x2", "gpu-node-b": "h100-and-l4", "gpu-node-c": "t4-vgpu"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,11 @@ RUNNABLE = (
     SamplePod("pod-mig-1g.yaml", "mig-1g-demo", shows="NVIDIA_VISIBLE_DEVICES=MIG-"),
     SamplePod("pod-timeslicing.yaml", "timeslicing-demo", shows="NVIDIA_VISIBLE_DEVICES=GPU-"),
     SamplePod("pod-mps.yaml", "mps-demo", shows="THREADS=30"),
+    # The device metadata KubeVirt reads: the passed-through card's PCI address, the vGPU's mdev.
+    SamplePod("pod-vfio.yaml", "vm-vfio-demo", shows='"resource.kubernetes.io/pciBusID"'),
+    SamplePod("pod-vgpu.yaml", "vm-vgpu-demo", shows='"mdevUUID"'),
 )
 UNSATISFIABLE = SamplePod("pod-wants-three-whole.yaml", "wants-three-whole")
-ASKED_WHOLE_CARDS = 3  # what UNSATISFIABLE asks: more than any of DEMO_NODES has
+# What UNSATISFIABLE asks: more whole cards for containers than any of DEMO_NODES has (the VM
+# host's cards are not for containers).
+ASKED_WHOLE_CARDS = 3

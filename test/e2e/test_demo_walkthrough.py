@@ -2,7 +2,8 @@
 ``kubectl gpu explain`` says why the one that cannot be satisfied stays Pending.
 
 The walkthrough is the demo's (``make demo DEMO_ARGS=--keep-running``, then the README's steps): the
-same two nodes (2 x A30; an H100 and an L4), the sample DeviceClasses, gpu-dra-controller serving
+same three nodes (2 x A30; an H100 and an L4; a VM host with 2 x T4 under NVIDIA's vGPU manager),
+the sample DeviceClasses, gpu-dra-controller serving
 ``explain``, and the sample files applied as a newcomer applies them, all at once, with nothing
 edited but the namespace. Which samples and what each one's log proves is
 :mod:`pkg.devcluster.samples`, the list the demo prints.
@@ -81,7 +82,8 @@ def kubectl_gpu(plane: ControlPlane, *args: str) -> tuple[int, str, float]:
 
 
 def whole_cards_per_node(plane: ControlPlane) -> Counter[str]:
-    """The devices the gpu-physical class selects (exclusive whole cards), counted per node."""
+    """The devices the gpu-physical class selects (exclusive whole cards, not a VM host's), counted
+    per node."""
     slices = json.loads(plane.kubectl("get", "resourceslices", "-o", "json"))["items"]
     per_node: Counter[str] = Counter()
     for resource_slice in slices:
@@ -92,7 +94,7 @@ def whole_cards_per_node(plane: ControlPlane) -> Counter[str]:
             attrs = {key.rsplit("/", 1)[-1]: value for key, value in (device.get("attributes") or {}).items()}
             kind = attrs.get("deviceType", {}).get("string")
             strategy = attrs.get("sharingStrategy", {}).get("string")
-            if kind == "Physical" and strategy == "Exclusive":
+            if kind == "Physical" and strategy == "Exclusive" and "vmOnly" not in attrs:
                 per_node[spec.get("nodeName", "")] += 1
     return per_node
 
@@ -102,7 +104,7 @@ def apply(plane: ControlPlane, namespace: str, sample: Path) -> None:
 
 
 @pytest.mark.timeout(900)  # the first test of a session may wait for another run's real nodes
-@pytest.mark.usefixtures("gpu_node", "gpu_node_b", "dra_controller")
+@pytest.mark.usefixtures("gpu_node", "gpu_node_b", "gpu_node_vgpu", "dra_controller")
 def test_every_sample_runs_and_explain_names_why_the_unsatisfiable_one_waits(
     control_plane: ControlPlane, namespace: str
 ) -> None:

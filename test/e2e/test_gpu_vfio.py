@@ -50,8 +50,12 @@ SHOW_VFIO = (
 )
 
 
-def vfio_pod(name: str, node: str, *, script: str = SHOW_VFIO, resource: str | None = None) -> V1Pod:
-    """The sample, on ``node``, with the local image and a script instead of virt-launcher."""
+def vfio_pod(name: str, node: str, *, script: str = SHOW_VFIO, resource: str = "gpu") -> V1Pod:
+    """The sample, on ``node``, with the local image and a script instead of virt-launcher.
+
+    The sample asks for a VM host's card (gpu-vm-passthrough); the workstation's card is not one,
+    so by default the Pod asks for any exclusive whole card (gpu-physical), as the sample says a VM
+    Pod may."""
     body: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     body["metadata"]["name"] = name
     spec = body["spec"]
@@ -60,10 +64,7 @@ def vfio_pod(name: str, node: str, *, script: str = SHOW_VFIO, resource: str | N
     spec["terminationGracePeriodSeconds"] = 1
     [container] = spec["containers"]
     container.update(image=BUSYBOX_IMAGE, imagePullPolicy="Never", command=["sh", "-c", script])
-    if resource is not None:
-        container["resources"]["limits"] = {f"gpu.deckhouse.io/{resource}": 1}
-    limits = container["resources"]["limits"]
-    container["resources"]["limits"] = {key: str(value) for key, value in limits.items()}
+    container["resources"]["limits"] = {f"gpu.deckhouse.io/{resource}": "1"}
     return V1Pod.model_validate(body)
 
 

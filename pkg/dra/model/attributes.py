@@ -84,6 +84,11 @@ def card_identity(card: Card) -> dict[str, AttributeValue]:
 
     ``uuid`` and ``pciAddress`` are the *card's* on MIG offers too (a MIG instance has no UUID
     until it is created), so a ``matchAttribute`` on them means "on the same card".
+
+    ``vmOnly`` (``true``, present only then) marks a card whose host driver is NVIDIA's vGPU
+    manager: it runs no CUDA on the host, so none of its offers is of use to a container. A
+    class for containers leaves such cards out with ``!has(...vmOnly)``, and a class for VMs picks
+    them: without it, a container asking for a whole card could take the card a VM needs.
     """
     attrs: dict[str, AttributeValue] = {
         key("vendor"): card.vendor,
@@ -91,6 +96,8 @@ def card_identity(card: Card) -> dict[str, AttributeValue]:
         key("pciAddress"): card.pci_address,
         key("productName"): clip(card.product_name),
     }
+    if card.vgpu_mode:
+        attrs[key("vmOnly")] = True
     if card.uuid:
         attrs[key("uuid")] = card.uuid
     if card.architecture:

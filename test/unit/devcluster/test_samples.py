@@ -1,5 +1,6 @@
 """The samples of the README's walkthrough run in the demo unchanged: images it provides, no pull,
-and the unsatisfiable one asks for more whole cards than any demo node has."""
+the unsatisfiable one asks for more whole cards than any demo node has, and the sample classes keep
+the VM samples on the VM host's cards and the container samples off them."""
 
 from __future__ import annotations
 
@@ -19,9 +20,24 @@ from pkg.devcluster.samples import (
     UNSATISFIABLE,
     SamplePod,
 )
+from pkg.dra.allocator.cel_env import CelEnvironment, device_input
+from pkg.dra.model.card import Card, VgpuTypeSpec
+from pkg.dra.model.offers import build_offers
 
 SYSFS = Path(__file__).resolve().parents[2] / "fixtures" / "sysfs"
+DRIVER = "gpu.deckhouse.io"
 VM_SAMPLES = ("pod-vfio.yaml", "pod-vgpu.yaml")
+CARD = Card(
+    physical_gpu="n-0", pci_address="0000:3b:00.0", product_name="Tesla T4", device="t4", memory_mib=15360
+)
+VM_HOST_CARD = Card(
+    physical_gpu="n-1",
+    pci_address="0000:d8:00.0",
+    product_name="Tesla T4",
+    device="t4",
+    memory_mib=15360,
+    vgpu_types=(VgpuTypeSpec("nvidia-232", "GRID T4-4Q", 4096, 4),),
+)
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
@@ -59,5 +75,37 @@ def test_the_unsatisfiable_sample_asks_more_whole_cards_than_any_demo_node_has()
 
 def test_every_pod_sample_of_a_kind_the_demo_offers_is_in_the_walkthrough() -> None:
     listed = {s.file for s in (*RUNNABLE, UNSATISFIABLE)}
-    not_for_the_demo = {*VM_SAMPLES, "pod-amd-cpx.yaml"}  # no bare metal, vGPU or AMD node there
+    not_for_the_demo = {"pod-amd-cpx.yaml"}  # no AMD node there
     assert {p.name for p in SAMPLES_DIR.glob("pod-*.yaml")} == listed | not_for_the_demo
+    assert set(VM_SAMPLES) <= listed
+
+
+def _selected_by_resource() -> dict[str, list[str]]:
+    """Each sample class's extended resource → the offers of a plain card and of a VM host's card
+    its selectors select, evaluated as the scheduler evaluates them."""
+    env = CelEnvironment()
+    offers = [*build_offers(CARD).offers, *build_offers(VM_HOST_CARD).offers]
+    selected = {}
+    for cls in _documents(SAMPLES_DIR / "deviceclasses.yaml"):
+        resource = cls["spec"].get("extendedResourceName")
+        if resource is None:
+            continue
+        selectors = [env.compile(sel["cel"]["expression"]) for sel in cls["spec"]["selectors"]]
+        selected[resource] = [
+            o.name
+            for o in offers
+            if all(env.matches(sel, device_input(DRIVER, o.device)) for sel in selectors)
+        ]
+    return selected
+
+
+def test_the_vm_samples_get_only_the_vm_hosts_cards_and_the_container_samples_never_do() -> None:
+    selected = _selected_by_resource()
+    asked = {
+        sample: next(iter(_pod(SAMPLES_DIR / sample)["spec"]["containers"][0]["resources"]["limits"]))
+        for sample in VM_SAMPLES
+    }
+    assert selected[asked["pod-vfio.yaml"]] == ["gpu-0000-d8-00-0"]  # the VM host's whole card
+    assert selected[asked["pod-vgpu.yaml"]] == [f"gpu-0000-d8-00-0-vgpu-232-{i}" for i in range(4)]
+    # Whole cards for containers (the whole-card and unsatisfiable samples): the plain card only.
+    assert selected["gpu.deckhouse.io/gpu"] == ["gpu-0000-3b-00-0"]

@@ -100,3 +100,13 @@ def test_a_card_with_more_vgpu_instances_than_a_slice_holds_is_refused() -> None
     many = replace(T4, vgpu_types=(VgpuTypeSpec("nvidia-1", "GRID X-1Q", 256, 64),))
     with pytest.raises(SliceLimitError, match="65 offers"):
         build_offers(many)
+
+
+def test_every_offer_of_a_card_in_vgpu_mode_says_it_is_for_vms_only() -> None:
+    """Classes tell VM cards from container cards by ``vmOnly``: a vGPU host's whole card too,
+    and no other card carries the key (a class tests it with ``has``)."""
+    for offer in build_offers(T4).offers:
+        assert (offer.device.attributes or {})[D + "vmOnly"].bool is True, offer.name
+    plain = replace(T4, vgpu_types=())
+    for offer in build_offers(plain).offers:
+        assert D + "vmOnly" not in (offer.device.attributes or {}), offer.name
