@@ -7,7 +7,8 @@ classes. What is proven against the real API server and kube-controller-manager:
   the delete-protection finalizer and our mark are there, an ``Allocated`` event names the device;
 * a claim a Pod references is left to the scheduler: we never write it, and say so with a
   ``LeftToScheduler`` event (the race with a lagging Pod cache: ``test_dra_controller_race.py``);
-* a claim that cannot fit gets a ``Warning AllocationFailed`` event with the allocator's reason;
+* a claim that cannot fit gets a ``Warning AllocationFailed`` event that says its cause first
+  (who holds the card), then the allocator's reason;
 * deleting an allocated claim releases its device (kube-controller-manager clears the allocation
   and the finalizer) and the waiting claim gets the very same device.
 """
@@ -95,7 +96,10 @@ def test_no_fit_warns_and_deletion_releases_the_device(
     notes = eventually(
         lambda: events_for(kube, namespace, "second", "AllocationFailed"), what="an AllocationFailed event"
     )
-    assert notes[0].startswith("cannot allocate all claims; request gpu: ")
+    # the cause first, in the user's words (who holds the card), then the allocator's mechanism
+    assert notes[0].startswith("request gpu: 1 asked, ")
+    assert f"of claim {namespace}/first" in notes[0]  # the holder, named: same namespace
+    assert "; cannot allocate all claims; request gpu: " in notes[0]
     assert "already allocated" in notes[0]
     assert allocated_devices(kube, namespace, "second") is None
 
