@@ -45,7 +45,9 @@ class RecordedApi:
 
     def __init__(self, slices: list[V1ResourceSlice], claims: list[dict[str, Any]]) -> None:
         self.claims = claims
-        items = [s.to_dict() for s in slices]
+        items = [
+            s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in slices
+        ]  # as the server writes it
         self.pages = [
             json.dumps(
                 {

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes.client import V1ResourceSlice
+from pytest_mock import MockerFixture
 
+from pkg.app.kubectlgpu import catalogue as catalogue_module
 from pkg.app.kubectlgpu.catalogue import Catalogue
 from pkg.app.kubectlgpu.who import FREE, NO_LIMIT, who_view
 
@@ -157,3 +159,15 @@ def test_node_view_counts_holders_of_other_namespaces() -> None:
     rows = who_view(mine, CATALOGUE, node="w2", holders=mine + theirs)
     assert cells(rows, "CLAIM", "DEVICE") == [("mig", "d-1g-0"), (FREE, "d-1g-1")]  # e is not free
     assert who_view(mine, CATALOGUE) == who_view(mine, CATALOGUE, holders=theirs)  # no node: no free rows
+
+
+def test_only_held_devices_are_read_without_free_or_node(mocker: MockerFixture) -> None:
+    """At 1,000 nodes the held devices are a few of the cluster's: ``who`` reads only theirs."""
+    read = mocker.spy(catalogue_module, "_facts")
+    catalogue = Catalogue([node_slice("w1", ["a", "b", "c"]), node_slice("w2", ["d", "e"])], [])
+    rows = who_view([claim("ml", "whole", "w1", "a"), claim("ml", "mig", "w2", "d-1g-0")], catalogue)
+    assert cells(rows, "CLAIM", "TYPE") == [("whole", "Physical"), ("mig", "MIG 1g")]
+    assert read.call_count == 2
+    assert catalogue.facts("gpus/w1", "nowhere") is None
+    who_view([], catalogue, free=True)  # what is free needs every device: 5 cards x 6 devices
+    assert read.call_count == 30
