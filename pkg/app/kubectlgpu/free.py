@@ -50,7 +50,7 @@ def free_capacity(
     what ``holdings`` hold; a card whose shares cannot be sized is left out rather than guessed."""
     held_by_card: dict[tuple[str, str], list[tuple[Held, DeviceFacts]]] = {}
     for h in holdings:
-        facts = catalogue.devices.get((h.pool, h.device))
+        facts = catalogue.facts(h.pool, h.device)
         if facts is not None:
             held_by_card.setdefault((h.pool, facts.card), []).append((h, facts))
     for (pool, card), devices in catalogue.by_card.items():

@@ -64,7 +64,7 @@ def who_view(
         for claim in claims:
             for h in held(claim):
                 if node is None or h.node == node:
-                    facts = catalogue.devices.get((h.pool, h.device)) if catalogue else None
+                    facts = catalogue.facts(h.pool, h.device) if catalogue else None
                     rows.append(((h.node, h.device, h.namespace, h.claim), _row(h, facts)))
     if catalogue is not None and (free or node is not None):
         holdings = [h for claim in (claims if holders is None else holders) for h in held(claim)]
