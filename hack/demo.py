@@ -67,7 +67,14 @@ from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.images import BUSYBOX_IMAGE, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.parentstop import STOP_SIGNALS, watch_parent
-from pkg.devcluster.samples import DEMO_NODES, RUNNABLE, SAMPLES_DIR, UNSATISFIABLE
+from pkg.devcluster.samples import (
+    DEMO_NODES,
+    RUNNABLE,
+    SAMPLES_DIR,
+    SCHEDULED_FIRST,
+    UNSATISFIABLE,
+    WAIT_SCHEDULED_FIRST,
+)
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import CONFIG_MAP, NAMESPACE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.client.config import new_api_client
@@ -280,8 +287,14 @@ def wait_for_ctrl_c(plane: ControlPlane) -> None:
     step(f"running (PID {os.getpid()}); in another shell, the README's quick start:")
     print(f"  export KUBECONFIG={plane.kubeconfig}")
     print(f"  export PATH={plane.config.bin_dir}:{ROOT / '.venv' / 'bin'}:$PATH   # kubectl, kubectl gpu")
+    # The MIG sample first, and placed before the rest (pkg.devcluster.samples says why).
+    print(f"  kubectl apply -f {SCHEDULED_FIRST.path.relative_to(ROOT)}")
+    print(
+        f"  kubectl {' '.join(WAIT_SCHEDULED_FIRST)}   # MIG needs an A30 or the H100: let it take one first"
+    )
     for sample in (*RUNNABLE, UNSATISFIABLE):
-        print(f"  kubectl apply -f {sample.path.relative_to(ROOT)}")
+        if sample != SCHEDULED_FIRST:
+            print(f"  kubectl apply -f {sample.path.relative_to(ROOT)}")
     print(f"  kubectl get pods; kubectl gpu who; kubectl gpu explain pod/{UNSATISFIABLE.pod}")
     print(f"  Ctrl-C, or kill -INT {os.getpid()} (or the make running it), stops and cleans up")
     threading.Event().wait()  # until a stop signal raises KeyboardInterrupt (see main)

@@ -3,9 +3,10 @@
 
 The walkthrough is the demo's (``make demo DEMO_ARGS=--keep-running``, then the README's steps): the
 same three nodes (2 x A30; an H100 and an L4; a VM host with 2 x T4 under NVIDIA's vGPU manager),
-the sample DeviceClasses, gpu-dra-controller serving
-``explain``, and the sample files applied as a newcomer applies them, all at once, with nothing
-edited but the namespace. Which samples and what each one's log proves is
+the sample DeviceClasses, gpu-dra-controller serving ``explain``, and the sample files applied as a
+newcomer applies them, with nothing edited but the namespace: the MIG sample first, waited for until
+it is scheduled, then the rest at once (the order that leaves the MIG Pod a card that can cut a MIG
+device). Which samples, in what order, and what each one's log proves is
 :mod:`pkg.devcluster.samples`, the list the demo prints.
 """
 
@@ -27,7 +28,13 @@ from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.processes import ManagedProcess, free_port, ready, wait_until
-from pkg.devcluster.samples import ASKED_WHOLE_CARDS, RUNNABLE, UNSATISFIABLE
+from pkg.devcluster.samples import (
+    ASKED_WHOLE_CARDS,
+    RUNNABLE,
+    SCHEDULED_FIRST,
+    UNSATISFIABLE,
+    WAIT_SCHEDULED_FIRST,
+)
 from pkg.framework.client import AlreadyExistsError, KubeClient
 from pkg.framework.client.builtin_kinds import NAMESPACE
 
@@ -108,8 +115,11 @@ def apply(plane: ControlPlane, namespace: str, sample: Path) -> None:
 def test_every_sample_runs_and_explain_names_why_the_unsatisfiable_one_waits(
     control_plane: ControlPlane, namespace: str
 ) -> None:
+    apply(control_plane, namespace, SCHEDULED_FIRST.path)
+    control_plane.kubectl(*WAIT_SCHEDULED_FIRST, "-n", namespace)
     for sample in RUNNABLE:
-        apply(control_plane, namespace, sample.path)
+        if sample != SCHEDULED_FIRST:
+            apply(control_plane, namespace, sample.path)
     apply(control_plane, namespace, UNSATISFIABLE.path)
 
     for sample in RUNNABLE:
