@@ -7,6 +7,10 @@ The selector is one CEL expression in the Kubernetes form
 * ``device.driver == "gpu.deckhouse.io"``: our devices only;
 * ``deviceType``; for Physical also ``sharingStrategy`` (each Physical card is offered once per
   strategy), for MIG the ``migProfile``;
+* for Physical, ``!has(...vmOnly)``: a card under NVIDIA's vGPU manager runs no CUDA on the host,
+  so its whole-card offer is kept for VMs (passthrough) and a Physical class, which containers ask
+  for, must not hand it out. Its other offers are vGPUs only (no MIG, no shares), so no other
+  device type needs the clause; a VGPU class selects exactly those cards' vGPUs;
 * the vendor (``Nvidia`` → ``nvidia``, as the attribute spells it) and the selector's
   ``gpu.deckhouse.io/vendor`` and ``gpu.deckhouse.io/device`` labels, which every offer carries as
   the attributes ``vendor`` and ``device``;
@@ -94,6 +98,8 @@ def selector_expression(gpu_class: GPUClass, uuids: Sequence[str] | None) -> str
     else:
         strategy = spec.sharing.strategy if spec.sharing else SharingStrategy.EXCLUSIVE
         clauses.append(f"{ATTRS}.sharingStrategy == {cel_string(strategy.value)}")
+    if spec.device_type is DeviceType.PHYSICAL:
+        clauses.append(f"!has({ATTRS}.vmOnly)")
     labels = spec.selector.match_labels if spec.selector and spec.selector.match_labels else {}
     vendors = dict.fromkeys(
         [spec.vendor.value.lower(), *([labels[LABEL_VENDOR]] if LABEL_VENDOR in labels else [])]

@@ -223,4 +223,29 @@ def test_a_vgpu_class_selects_the_vgpu_offers_and_nothing_else() -> None:
     q8 = {f"gpu-0000-d8-00-0-vgpu-233-{i}" for i in range(2)}
     assert chosen(gpu_class(deviceType="VGPU")) == q4 | q8
     assert chosen(gpu_class(deviceType="VGPU", requirements={"minMemory": "8Gi"})) == q8
-    assert "gpu-0000-d8-00-0" in chosen(gpu_class())  # the whole card, for passthrough
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},
+        {"sharing": {"strategy": "TimeSlicing"}},
+        {"sharing": {"strategy": "MPS"}},
+        {"deviceType": "MIG", "nvidia": {"mig": {"profile": "1g.6gb"}}},
+    ],
+    ids=["Exclusive", "TimeSlicing", "MPS", "MIG"],
+)
+def test_a_container_class_never_selects_a_card_under_the_vgpu_manager(spec: dict[str, Any]) -> None:
+    """Such a card runs no CUDA on the host: its whole-card offer (vmOnly) is for VM passthrough,
+    and it has no MIG or shared offers to select."""
+    selector = CEL.compile(selector_expression(gpu_class(**spec), None))
+    t4 = build_offers(T4_VGPU).offers
+    assert "gpu-0000-d8-00-0" in {o.name for o in t4}  # the whole card is offered, to VMs
+    assert [o.name for o in t4 if CEL.matches(selector, device_input(DRIVER, o.device))] == []
+
+
+def test_a_physical_class_tests_vm_only_and_other_device_types_do_not() -> None:
+    vm_only = '!has(device.attributes["gpu.deckhouse.io"].vmOnly)'
+    assert vm_only in selector_expression(gpu_class(), None)
+    assert vm_only in selector_expression(gpu_class(sharing={"strategy": "MPS"}), None)
+    assert vm_only not in selector_expression(gpu_class(deviceType="VGPU"), None)
