@@ -22,6 +22,7 @@ from pkg.dra.allocator.context import AllocationContext
 from pkg.dra.allocator.pools import Candidate
 from pkg.dra.allocator.requests import Alternative
 from pkg.dra.allocator.taints import blocking_taint
+from pkg.dra.explain.device_holds import card_users
 from pkg.dra.explain.device_words import (
     Readable,
     are,
@@ -150,7 +151,7 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
     that is taken, a share's card held by a whole-card claim of the same mode)."""
     if not blocked:
         return []
-    consumers = _consumers(short.ctx, {(c.pool.id, v.counter_set) for c, v in blocked if v.counter_set})
+    consumers = card_users(short.ctx, {(c.pool.id, v.counter_set) for c, v in blocked if v.counter_set})
     # Keyed by pool too: card names (their PCI addresses) repeat from node to node.
     other: dict[tuple[PoolID, str], tuple[Candidate, list[Candidate]]] = {}
     same: dict[DeviceID, Candidate] = {}
@@ -198,25 +199,6 @@ def _counters(short: Shortfall, blocked: Blocked) -> list[Cause]:
             )
         )
     return causes
-
-
-def _consumers(
-    ctx: AllocationContext, sets: set[tuple[PoolID, str | None]]
-) -> dict[tuple[PoolID, str], list[Candidate]]:
-    """The allocated devices that draw on each of ``sets`` (pool, counter set): bounded by the
-    allocated devices of the pools concerned."""
-    pools = {p.id: p for p in ctx.pools if p.id in {pool for pool, _ in sets}}
-    found: dict[tuple[PoolID, str], list[Candidate]] = defaultdict(list)
-    allocated = ctx.allocated
-    for device in {*allocated.dedicated, *allocated.shares, *allocated.consumed}:
-        pool = pools.get(PoolID(device.driver, device.pool))
-        cand = pool.devices.get(device.device) if pool is not None else None
-        if cand is None:
-            continue
-        for counter_set, _ in cand.consumes:
-            if (cand.pool.id, counter_set) in sets:
-                found[(cand.pool.id, counter_set)].append(cand)
-    return found
 
 
 def _tainted(short: Shortfall, tainted: Blocked) -> Cause:

@@ -5,7 +5,9 @@ Three shapes, one per reader:
 * :func:`render` — the ``explain`` command's report: first the verdict (:mod:`.causes`: the cause in
   the user's words and what would change it), then per request the counts by verdict of the
   devices its class selects, each device the selectors let through with why it was rejected (or
-  ``fits``), in the order the allocator tries them; devices the claim's selectors reject are
+  ``fits``), in the order the allocator tries them — a device others hold with who holds it (the
+  claim and Pod of the share on its card, the MIG devices that fill it), not the check that
+  failed; devices the claim's selectors reject are
   grouped by the selector that rejected them, and those the class never selects are one line (a
   cluster has thousands, and one line says the same thing) unless ``show_all``; then the outcome.
 * :func:`summary` — one line for an ``AllocationFailed`` event: per request, the devices by
@@ -30,6 +32,7 @@ list of free slice numbers.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from pkg.dra.allocator import DeviceVerdict, Explanation, RequestTrace, Unschedulable
 from pkg.dra.allocator.constraint_trace import ConstraintTrace, ValueGroup
@@ -108,13 +111,19 @@ def _constraint_lines(constraint: ConstraintTrace) -> list[str]:
     return lines
 
 
-def _device_line(verdict: DeviceVerdict) -> str:
-    detail = f": {verdict.detail}" if verdict.detail else ""
+def _device_line(verdict: DeviceVerdict, holds: Mapping[str, str]) -> str:
+    text = holds.get(verdict.device, verdict.detail)
+    detail = f": {text}" if text else ""
     return f"    {verdict.reason:<20} {verdict.device}{detail}"
 
 
 def _trace_lines(
-    trace: RequestTrace, *, show_all: bool, max_devices: int, class_name: str | None = None
+    trace: RequestTrace,
+    *,
+    show_all: bool,
+    max_devices: int,
+    class_name: str | None = None,
+    holds: Mapping[str, str],
 ) -> list[str]:
     if trace.problem:
         return [
@@ -128,7 +137,7 @@ def _trace_lines(
     lines = [f"  request {trace.request}: {plural(noun, counts.total())} ({_count_text(counts) or 'none'})"]
     listed = [v for v in devices if show_all or v.reason != SELECTOR_FALSE]
     shown = listed if show_all or max_devices <= 0 else listed[:max_devices]
-    lines.extend(_device_line(v) for v in shown)
+    lines.extend(_device_line(v, holds) for v in shown)
     if len(shown) < len(listed):
         lines.append(f"    ... {len(listed) - len(shown)} more (--all lists every device)")
     if not show_all:
@@ -163,8 +172,11 @@ def render(
     show_all: bool = False,
     max_devices: int = 40,
     verdict: Verdict | None = None,
+    holds: Mapping[str, str] | None = None,
 ) -> str:
-    """The full report of the ``explain`` command (see the module docs)."""
+    """The full report of the ``explain`` command (see the module docs); ``holds`` says in words
+    what holds a blocked device (:func:`~pkg.dra.explain.device_holds.hold_words`), by its
+    ``driver/pool/device``, instead of the check that failed."""
     lines = [f"claim {explanation.claim} (strategy {explanation.strategy})"]
     if verdict is not None and not verdict.allocatable:
         lines.extend(verdict.lines())
@@ -175,7 +187,11 @@ def render(
     for trace in explanation.requests:
         lines.extend(
             _trace_lines(
-                trace, show_all=show_all, max_devices=max_devices, class_name=classes.get(trace.request)
+                trace,
+                show_all=show_all,
+                max_devices=max_devices,
+                class_name=classes.get(trace.request),
+                holds=holds or {},
             )
         )
     if explanation.constraints:

@@ -52,12 +52,16 @@ def explain_inputs(
     # answer from gpu-dra-controller, a process that computes none (docs/performance.md).
     from pkg.dra.allocator import Unschedulable, explain  # noqa: PLC0415 - see above
     from pkg.dra.explain.causes import everyone, verdict_of  # noqa: PLC0415 - see above
+    from pkg.dra.explain.device_holds import hold_words  # noqa: PLC0415 - see above
     from pkg.dra.explain.render import render  # noqa: PLC0415 - see above
 
     explanation = explain(allocator.attempt(claim, inputs), allocator=allocator)
     verdict = verdict_of(explanation, inputs, readable=readable or everyone)
+    holds = hold_words(
+        explanation.context, explanation.requests, inputs.allocated_claims, readable or everyone
+    )
     return Report(
-        text=render(explanation, show_all=show_all, max_devices=max_devices, verdict=verdict),
+        text=render(explanation, show_all=show_all, max_devices=max_devices, verdict=verdict, holds=holds),
         allocatable=not isinstance(explanation.outcome, Unschedulable),
         current=claim.status.allocation if claim.status is not None else None,
         verdict=verdict,

@@ -83,12 +83,13 @@ def test_shared_device_shows_the_rounded_share_and_what_is_left() -> None:
     )
 
 
-def test_unallocatable_claim_exits_1_and_names_the_exhausted_counter() -> None:
+def test_unallocatable_claim_exits_1_and_names_what_holds_the_blocked_device() -> None:
     code, out, _ = explain("ml/training", "--bundle", SAMPLE)
     assert code == 1
+    # The 1g.6gb on slice 3 (claim ml/notebook) sits where the second 2g.12gb would go.
     assert (
         "counters exhausted   gpu.deckhouse.io/gpus/worker-1/gpu-0000-02-00-0-mig-5-2: "
-        "counter memory-slice-3 of counter set gpu-0000-02-00-0"
+        "its part of card gpu-0000-02-00-0 is held by the MIG 1g.6gb device of claim ml/notebook"
     ) in out
     assert (
         out.splitlines()[-1]
