@@ -306,7 +306,7 @@ def _explain(reader: Reader, args: argparse.Namespace, namespace: str, out: Text
         return _explain_pod(
             reader, namespace=namespace, name=name, options=options, output=args.output, out=out, err=err
         )
-    result = explain_cmd.answer(reader, claim, options)
+    result = explain_cmd.answer(reader, claim, options, warn=lambda text: print(f"warning: {text}", file=err))
     for caveat in result.caveats:
         print(f"warning: {caveat}", file=err)
     if args.output in ("json", "yaml"):

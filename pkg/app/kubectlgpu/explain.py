@@ -63,9 +63,19 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT
 
 
-def answer(reader: Reader, claim: ResourceV1ResourceClaim, options: Options) -> Explained:
+def answer(
+    reader: Reader,
+    claim: ResourceV1ResourceClaim,
+    options: Options,
+    *,
+    warn: Callable[[str], None] | None = None,
+) -> Explained:
     """The explanation of ``claim`` (read from the API server): gpu-dra-controller's, or — with
-    ``local``, or when it does not answer (the first caveat says why) — computed here."""
+    ``local``, or when it does not answer (the first caveat says why) — computed here.
+
+    With ``warn``, why the controller did not answer is said at once rather than kept as a caveat:
+    computing here may then fail on a read the user may not make, and the user must learn both
+    that the controller was not asked and why the fallback failed."""
     caveats: list[str] = []
     if not options.local:
         spec = ClaimExplanationSpec(
@@ -78,7 +88,11 @@ def answer(reader: Reader, claim: ResourceV1ResourceClaim, options: Options) -> 
         served = from_controller(reader, claim, spec, timeout=options.timeout)
         if isinstance(served, Explained):
             return served
-        caveats.append(f"{served}; computing the explanation here (slower)")
+        fallback = f"{served}; computing the explanation here (slower)"
+        if warn is not None:
+            warn(fallback)
+        else:
+            caveats.append(fallback)
     here = compute_here(reader, claim, options)
     return Explained(here.report, [*caveats, *here.caveats])
 

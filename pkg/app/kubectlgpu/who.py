@@ -41,7 +41,9 @@ COLUMNS: Final = (
 )
 FREE: Final = "<free>"
 NO_LIMIT: Final = "<none>"
-__all__ = ["COLUMNS", "FREE", "KIND", "NO_LIMIT", "UNKNOWN", "Catalogue", "who_view"]
+NOT_SHARED: Final = "<none>"
+"""SHARE and MEMORY-LIMIT of a device that is not a share (kubectl leaves no cell empty)."""
+__all__ = ["COLUMNS", "FREE", "KIND", "NOT_SHARED", "NO_LIMIT", "UNKNOWN", "Catalogue", "who_view"]
 
 
 def who_view(
@@ -75,9 +77,13 @@ def who_view(
 
 
 def _share_cells(h: Held, facts: DeviceFacts | None) -> tuple[str, str, dict[str, Any]]:
-    """The SHARE and MEMORY-LIMIT cells of a held device, and their JSON fields."""
-    if facts is None or not facts.shared:
-        return "", "", {}
+    """The SHARE and MEMORY-LIMIT cells of a held device, and their JSON fields. No cell is left
+    empty, as kubectl leaves none, so a script may split a row on blanks: a device that is not a
+    share shows ``<none>``, one whose slices could not be read ``<unknown>``."""
+    if facts is None:
+        return UNKNOWN, UNKNOWN, {}
+    if not facts.shared:
+        return NOT_SHARED, NOT_SHARED, {}
     try:
         size = held_share_size(facts.strategy, h.consumed, h.parameters, facts.memory)
     except ShareSizeError:
@@ -129,8 +135,10 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
 
 def _free_row(free: Free) -> Row:
     f = free.facts
-    share = "" if free.percent is None else f"{free.percent}%"
-    limit = "" if free.percent is None else NO_LIMIT if free.memory is None else bytes_text(free.memory)
+    share = NOT_SHARED if free.percent is None else f"{free.percent}%"
+    limit = (
+        NOT_SHARED if free.percent is None else NO_LIMIT if free.memory is None else bytes_text(free.memory)
+    )
     cells = {
         "NAMESPACE": "",
         "CLAIM": FREE,

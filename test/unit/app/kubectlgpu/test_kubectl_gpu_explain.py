@@ -182,6 +182,26 @@ def test_without_an_answer_it_warns_and_computes_here(monkeypatch: pytest.Monkey
     )
 
 
+def test_when_computing_here_fails_the_warning_why_the_controller_was_not_asked_comes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(client: Any, claim: Any, spec: Any, *, timeout: float) -> Any:
+        raise NotServedError("forbidden: you cannot create claimexplanations.gpu.deckhouse.io")
+
+    monkeypatch.setattr(explain_module, "ask", refuse)
+    monkeypatch.setattr(FakeReader, "client", None, raising=False)
+    args = cli.parser().parse_args(["explain", "pending", "-n", "ml"])
+    out, err = io.StringIO(), io.StringIO()
+    denied = FakeReader({("list", "resourceslices.resource.k8s.io", None)})
+    with pytest.raises(ForbiddenError, match="resourceslices"):
+        cli._explain(denied, args, "ml", out, err)
+    assert err.getvalue() == (
+        "warning: forbidden: you cannot create claimexplanations.gpu.deckhouse.io; "
+        "computing the explanation here (slower)\n"
+    )
+    assert out.getvalue() == ""
+
+
 def test_local_does_not_ask(monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, err = _cli(monkeypatch, AssertionError("asked"), "--local")
     assert code == 5

@@ -119,7 +119,7 @@ def test_a_share_shows_its_percentage_and_memory_limit() -> None:
         ("mps-percent", "MPS share", "25%", "10Gi"),
         ("ts", "TimeSlicing share", "50%", NO_LIMIT),  # time-slicing enforces no memory limit
         ("mps-config", "MPS share", "30%", "12Gi"),
-        ("mig", "MIG 1g", "", ""),
+        ("mig", "MIG 1g", "<none>", "<none>"),
     ]
     assert rows[1].item["sharePercent"] == 25
     assert rows[1].item["memoryLimitBytes"] == 10 * 2**30
@@ -137,9 +137,9 @@ def test_free_lists_what_nobody_holds_on_every_node() -> None:
     assert cells(rows, "CLAIM", "NODE", "DEVICE", "TYPE", "SHARE", "MEMORY-LIMIT") == [
         # card a is held whole: nothing of it is free
         (FREE, "w1", "b-mps", "MPS share", "60%", "28Gi"),  # 40Gi - 10Gi - 2Gi
-        (FREE, "w1", "c", "Physical", "", ""),
-        (FREE, "w2", "d-1g-1", "MIG 1g", "", ""),  # slice 1 is left; the 2g needs both
-        (FREE, "w2", "e", "Physical", "", ""),
+        (FREE, "w1", "c", "Physical", "<none>", "<none>"),
+        (FREE, "w2", "d-1g-1", "MIG 1g", "<none>", "<none>"),  # slice 1 is left; the 2g needs both
+        (FREE, "w2", "e", "Physical", "<none>", "<none>"),
     ]
     assert rows[0].item == {
         "node": "w1",
