@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import pytest
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
@@ -53,9 +54,11 @@ from testutil.k8s_fields import allocation_results, name_of, present, spec_of
 from pkg.dra.allocator import Allocator, FirstFit, Unschedulable, parse_quantity
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.model.offers import build_offers
-from pkg.dra.model.slices import Layout, build_slices
+from pkg.dra.model.slices import build_slices, read_server_version
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+
+pytestmark = pytest.mark.dra_api
 
 SLOTS, SCENARIOS_PER_SLOT, SEED = 8, 40, 20261121
 A = f'device.attributes["{DRIVER}"]'
@@ -120,10 +123,11 @@ class Slot:
         self.kube, self.index, self.prefix = kube, index, f"s{index}-{unique}"
         self.nodes = [f"diff-{self.prefix}-{n}" for n, _ in NODES]
         self.slices: list[V1ResourceSlice] = []
+        layout = read_server_version(kube).layout  # the layout the server's version wants
         for node, (_, cards) in zip(self.nodes, NODES, strict=True):
             create_ready_node(kube, node)
             offers = [build_offers(card(model, pci, index)) for model, pci in cards]
-            for rs in build_slices(node=node, cards=offers, generation=1, layout=Layout.SEPARATE):
+            for rs in build_slices(node=node, cards=offers, generation=1, layout=layout):
                 self.slices.append(kube.create(RESOURCE_SLICE, rs))
         guard = f'device.driver == "{DRIVER}" && {A}.productName.startsWith("slot-{index} ")'
         self.classes = {

@@ -32,6 +32,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes.client import V1ObjectMeta
 from testutil.integration.chart_install import (
@@ -53,6 +54,8 @@ from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DAEMON_SET, EVENT, LEASE, NODE
 
 __all__ = ["release"]  # the fixture, from chart_install
+
+pytestmark = pytest.mark.dra_api
 
 
 def test_chart_objects_are_created(control_plane: ControlPlane, release: Release) -> None:

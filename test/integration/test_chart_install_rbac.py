@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
 from testutil.integration.chart_install import (
     DRA_LEASE_NAME,
     LEASE_NAME,
@@ -20,6 +21,8 @@ from pkg.devcluster.cluster import ControlPlane
 from pkg.dracontroller.accounting.ledger import SHARDS
 
 __all__ = ["release"]  # the fixture, from chart_install
+
+pytestmark = pytest.mark.dra_api
 
 
 def can_i(control_plane: ControlPlane, release: Release, verb: str, resource: str, *extra: str) -> bool:

@@ -32,6 +32,8 @@ from pkg.framework.client.builtin_kinds import NAMESPACE, RESOURCE_CLAIM
 
 __all__ = ["gpu_node"]  # fixture, imported to be used here
 
+pytestmark = pytest.mark.dra_api
+
 TTL_SECONDS = 3
 COMPONENT = "claim-explanation"  # the chart's label on its ClaimExplanation ClusterRoles
 

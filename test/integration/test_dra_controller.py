@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import urllib.request
 
+import pytest
 from testutil.integration.dra_controller_process import (
     ALLOCATED_BY,
     FINALIZER,
@@ -43,6 +44,8 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
 __all__ = ["controller", "gpu_node"]  # fixtures, imported to be used here
+
+pytestmark = pytest.mark.dra_api
 
 
 def test_pre_provisioned_claim_is_allocated(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kubernetes.client import V1Pod
 from testutil.integration.dra_controller_process import new_claim, pending_pod
 from testutil.integration.informer_helpers import ObservedClient, eventually, running
@@ -31,6 +32,8 @@ from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.reflector import MIN_WATCH_TIMEOUT_SECONDS
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
+
+pytestmark = pytest.mark.dra_api
 
 SYNC_TIMEOUT = 30.0
 

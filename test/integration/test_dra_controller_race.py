@@ -28,6 +28,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
+import pytest
 from testutil.integration.dra_controller_process import (
     GpuNode,
     allocated_devices,
@@ -45,6 +46,8 @@ from pkg.framework.client.builtin_kinds import EVENT, POD, RESOURCE_CLAIM
 from pkg.framework.client.config import new_api_client
 
 __all__ = ["controller", "gpu_node"]  # fixtures, imported to be used here
+
+pytestmark = pytest.mark.dra_api
 
 PAIRS = int(os.environ.get("DRA_RACE_PAIRS", "40"))
 THREADS = 8

@@ -1,15 +1,16 @@
 """DRA is live in the test control plane: the real scheduler allocates from our slices.
 
 A Pod asks for an extended resource backed by a DeviceClass (KEP-5004); the scheduler creates the
-special ResourceClaim, allocates a MIG offer from a partitionable pool (KEP-4815, counter slice in
-the 1.35+ layout) and binds the Pod. If any feature gate or the layout were wrong, the Pod would stay
-pending.
+special ResourceClaim, allocates a MIG offer from a partitionable pool (KEP-4815, in the layout the
+server's version wants: a counter slice of its own on 1.35+, counters inline on 1.34) and binds the
+Pod. If any feature gate or the layout were wrong, the Pod would stay pending.
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from kubernetes.client import (
     V1Container,
     V1ObjectMeta,
@@ -20,8 +21,11 @@ from kubernetes.client import (
 from testutil.integration.dra_objects import DRIVER, a30_mig_pool, create_ready_node, device_class
 from testutil.k8s_fields import allocation_results, meta, name_of
 
+from pkg.dra.model.slices import read_server_version
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+
+pytestmark = pytest.mark.dra_api
 
 MIG_SELECTOR = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "MIG"'
 
@@ -42,7 +46,8 @@ def test_scheduler_allocates_mig_offer_for_extended_resource(
     node = f"gpu-node-{unique}"
     resource = f"{DRIVER}/mig-1g-{unique}"
     create_ready_node(kube, node)
-    for rs in a30_mig_pool(node):
+    pool = a30_mig_pool(node, layout=read_server_version(kube).layout)
+    for rs in pool:
         kube.create(RESOURCE_SLICE, rs)
     mig_class = device_class(f"mig-1g-{unique}", cel=MIG_SELECTOR, extended_resource_name=resource)
     kube.create(DEVICE_CLASS, mig_class)
@@ -76,6 +81,6 @@ def test_scheduler_allocates_mig_offer_for_extended_resource(
         assert results[0].device.startswith("gpu-0000-02-00-0-mig-14-")
     finally:
         kube.delete(DEVICE_CLASS, f"mig-1g-{unique}")
-        for name in (f"{node}-gpus-counters", f"{node}-gpus-0"):
-            kube.delete(RESOURCE_SLICE, name)
+        for rs in pool:
+            kube.delete(RESOURCE_SLICE, name_of(rs))
         kube.delete(NODE, node)

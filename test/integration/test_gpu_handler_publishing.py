@@ -5,8 +5,9 @@ The real node agent and the real gpu-handler (backend ``simulated-nvidia``) run 
 (``DriverReady`` by server-side apply under its own field manager); the handler writes
 ``HardwareHealthy`` itself from the backend's health check. Then, step by step:
 
-* the pool ``gpus/<node>`` appears: a counter slice and a device slice (the 1.35+ layout), owned by
-  the Node, holding both cards' offers, and the API server kept every field;
+* the pool ``gpus/<node>`` appears in the layout of the server's version (1.35+: a counter slice and
+  a device slice; 1.34: one device slice holding the counter sets), owned by the Node, holding both
+  cards' offers, and the API server kept every field;
 * the real kube-scheduler allocates a MIG 1g claim of a Pod from them;
 * a card turned sick (the simulation's ``<pci-address>.health`` file) stays offered, but every
   one of its devices carries the ``NoSchedule`` device taint ``gpu.deckhouse.io/unhealthy`` with
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from kubernetes.client import (
     CoreV1ResourceClaim,
     ResourceV1ResourceClaim,
@@ -50,8 +52,11 @@ from testutil.k8s_fields import allocation_results, meta, name_of, present, spec
 
 from pkg.devcluster.processes import free_port
 from pkg.domain.kinds import PHYSICAL_GPU
+from pkg.dra.model.slices import Layout, read_server_version
 from pkg.framework.client import KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+
+pytestmark = pytest.mark.dra_api
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"
@@ -235,11 +240,16 @@ def test_the_handler_publishes_what_the_scheduler_allocates_and_follows_health_a
             for name in (first, second):
                 _report_driver_ready(kube, name)
 
-            # The pool: counters apart from devices (1.37), both cards, owned by the Node.
+            # The pool in the server's layout (1.35+: counters apart from devices; 1.34: inline), both
+            # cards, owned by the Node.
             pool = _pool_where(
                 kube, node, lambda s: len(_devices(s)) == 2 * OFFERS_PER_A30, "both cards' offers"
             )
-            assert [name_of(rs) for rs in pool] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
+            expected = {
+                Layout.SEPARATE: [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"],
+                Layout.INLINE: [f"gpu-{node}-devices-00"],
+            }
+            assert [name_of(rs) for rs in pool] == expected[read_server_version(kube).layout]
             assert _counter_sets(pool) == [FIRST_CARD, SECOND_CARD]
             for rs in pool:
                 (owner,) = present(meta(rs).owner_references)

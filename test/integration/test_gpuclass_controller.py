@@ -36,6 +36,8 @@ from pkg.domain.kinds import GPU_CLASS, PHYSICAL_GPU
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM
 
+pytestmark = pytest.mark.dra_api
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures"
 H100, L4 = "gpu-0000-1b-00-0", "gpu-0000-ce-00-0"

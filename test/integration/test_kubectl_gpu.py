@@ -29,6 +29,8 @@ from pkg.devcluster.cluster import ControlPlane
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 
+pytestmark = pytest.mark.dra_api
+
 DRIVER = "gpu.deckhouse.io"
 EXECUTABLE = Path(sys.executable).parent / "kubectl-gpu"
 GiB = 1024**3

@@ -57,6 +57,8 @@ from pkg.framework.client import ApiError, KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import NAMESPACE, NODE, POD, RESOURCE_SLICE
 from pkg.hardware.labels import to_label_value
 
+pytestmark = pytest.mark.dra_api
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "gpu-control-plane"
 FIXTURES = ROOT / "test" / "fixtures"

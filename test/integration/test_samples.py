@@ -5,13 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from testutil.integration.dra_objects import a30_mig_pool, create_ready_node
-from testutil.k8s_fields import allocation_results
+from testutil.k8s_fields import allocation_results, name_of
 
 from pkg.devcluster.cluster import ControlPlane
+from pkg.dra.model.slices import read_server_version
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+
+pytestmark = pytest.mark.dra_api
 
 SAMPLES = Path(__file__).resolve().parents[2] / "config" / "samples"
 
@@ -24,7 +28,8 @@ def test_sample_device_classes_are_accepted_and_schedule_a_mig_pod(
     control_plane.kubectl("apply", "-f", str(SAMPLES / "deviceclasses.yaml"))
     node = f"sample-node-{unique}"
     create_ready_node(kube, node)
-    for rs in a30_mig_pool(node):
+    pool = a30_mig_pool(node, layout=read_server_version(kube).layout)
+    for rs in pool:
         kube.create(RESOURCE_SLICE, rs)
     try:
         control_plane.kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "pod-mig-1g.yaml"))
@@ -43,6 +48,6 @@ def test_sample_device_classes_are_accepted_and_schedule_a_mig_pod(
         kube.delete(POD, "mig-1g-demo", namespace)
         for cls in classes:
             kube.delete(DEVICE_CLASS, cls["metadata"]["name"])
-        for name in (f"{node}-gpus-counters", f"{node}-gpus-0"):
-            kube.delete(RESOURCE_SLICE, name)
+        for rs in pool:
+            kube.delete(RESOURCE_SLICE, name_of(rs))
         kube.delete(NODE, node)

@@ -1,5 +1,5 @@
-"""Our slices on the real API server (1.37: separate counter slice), and the invariant proven by the
-real kube-scheduler, one Pod per step.
+"""Our slices on the real API server (in its version's layout: a separate counter slice on 1.35+,
+counters inline on 1.34), and the invariant proven by the real kube-scheduler, one Pod per step.
 
 The publisher writes an A30 and an H100 of a kubelet-less node. The server must accept every slice
 and keep every field, a second publish must not write, and a changed card must move the pool to the
@@ -52,6 +52,8 @@ A30, H100, T4 = "0000:02:00.0", "0000:9a:00.0", "0000:3b:00.0"
 ATTR = f'device.attributes["{DRIVER}"]'
 NODE_LABEL = "gpu-test.deckhouse.io/node"
 
+pytestmark = pytest.mark.dra_api
+
 
 def node_cards(node: str, **a30_changes: object) -> list[CardOffers]:
     models = offer_models
@@ -61,9 +63,13 @@ def node_cards(node: str, **a30_changes: object) -> list[CardOffers]:
 
 
 @pytest.fixture
-def publisher(kube: KubeClient) -> SlicePublisher:
-    layout = read_server_version(kube).layout
-    assert layout is Layout.SEPARATE
+def layout(kube: KubeClient) -> Layout:
+    """The layout the server's version wants (:attr:`Layout.SEPARATE` on 1.35+, INLINE on 1.34)."""
+    return read_server_version(kube).layout
+
+
+@pytest.fixture
+def publisher(kube: KubeClient, layout: Layout) -> SlicePublisher:
     return SlicePublisher(kube=kube, reader=KubeSliceReader(kube), layout=layout)
 
 
@@ -106,16 +112,21 @@ def classes(kube: KubeClient, unique: str) -> Iterator[dict[str, str]]:
 
 
 def test_published_slices_are_accepted_kept_and_not_rewritten(
-    kube: KubeClient, publisher: SlicePublisher, gpu_node: Callable[[str], str]
+    kube: KubeClient, layout: Layout, publisher: SlicePublisher, gpu_node: Callable[[str], str]
 ) -> None:
     node = gpu_node("a")
     owner = V1OwnerReference(api_version="v1", kind="Node", name=node, uid=uid_of(kube.get(NODE, node)))
     stored = _slices(kube, node)
-    assert [name_of(rs) for rs in stored] == [f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"]
+    shape = {  # names and device counts: the counters apart (1.35+) or with the devices (1.34)
+        Layout.SEPARATE: ([f"gpu-{node}-counters-00", f"gpu-{node}-devices-00"], [0, 16 + 28]),
+        Layout.INLINE: ([f"gpu-{node}-devices-00"], [16 + 28]),
+    }
+    names, devices = shape[layout]
+    assert [name_of(rs) for rs in stored] == names
     assert {rs.spec.pool.generation for rs in stored} == {1}
-    assert [len(rs.spec.devices or []) for rs in stored] == [0, 16 + 28]
+    assert [len(rs.spec.devices or []) for rs in stored] == devices
     # The server kept every field: what it stores is what we built.
-    built = build_slices(node=node, cards=node_cards(node), generation=1, layout=Layout.SEPARATE, owner=owner)
+    built = build_slices(node=node, cards=node_cards(node), generation=1, layout=layout, owner=owner)
     assert [content(rs) for rs in stored] == [content(rs) for rs in built]
     versions = {name_of(rs): meta(rs).resource_version for rs in stored}
 
@@ -128,7 +139,7 @@ def test_published_slices_are_accepted_kept_and_not_rewritten(
     final = _slices(kube, node)
     assert {rs.spec.pool.generation for rs in final} == {2}
     assert all(versions[name_of(rs)] != meta(rs).resource_version for rs in final)
-    a30 = next(d for d in final[1].spec.devices or [] if d.name == "gpu-0000-02-00-0")
+    a30 = next(d for d in final[-1].spec.devices or [] if d.name == "gpu-0000-02-00-0")
     assert present(a30.attributes)[f"{DRIVER}/driverVersion"].version == "580.82.7"
 
 

@@ -56,11 +56,14 @@ from testutil.topology_claims import (
 )
 from testutil.topology_claims import whole_gpu_class as gpu_class
 
+from pkg.dra.model.slices import read_server_version
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.gpuhandler.offline import OfflineRequest, compute_offers
 
 __all__ = ["controller"]  # the gpu-dra-controller fixture, imported to be used here
+
+pytestmark = pytest.mark.dra_api
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSFS = ROOT / "test" / "fixtures" / "sysfs"
@@ -93,10 +96,16 @@ class Cluster:
 def cluster(kube: KubeClient, unique: str) -> Iterator[Cluster]:
     hgx, pcie = f"topo-hgx-{unique}", f"topo-pcie-{unique}"
     slices: list[V1ResourceSlice] = []
+    version = read_server_version(kube)  # the slices in the layout this server wants
     for node, scenario in ((hgx, "hgx-h100"), (pcie, "pcie-l4-switches")):
         create_ready_node(kube, node, labels={HOSTNAME: node})
         offered = compute_offers(
-            OfflineRequest(node_name=node, sysfs_root=SYSFS / scenario, backend="simulated-nvidia")
+            OfflineRequest(
+                node_name=node,
+                sysfs_root=SYSFS / scenario,
+                backend="simulated-nvidia",
+                server_version=version,
+            )
         )
         for rs in (*offered.slices, nic_slice(node, SYSFS / scenario)):
             slices.append(kube.create(RESOURCE_SLICE, rs))

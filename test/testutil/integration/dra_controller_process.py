@@ -31,7 +31,7 @@ from kubernetes.client import (
 from pkg.devcluster.processes import free_port, ready
 from pkg.dra.model.card import Card, Engines, MigProfileSpec, Placement
 from pkg.dra.model.offers import build_offers
-from pkg.dra.model.slices import Layout, build_slices
+from pkg.dra.model.slices import build_slices, read_server_version
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import (
     DEVICE_CLASS,
@@ -74,7 +74,10 @@ class GpuNode:
         self.kube, self.name, self.model = kube, f"dra-{unique}", f"a30-{unique}"
         create_ready_node(kube, self.name)
         self.slices = build_slices(
-            node=self.name, cards=[build_offers(a30(self.model))], generation=1, layout=Layout.SEPARATE
+            node=self.name,
+            cards=[build_offers(a30(self.model))],
+            generation=1,
+            layout=read_server_version(kube).layout,  # the layout the server's version wants
         )
         for rs in self.slices:
             kube.create(RESOURCE_SLICE, rs)
