@@ -255,6 +255,10 @@ def kubectl_gpu_on_the_node(
     with bind_viewer_role(control_plane, user, release):
         explained = user.run("explain", "third")
     assert explained.code == 5, explained.out + explained.err  # not allocatable now
-    # The shared offer of the first A30 is there, and full: the two shares hold all of it.
-    assert "gpu-0000-3b-00-0-ts: capacity 'sharePercent' exhausted" in explained.out
+    # The shared offer of the first A30 is there, and full: the two shares hold all of it, and the
+    # details say so by naming them (the caller may read its own namespace's claims).
+    [full] = [line for line in explained.out.splitlines() if "gpu-0000-3b-00-0-ts:" in line]
+    assert "no sharePercent left: held by" in full, explained.out
+    assert f"Pod {user.namespace}/user-a" in full, full
+    assert f"Pod {user.namespace}/user-b" in full, full
     assert "result: NOT allocatable" in explained.out
