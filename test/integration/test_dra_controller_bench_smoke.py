@@ -11,10 +11,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-from bench.bench_cluster import bench_plane  # noqa: E402
-from bench.scheduler_bench import load_cluster, run_controller  # noqa: E402
+from bench.bench_cluster import bench_plane
+from bench.scheduler_bench import load_cluster, run_controller
 
 
 def test_bench_controller_row_runs() -> None:
