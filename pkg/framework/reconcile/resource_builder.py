@@ -29,83 +29,20 @@ the objects built stay the same as the hand-written ones they replace.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes.client import V1ObjectMeta, V1OwnerReference
 
 from pkg.framework.client.kinds import ResourceKind
-
-
-class HasMetadata(Protocol):
-    """Any API object: the kubernetes client's models and our CRD models alike."""
-
-    @property
-    def metadata(self) -> V1ObjectMeta | None: ...
-
-
-class OwnerReferenceError(ValueError):
-    """An owner reference the API server or the garbage collector would not honour."""
-
-
-class AlreadyOwnedError(OwnerReferenceError):
-    """The object already has another controller: two controllers would fight over it."""
-
-
-def _group(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
-
-
-def _same_object(a: V1OwnerReference, b: V1OwnerReference) -> bool:
-    """controller-runtime's ``referSameObject``: the version may differ, group, kind and name may not."""
-    return (_group(a.api_version), a.kind, a.name) == (_group(b.api_version), b.kind, b.name)
-
-
-def _describe(kind: str | None, namespace: str | None, name: str | None) -> str:
-    key = f"{namespace}/{name}" if namespace else str(name)
-    return f"{kind} {key}" if kind else key
-
-
-def reference_to(
-    owner: HasMetadata,
-    kind: ResourceKind[Any],
-    *,
-    controller: bool = False,
-    block_owner_deletion: bool = False,
-) -> V1OwnerReference:
-    """The owner reference to ``owner`` (of ``kind``; objects read from a list carry no kind).
-
-    Raises :class:`OwnerReferenceError` when ``owner`` has no name or uid: a reference without a uid
-    points at nothing, so the owner must be one read from the API server. The flags are written only
-    when true, as the API server would omit them.
-    """
-    meta = owner.metadata
-    if meta is None or not meta.name or not meta.uid:
-        name = meta.name if meta is not None else None
-        raise OwnerReferenceError(
-            f"{_describe(kind.kind, meta.namespace if meta else None, name)} has no name or uid and cannot"
-            " own an object (was it read from the API?)"
-        )
-    flags: dict[str, bool] = {}
-    if controller:
-        flags["controller"] = True
-    if block_owner_deletion:
-        flags["block_owner_deletion"] = True
-    return V1OwnerReference(
-        api_version=kind.api_version, kind=kind.kind, name=meta.name, uid=meta.uid, **flags
-    )
-
-
-def controller_reference(
-    owner: HasMetadata, kind: ResourceKind[Any], *, block_owner_deletion: bool = True
-) -> V1OwnerReference:
-    """The reference that makes ``owner`` the controller (see :meth:`ResourceBuilder.controlled_by`)."""
-    return reference_to(owner, kind, controller=True, block_owner_deletion=block_owner_deletion)
-
-
-def controller_of(meta: V1ObjectMeta | None) -> V1OwnerReference | None:
-    """The object's controller reference, if it has one (``metav1.GetControllerOf``)."""
-    refs = (meta.owner_references if meta is not None else None) or []
-    return next((ref for ref in refs if ref.controller), None)
+from pkg.framework.reconcile.owner_references import (
+    AlreadyOwnedError,
+    HasMetadata,
+    OwnerReferenceError,
+    controller_reference,
+    describe,
+    reference_to,
+    same_object,
+)
 
 
 class ResourceBuilder:
@@ -200,10 +137,10 @@ class ResourceBuilder:
             if not namespace:
                 raise OwnerReferenceError(
                     f"cluster-scoped {self._name_of()} must not have a namespace-scoped owner"
-                    f" ({_describe(reference.kind, owner_namespace, reference.name)})"
+                    f" ({describe(reference.kind, owner_namespace, reference.name)})"
                 )
             if owner_namespace != namespace:
-                owner_name = _describe(reference.kind, owner_namespace, reference.name)
+                owner_name = describe(reference.kind, owner_namespace, reference.name)
                 raise OwnerReferenceError(
                     f"cross-namespace owner references are disallowed: {owner_name}"
                     f" cannot own {self._name_of()}"
@@ -213,13 +150,13 @@ class ResourceBuilder:
             owners = list((self._base.owner_references if self._base is not None else None) or [])
         if reference.controller:
             existing = next((ref for ref in owners if ref.controller), None)
-            if existing is not None and not _same_object(existing, reference):
+            if existing is not None and not same_object(existing, reference):
                 raise AlreadyOwnedError(
                     f"{self._name_of()} is already controlled by"
-                    f" {_describe(existing.kind, None, existing.name)}:"
-                    f" {_describe(reference.kind, None, reference.name)} cannot control it too"
+                    f" {describe(existing.kind, None, existing.name)}:"
+                    f" {describe(reference.kind, None, reference.name)} cannot control it too"
                 )
-        same = [i for i, ref in enumerate(owners) if _same_object(ref, reference)]
+        same = [i for i, ref in enumerate(owners) if same_object(ref, reference)]
         if same:
             owners[same[0]] = reference
         else:
@@ -301,19 +238,11 @@ class ResourceBuilder:
         name = self._field("name") or (
             f"{self._field('generate_name')}*" if self._field("generate_name") else None
         )
-        return _describe(self._kind.kind if self._kind else None, self._field("namespace"), name)
+        return describe(self._kind.kind if self._kind else None, self._field("namespace"), name)
 
 
 def _present(values: Mapping[str, str | None]) -> dict[str, str]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-__all__ = [
-    "AlreadyOwnedError",
-    "HasMetadata",
-    "OwnerReferenceError",
-    "ResourceBuilder",
-    "controller_of",
-    "controller_reference",
-    "reference_to",
-]
+__all__ = ["ResourceBuilder"]

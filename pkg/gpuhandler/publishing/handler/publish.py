@@ -26,7 +26,7 @@ from pkg.dra.publisher import PublishResult
 from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Result
-from pkg.framework.reconcile.resource_builder import controller_reference
+from pkg.framework.reconcile.owner_references import controller_reference
 from pkg.gpuhandler.publishing.selection import build_card_offers
 from pkg.gpuhandler.publishing.state import PublishState
 

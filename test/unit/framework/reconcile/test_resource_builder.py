@@ -7,14 +7,14 @@ import pytest
 from kubernetes.client import V1ConfigMap, V1Node, V1ObjectMeta, V1OwnerReference
 
 from pkg.framework.client.builtin_kinds import CONFIG_MAP, DAEMON_SET, NODE, RESOURCE_SLICE
-from pkg.framework.reconcile.resource_builder import (
+from pkg.framework.reconcile.owner_references import (
     AlreadyOwnedError,
     OwnerReferenceError,
-    ResourceBuilder,
     controller_of,
     controller_reference,
     reference_to,
 )
+from pkg.framework.reconcile.resource_builder import ResourceBuilder
 
 
 def config_map(name: str = "cfg", namespace: str | None = "ns", uid: str | None = "u-cfg") -> V1ConfigMap:
