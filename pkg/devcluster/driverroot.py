@@ -15,8 +15,13 @@ Three layouts (:class:`Layout`), each a place drivers are really installed:
   ``etc/ld.so.conf.d`` entry, ``usr/bin``, ``lib/firmware/nvidia/<version>``);
 * ``CONTAINERISED``: a driver container's root mounted on the host (``/run/nvidia/driver``),
   RHEL-like (``usr/lib64``, ``usr/lib/firmware``);
-* ``VENDOR_FOLDER``: everything in one folder of its own (``/usr/local/nvidia``: ``lib64``, ``bin``,
-  ``firmware/nvidia/<version>``), as on the H200 node.
+* ``VENDOR_FOLDER``: everything in one folder of its own (``/usr/local/nvidia``: ``lib64`` with a
+  ``lib`` link to it, ``bin``, ``firmware/nvidia/<version>`` beside the libraries, ``share/vulkan``
+  and ``share/glvnd``), as on the H200 node.
+
+Each layout also has the configuration files through which loaders find the driver, with the
+content driver 580 ships (the Vulkan ICD and layers files, the EGL vendor file), where that kind of
+install keeps them; the host layout has the OpenCL ICD file, which the H200 node lacks.
 """
 
 from __future__ import annotations
@@ -54,12 +59,98 @@ LIBRARIES: Final = (
     ("libnvidia-tls", ""),
     ("libnvidia-glsi", ""),
     ("libnvidia-fbc", "1"),
+    ("libnvidia-rtcore", ""),
+    ("libnvoptix", "1"),
+    ("libnvidia-glvkspirv", ""),
+    ("libnvidia-pkcs11-openssl3", ""),
+    ("libvdpau_nvidia", "1"),
 )
 # A dependency between the stand-ins, so that discovery's DT_NEEDED closure has one to follow.
 NEEDED: Final = {"libnvidia-nvvm": ("libnvidia-gpucomp",)}
-BINARIES: Final = ("nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control")
+BINARIES: Final = (
+    "nvidia-smi",
+    "nvidia-debugdump",
+    "nvidia-persistenced",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+)
 FIRMWARE: Final = ("gsp_ga10x.bin", "gsp_tu10x.bin")
 SMI_OUTPUT: Final = "NVIDIA-SMI stand-in, driver {version}"
+# The configuration files driver 580 ships, with their content ({version}: the driver's).
+VULKAN_ICD: Final = """{{
+    "file_format_version" : "1.0.1",
+    "ICD": {{
+        "library_path": "libGLX_nvidia.so.0",
+        "api_version" : "1.4.312"
+    }}
+}}
+"""
+VULKAN_LAYERS: Final = """{{
+    "file_format_version" : "1.0.1",
+    "layers": [{{
+        "name": "VK_LAYER_NV_optimus",
+        "type": "INSTANCE",
+        "library_path": "libGLX_nvidia.so.0",
+        "api_version" : "1.4.312",
+        "implementation_version" : "1",
+        "description" : "NVIDIA Optimus layer",
+        "functions": {{
+            "vkGetInstanceProcAddr": "vk_optimusGetInstanceProcAddr",
+            "vkGetDeviceProcAddr": "vk_optimusGetDeviceProcAddr"
+        }},
+        "enable_environment": {{
+            "__NV_PRIME_RENDER_OFFLOAD": "1"
+        }},
+        "disable_environment": {{
+            "DISABLE_LAYER_NV_OPTIMUS_1": ""
+        }}
+    }},{{
+        "name": "VK_LAYER_NV_present",
+        "type": "INSTANCE",
+        "library_path": "libnvidia-present.so.{version}",
+        "api_version" : "1.4.312",
+        "implementation_version" : "1",
+        "description" : "NVIDIA GR2608 layer",
+        "functions": {{
+            "vkGetInstanceProcAddr": "vk_nvpGetInstanceProcAddr",
+            "vkGetDeviceProcAddr": "vk_nvpGetDeviceProcAddr"
+        }},
+        "enable_environment": {{
+            "NVPRESENT_ENABLE_SMOOTH_MOTION": "1"
+        }},
+        "disable_environment": {{
+            "DISABLE_LAYER_NV_GR2608_1": ""
+        }}
+    }}]
+}}
+"""
+EGL_VENDOR: Final = """{{
+    "file_format_version" : "1.0.0",
+    "ICD" : {{
+        "library_path" : "libEGL_nvidia.so.0"
+    }}
+}}
+"""
+OPENCL_ICD: Final = "libnvidia-opencl.so.1\n"
+# Where each layout keeps them: (folder below the root, file name, content).
+_VULKAN_AND_EGL: Final = (
+    ("vulkan/icd.d", "nvidia_icd.json", VULKAN_ICD),
+    ("vulkan/implicit_layer.d", "nvidia_layers.json", VULKAN_LAYERS),
+    ("glvnd/egl_vendor.d", "10_nvidia.json", EGL_VENDOR),
+)
+CONFIG_FILES: Final = {
+    "host": (
+        *((f"usr/share/{folder}", name, content) for folder, name, content in _VULKAN_AND_EGL),
+        ("etc/OpenCL/vendors", "nvidia.icd", OPENCL_ICD),
+    ),
+    "containerised": (
+        ("etc/vulkan/icd.d", "nvidia_icd.json", VULKAN_ICD),
+        ("usr/share/glvnd/egl_vendor.d", "10_nvidia.json", EGL_VENDOR),
+        ("etc/OpenCL/vendors", "nvidia.icd", OPENCL_ICD),
+    ),
+    "vendor-folder": tuple((f"share/{folder}", name, content) for folder, name, content in _VULKAN_AND_EGL),
+}
+_GENERATION: Final = 2  # the stand-in's make-up: a root built by an older one is built again
 
 
 class Layout(StrEnum):
@@ -89,7 +180,7 @@ def build_driver_root(target: Path, *, layout: Layout, version: str, cc: str = "
     }[layout]
     built = DriverRoot(target, version, *(target / folder for folder in folders))
     stamp = target / ".complete"
-    if stamp.is_file() and stamp.read_text() == f"{layout} {version}\n":
+    if stamp.is_file() and stamp.read_text() == f"{layout} {version} {_GENERATION}\n":
         return built
     for folder in (built.library_folder, built.binary_folder, built.firmware_folder):
         folder.mkdir(parents=True, exist_ok=True)
@@ -105,42 +196,53 @@ def build_driver_root(target: Path, *, layout: Layout, version: str, cc: str = "
         conf.mkdir(parents=True, exist_ok=True)
         (target / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
         (conf / f"{multiarch}.conf").write_text(f"/{folders[0]}\n")
-    stamp.write_text(f"{layout} {version}\n")
+    for config_folder, name, content in CONFIG_FILES[layout]:
+        (target / config_folder).mkdir(parents=True, exist_ok=True)
+        (target / config_folder / name).write_text(content.format(version=version))
+    if layout is Layout.VENDOR_FOLDER:  # the H200 node's lib -> lib64
+        _link(target / "lib", "lib64")
+    stamp.write_text(f"{layout} {version} {_GENERATION}\n")
     return built
 
 
 def _build_libraries(folder: Path, version: str, cc: str) -> None:
+    for stem, suffix in sorted(LIBRARIES, key=lambda item: item[0] in NEEDED):  # dependencies first
+        name = f"{stem}.so.{version}"
+        soname = f"{stem}.so.{suffix}" if suffix else name
+        needed = [folder / f"{dependency}.so.{version}" for dependency in NEEDED.get(stem, ())]
+        build_library(folder / name, soname=soname, needed=needed, cc=cc)
+        _link(folder / soname, name)
+        _link(folder / f"{stem}.so", soname)
+
+
+def build_library(path: Path, *, soname: str, needed: list[Path] | None = None, cc: str = "cc") -> None:
+    """Compiles a stand-in shared object at ``path`` with ``soname`` that loads ``needed``
+    (``DT_NEEDED`` by their file names), so that readers of ELF files treat it as the real one."""
     compiler = shutil.which(cc)
     if compiler is None:
         raise FileNotFoundError(
             f"no C compiler '{cc}': the stand-in driver libraries are compiled (README: requirements)"
         )
+    stem = path.name.partition(".so")[0]
     with tempfile.TemporaryDirectory() as scratch:
-        for stem, suffix in sorted(LIBRARIES, key=lambda item: item[0] in NEEDED):  # dependencies first
-            name = f"{stem}.so.{version}"
-            soname = f"{stem}.so.{suffix}" if suffix else name
-            source = Path(scratch) / f"{stem}.c"
-            source.write_text(f"int gpucp_stand_in_{stem.replace('-', '_')}(void) {{ return 0; }}\n")
-            needed = [f"-l:{dependency}.so.{version}" for dependency in NEEDED.get(stem, ())]
-            subprocess.run(
-                [
-                    compiler,
-                    "-shared",
-                    "-fPIC",
-                    "-nostdlib",
-                    f"-Wl,-soname,{soname}",
-                    "-Wl,--no-as-needed",
-                    "-o",
-                    str(folder / name),
-                    str(source),
-                    f"-L{folder}",
-                    *needed,
-                ],
-                check=True,
-                capture_output=True,
-            )
-            _link(folder / soname, name)
-            _link(folder / f"{stem}.so", soname)
+        source = Path(scratch) / "stand_in.c"
+        source.write_text(f"int gpucp_stand_in_{stem.replace('-', '_')}(void) {{ return 0; }}\n")
+        subprocess.run(
+            [
+                compiler,
+                "-shared",
+                "-fPIC",
+                "-nostdlib",
+                f"-Wl,-soname,{soname}",
+                "-Wl,--no-as-needed",
+                "-o",
+                str(path),
+                str(source),
+                *(arg for lib in needed or () for arg in (f"-L{lib.parent}", f"-l:{lib.name}")),
+            ],
+            check=True,
+            capture_output=True,
+        )
 
 
 def _link(link: Path, target: str) -> None:

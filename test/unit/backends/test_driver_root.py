@@ -41,6 +41,9 @@ COMPUTE_AND_UTILITY = {
     "libnvidia-gpucomp.so.580.159.04",
     "libnvidia-ml.so.580.159.04",
     "libnvidia-cfg.so.580.159.04",
+    "libnvidia-opencl.so.580.159.04",  # OpenCL, the allocator and PKCS#11 are compute (NVIDIA's split)
+    "libnvidia-allocator.so.580.159.04",
+    "libnvidia-pkcs11-openssl3.so.580.159.04",
 }
 
 
@@ -77,7 +80,8 @@ def test_each_layout_gives_the_compute_and_utility_libraries_tools_and_firmware(
     containers = {m.container_path for m in files.edits.mounts}
     assert {"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"} <= containers
     assert f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin" in containers
-    assert files.found == {"libraries": 7, "binaries": 4, "firmware": 2, "sockets": 0}
+    configs = 0 if layout is Layout.VENDOR_FOLDER else 1  # the OpenCL ICD file, where the root has one
+    assert files.found == {"libraries": 10, "configs": configs, "binaries": 5, "firmware": 2, "sockets": 0}
 
 
 def test_the_hooks_make_the_soname_links_and_put_the_library_folder_in_the_ld_cache(
@@ -85,15 +89,22 @@ def test_the_hooks_make_the_soname_links_and_put_the_library_folder_in_the_ld_ca
 ) -> None:
     files = discover_driver_files(_options(roots[Layout.VENDOR_FOLDER]), version=VERSION)
 
-    links, ldcache = files.edits.hooks
-    assert links.path == ldcache.path == str(HOOK)
-    assert links.hook_name == ldcache.hook_name == "createContainer"
+    links, compat, ldcache, params = files.edits.hooks
+    assert {h.path for h in files.edits.hooks} == {str(HOOK)}
+    assert {h.hook_name for h in files.edits.hooks} == {"createContainer"}
     pairs = set(links.args[3::2])
     assert f"libcuda.so.{VERSION}::{LIBRARY_FOLDER}/libcuda.so.1" in pairs
     assert f"libcuda.so.1::{LIBRARY_FOLDER}/libcuda.so" in pairs
     assert f"libnvidia-nvvm.so.{VERSION}::{LIBRARY_FOLDER}/libnvidia-nvvm.so.4" in pairs  # its real soname
-    assert not any("gpucomp" in pair for pair in pairs)  # its soname is its file name: no link
+    assert f"libnvidia-nvvm.so.4::{LIBRARY_FOLDER}/libnvidia-nvvm.so" in pairs
+    # Its soname is its file name: no soname link, the unversioned name points at the file.
+    assert [p for p in pairs if "gpucomp" in p] == [
+        f"libnvidia-gpucomp.so.{VERSION}::{LIBRARY_FOLDER}/libnvidia-gpucomp.so"
+    ]
+    assert not any("gbm" in pair for pair in pairs)  # the GBM backend only with graphics
+    assert compat.args == ("nvidia-cdi-hook", "enable-cuda-compat", f"--host-driver-version={VERSION}")
     assert ldcache.args == ("nvidia-cdi-hook", "update-ldcache", "--folder", LIBRARY_FOLDER)
+    assert params.args == ("nvidia-cdi-hook", "disable-device-node-modification")
 
 
 def test_graphics_and_video_libraries_come_only_when_configured(roots: dict[Layout, Path]) -> None:
@@ -201,7 +212,7 @@ def test_the_base_spec_is_one_the_runtimes_cdi_loader_accepts(
     assert result.stdout.split(": ", 1)[1].split() == [device_id] == ["k8s.gpu.deckhouse.io/driver=nvidia"]
     spec = json.loads(path.read_text())
     assert spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/nvidiactl"
-    assert len(spec["containerEdits"]["hooks"]) == 2
+    assert len(spec["containerEdits"]["hooks"]) == 4
     assert specs.claims() == {}  # start-up's sweep of claim specs never takes the base spec
 
 

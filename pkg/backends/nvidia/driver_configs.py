@@ -1,0 +1,96 @@
+"""The driver's configuration files that a loader in the container reads to find the driver.
+
+A graphics, OpenCL or display program does not load ``libGLX_nvidia.so.0`` by name: a loader that
+comes with the image reads a small file naming the driver's library and loads that. Vulkan's loader
+reads ICD files (``vulkan/icd.d/nvidia_icd.json``) and implicit layers
+(``vulkan/implicit_layer.d/nvidia_layers.json``), libglvnd's EGL reads vendor files
+(``glvnd/egl_vendor.d/10_nvidia.json``), ``libEGL_nvidia`` reads its external platforms
+(``egl/egl_external_platform.d``), OptiX reads ``nvidia/nvoptix.bin``, an OpenCL ICD loader reads
+``OpenCL/vendors/nvidia.icd`` and the X server ``X11/xorg.conf.d``. The libraries alone give a
+container none of these APIs (docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec).
+
+Where they are found: the host's configuration folders under the driver root (``etc``,
+``usr/local/share``, ``usr/share``), then the driver's own folder (the parent of the folder its
+libraries are in: ``/usr/local/nvidia/share``, ``/usr/local/nvidia/etc``) and that folder itself
+(a driver installed with ``vulkan/icd.d`` at its top); the first match of each file wins.
+
+Where they go: the folder the image's loader reads by default, whatever folder the host keeps
+them in. NVIDIA's toolkit mounts them at their host path, except the Vulkan files, which it puts
+under ``/etc``; a host path such as ``/usr/local/nvidia/share/glvnd/...`` is read by no loader in
+an image, so we place every file where its loader looks: Vulkan's and OpenCL's under ``/etc``
+(read before ``/usr/share``, and never over a file the image ships there), the rest under
+``/usr/share``. Every file names its library by soname, which the ld cache the hooks make resolves.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pkg.backends.driver_files import COMPUTE, DISPLAY, GRAPHICS
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A file named ``relative`` below a configuration folder, mounted below ``container_folder``."""
+
+    relative: str
+    container_folder: str
+
+    @property
+    def container_path(self) -> str:
+        return f"{self.container_folder}/{self.relative}"
+
+
+_ETC: Final = "/etc"
+_SHARE: Final = "/usr/share"
+_VULKAN_ICD_ARCH: Final = {"x86_64": "nvidia_icd.x86_64.json", "aarch64": "nvidia_icd.aarch64.json"}
+CONFIG_FILES: Final[dict[str, tuple[ConfigFile, ...]]] = {
+    # libnvidia-opencl is a compute library (NVIDIA's split); its ICD file goes with it.
+    COMPUTE: (ConfigFile("OpenCL/vendors/nvidia.icd", _ETC),),
+    GRAPHICS: (
+        ConfigFile("vulkan/icd.d/nvidia_icd.json", _ETC),
+        *(
+            (ConfigFile(f"vulkan/icd.d/{_VULKAN_ICD_ARCH[platform.machine()]}", _ETC),)
+            if platform.machine() in _VULKAN_ICD_ARCH
+            else ()
+        ),
+        ConfigFile("vulkan/icd.d/nvidia_layers.json", _ETC),
+        ConfigFile("vulkan/implicit_layer.d/nvidia_layers.json", _ETC),
+        ConfigFile("glvnd/egl_vendor.d/10_nvidia.json", _SHARE),
+        ConfigFile("egl/egl_external_platform.d/15_nvidia_gbm.json", _SHARE),
+        ConfigFile("egl/egl_external_platform.d/10_nvidia_wayland.json", _SHARE),
+        ConfigFile("nvidia/nvoptix.bin", _SHARE),
+    ),
+    DISPLAY: (
+        ConfigFile("X11/xorg.conf.d/10-nvidia.conf", _SHARE),
+        ConfigFile("X11/xorg.conf.d/nvidia-drm-outputclass.conf", _SHARE),
+    ),
+}
+_HOST_CONFIG_FOLDERS: Final = ("etc", "usr/local/share", "usr/share")
+_DRIVER_CONFIG_FOLDERS: Final = ("etc", "share", "")
+
+
+def config_folders(root: Path, driver_folders: Iterable[Path]) -> list[Path]:
+    """Where configuration files are looked for, in order, that exist."""
+    candidates = [root / folder for folder in _HOST_CONFIG_FOLDERS]
+    candidates += [folder / sub for folder in driver_folders for sub in _DRIVER_CONFIG_FOLDERS]
+    folders: list[Path] = []
+    for folder in candidates:
+        if folder not in folders and folder.is_dir():
+            folders.append(folder)
+    return folders
+
+
+def find_config_files(folders: list[Path], capabilities: Iterable[str]) -> list[tuple[Path, ConfigFile]]:
+    """Each configuration file of the ``capabilities`` found in ``folders`` (the first match)."""
+    found = []
+    for capability in sorted(capabilities):
+        for config in CONFIG_FILES.get(capability, ()):
+            path = next((f / config.relative for f in folders if (f / config.relative).is_file()), None)
+            if path is not None:
+                found.append((path, config))
+    return found
