@@ -13,7 +13,9 @@ them with a manager:
 * the ResourceSlice publisher (:mod:`pkg.gpuhandler.publishing`), reading the cards through the
   enrichment's card specs;
 * the kubelet plugin (:mod:`pkg.gpuhandler.preparation`), which tells the enrichment when a
-  Prepare changed a card's mode (:class:`~pkg.gpuhandler.enrichment.card_changes.EnrichmentCardChanges`).
+  Prepare changed a card's mode (:class:`~pkg.gpuhandler.enrichment.card_changes.EnrichmentCardChanges`),
+  and the claims' device status when a Prepare or Unprepare ended (the status book of
+  :mod:`pkg.gpuhandler.attribution`, also fed by the health verdicts and the attribution's usage).
 
 There is no leader election: one handler runs per node and writes only that node's objects.
 """
@@ -44,7 +46,7 @@ from pkg.framework.kubeletplugin.server import KubeletPlugin
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile import Handler
 from pkg.framework.reconcile.conditions import now_utc
-from pkg.gpuhandler.attribution.setup import AttributionSettings, setup_attribution
+from pkg.gpuhandler.attribution.setup import AttributionSettings, setup_attribution, setup_device_status
 from pkg.gpuhandler.enrichment.card_changes import EnrichmentCardChanges
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.chain import enrichment_handlers
@@ -58,7 +60,7 @@ from pkg.gpuhandler.health.monitor import HealthMonitor
 from pkg.gpuhandler.health.reporting import HealthReporter
 from pkg.gpuhandler.preparation import metrics as preparation_metrics
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
-from pkg.gpuhandler.preparation.checkpoint import CheckpointFeed
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, CheckpointFeed
 from pkg.gpuhandler.preparation.kinds.vm.holds import VfioHolds
 from pkg.gpuhandler.preparation.prepared_devices import PreparedDevicesCollector
 from pkg.gpuhandler.preparation.runnable import PluginRunnable
@@ -275,6 +277,18 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
     settings: HandlerSettings = container.settings()
     if settings.plugin is None:
         return None
+
+    def checkpoint() -> CheckpointData:  # the store is built below, with the plugin
+        return preparation.store().load()
+
+    book, reports = setup_device_status(
+        manager,
+        client=container.client(),
+        pool=settings.plugin.pool,
+        tracker=container.health_tracker(),
+        gpus=container.gpu_informer().store.list,
+        checkpoint=checkpoint,
+    )
     preparation = PreparationContainer(
         settings=settings.plugin,
         client=container.client(),
@@ -286,6 +300,7 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         holds=container.vfio_holds(),
         feed=container.checkpoint_feed(),
         health_tracker=container.health_tracker(),
+        status=reports,
     )
     preparation.slice_informer()  # registered before the manager starts the informers
     manager.add(PluginRunnable(preparation))
@@ -303,5 +318,6 @@ def setup_preparation(manager: Manager, container: GpuHandlerContainer) -> Prepa
         informers=container.informers(),
         gpus=container.gpu_informer().store.list,
         checkpoint=preparation.store().load,
+        book=book,
     )
     return preparation

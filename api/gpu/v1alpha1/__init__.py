@@ -31,6 +31,8 @@ from api.gpu.v1alpha1.common import (
 )
 from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
 from api.gpu.v1alpha1.config import GpuConfig, GpuConfigError, parse_gpu_config
+from api.gpu.v1alpha1.devicestatus import KIND as DEVICE_STATUS_DATA_KIND
+from api.gpu.v1alpha1.devicestatus import DeviceStatusData, ShareLimits, UsageFigures
 from api.gpu.v1alpha1.deviceusage import KIND as DEVICE_USAGE_KIND
 from api.gpu.v1alpha1.deviceusage import MAX_CONTAINERS as DEVICE_USAGE_MAX_CONTAINERS
 from api.gpu.v1alpha1.deviceusage import ContainerUsage, DeviceUsage
@@ -114,6 +116,7 @@ __all__ = [
     "CLAIM_EXPLANATION_KIND",
     "CLAIM_EXPLANATION_MAX_REPORT_BYTES",
     "CLAIM_EXPLANATION_PLURAL",
+    "DEVICE_STATUS_DATA_KIND",
     "DEVICE_USAGE_KIND",
     "DEVICE_USAGE_MAX_CONTAINERS",
     "GPU_CLASS_KIND",
@@ -141,6 +144,7 @@ __all__ = [
     "CurrentState",
     "DcgmExporterSettings",
     "DcgmSettings",
+    "DeviceStatusData",
     "DeviceType",
     "DeviceUsage",
     "DriverType",
@@ -184,11 +188,13 @@ __all__ = [
     "PullPolicy",
     "Requirements",
     "Selector",
+    "ShareLimits",
     "Sharing",
     "SharingStrategy",
     "SimulatedHostsSettings",
     "TimeSlicing",
     "TimeSlicingInterval",
+    "UsageFigures",
     "ValidatorSettings",
     "Vendor",
     "parse_gpu_config",

@@ -1,181 +1,165 @@
-"""Each prepared device's :class:`~api.gpu.v1alpha1.DeviceUsage` in its claim's ``status.devices``.
+"""The applier: one claim's entries of ``status.devices``, from the status book, to the API server.
 
-Why the claim: its namespace's users read it with the rights they have (``kubectl gpu top``), and
-it shows only that claim's Pods (api/gpu/v1alpha1/deviceusage.py). The entry is written by
-server-side apply on the status subresource under a field manager of its own
-(:data:`FIELD_MANAGER`), so it owns exactly its entries of ``status.devices`` (a map keyed by
-driver, pool, device and share ID) and never touches the allocation or another driver's entries;
-``metadata.uid`` in the body makes a claim deleted and made again under the same name refuse it.
+Every write is a server-side apply of the claim's status subresource carrying *all* of our entries
+of that claim (:class:`~.status_book.ClaimEntries`) under one field manager, :data:`FIELD_MANAGER`.
+``status.devices`` is a map keyed by driver, pool, device and share ID, so the manager owns
+exactly the entries it sends: another driver's entries, and the allocation, are never touched; an
+entry left out of the next apply (a device no longer prepared, every device after Unprepare) is
+removed. ``metadata.uid`` in the body makes a claim deleted and made again under the same name
+refuse it (409).
 
-Cost is bounded: a claim is written when what its devices show changed materially (the set of
-containers, GPU memory by more than :data:`MEMORY_STEP_BYTES` or a tenth, SM share by
-:data:`SM_STEP_PERCENT` points) and no sooner than ``min_interval`` after its last write, or
-when its last write is ``refresh`` old; a failed write is retried with exponential backoff per
-claim, up to :data:`MAX_BACKOFF_SECONDS`. A claim the API no longer has (404) or whose name now
-belongs to another object (409: the apply is forced, so a conflict can only be the uid in the body)
-is not written again while it stays prepared: no retry can succeed, since a uid never comes back,
-and backing off would still ask the API server every five minutes for each such claim. Its entry,
-like every claim's, is dropped when the claim is no longer prepared; a claim made again under the
-same name has a new uid and is written afresh.
+The manager keeps the name of the release that wrote usage only, ``gpu-handler-usage``: entries
+that release wrote are then ours in full, and Unprepare removes them. Under a new name the forced
+apply would take their ``data`` over but the old manager would keep owning the entries' keys,
+so removing them would leave an empty entry behind on every claim prepared before the upgrade.
+
+Failure handling, per claim: a claim the API no longer has (404) or whose name now belongs to
+another object (409: the apply is forced, so a conflict can only be the uid) is forgotten — no
+retry can succeed. Any other failure backs off exponentially from :data:`FIRST_BACKOFF_SECONDS` to
+:data:`MAX_BACKOFF_SECONDS`. A server that drops the field (the feature gate
+``DRAResourceClaimDeviceStatus`` off, or a server without it) answers the apply without our
+entries: from then on nothing is written, and that is said once, at INFO.
+
+A Prepare that failed before it knew its devices (the node lock, an unreadable checkpoint, the
+claim unreadable at that moment) leaves the book ``unresolved``: the applier reads the claim and
+takes the results of our driver in this node's pool from its allocation.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from api.gpu.v1alpha1 import DEVICE_USAGE_MAX_CONTAINERS as MAX_CONTAINERS
-from api.gpu.v1alpha1 import ContainerUsage, DeviceUsage
+from kubernetes.client import ResourceV1ResourceClaim
+
 from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
-from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageSample
+from pkg.gpuhandler.attribution.status_book import ClaimEntries
+from pkg.gpuhandler.preparation.services import DeviceKey
 
 logger = logging.getLogger(__name__)
 
 FIELD_MANAGER: Final = "gpu-handler-usage"
-MEMORY_STEP_BYTES: Final = 64 << 20
-SM_STEP_PERCENT: Final = 5
+FIRST_BACKOFF_SECONDS: Final = 5.0
 MAX_BACKOFF_SECONDS: Final = 300.0
-_FIRST_BACKOFF_SECONDS: Final = 5.0
+
+
+class Outcome(enum.Enum):
+    WRITTEN = "written"  # on the server as sent: settle the claim
+    GONE = "gone"  # the claim is not there (404, another uid): forget it
+    LATER = "later"  # failed or backing off: keep it pending
+    DISABLED = "disabled"  # the server keeps no device status: nothing is written any more
+    RESOLVED = "resolved"  # an unresolved failure's devices were read: see ``devices``
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    outcome: Outcome
+    devices: tuple[DeviceKey, ...] = ()
 
 
 @dataclass
-class _ClaimWrites:
-    """What was last written into one claim's status and when, when a failed write may retry, and
-    whether the claim is gone from the API (never written again)."""
-
-    written: tuple[DeviceUsage, ...] | None = None
-    written_at: float | None = None
+class _Backoff:
     retry_at: float = 0.0
-    backoff: float = 0.0
-    gone: bool = False
+    seconds: float = 0.0
 
 
-def device_usage(sample: UsageSample, device: PreparedDevice) -> DeviceUsage:
-    """What the device's rows say, as the claim's reader should see it: its own Pods only."""
-    rows = sorted(
-        (r for r in sample.rows_of(device) if r.key.attribution == ATTRIBUTED),
-        key=lambda r: (-(r.memory_bytes or 0), r.key.pod, r.key.container),
-    )
-    sampled = [r.sm_percent for r in rows if r.sm_percent is not None]
-    return DeviceUsage(
-        sampled_at=sample.taken_at,
-        physical_gpu=device.physicalgpu,
-        uuid=device.uuid,
-        memory_used_bytes=sum(r.memory_bytes or 0 for r in rows),
-        sm_utilization_percent=min(100, sum(sampled)) if sampled or not rows else None,
-        containers=[
-            ContainerUsage(
-                namespace=r.key.namespace,
-                pod=r.key.pod,
-                container=r.key.container,
-                processes=r.processes,
-                memory_bytes=r.memory_bytes or 0,
-                sm_utilization_percent=r.sm_percent,
-            )
-            for r in rows[:MAX_CONTAINERS]
-        ],
-        containers_omitted=len(rows) - MAX_CONTAINERS if len(rows) > MAX_CONTAINERS else None,
-    )
+class ClaimStatusWriter:
+    """Applies :class:`ClaimEntries`; ``pool`` is this node's, whose results a failure reads."""
 
-
-def changed_materially(old: DeviceUsage, new: DeviceUsage) -> bool:
-    def containers(usage: DeviceUsage) -> set[tuple[str, str, str]]:
-        return {(c.namespace, c.pod, c.container) for c in usage.containers}
-
-    memory_step = max(MEMORY_STEP_BYTES, old.memory_used_bytes // 10)
-    return (
-        containers(old) != containers(new)
-        or abs(new.memory_used_bytes - old.memory_used_bytes) > memory_step
-        or abs((new.sm_utilization_percent or 0) - (old.sm_utilization_percent or 0)) >= SM_STEP_PERCENT
-        or (old.sm_utilization_percent is None) != (new.sm_utilization_percent is None)
-    )
-
-
-class ClaimUsageWriter:
-    """Writes the sample's usage into the claims, within the limits above."""
-
-    def __init__(
-        self,
-        *,
-        client: KubeClient,
-        clock: Callable[[], float],
-        min_interval: float = 30.0,
-        refresh: float = 300.0,
-    ) -> None:
+    def __init__(self, *, client: KubeClient, pool: str, clock: Callable[[], float]) -> None:
         self._client = KubeClient(client.api_client, field_manager=FIELD_MANAGER)
+        self._pool = pool
         self._clock = clock
-        self._min_interval = min_interval
-        self._refresh = refresh
-        self._claims: dict[str, _ClaimWrites] = {}
+        self._backoff: dict[str, _Backoff] = {}
+        self.disabled = False
 
-    def write(self, sample: UsageSample) -> None:
-        by_claim: dict[str, list[PreparedDevice]] = {}
-        for device in sample.devices:
-            by_claim.setdefault(device.claim_uid, []).append(device)
-        # claims no longer prepared are forgotten
-        self._claims = {uid: self._claims.get(uid, _ClaimWrites()) for uid in by_claim}
-        now = self._clock()
-        for uid, devices in by_claim.items():
-            writes = self._claims[uid]
-            usages = tuple(device_usage(sample, d) for d in devices)
-            if writes.gone or now < writes.retry_at or not self._due(writes, usages, now):
-                continue
-            try:
-                self._apply(devices, usages)
-            except (NotFoundError, ConflictError) as exc:
-                writes.gone = True
-                logger.info(
-                    "claim %s/%s (uid %s) is gone; its usage is not written while it stays prepared: %s",
-                    devices[0].namespace,
-                    devices[0].claim,
-                    uid,
-                    exc,
-                )
-                continue
-            except (ApiError, OSError) as exc:
-                writes.backoff = min(MAX_BACKOFF_SECONDS, max(_FIRST_BACKOFF_SECONDS, writes.backoff * 2))
-                writes.retry_at = now + writes.backoff
-                logger.warning(
-                    "usage of claim %s/%s not written (retry in %.0f s): %s",
-                    devices[0].namespace,
-                    devices[0].claim,
-                    writes.backoff,
-                    exc,
-                )
-                continue
-            writes.written, writes.written_at, writes.backoff, writes.retry_at = usages, now, 0.0, 0.0
+    def retry_at(self, uid: str) -> float:
+        backoff = self._backoff.get(uid)
+        return backoff.retry_at if backoff is not None else 0.0
 
-    def _due(self, writes: _ClaimWrites, usages: tuple[DeviceUsage, ...], now: float) -> bool:
-        if writes.written is None or writes.written_at is None:
-            return True
-        if now - writes.written_at >= self._refresh:
-            return True
-        if now - writes.written_at < self._min_interval:
-            return False
-        return len(usages) != len(writes.written) or any(
-            changed_materially(old, new) for old, new in zip(writes.written, usages, strict=True)
+    def write(self, claim: ClaimEntries) -> WriteResult:
+        if self.disabled:
+            return WriteResult(Outcome.DISABLED)
+        if self._clock() < self.retry_at(claim.uid):
+            return WriteResult(Outcome.LATER)
+        try:
+            if claim.unresolved:
+                return WriteResult(Outcome.RESOLVED, self._allocated(claim))
+            applied = self._apply(claim)
+        except (NotFoundError, ConflictError, _OtherClaimError) as exc:
+            self._backoff.pop(claim.uid, None)
+            logger.info(
+                "claim %s/%s (uid %s) is gone; its device status is not written: %s",
+                claim.namespace,
+                claim.name,
+                claim.uid,
+                exc,
+            )
+            return WriteResult(Outcome.GONE)
+        except (ApiError, OSError) as exc:
+            backoff = self._backoff.setdefault(claim.uid, _Backoff())
+            backoff.seconds = min(MAX_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, backoff.seconds * 2))
+            backoff.retry_at = self._clock() + backoff.seconds
+            logger.warning(
+                "device status of claim %s/%s not written (retry in %.0f s): %s",
+                claim.namespace,
+                claim.name,
+                backoff.seconds,
+                exc,
+            )
+            return WriteResult(Outcome.LATER)
+        self._backoff.pop(claim.uid, None)
+        if claim.entries and not _kept_ours(applied, claim):
+            self.disabled = True
+            logger.info(
+                "the API server keeps no status.devices of ResourceClaims (feature gate "
+                "DRAResourceClaimDeviceStatus off, or a Kubernetes without it): the devices' conditions, "
+                "identity and usage are not written to claims (first seen on claim %s/%s)",
+                claim.namespace,
+                claim.name,
+            )
+            return WriteResult(Outcome.DISABLED)
+        return WriteResult(Outcome.WRITTEN)
+
+    def forget(self, uid: str) -> None:
+        self._backoff.pop(uid, None)
+
+    def _apply(self, claim: ClaimEntries) -> ResourceV1ResourceClaim:
+        body: dict[str, Any] = {
+            "metadata": {"name": claim.name, "namespace": claim.namespace, "uid": claim.uid},
+            "status": {"devices": list(claim.entries)},
+        }
+        return self._client.apply(RESOURCE_CLAIM, body, subresource="status")
+
+    def _allocated(self, claim: ClaimEntries) -> tuple[DeviceKey, ...]:
+        found = self._client.get(RESOURCE_CLAIM, claim.name, claim.namespace)
+        if found.metadata is None or found.metadata.uid != claim.uid:
+            raise _OtherClaimError(
+                f"the name now belongs to uid {found.metadata.uid if found.metadata else None}"
+            )
+        allocation = found.status.allocation if found.status is not None else None
+        results = (
+            allocation.devices.results if allocation is not None and allocation.devices is not None else None
+        )
+        return tuple(
+            DeviceKey(r.pool, r.device, r.share_id)
+            for r in results or []
+            if r.driver == DRIVER and r.pool == self._pool
         )
 
-    def _apply(self, devices: list[PreparedDevice], usages: tuple[DeviceUsage, ...]) -> None:
-        first = devices[0]
-        entries: list[dict[str, Any]] = []
-        for device, usage in zip(devices, usages, strict=True):
-            entry: dict[str, Any] = {
-                "driver": DRIVER,
-                "pool": device.pool,
-                "device": device.device,
-                "data": usage.to_api_dict(),
-            }
-            if device.share_id is not None:
-                entry["shareID"] = device.share_id
-            entries.append(entry)
-        body = {
-            "metadata": {"name": first.claim, "namespace": first.namespace, "uid": first.claim_uid},
-            "status": {"devices": entries},
-        }
-        self._client.apply(RESOURCE_CLAIM, body, subresource="status")
+
+class _OtherClaimError(Exception):
+    """The claim's name belongs to another object now."""
+
+
+def _kept_ours(applied: ResourceV1ResourceClaim, claim: ClaimEntries) -> bool:
+    """Whether the server's answer holds any of the entries just sent."""
+    sent = {(e["pool"], e["device"], e.get("shareID")) for e in claim.entries}
+    devices = (applied.status.devices if applied.status is not None else None) or []
+    return any(d.driver == DRIVER and (d.pool, d.device, d.share_id) in sent for d in devices)

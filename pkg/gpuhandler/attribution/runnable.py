@@ -11,9 +11,9 @@ import logging
 import threading
 
 from pkg.domain.metrics import METRICS
-from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.sampler import Sampler
+from pkg.gpuhandler.attribution.usage_feed import UsageFeed
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class AttributionLoop:
         *,
         sampler: Sampler,
         collector: AttributionCollector,
-        writer: ClaimUsageWriter | None,
+        writer: UsageFeed | None,
         interval: float,
     ) -> None:
         self._sampler = sampler

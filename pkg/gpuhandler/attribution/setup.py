@@ -1,4 +1,5 @@
-"""The attribution's settings and its wiring into the gpu-handler's manager."""
+"""The attribution's settings and its wiring into the gpu-handler's manager, and the claims' device
+status (the status book, its loop and the kubelet plugin's reports into it)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD
 from pkg.framework.manager.manager import Manager
 from pkg.framework.reconcile.conditions import now_utc
-from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter
+from pkg.gpuhandler.attribution.claim_status import ClaimStatusWriter
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.runnable import AttributionLoop
 from pkg.gpuhandler.attribution.sampler import DEFAULT_MAX_SERIES, Sampler
+from pkg.gpuhandler.attribution.status_book import DeviceStatusBook
+from pkg.gpuhandler.attribution.status_loop import DeviceStatusLoop
+from pkg.gpuhandler.attribution.status_reports import BookStatusReports, card_names
+from pkg.gpuhandler.attribution.usage_feed import UsageFeed
+from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord
 from pkg.hardware.cgroups import read_cgroup
 
@@ -52,8 +58,10 @@ def setup_attribution(
     informers: InformerFactory,
     gpus: Callable[[], list[PhysicalGPU]],
     checkpoint: Callable[[], CheckpointData],
+    book: DeviceStatusBook | None = None,
 ) -> AttributionCollector | None:
-    """Registers the loop and its collector; ``None`` when turned off."""
+    """Registers the loop and its collector; ``None`` when turned off. The usage goes into the
+    claims through ``book`` (none: metrics only)."""
     if settings.interval <= 0:
         logger.info("per-Pod attribution is turned off", extra={"node": node_name})
         return None
@@ -80,11 +88,30 @@ def setup_attribution(
         max_series=settings.max_series,
     )
     writer = None
-    if settings.status_interval > 0:
-        writer = ClaimUsageWriter(client=client, clock=time.monotonic, min_interval=settings.status_interval)
+    if settings.status_interval > 0 and book is not None:
+        writer = UsageFeed(book=book, clock=time.monotonic, min_interval=settings.status_interval)
     collector = AttributionCollector()
     manager.metrics.register(collector)
     manager.add(
         AttributionLoop(sampler=sampler, collector=collector, writer=writer, interval=settings.interval)
     )
     return collector
+
+
+def setup_device_status(
+    manager: Manager,
+    *,
+    client: KubeClient,
+    pool: str,
+    tracker: HealthTracker,
+    gpus: Callable[[], list[PhysicalGPU]],
+    checkpoint: Callable[[], CheckpointData],
+) -> tuple[DeviceStatusBook, BookStatusReports]:
+    """The status book fed by the kubelet plugin (the reports returned), the health verdicts and
+    the attribution (the book returned), and the loop that writes it."""
+    book = DeviceStatusBook(verdicts=tracker.verdicts, now=now_utc)
+    reports = BookStatusReports(book=book, cards=lambda: card_names(gpus()))
+    tracker.subscribe(lambda address, _old, new: book.card_health(address, new))
+    writer = ClaimStatusWriter(client=client, pool=pool, clock=time.monotonic)
+    manager.add(DeviceStatusLoop(book=book, writer=writer, seed=lambda: reports.seed(checkpoint())))
+    return book, reports

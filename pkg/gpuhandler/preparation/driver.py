@@ -10,7 +10,9 @@ PhysicalGPU of each card it was for, and a ``gpu_dra_prepare_failures_total`` sa
 claims of the call are unaffected. Cards whose mode changed are announced
 (:class:`~pkg.gpuhandler.preparation.services.CardChanges`) after the lock is released, and the
 health board is refreshed from the checkpoint, so the kubelet's health stream lists exactly the
-prepared devices.
+prepared devices. The outcome is also told to the claim's device status
+(:class:`~pkg.gpuhandler.preparation.services.DeviceStatusReports`: ``Ready`` with the failure's
+reason, the devices' identity, the entries' removal), which writes it off this thread.
 """
 
 from __future__ import annotations
@@ -27,10 +29,17 @@ from pkg.framework.steptaker import Pipeline
 from pkg.gpuhandler.node_lock import NodeLockTimeoutError, node_lock
 from pkg.gpuhandler.preparation import metrics
 from pkg.gpuhandler.preparation.attempt import ClaimAttempt
-from pkg.gpuhandler.preparation.checkpoint import CheckpointError
+from pkg.gpuhandler.preparation.checkpoint import CheckpointError, ClaimRecord
 from pkg.gpuhandler.preparation.claim_ref import validate_claim_ref
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
-from pkg.gpuhandler.preparation.services import CardChanges, CheckpointListener, ClaimEvents
+from pkg.gpuhandler.preparation.services import (
+    CardChanges,
+    CheckpointListener,
+    ClaimEvents,
+    DeviceKey,
+    DeviceStatusReports,
+    NoStatusReports,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,7 @@ class GpuDriver(Driver):
         cards: CardChanges,
         vendor: str,
         after_change: Callable[[], None] = lambda: None,
+        status: DeviceStatusReports | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._prepare = prepare
@@ -59,6 +69,7 @@ class GpuDriver(Driver):
         self._cards = cards
         self._vendor = vendor
         self._after_change = after_change
+        self._status = status or NoStatusReports()
         self._clock = clock
 
     def prepare(self, claims: Sequence[ClaimRef]) -> Mapping[str, PrepareOutcome]:
@@ -67,6 +78,8 @@ class GpuDriver(Driver):
             attempt = self._locked(claim, self._prepare)
             if attempt.error is None and attempt.answer is not None:
                 outcomes[claim.uid] = attempt.answer
+                if (record := _record_of(attempt)) is not None:
+                    self._status.prepared(record)
                 continue
             error = attempt.error
             reason = reason_of(error) if error else "InternalError"
@@ -77,6 +90,9 @@ class GpuDriver(Driver):
             self._events.warning(claim, reason="PrepareFailed", message=message)
             for card in attempt.cards:
                 self._events.card_warning(card, reason="PrepareFailed", message=message)
+            self._status.failed(
+                claim, _devices_of(attempt), reason=reason, message=str(error or "prepare failed")
+            )
             outcomes[claim.uid] = PrepareOutcome.failed(message)
         return outcomes
 
@@ -86,6 +102,7 @@ class GpuDriver(Driver):
             attempt = self._locked(claim, self._unprepare)
             if attempt.error is None:
                 errors[claim.uid] = ""
+                self._status.unprepared(claim)
                 continue
             message = f"claim {claim.namespace}/{claim.name}: unprepare failed: {attempt.error}"
             self._events.warning(claim, reason="UnprepareFailed", message=message)
@@ -128,6 +145,22 @@ class GpuDriver(Driver):
             self._cards.changed(card)
         self._after_change()
         return attempt
+
+
+def _record_of(attempt: ClaimAttempt) -> ClaimRecord | None:
+    """The claim's record as the call left it: saved by this Prepare, or the recorded answer's."""
+    if attempt.record is not None:
+        return attempt.record
+    return attempt.checkpoint.claims.get(attempt.claim.uid) if attempt.checkpoint is not None else None
+
+
+def _devices_of(attempt: ClaimAttempt) -> list[DeviceKey] | None:
+    """A failed claim's devices, as far as the call got: its plan, else its allocated offers."""
+    if attempt.plan is not None:
+        return [DeviceKey(d.pool, d.device, d.share_id) for d in attempt.plan.devices]
+    if attempt.offers:
+        return [DeviceKey(str(o.result.pool), o.name, o.result.share_id) for o in attempt.offers]
+    return None
 
 
 def reason_of(error: BaseException) -> str:

@@ -9,12 +9,16 @@
 * :class:`ClaimEvents` — Kubernetes Events on the claim (and, for a failed prepare, on the
   PhysicalGPU of each card it was for, so ``kubectl describe physicalgpu`` shows it too);
 * :class:`CardChanges` — tells the enrichment that a card's mode changed, so its PhysicalGPU (and
-  the offers published from it) follow without waiting for the next periodic pass.
+  the offers published from it) follow without waiting for the next periodic pass;
+* :class:`DeviceStatusReports` — the outcome of a call for the claim's ``status.devices``
+  (``Ready`` and the devices' identity; the gpu-handler's status book writes it, later, off the
+  kubelet's thread).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1Pod, V1ResourceSlice
@@ -26,7 +30,7 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.framework.events.recorder import EventRecorderLogger, EventType
 from pkg.framework.kubeletplugin.types import ClaimRef
-from pkg.gpuhandler.preparation.checkpoint import CheckpointData
+from pkg.gpuhandler.preparation.checkpoint import CheckpointData, ClaimRecord
 
 # Hears the checkpoint as each Prepare, Unprepare, start-up and watchdog round leaves it (the cards
 # held for VMs, the publisher's devices in use).
@@ -131,3 +135,41 @@ class CardChanges(Protocol):
     def changed(self, card: str) -> None:
         """The card (PCI address) changed mode; whoever reports on it should look again."""
         ...
+
+
+@dataclass(frozen=True, order=True)
+class DeviceKey:
+    """One allocated device of our driver, as the claim's ``status.devices`` keys its entry."""
+
+    pool: str
+    device: str
+    share_id: str | None = None
+
+
+class DeviceStatusReports(Protocol):
+    def prepared(self, record: ClaimRecord) -> None:
+        """The claim is prepared as ``record`` says (a fresh Prepare or the recorded answer)."""
+        ...
+
+    def failed(
+        self, claim: ClaimRef, devices: Sequence[DeviceKey] | None, *, reason: str, message: str
+    ) -> None:
+        """Prepare failed; ``devices`` as far as the call got to know them (``None``: not at all)."""
+        ...
+
+    def unprepared(self, claim: ClaimRef) -> None: ...
+
+
+class NoStatusReports:
+    """Where nothing writes the claims' device status (a plugin built without the gpu-handler)."""
+
+    def prepared(self, record: ClaimRecord) -> None:
+        pass
+
+    def failed(
+        self, claim: ClaimRef, devices: Sequence[DeviceKey] | None, *, reason: str, message: str
+    ) -> None:
+        pass
+
+    def unprepared(self, claim: ClaimRef) -> None:
+        pass

@@ -69,8 +69,10 @@ from pkg.gpuhandler.preparation.prepare_steps import (
 from pkg.gpuhandler.preparation.release import ClaimRelease
 from pkg.gpuhandler.preparation.services import (
     CardChanges,
+    DeviceStatusReports,
     KubeClaimReader,
     KubePodReader,
+    NoStatusReports,
     RecorderClaimEvents,
     SliceOfferIndex,
 )
@@ -147,7 +149,7 @@ def _vendor_of(backend: VendorBackend) -> str:
     return backend.identity.name
 
 
-def _driver_files_of(backend: VendorBackend) -> Callable[[], DriverFiles]:
+def _driver_files_of(backend: VendorBackend) -> Callable[[frozenset[str] | None], DriverFiles]:
     return backend.driver_files
 
 
@@ -178,6 +180,11 @@ class PreparationContainer(containers.DeclarativeContainer):
     # The node's health verdicts (gpu-handler's); a private, never-unhealthy one when not given.
     health_tracker = providers.Dependency(
         instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
+    )
+    # Where the outcome of each call goes for the claims' status.devices (gpu-handler's status
+    # book); nowhere when not given.
+    status: providers.Dependency[DeviceStatusReports] = providers.Dependency(
+        default=providers.Singleton(NoStatusReports)
     )
 
     preparer = providers.Singleton(_preparer_of, backend=backend)
@@ -271,7 +278,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         providers.Singleton(RecordStarted, store=store, listener=feed.provided.publish),
         providers.Singleton(PrepareDevices, kinds=kinds, release=release, store=store),
         providers.Singleton(WriteCdiSpec, cdi),
-        providers.Singleton(RecordCompleted, store=store, kinds=kinds),
+        providers.Singleton(RecordCompleted, store=store),
     )
     # Unprepare, in the order its steps run (unprepare_steps.py).
     unprepare_steps = providers.List(
@@ -296,6 +303,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         cards=card_changes,
         vendor=vendor,
         after_change=health.provided.stale.set,
+        status=status,
     )
     identity = providers.Singleton(_identity, settings=settings)
     plugin = providers.Singleton(

@@ -18,15 +18,15 @@ from kubernetes.client import (
 )
 from prometheus_client import CollectorRegistry, generate_latest
 
-from api.gpu.v1alpha1 import DeviceUsage
+from api.gpu.v1alpha1 import UsageFigures
 from pkg.backends.backend import BackendError
 from pkg.backends.usage import CardUsage, ProcessUsage
-from pkg.framework.client.errors import ApiError
-from pkg.gpuhandler.attribution.claim_status import ClaimUsageWriter, device_usage
 from pkg.gpuhandler.attribution.metrics import AttributionCollector
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, CAPPED, UNATTRIBUTED, Sampler, UsageSample
+from pkg.gpuhandler.attribution.usage_feed import UsageFeed, device_usage
 from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord, PreparePhase
 from pkg.gpuhandler.preparation.kinds.mig import MigRecord
+from pkg.gpuhandler.preparation.services import DeviceKey
 from pkg.hardware.cgroups import ProcessCgroup
 
 CARD, OTHER = "0000:3b:00.0", "0000:86:00.0"
@@ -269,64 +269,36 @@ def test_the_claims_usage_lists_only_its_own_pods() -> None:
     assert [(c.pod, c.container) for c in usage.containers] == [("trainer", "main"), ("trainer", "sidecar")]
     assert usage.memory_used_bytes == 2 << 30
     assert usage.sm_utilization_percent == 40
-    assert DeviceUsage.from_api_dict(usage.to_api_dict()) == usage
+    assert UsageFigures.from_api_dict(usage.to_api_dict()) == usage
 
 
-class Client:
-    def __init__(self, fail: int = 0) -> None:
-        self.applied: list[dict[str, Any]] = []
-        self.fail = fail
-        self.api_client = None
+class Book:
+    """Records what the feed hands the status book, by claim uid."""
 
-    def apply(self, kind: object, body: dict[str, Any], *, subresource: str | None = None) -> None:
-        assert subresource == "status"
-        if self.fail:
-            self.fail -= 1
-            raise ApiError(status=500, reason="InternalError", message="boom")
-        self.applied.append(body)
+    def __init__(self) -> None:
+        self.fed: list[tuple[str, dict[DeviceKey, UsageFigures]]] = []
+
+    def usage(self, uid: str, usages: dict[DeviceKey, UsageFigures]) -> None:
+        self.fed.append((uid, usages))
 
 
-def writer(client: Client, clock: list[float]) -> ClaimUsageWriter:
-    w = ClaimUsageWriter(client=client, clock=lambda: clock[0], min_interval=30, refresh=300)  # type: ignore[arg-type]
-    w._client = client  # type: ignore[assignment]
-    return w
+def feed(book: Book, clock: list[float]) -> UsageFeed:
+    return UsageFeed(book=book, clock=lambda: clock[0], min_interval=30, refresh=300)  # type: ignore[arg-type]
 
 
-def test_each_claim_is_written_once_then_only_on_material_change_after_the_interval() -> None:
-    client, clock = Client(), [0.0]
-    w, energy = writer(client, clock), Energy()
+def test_each_claim_is_fed_once_then_only_on_material_change_after_the_interval() -> None:
+    book, clock = Book(), [0.0]
+    f, energy = feed(book, clock), Energy()
     s = sampler(energy)
-    w.write(s.sample())
-    assert sorted(b["metadata"]["name"] for b in client.applied) == ["idle", "mig", "shared-a", "shared-b"]
-    body = next(b for b in client.applied if b["metadata"]["name"] == "shared-a")
-    assert body["metadata"]["uid"] == "c-1"
-    [entry] = body["status"]["devices"]
-    assert (entry["driver"], entry["pool"], entry["device"], entry["shareID"]) == (
-        "gpu.deckhouse.io",
-        "node-a",
-        "gpu-0-share",
-        "s1",
-    )
-    assert entry["data"]["kind"] == "DeviceUsage"
+    f.write(s.sample())
+    assert sorted(uid for uid, _ in book.fed) == ["c-1", "c-2", "c-3", "c-4"]
+    usages = next(u for uid, u in book.fed if uid == "c-1")
+    assert list(usages) == [DeviceKey("node-a", "gpu-0-share", "s1")]
 
-    client.applied.clear()
+    book.fed.clear()
     clock[0] = 40.0
-    w.write(s.sample())  # nothing changed materially
-    assert client.applied == []
+    f.write(s.sample())  # nothing changed materially
+    assert book.fed == []
     clock[0] = 400.0
-    w.write(s.sample())  # the refresh period passed
-    assert len(client.applied) == 4
-
-
-def test_a_failed_write_backs_off_per_claim() -> None:
-    client, clock = Client(fail=4), [0.0]
-    w = writer(client, clock)
-    sample = sampler(Energy()).sample()
-    w.write(sample)  # every claim fails once
-    assert client.applied == []
-    clock[0] = 1.0
-    w.write(sample)
-    assert client.applied == []  # still backing off
-    clock[0] = 6.0
-    w.write(sample)
-    assert len(client.applied) == 4
+    f.write(s.sample())  # the refresh period passed
+    assert len(book.fed) == 4

@@ -1,55 +1,63 @@
-"""The claim-status usage writer as a service: what it asks of the API (one status apply per claim,
-under its own field manager, naming only its driver's entries and the claim's uid), when it asks
-(first sight, a material change after ``min_interval``, or ``refresh``), and how a failed write
-backs off per claim, and which claims it stops writing (gone from the API) until they are unprepared."""
+"""The applier as a service: one status apply per claim under its own field manager, naming the
+claim's uid and all our entries; 404/409 make a claim gone, other failures back off per claim; a
+server that drops status.devices turns it off, said once; a failure's unknown devices are read from
+the claim's allocation (our driver, this node's pool)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime
-from typing import Any
+import logging
 
 import pytest
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1AllocatedDeviceStatus,
+    V1AllocationResult,
+    V1DeviceAllocationResult,
+    V1DeviceRequestAllocationResult,
+    V1ObjectMeta,
+    V1ResourceClaimStatus,
+)
 from pytest_mock import MockerFixture, MockType
 
+from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
-from pkg.gpuhandler.attribution.claim_status import FIELD_MANAGER, ClaimUsageWriter
-from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageKey, UsageRow, UsageSample
+from pkg.gpuhandler.attribution.claim_status import FIELD_MANAGER, ClaimStatusWriter, Outcome
+from pkg.gpuhandler.attribution.status_book import ClaimEntries
+from pkg.gpuhandler.preparation.services import DeviceKey
 
-TAKEN_AT = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
-DEVICE = PreparedDevice(
-    namespace="team-a",
-    claim="c1",
-    claim_uid="uid-1",
-    pool="node-a",
-    device="gpu-0-share",
-    share_id="s1",
-    card="0000:3b:00.0",
-    physicalgpu="node-a-0",
-    uuid="GPU-aaaa",
-)
+POOL = "gpus/node-a"
+ENTRY = {"driver": DRIVER, "pool": POOL, "device": "gpu-0", "data": {"kind": "DeviceStatusData"}}
 
 
-def sample(memory: int = 1 << 30, sm: int = 30) -> UsageSample:
-    key = UsageKey(
-        namespace="team-a",
-        pod="trainer",
-        container="main",
-        claim="c1",
-        physicalgpu="node-a-0",
-        uuid="GPU-aaaa",
-        attribution=ATTRIBUTED,
+def entries(*entry: dict[str, object], unresolved: bool = False) -> ClaimEntries:
+    return ClaimEntries(
+        namespace="team",
+        name="c1",
+        uid="uid-1",
+        generation=1,
+        entries=tuple(entry),
+        unresolved=unresolved,
+        failure=("NodeLockTimeout", "waited") if unresolved else None,
     )
-    row = UsageRow(key=key, processes=2, memory_bytes=memory, sm_percent=sm)
-    return UsageSample(taken_at=TAKEN_AT, rows=(row,), devices=(DEVICE,))
+
+
+def answer(*devices: tuple[str, str, str, str | None]) -> ResourceV1ResourceClaim:
+    return ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name="c1", namespace="team", uid="uid-1"),
+        status=V1ResourceClaimStatus(
+            devices=[
+                V1AllocatedDeviceStatus(driver=d, pool=p, device=n, share_id=s) for d, p, n, s in devices
+            ]
+        ),
+    )
 
 
 @pytest.fixture
 def client(mocker: MockerFixture) -> MockType:
-    """The client the writer makes for its own field manager, which does its requests."""
     own: MockType = mocker.Mock(spec=KubeClient)
+    own.apply.return_value = answer((DRIVER, POOL, "gpu-0", None))
     mocker.patch("pkg.gpuhandler.attribution.claim_status.KubeClient", return_value=own)
     return own
 
@@ -60,139 +68,124 @@ def clock() -> list[float]:
 
 
 @pytest.fixture
-def writer(client: MockType, clock: list[float], mocker: MockerFixture) -> ClaimUsageWriter:
-    return ClaimUsageWriter(
-        client=mocker.Mock(spec=KubeClient), clock=lambda: clock[0], min_interval=30, refresh=300
-    )
+def writer(client: MockType, clock: list[float], mocker: MockerFixture) -> ClaimStatusWriter:
+    return ClaimStatusWriter(client=mocker.Mock(spec=KubeClient), pool=POOL, clock=lambda: clock[0])
 
 
-def test_it_writes_through_the_handed_connection_under_a_field_manager_of_its_own(
-    mocker: MockerFixture,
-) -> None:
+def test_it_writes_under_one_field_manager_kept_from_the_usage_only_release(mocker: MockerFixture) -> None:
     make = mocker.patch("pkg.gpuhandler.attribution.claim_status.KubeClient")
     handed = mocker.Mock(spec=KubeClient)
-    ClaimUsageWriter(client=handed, clock=lambda: 0.0)
+    ClaimStatusWriter(client=handed, pool=POOL, clock=lambda: 0.0)
     make.assert_called_once_with(handed.api_client, field_manager=FIELD_MANAGER)
     assert FIELD_MANAGER == "gpu-handler-usage"
 
 
-def test_a_claim_gets_one_status_apply_naming_its_uid_and_its_entries(
-    writer: ClaimUsageWriter, client: MockType
+def test_a_claim_gets_one_status_apply_with_its_uid_and_all_its_entries(
+    writer: ClaimStatusWriter, client: MockType
 ) -> None:
-    writer.write(sample())
-    client.apply.assert_called_once()
-    kind, body = client.apply.call_args.args
-    assert kind is RESOURCE_CLAIM
-    assert client.apply.call_args.kwargs == {"subresource": "status"}
-    assert body["metadata"] == {"name": "c1", "namespace": "team-a", "uid": "uid-1"}
-    [entry] = body["status"]["devices"]
-    assert {k: entry[k] for k in ("driver", "pool", "device", "shareID")} == {
-        "driver": "gpu.deckhouse.io",
-        "pool": "node-a",
-        "device": "gpu-0-share",
-        "shareID": "s1",
-    }
-    data = entry["data"]
-    assert (data["kind"], data["memoryUsedBytes"], data["smUtilizationPercent"]) == (
-        "DeviceUsage",
-        1 << 30,
-        30,
+    assert writer.write(entries(ENTRY)).outcome is Outcome.WRITTEN
+    client.apply.assert_called_once_with(
+        RESOURCE_CLAIM,
+        {
+            "metadata": {"name": "c1", "namespace": "team", "uid": "uid-1"},
+            "status": {"devices": [ENTRY]},
+        },
+        subresource="status",
     )
 
 
-def test_it_writes_again_only_on_a_material_change_after_the_interval_or_on_refresh(
-    writer: ClaimUsageWriter, client: MockType, clock: list[float]
+def test_removal_applies_an_empty_list_and_is_not_taken_for_a_disabled_field(
+    writer: ClaimStatusWriter, client: MockType
 ) -> None:
-    writer.write(sample())
-    clock[0] = 10.0
-    writer.write(sample(sm=90))  # changed, but within min_interval
-    clock[0] = 40.0
-    writer.write(sample(sm=32))  # past the interval, but an immaterial change
-    assert client.apply.call_count == 1
-    writer.write(sample(sm=90))  # material
-    assert client.apply.call_count == 2
-    clock[0] = 340.0
-    writer.write(sample(sm=90))  # unchanged, but refresh-old
-    assert client.apply.call_count == 3
-
-
-def test_a_failed_write_backs_off_then_retries(
-    writer: ClaimUsageWriter, client: MockType, clock: list[float]
-) -> None:
-    client.apply.side_effect = [ApiError(status=500, reason="InternalError", message="boom"), None]
-    writer.write(sample())  # logged, not raised
-    clock[0] = 4.0
-    writer.write(sample())
-    assert client.apply.call_count == 1  # still backing off (5 s first)
-    clock[0] = 5.0
-    writer.write(sample())
-    assert client.apply.call_count == 2
-
-
-OTHER = PreparedDevice(
-    namespace="team-b",
-    claim="c2",
-    claim_uid="uid-2",
-    pool="node-a",
-    device="gpu-1",
-    share_id=None,
-    card="0000:3c:00.0",
-    physicalgpu="node-a-1",
-    uuid="GPU-bbbb",
-)
-
-
-def with_devices(*devices: PreparedDevice) -> UsageSample:
-    return replace(sample(), devices=devices)
-
-
-def applied_uids(client: MockType) -> list[str]:
-    return [call.args[1]["metadata"]["uid"] for call in client.apply.call_args_list]
+    client.apply.return_value = answer(("other.example.com", "x", "y", None))
+    assert writer.write(entries()).outcome is Outcome.WRITTEN
+    assert client.apply.call_args.args[1]["status"] == {"devices": []}
+    assert not writer.disabled
 
 
 @pytest.mark.parametrize(
-    "gone",
+    "error",
     [
-        NotFoundError(status=404, reason="NotFound", message="claim c1 not found"),
-        ConflictError(
-            status=409, reason="Conflict", message="Precondition failed: UID in precondition: uid-1"
-        ),
+        NotFoundError(status=404, reason="NotFound", message="gone"),
+        ConflictError(status=409, reason="Conflict", message="uid"),
     ],
-    ids=["deleted", "replaced"],
 )
-def test_a_claim_gone_from_the_api_is_not_written_again_while_it_stays_prepared(
-    writer: ClaimUsageWriter, client: MockType, clock: list[float], gone: ApiError
+def test_a_claim_the_api_no_longer_has_is_gone(
+    writer: ClaimStatusWriter, client: MockType, error: ApiError
 ) -> None:
-    """No retry can succeed (a uid never comes back); the other claims are written as before."""
-
-    def apply(kind: object, body: dict[str, Any], **_: object) -> None:
-        if body["metadata"]["uid"] == "uid-1":
-            raise gone
-
-    client.apply.side_effect = apply
-    writer.write(with_devices(DEVICE, OTHER))
-    for now in (5.0, 40.0, 400.0, 4000.0):  # past any backoff, the interval and the refresh
-        clock[0] = now
-        writer.write(with_devices(DEVICE, OTHER))
-    assert applied_uids(client) == ["uid-1", "uid-2", "uid-2", "uid-2"]  # uid-2: first, 400 s, 4000 s
+    client.apply.side_effect = error
+    assert writer.write(entries(ENTRY)).outcome is Outcome.GONE
 
 
-def test_a_gone_claims_entry_goes_when_it_is_no_longer_prepared(
-    writer: ClaimUsageWriter, client: MockType, clock: list[float]
+def test_other_failures_back_off_per_claim_doubling_up_to_the_cap(
+    writer: ClaimStatusWriter, client: MockType, clock: list[float]
 ) -> None:
-    client.apply.side_effect = [NotFoundError(status=404, reason="NotFound", message="gone"), None]
-    writer.write(with_devices(DEVICE))
-    clock[0] = 1.0
-    writer.write(with_devices())  # unprepared: everything known about it is forgotten
-    writer.write(with_devices(DEVICE))
-    assert applied_uids(client) == ["uid-1", "uid-1"]
-
-
-def test_any_other_api_error_is_retried(
-    writer: ClaimUsageWriter, client: MockType, clock: list[float]
-) -> None:
-    client.apply.side_effect = [ApiError(status=403, reason="Forbidden", message="no"), None]
-    writer.write(sample())
+    client.apply.side_effect = ApiError(status=500, reason="InternalError", message="boom")
+    assert writer.write(entries(ENTRY)).outcome is Outcome.LATER
+    assert writer.retry_at("uid-1") == 5.0
+    clock[0] = 4.0
+    assert writer.write(entries(ENTRY)).outcome is Outcome.LATER
+    assert client.apply.call_count == 1  # still backing off: the API is not asked
     clock[0] = 5.0
-    writer.write(sample())
-    assert client.apply.call_count == 2
+    writer.write(entries(ENTRY))
+    assert writer.retry_at("uid-1") == 15.0  # 10 s more
+    for _ in range(10):
+        clock[0] = writer.retry_at("uid-1")
+        writer.write(entries(ENTRY))
+    assert writer.retry_at("uid-1") - clock[0] == 300.0
+    client.apply.side_effect = None
+    clock[0] = writer.retry_at("uid-1")
+    assert writer.write(entries(ENTRY)).outcome is Outcome.WRITTEN
+    assert writer.retry_at("uid-1") == 0.0
+
+
+def test_a_server_that_drops_the_field_turns_writing_off_and_says_so_once(
+    writer: ClaimStatusWriter, client: MockType, caplog: pytest.LogCaptureFixture
+) -> None:
+    client.apply.return_value = answer()  # the gate is off: the server pruned status.devices
+    with caplog.at_level(logging.INFO, logger="pkg.gpuhandler.attribution.claim_status"):
+        assert writer.write(entries(ENTRY)).outcome is Outcome.DISABLED
+        assert writer.write(entries(ENTRY)).outcome is Outcome.DISABLED
+    assert client.apply.call_count == 1
+    said = [r for r in caplog.records if "DRAResourceClaimDeviceStatus" in r.getMessage()]
+    assert len(said) == 1
+    assert said[0].levelno == logging.INFO
+
+
+def test_a_failure_before_its_devices_were_known_reads_them_from_the_allocation(
+    writer: ClaimStatusWriter, client: MockType
+) -> None:
+    def result(
+        driver: str, pool: str, device: str, share: str | None = None
+    ) -> V1DeviceRequestAllocationResult:
+        return V1DeviceRequestAllocationResult(
+            driver=driver, pool=pool, device=device, request="r", share_id=share
+        )
+
+    client.get.return_value = ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name="c1", namespace="team", uid="uid-1"),
+        status=V1ResourceClaimStatus(
+            allocation=V1AllocationResult(
+                devices=V1DeviceAllocationResult(
+                    results=[
+                        result(DRIVER, POOL, "gpu-0-share", "s1"),
+                        result(DRIVER, "gpus/node-b", "gpu-0"),
+                        result("other.example.com", POOL, "nic-0"),
+                    ]
+                )
+            )
+        ),
+    )
+    got = writer.write(entries(unresolved=True))
+    assert got.outcome is Outcome.RESOLVED
+    assert got.devices == (DeviceKey(POOL, "gpu-0-share", "s1"),)
+    client.apply.assert_not_called()
+
+
+def test_an_unresolved_claim_whose_name_has_another_uid_is_gone(
+    writer: ClaimStatusWriter, client: MockType
+) -> None:
+    client.get.return_value = ResourceV1ResourceClaim(
+        metadata=V1ObjectMeta(name="c1", namespace="team", uid="new")
+    )
+    assert writer.write(entries(unresolved=True)).outcome is Outcome.GONE
