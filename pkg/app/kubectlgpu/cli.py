@@ -25,6 +25,7 @@ from typing import NoReturn, TextIO
 import yaml
 
 from api.gpu.v1alpha1 import ExplanationStrategy
+from pkg.app.kubectlgpu import device_conditions
 from pkg.app.kubectlgpu import explain as explain_cmd
 from pkg.app.kubectlgpu import top as top_cmd
 from pkg.app.kubectlgpu.access import (
@@ -309,16 +310,22 @@ def _explain(reader: Reader, args: argparse.Namespace, namespace: str, out: Text
     result = explain_cmd.answer(reader, claim, options, warn=lambda text: print(f"warning: {text}", file=err))
     for caveat in result.caveats:
         print(f"warning: {caveat}", file=err)
+    devices = device_conditions.of_object(claim)
     if args.output in ("json", "yaml"):
         one = explain_cmd.report_item(
-            result, namespace=namespace, claim=name, heading=None, source=None, created=True
+            result, namespace=namespace, claim=name, heading=None, source=None, created=True, devices=devices
         )
         document = {"apiVersion": "gpu.deckhouse.io/v1alpha1", "kind": explain_cmd.LIST_KIND, "items": [one]}
         _dump(out, document, args.output)
     else:
+        # A failed Prepare or a sick device first: for an allocated claim it is the answer, not the
+        # allocator's trace below it.
+        for cause in device_conditions.cause_lines(devices):
+            print(cause, file=out)
         if result.report.current is not None:
             note = describe_allocation(result.report.current)
             print(f"note: {namespace}/{name} is already allocated: {note}", file=out)
+        out.write(device_conditions.section(devices))
         out.write(result.report.text)
     return 0 if result.report.allocatable else EXIT_NOT_ALLOCATABLE
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from api.gpu.v1alpha1 import ClaimExplanationSpec, ExplanationOutcome, ExplanationStrategy
 from api.gpu.v1alpha1.claimexplanation import DEFAULT_MAX_DEVICES
 from pkg.app.kubectlgpu.access import ForbiddenError, PluginError, Reader, optional
+from pkg.app.kubectlgpu.device_conditions import DeviceConditions
 from pkg.dra.explain.allocation_text import describe_allocation
 from pkg.dra.explain.report import Report
 from pkg.dra.explain.request import DEFAULT_TIMEOUT, NotServedError, ask
@@ -226,8 +227,10 @@ def report_item(
     heading: str | None,
     source: str | None,
     created: bool,
+    devices: list[DeviceConditions] | None = None,
 ) -> dict[str, Any]:
-    """One claim's report as an item of :data:`LIST_KIND` (also the claim path's one item)."""
+    """One claim's report as an item of :data:`LIST_KIND` (also the claim path's one item);
+    ``devices``: the conditions of its allocated devices (:mod:`.device_conditions`)."""
     report = explained.report
     return {
         "namespace": namespace,
@@ -238,6 +241,7 @@ def report_item(
         "allocatable": report.allocatable,
         **({"currentAllocation": describe_allocation(report.current)} if report.current is not None else {}),
         **({"verdict": report.verdict.to_dict()} if report.verdict is not None else {}),
+        **({"devices": [d.to_item() for d in devices]} if devices else {}),
         "report": report.text,
         "warnings": list(explained.caveats),
     }

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pkg.app.kubectlgpu.catalogue import UNKNOWN, Catalogue, DeviceFacts
 from pkg.app.kubectlgpu.claims import Held, held
+from pkg.app.kubectlgpu.device_conditions import NOT_PREPARED, DeviceConditions, device_conditions
 from pkg.app.kubectlgpu.free import Free, free_capacity
 from pkg.app.kubectlgpu.shares import held_share_size
 from pkg.app.kubectlgpu.table import Column, Row, bytes_text
@@ -33,6 +34,7 @@ COLUMNS: Final = (
     Column("SHARE"),
     Column("MEMORY-LIMIT"),
     Column("PHYSICALGPU"),
+    Column("STATUS", wide=True),
     Column("REQUEST", wide=True),
     Column("SHARE-ID", wide=True),
     Column("PCI", wide=True),
@@ -64,10 +66,12 @@ def who_view(
     rows: list[tuple[tuple[str, ...], Row]] = []
     if not free:
         for claim in claims:
+            states = {(d.pool, d.device, d.share_id): d for d in device_conditions(claim)}
             for h in held(claim):
                 if node is None or h.node == node:
                     facts = catalogue.facts(h.pool, h.device) if catalogue else None
-                    rows.append(((h.node, h.device, h.namespace, h.claim), _row(h, facts)))
+                    state = states.get((h.pool, h.device, h.share_id))
+                    rows.append(((h.node, h.device, h.namespace, h.claim), _row(h, facts, state)))
     if catalogue is not None and (free or node is not None):
         holdings = [h for claim in (claims if holders is None else holders) for h in held(claim)]
         for f in free_capacity(catalogue, holdings, node=node):
@@ -96,7 +100,8 @@ def _share_cells(h: Held, facts: DeviceFacts | None) -> tuple[str, str, dict[str
     )
 
 
-def _row(h: Held, facts: DeviceFacts | None) -> Row:
+def _row(h: Held, facts: DeviceFacts | None, state: DeviceConditions | None) -> Row:
+    """A held device's row; STATUS is whether gpu-handler prepared it and finds it healthy."""
     f = facts or DeviceFacts(UNKNOWN, "", "", "", "", "")
     share, limit, share_item = _share_cells(h, facts)
     cells = {
@@ -109,6 +114,7 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
         "SHARE": share,
         "MEMORY-LIMIT": limit,
         "PHYSICALGPU": f.physical_gpu or (UNKNOWN if facts is None else f.card),
+        "STATUS": state.status_text() if state is not None else NOT_PREPARED,
         "REQUEST": h.request,
         "SHARE-ID": h.share_id or "",
         "PCI": f.pci,
@@ -129,8 +135,19 @@ def _row(h: Held, facts: DeviceFacts | None) -> Row:
         "physicalGPU": f.physical_gpu or None,
         "pciAddress": f.pci or None,
         "uuid": f.uuid or None,
+        **_conditions_item(state),
     }
     return Row(cells, item)
+
+
+def _conditions_item(state: DeviceConditions | None) -> dict[str, Any]:
+    if state is None:
+        return {"conditions": {}}
+    whole = state.to_item()
+    return {
+        "conditions": whole["conditions"],
+        **({"problems": whole["problems"]} if "problems" in whole else {}),
+    }
 
 
 def _free_row(free: Free) -> Row:
@@ -149,6 +166,7 @@ def _free_row(free: Free) -> Row:
         "SHARE": share,
         "MEMORY-LIMIT": limit,
         "PHYSICALGPU": f.physical_gpu or f.card,
+        "STATUS": NOT_SHARED,
         "PCI": f.pci,
         "UUID": f.uuid,
         "PRODUCT": f.product,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
 from testutil.unit.app.kubectlgpu.kubectl_gpu_objects import claim, slice_of
 
 from api.gpu.v1alpha1.physicalgpu import PhysicalGPU
-from pkg.app.kubectlgpu.who import FREE, UNKNOWN, Catalogue, who_view
+from pkg.app.kubectlgpu.table import write
+from pkg.app.kubectlgpu.who import COLUMNS, FREE, UNKNOWN, Catalogue, who_view
 
 CARDS = ["gpu-0000-02-00-0", "gpu-0000-03-00-0", "gpu-0000-04-00-0"]
 POOL = "gpus/w1"
@@ -63,3 +66,52 @@ def test_without_readable_slices_the_claims_still_answer() -> None:
         ("train", UNKNOWN, UNKNOWN),
         ("mig", UNKNOWN, UNKNOWN),
     ]
+
+
+def test_wide_status_says_whether_each_held_device_is_prepared_and_healthy() -> None:
+    def entry(device: str, *conditions: tuple[str, str, str]) -> dict[str, object]:
+        return {
+            "driver": "gpu.deckhouse.io",
+            "pool": POOL,
+            "device": device,
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": "",
+                    "lastTransitionTime": "2026-11-29T02:00:00Z",
+                }
+                for t, s, r in conditions
+            ],
+        }
+
+    claims = [
+        claim(
+            "ml",
+            "train",
+            devices=[(POOL, "gpu-0000-02-00-0", None), (POOL, "gpu-0000-03-00-0", None)],
+            status_devices=[
+                entry(
+                    "gpu-0000-02-00-0",
+                    ("Ready", "True", "Prepared"),
+                    ("Healthy", "False", "Xid79FallenOffBus"),
+                ),
+                entry("gpu-0000-03-00-0", ("Ready", "False", "MigCreateFailed")),
+            ],
+        ),
+        claim("ml", "new", devices=[(POOL, "gpu-0000-04-00-0", None)]),
+    ]
+    rows = who_view(claims, Catalogue([slice_of("w1", CARDS)], []), node="w1")
+    assert [(r.cells["CLAIM"], r.cells["STATUS"]) for r in rows] == [
+        ("train", "Unhealthy(Xid79FallenOffBus)"),
+        ("train", "NotReady(MigCreateFailed)"),
+        ("new", "<not prepared>"),  # allocated, nothing reported yet
+    ]
+    assert rows[0].item["conditions"]["Healthy"]["reason"] == "Xid79FallenOffBus"
+    assert rows[2].item["conditions"] == {}
+    out = io.StringIO()
+    write(out, kind="GPUHolderList", columns=COLUMNS, rows=rows, output=None)
+    assert "STATUS" not in out.getvalue()  # a wide column: the default table keeps its shape
+    write(out, kind="GPUHolderList", columns=COLUMNS, rows=rows, output="wide")
+    assert "Unhealthy(Xid79FallenOffBus)" in out.getvalue()
