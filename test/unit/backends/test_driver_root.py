@@ -119,6 +119,46 @@ def test_graphics_and_video_libraries_come_only_when_configured(roots: dict[Layo
     } <= set(libraries)
 
 
+@pytest.mark.parametrize("layout", list(Layout))
+def test_graphics_gives_the_loaders_files_where_the_images_loaders_look_wherever_the_root_keeps_them(
+    roots: dict[Layout, Path], layout: Layout
+) -> None:
+    options = _options(roots[layout], capabilities=frozenset({"graphics"}))
+    mounts = {
+        m.container_path: m.host_path for m in discover_driver_files(options, version=VERSION).edits.mounts
+    }
+
+    icd = mounts["/etc/vulkan/icd.d/nvidia_icd.json"]
+    vendor = mounts["/usr/share/glvnd/egl_vendor.d/10_nvidia.json"]
+    icd_kept, vendor_kept = {
+        Layout.HOST: ("usr/share", "usr/share"),
+        Layout.CONTAINERISED: ("etc", "usr/share"),
+        Layout.VENDOR_FOLDER: ("share", "share"),
+    }[layout]
+    assert icd == f"/host-root/{icd_kept}/vulkan/icd.d/nvidia_icd.json"
+    assert vendor == f"/host-root/{vendor_kept}/glvnd/egl_vendor.d/10_nvidia.json"
+    assert "/etc/OpenCL/vendors/nvidia.icd" not in mounts  # OpenCL is compute
+
+
+def test_graphics_links_glx_indirect_and_the_gbm_backend(roots: dict[Layout, Path]) -> None:
+    options = _options(
+        roots[Layout.VENDOR_FOLDER], capabilities=frozenset({"compute", "utility", "graphics"})
+    )
+    links = discover_driver_files(options, version=VERSION).edits.hooks[0]
+
+    pairs = set(links.args[3::2])
+    assert f"libGLX_nvidia.so.{VERSION}::{LIBRARY_FOLDER}/libGLX_indirect.so.0" in pairs
+    assert f"../libnvidia-allocator.so.1::{LIBRARY_FOLDER}/gbm/nvidia-drm_gbm.so" in pairs
+
+
+def test_compute_gives_the_opencl_icd_file_where_the_root_has_one(roots: dict[Layout, Path]) -> None:
+    files = discover_driver_files(_options(roots[Layout.HOST]), version=VERSION)
+
+    mounts = {m.container_path: m.host_path for m in files.edits.mounts}
+    assert mounts["/etc/OpenCL/vendors/nvidia.icd"] == "/host-root/etc/OpenCL/vendors/nvidia.icd"
+    assert (roots[Layout.HOST] / "etc/OpenCL/vendors/nvidia.icd").read_text() == "libnvidia-opencl.so.1\n"
+
+
 def test_a_library_the_driver_loads_in_turn_comes_along_although_no_capability_names_it(
     roots: dict[Layout, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
