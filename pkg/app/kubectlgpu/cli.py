@@ -71,7 +71,8 @@ Which Pod and claim hold each card, MIG device or share: one row per device our 
 Pods the claim is reserved for. TYPE, PHYSICALGPU and the wide columns come from ResourceSlices
 and PhysicalGPUs where you may read them (a warning says when you may not). A share shows its
 percentage of the card (SHARE) and its memory limit (MEMORY-LIMIT; <none>: TimeSlicing limits no
-memory). With --node, only that node's devices, and what nobody holds there as <free>; with
+memory). -o wide adds STATUS: Ready, NotReady(REASON) where Prepare failed, Unhealthy(REASON),
+<not prepared>. With --node, only that node's devices, and what nobody holds there as <free>; with
 --free, only what nobody holds, on every node: free cards, the share left of shared cards, and
 one more device of each type that fits beside the MIG devices held.
 """
@@ -97,6 +98,10 @@ resource backed by a DeviceClass. A claim that does not exist yet (a template's 
 is scheduled, the claim the scheduler makes for extended resources) is explained as it would be
 made, computed here, and nothing is created. A Pod that does not wait for devices (running,
 scheduled, or asking for none) is said to be so. Exit code 5 when any claim cannot be allocated.
+
+For an allocated claim, and for each claim of a Pod past scheduling, the devices' Ready and
+Healthy conditions gpu-handler writes into status.devices are listed; a failed Prepare (why a Pod
+waits in ContainerCreating) or an unhealthy device is said first, with its reason and message.
 """
 
 

@@ -4,15 +4,15 @@ gpu-handler writes, for each of our devices in a claim's ``status.devices[]`` (t
 status: driver, pool, device, ``shareID``), two conditions in the standard ``metav1.Condition``
 shape: ``Ready`` (Prepare succeeded, or the CamelCase reason it failed with) and ``Healthy`` (the
 device's health as gpu-handler's monitoring last saw it). A Pod whose device failed to prepare
-waits in ``ContainerCreating`` with nothing in ``kubectl describe pod`` but the kubelet's retry, so
-these conditions are the one place a user finds the cause; this module turns them into what
-``kubectl gpu`` prints.
+waits in ``ContainerCreating``; the kubelet's events about it age out and are not where a user of
+the GPU looks, while the claim's ``Ready`` condition stays as long as the failure does. So these
+conditions are what ``kubectl gpu`` reports, the failure first (this module turns them into text).
 
 The status is writable by every driver and by whoever may update the claim's status, so it is
 read defensively: entries of other drivers are ignored, and a malformed entry or condition becomes
 a problem sentence naming the claim and the device, never an exception. Identity (the card's
-PhysicalGPU and UUID) is read from the entry's ``data`` only where it is a plain string, so this
-module does not depend on which version of the data model wrote it.
+PhysicalGPU, UUID, PCI address, a vGPU's mdev) is read from the entry's ``data`` only where it is
+a plain string, so this module does not depend on which version of the data model wrote it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ NOT_PREPARED: Final = "<not prepared>"
 """The STATUS of an allocated device gpu-handler has reported nothing for (not prepared yet)."""
 MALFORMED: Final = "<malformed>"
 _STATUSES: Final = ("True", "False", "Unknown")
-_IDENTITY: Final = (("physicalGPU", "PhysicalGPU"), ("uuid", "UUID"), ("pciBusID", "PCI"))
+_IDENTITY: Final = (
+    ("physicalGPU", "PhysicalGPU"),
+    ("uuid", "UUID"),
+    ("pciBusID", "PCI"),
+    ("mdevUUID", "mdev"),
+)
+"""The identity fields of ``data`` (``DeviceStatusData``) shown, and their labels."""
 
 
 @dataclass(frozen=True)
