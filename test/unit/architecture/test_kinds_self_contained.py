@@ -22,6 +22,7 @@ ALLOWED = {
     # readers of what one kind makes
     "pkg/gpuhandler/preparation/prepared_devices.py": "exports the MIG UUID and instance of each MIG device",
     "pkg/gpuhandler/attribution/sampler.py": "MIG processes run under the MIG UUID; a VM hides its own",
+    "pkg/gpuhandler/attribution/status_reports.py": "the device status names a MIG UUID, an mdev, a share",
 }
 
 

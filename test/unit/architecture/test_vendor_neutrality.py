@@ -90,6 +90,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"amd", "nvidia"}),
     "pkg/gpuhandler/offline.py": (_DEFAULT, {"amd", "mig", "nvidia"}),
     "pkg/gpuhandler/attribution/sampler.py": (_KINDS, {"mig"}),
+    "pkg/gpuhandler/attribution/status_reports.py": (f"{_KINDS}; {_API}", {"mig", "nvidia"}),
     "pkg/hardware/mdev.py": (_SRIOV, {"nvidia"}),
     "pkg/gpuhandler/preparation/kinds/__init__.py": (_KINDS, {"mig"}),
     "pkg/gpuhandler/preparation/kinds/mig.py": (_KINDS, {"mig"}),

@@ -6,6 +6,7 @@ the claim's allocation (our driver, this node's pool)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from kubernetes.client import (
@@ -28,10 +29,15 @@ from pkg.gpuhandler.attribution.status_book import ClaimEntries
 from pkg.gpuhandler.preparation.services import DeviceKey
 
 POOL = "gpus/node-a"
-ENTRY = {"driver": DRIVER, "pool": POOL, "device": "gpu-0", "data": {"kind": "DeviceStatusData"}}
+ENTRY: dict[str, Any] = {
+    "driver": DRIVER,
+    "pool": POOL,
+    "device": "gpu-0",
+    "data": {"kind": "DeviceStatusData"},
+}
 
 
-def entries(*entry: dict[str, object], unresolved: bool = False) -> ClaimEntries:
+def entries(*entry: dict[str, Any], unresolved: bool = False) -> ClaimEntries:
     return ClaimEntries(
         namespace="team",
         name="c1",
