@@ -1,13 +1,15 @@
 """The driver's configuration files that a loader in the container reads to find the driver.
 
-A graphics, OpenCL or display program does not load ``libGLX_nvidia.so.0`` by name: a loader that
-comes with the image reads a small file naming the driver's library and loads that. Vulkan's loader
-reads ICD files (``vulkan/icd.d/nvidia_icd.json``) and implicit layers
+A graphics or OpenCL program does not load ``libGLX_nvidia.so.0`` by name: a loader that comes
+with the image reads a small file naming the driver's library and loads that. Vulkan's loader reads
+ICD files (``vulkan/icd.d/nvidia_icd.json``) and implicit layers
 (``vulkan/implicit_layer.d/nvidia_layers.json``), libglvnd's EGL reads vendor files
 (``glvnd/egl_vendor.d/10_nvidia.json``), ``libEGL_nvidia`` reads its external platforms
-(``egl/egl_external_platform.d``), OptiX reads ``nvidia/nvoptix.bin``, an OpenCL ICD loader reads
-``OpenCL/vendors/nvidia.icd`` and the X server ``X11/xorg.conf.d``. The libraries alone give a
-container none of these APIs (docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec).
+(``egl/egl_external_platform.d``), OptiX reads ``nvidia/nvoptix.bin`` and an OpenCL ICD loader
+``OpenCL/vendors/nvidia.icd``. The libraries alone give a container none of these APIs
+(docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec). The X server's configuration
+(``X11/xorg.conf.d``) is left out with its modules: only an X server inside the container would
+read it.
 
 Where they are found: the host's configuration folders under the driver root (``etc``,
 ``usr/local/share``, ``usr/share``), then the driver's own folder (the parent of the folder its
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pkg.backends.driver_files import COMPUTE, DISPLAY, GRAPHICS
+from pkg.backends.driver_files import COMPUTE, GRAPHICS
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,6 @@ CONFIG_FILES: Final[dict[str, tuple[ConfigFile, ...]]] = {
         ConfigFile("egl/egl_external_platform.d/15_nvidia_gbm.json", _SHARE),
         ConfigFile("egl/egl_external_platform.d/10_nvidia_wayland.json", _SHARE),
         ConfigFile("nvidia/nvoptix.bin", _SHARE),
-    ),
-    DISPLAY: (
-        ConfigFile("X11/xorg.conf.d/10-nvidia.conf", _SHARE),
-        ConfigFile("X11/xorg.conf.d/nvidia-drm-outputclass.conf", _SHARE),
     ),
 }
 _HOST_CONFIG_FOLDERS: Final = ("etc", "usr/local/share", "usr/share")
