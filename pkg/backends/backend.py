@@ -163,9 +163,11 @@ class VendorBackend(Protocol):
         """What NodePrepare/NodeUnprepare do to this vendor's cards."""
         ...
 
-    def driver_files(self) -> DriverFiles:
-        """The driver's user space for the loaded driver version, found again whenever that
-        version changes; raises :class:`~pkg.backends.driver_files.DriverFilesError`."""
+    def driver_files(self, capabilities: frozenset[str] | None = None) -> DriverFiles:
+        """The driver's user space for the loaded driver version and ``capabilities`` (None: the
+        configured ones; a vendor without capabilities answers the same for every set), found
+        again whenever that version changes; raises
+        :class:`~pkg.backends.driver_files.DriverFilesError`."""
         ...
 
     def usage(self, address: str) -> CardUsage:

@@ -35,7 +35,9 @@ GRAPHICS: Final = "graphics"
 VIDEO: Final = "video"
 DISPLAY: Final = "display"
 CAPABILITIES: Final = (COMPUTE, UTILITY, GRAPHICS, VIDEO, DISPLAY)
-DEFAULT_CAPABILITIES: Final = frozenset({COMPUTE, UTILITY})
+# Every capability: a capability the root lacks adds nothing (its libraries are optional), so the
+# default is what the root has, as NVIDIA's CDI spec gives a container (docs/kubelet-plugin.md).
+DEFAULT_CAPABILITIES: Final = frozenset(CAPABILITIES)
 
 
 class DriverFilesError(Exception):

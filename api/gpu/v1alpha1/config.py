@@ -1,5 +1,5 @@
-"""GpuConfig: the opaque configuration of ``gpu.deckhouse.io`` devices: the sharing settings a DeviceClass
-(made from a GPUClass) hands to gpu-handler's Prepare.
+"""GpuConfig: the opaque configuration of ``gpu.deckhouse.io`` devices: the sharing settings and driver
+capabilities a DeviceClass (made from a GPUClass) or a ResourceClaim hands to gpu-handler's Prepare.
 
 It travels in a DeviceClass's ``spec.config`` or a ResourceClaim's ``spec.devices.config`` as
 ``opaque: {driver: gpu.deckhouse.io, parameters: <GpuConfig>}``; the scheduler copies it into the
@@ -19,6 +19,16 @@ Example (a DeviceClass of 50% TimeSlicing shares with a short time slice)::
           sharing:
             strategy: TimeSlicing
             timeSlicing: {interval: Short}
+
+A claim whose containers need only CUDA and NVML (no graphics, video or display library)::
+
+    config:
+    - opaque:
+        driver: gpu.deckhouse.io
+        parameters:
+          apiVersion: gpu.deckhouse.io/v1alpha1
+          kind: GpuConfig
+          driverCapabilities: [compute, utility]
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from api.gpu.v1alpha1.common import API_VERSION, ApiModel
-from api.gpu.v1alpha1.gpuclass import Sharing
+from api.gpu.v1alpha1.gpuclass import DriverCapability, Sharing
 
 KIND: Final = "GpuConfig"
 
@@ -40,6 +50,12 @@ class GpuConfig(ApiModel):
     api_version: Literal["gpu.deckhouse.io/v1alpha1"] = Field(alias="apiVersion")
     kind: Literal["GpuConfig"]
     sharing: Sharing | None = Field(default=None, description="How shared devices are shared.")
+    driver_capabilities: list[DriverCapability] | None = Field(
+        default=None,
+        min_length=1,
+        description="The NVIDIA driver capabilities the devices' containers get; unset: the node's "
+        "default (gpu-handler --driver-capabilities).",
+    )
 
 
 class GpuConfigError(ValueError):

@@ -56,6 +56,17 @@ class SharingStrategy(StrEnum):
     MPS = "MPS"
 
 
+class DriverCapability(StrEnum):
+    """A part of NVIDIA's driver user space a container gets, named as NVIDIA names its driver
+    capabilities (docs/kubelet-plugin.md#driver-capabilities-per-claim)."""
+
+    COMPUTE = "compute"  # CUDA, PTX JIT, NVVM, the MPS daemon and server
+    UTILITY = "utility"  # NVML, nvidia-smi
+    GRAPHICS = "graphics"  # OpenGL, EGL, GLX, Vulkan, OptiX
+    VIDEO = "video"  # NVENC, NVDEC (NVCUVID), optical flow
+    DISPLAY = "display"  # frame buffer capture (NvFBC)
+
+
 class TimeSlicingInterval(StrEnum):
     DEFAULT = "Default"
     SHORT = "Short"
@@ -187,6 +198,10 @@ class GPUClassSpec(ApiModel):
         ),
         ("!has(self.nvidia) || self.vendor == 'Nvidia'", "nvidia settings require vendor Nvidia"),
         (
+            "!has(self.driverCapabilities) || self.vendor == 'Nvidia'",
+            "driverCapabilities require vendor Nvidia",
+        ),
+        (
             "!has(self.sharing) || !has(self.sharing.strategy) || self.sharing.strategy == 'Exclusive'"
             " || self.deviceType == 'Physical'",
             "sharing strategies TimeSlicing and MPS require deviceType Physical",
@@ -206,6 +221,14 @@ class GPUClassSpec(ApiModel):
         default=None,
         description="Sharing policy; Exclusive when absent.",
         json_schema_extra={"default": {}},
+    )
+    driver_capabilities: list[DriverCapability] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=len(DriverCapability),
+        description="The NVIDIA driver capabilities the class's containers get (compute, utility, "
+        "graphics, video, display); when unset, the node's default. A node whose driver lacks one "
+        "fails the Prepare.",
     )
     selector: Selector | None = Field(default=None, description="Which PhysicalGPUs may provide devices.")
     names: list[ObjectName] | None = Field(
@@ -233,6 +256,11 @@ class GPUClassSpec(ApiModel):
             )
         if self.nvidia is not None and self.vendor is not Vendor.NVIDIA:
             raise ValueError(f"spec.nvidia requires spec.vendor Nvidia, not {self.vendor.value}")
+        if self.driver_capabilities is not None and self.vendor is not Vendor.NVIDIA:
+            raise ValueError(
+                f"spec.driverCapabilities requires spec.vendor Nvidia, not {self.vendor.value}: they "
+                "name parts of NVIDIA's driver"
+            )
         return self
 
     @model_validator(mode="after")

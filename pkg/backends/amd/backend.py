@@ -114,9 +114,10 @@ class AmdBackend:
             sharing=(),
         )
 
-    def driver_files(self) -> DriverFiles:
+    def driver_files(self, capabilities: frozenset[str] | None = None) -> DriverFiles:
         """``/dev/kfd``, the compute interface every container of an AMD device opens (the
-        node's base CDI spec); no libraries: ROCm's user space comes with the workload's image."""
+        node's base CDI spec), whatever ``capabilities`` (NVIDIA's driver capabilities) are asked;
+        no libraries: ROCm's user space comes with the workload's image."""
         kfd = self._dev_root / "kfd"
         if not kfd.exists():
             raise DriverFilesError(reason=REASON_DRIVER_UNREADABLE, message=f"{kfd} does not exist")

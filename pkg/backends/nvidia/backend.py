@@ -78,7 +78,8 @@ class NvidiaBackend:
         self._identity = identity
         self._dev_root = dev_root
         self._driver_root = driver_root
-        self._driver_files: DriverFiles | None = None
+        self._driver_files: dict[frozenset[str], DriverFiles] = {}  # by capability set, of one version
+        self._driver_files_version: str | None = None
         self._driver_files_lock = threading.Lock()
         self._usage = UsageReader(nvml)
         self._preparer = NvidiaPreparer(
@@ -116,19 +117,26 @@ class NvidiaBackend:
             return card
         return dataclasses.replace(card, vgpu_types=vgpu.vgpu_types_of(self._sysfs_root, card.pci_address))
 
-    def driver_files(self) -> DriverFiles:
-        """The user space of the driver NVML reports now; found again only when its version
-        changes (a driver upgrade), so every Prepare can ask at the cost of one NVML call."""
+    def driver_files(self, capabilities: frozenset[str] | None = None) -> DriverFiles:
+        """The user space of the driver NVML reports now for ``capabilities`` (None: the
+        configured ones); found again only when its version changes (a driver upgrade), so every
+        Prepare can ask at the cost of one NVML call per set."""
         try:
             version = self._nvml.driver_version()
         except NvmlError as exc:
             raise DriverFilesError(reason=REASON_DRIVER_UNREADABLE, message=f"NVML: {exc}") from exc
+        wanted = self._driver_root.capabilities if capabilities is None else capabilities
         with self._driver_files_lock:
-            if self._driver_files is None or self._driver_files.version != version:
-                self._driver_files = discover_driver_files(
-                    self._driver_root, version=version, dev_root=self._dev_root
+            if self._driver_files_version != version:
+                self._driver_files, self._driver_files_version = {}, version
+            files = self._driver_files.get(wanted)
+            if files is None:
+                files = self._driver_files[wanted] = discover_driver_files(
+                    dataclasses.replace(self._driver_root, capabilities=wanted),
+                    version=version,
+                    dev_root=self._dev_root,
                 )
-            return self._driver_files
+            return files
 
     def usage(self, address: str) -> CardUsage:
         return self._usage.read(address)

@@ -28,8 +28,9 @@ the API's patterns before it gets here, so the quoting is a second line, not the
 
 The DeviceClass also carries ``extendedResourceName`` (``gpu.deckhouse.io/<class>`` unless the
 class names one, KEP-5004: a Pod asks with one line of ``resources.limits``) and, as opaque
-configuration for our driver, a :class:`~api.gpu.v1alpha1.GpuConfig` with the class's sharing policy,
-which the kubelet plugin reads from every allocation of the class.
+configuration for our driver, a :class:`~api.gpu.v1alpha1.GpuConfig` with the class's sharing policy
+and driver capabilities, which the kubelet plugin reads from every allocation of the class (a
+claim's own config for the request replaces it whole).
 """
 
 from __future__ import annotations
@@ -128,7 +129,10 @@ def device_class(
     """The DeviceClass generated from ``gpu_class`` (same name, controlled by it)."""
     name = str(gpu_class.metadata.name)
     parameters = GpuConfig(
-        api_version=API_VERSION, kind=GPU_CONFIG_KIND, sharing=gpu_class.spec.sharing or Sharing()
+        api_version=API_VERSION,
+        kind=GPU_CONFIG_KIND,
+        sharing=gpu_class.spec.sharing or Sharing(),
+        driver_capabilities=gpu_class.spec.driver_capabilities,
     )
     return V1DeviceClass(
         api_version="resource.k8s.io/v1",

@@ -30,7 +30,9 @@ class ClaimAttempt:
     resource: ResourceV1ResourceClaim | None = None
     offers: tuple[Offer, ...] = ()
     plan: ClaimPlan | None = None
-    driver_id: str | None = None  # the base CDI spec's device, for a claim a container uses
+    # The driver's CDI device IDs (the base spec's or capability specs') by device (cdi_key), for
+    # the devices a container uses.
+    driver_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
     record: ClaimRecord | None = None
     work: ClaimWork | None = None
     edits: dict[str, ContainerEdits] = field(default_factory=dict)  # by CDI device name (cdi_key)

@@ -160,6 +160,14 @@ class ClaimPlanner:
         return tuple(offers)
 
 
+def driver_capabilities(offer: Offer) -> frozenset[str] | None:
+    """The driver capabilities the offer's config asks for; None when it names none (the node's
+    default)."""
+    if offer.config is None or offer.config.driver_capabilities is None:
+        return None
+    return frozenset(capability.value for capability in offer.config.driver_capabilities)
+
+
 def _described(kind: DeviceKind, offer: Offer) -> str:
     """``a MIG device``, ``a TimeSlicing share``: the kind's name, with the offer's strategy."""
     if offer.sharing is SharingStrategy.EXCLUSIVE:

@@ -13,8 +13,10 @@ step                        what it does (and what its undo gives back)
                             each device by its kind (:mod:`.plan`, :mod:`.kinds`)
 ``refuse-double-allocation`` a device conflicting with one another claim holds on its card
                             is refused: two allocators raced
-``driver-files``            the base CDI spec current for the loaded driver, for a claim a
-                            container uses (:class:`~.cdi.DriverSpec`); not applicable to a VM's
+``driver-files``            the base CDI spec and the capability specs current for the loaded
+                            driver, and each device's driver CDI IDs (its config's
+                            ``driverCapabilities``), for a claim a container uses
+                            (:class:`~.cdi.DriverSpec`); not applicable to a VM's
 ``record-started``          the claim recorded ``PrepareStarted`` with all a release needs,
                             durably, before anything changes on the node (undo: forget it)
 ``prepare-devices``         each device by its kind (undo: release them, last first, and put
@@ -54,7 +56,7 @@ from pkg.gpuhandler.preparation.checkpoint import (
 )
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
 from pkg.gpuhandler.preparation.kinds import ClaimWork, Kinds, PlanError
-from pkg.gpuhandler.preparation.plan import ClaimPlan, ClaimPlanner
+from pkg.gpuhandler.preparation.plan import ClaimPlan, ClaimPlanner, driver_capabilities
 from pkg.gpuhandler.preparation.release import ClaimRelease, remember_found_mig_modes
 from pkg.gpuhandler.preparation.services import CheckpointListener, ClaimReader
 
@@ -135,9 +137,11 @@ class RefuseDoubleAllocation:
 
 
 class DriverFiles:
-    """The base CDI spec current for the loaded driver, for a claim with a device a container uses:
-    a driver upgrade reaches this claim's containers, and a driver root that is missing or
-    incomplete fails here, before anything changes on the node."""
+    """The base CDI spec and the capability specs current for the loaded driver, for a claim with a
+    device a container uses, and the driver's CDI device IDs of each such device: the base spec's,
+    or the capability specs its config's ``driverCapabilities`` name. A driver upgrade reaches this
+    claim's containers, and a driver root that is missing, incomplete or lacks an asked capability
+    fails here, before anything changes on the node."""
 
     name = "driver-files"
 
@@ -146,9 +150,15 @@ class DriverFiles:
         self._kinds = kinds
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
-        if not any(self._kinds.in_container(d) for d in planned(attempt).devices):
+        plan = planned(attempt)
+        containers = [d for d in plan.devices if self._kinds.in_container(d)]
+        if not containers:
             return StepOutcome.NOT_APPLICABLE  # only a VM's devices: no driver files in the VM's Pod
-        attempt.driver_id = self._driver.device_id()
+        asked = {(o.name, o.result.share_id): driver_capabilities(o) for o in attempt.offers}
+        for device in containers:
+            attempt.driver_ids[cdi_key(device)] = self._driver.device_ids(
+                asked.get((device.device, device.share_id)), asker=f"claim {plan}: device {device.device}"
+            )
         return DONE
 
     def undo(self, attempt: ClaimAttempt) -> None:
@@ -254,21 +264,19 @@ class WriteCdiSpec:
 
 
 class RecordCompleted:
-    """Each device's CDI device IDs recorded (its own, then the base spec's for a device a
-    container uses), the claim ``PrepareCompleted``, durably: the answer for the kubelet."""
+    """Each device's CDI device IDs recorded (its own, then the driver's for a device a container
+    uses), the claim ``PrepareCompleted``, durably: the answer for the kubelet."""
 
     name = "record-completed"
 
-    def __init__(self, *, store: CheckpointStore, kinds: Kinds) -> None:
+    def __init__(self, *, store: CheckpointStore) -> None:
         self._store = store
-        self._kinds = kinds
 
     def take(self, attempt: ClaimAttempt) -> StepOutcome:
         record, _ = started(attempt)
         for device in record.devices:
-            device.cdi_device_ids = [attempt.cdi_ids[cdi_key(device)]]
-            if attempt.driver_id is not None and self._kinds.in_container(device):
-                device.cdi_device_ids.append(attempt.driver_id)
+            key = cdi_key(device)
+            device.cdi_device_ids = [attempt.cdi_ids[key], *attempt.driver_ids.get(key, ())]
         record.state = PreparePhase.PREPARE_COMPLETED
         record.updated = datetime.now(UTC)
         self._store.save(loaded(attempt))

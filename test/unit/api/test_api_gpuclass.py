@@ -20,6 +20,8 @@ from api.gpu.v1alpha1 import (
     TimeSlicingInterval,
     Vendor,
 )
+from api.gpu.v1alpha1.gpuclass import DriverCapability
+from pkg.backends.driver_files import CAPABILITIES
 
 
 def mig_class() -> dict[str, Any]:
@@ -203,3 +205,27 @@ def test_requirement_formats(field: str, value: str, accepted: bool) -> None:
 def test_spec_is_required() -> None:
     with pytest.raises(ValidationError, match=r"spec"):
         GPUClass.from_api_dict({"metadata": {"name": "x"}})
+
+
+def test_driver_capabilities_are_named_from_nvidias_list_and_need_the_nvidia_vendor() -> None:
+    data = mig_class()
+    data["spec"]["driverCapabilities"] = ["compute", "utility"]
+    assert GPUClass.from_api_dict(data).to_api_dict() == data
+    data["spec"]["driverCapabilities"] = ["compute", "raytracing"]
+    with pytest.raises(ValidationError, match=r"driverCapabilities.1"):
+        GPUClass.from_api_dict(data)
+    data["spec"]["driverCapabilities"] = []
+    with pytest.raises(ValidationError, match=r"driverCapabilities"):
+        GPUClass.from_api_dict(data)
+    data["spec"]["driverCapabilities"] = ["video"]
+    data["spec"]["vendor"] = "Amd"
+    del data["spec"]["nvidia"]
+    data["spec"]["deviceType"] = "Physical"
+    with pytest.raises(
+        ValidationError, match=r"spec.driverCapabilities requires spec.vendor Nvidia, not Amd"
+    ):
+        GPUClass.from_api_dict(data)
+
+
+def test_the_api_names_the_same_driver_capabilities_as_the_driver_discovery() -> None:
+    assert tuple(DriverCapability) == CAPABILITIES

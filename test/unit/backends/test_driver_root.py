@@ -56,6 +56,8 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[Layout, Path]:
 
 
 def _options(root: Path, **kwargs: object) -> DriverRootOptions:
+    """Compute and utility unless told otherwise (the node's default is every capability)."""
+    kwargs.setdefault("capabilities", frozenset({"compute", "utility"}))
     return DriverRootOptions(root=root, root_on_host=Path("/host-root"), cdi_hook=HOOK, **kwargs)  # type: ignore[arg-type]
 
 

@@ -178,6 +178,16 @@ def test_the_device_class_is_owned_and_carries_the_sharing_config_the_plugin_par
     assert parse_gpu_config(opaque.parameters).sharing == cls.spec.sharing
 
 
+def test_the_device_class_carries_the_driver_capabilities_only_when_the_class_names_them() -> None:
+    cls = gpu_class("compute", driverCapabilities=["compute", "utility"])
+    [config] = present(spec_of(device_class(cls, uuids=None, extended_resource="x.io/c")).config)
+    parameters = present(config.opaque).parameters
+    assert parameters["driverCapabilities"] == ["compute", "utility"]
+    assert parse_gpu_config(parameters).driver_capabilities == cls.spec.driver_capabilities
+    [config] = present(spec_of(device_class(gpu_class("all"), uuids=None, extended_resource="x.io/a")).config)
+    assert "driverCapabilities" not in present(config.opaque).parameters  # the node's default
+
+
 def test_a_class_without_uid_cannot_be_an_owner() -> None:
     cls = gpu_class()
     cls.metadata = V1ObjectMeta(name="cls")

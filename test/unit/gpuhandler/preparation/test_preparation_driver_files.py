@@ -68,18 +68,19 @@ def test_driver_spec_reports_the_state_and_fails_with_the_reason(mocker: MockerF
         DriverFiles(version="580.1", edits=edits, found={"libraries": 7}),
     ]
 
-    def files() -> DriverFiles:
-        answer = answers.pop(0)
+    def files(capabilities: frozenset[str] | None) -> DriverFiles:
+        answer = answers[0]
         if isinstance(answer, DriverFilesError):
+            answers.pop(0)  # the next look finds the driver
             raise answer
-        return answer
+        return answer  # the same edits for every set: no capability of its own
 
     cdi = mocker.MagicMock(spec=CdiSpecs)
     cdi.write_driver.return_value = DRIVER_ID
     spec = DriverSpec(files=files, cdi=cdi, vendor="nvidia", status=status)
 
     spec.refresh()  # a failure is reported, not raised
-    assert spec.device_id() == DRIVER_ID
+    assert spec.device_ids() == (DRIVER_ID,)
 
     reported = [call.args[0] for call in status.report.call_args_list]
     assert reported == [

@@ -388,21 +388,21 @@ def test_driver_files_does_not_apply_to_a_claim_of_vm_devices_only(kinds: MockTy
     assert DriverFiles(driver=driver, kinds=kinds).take(a) is NOT_APPLICABLE
 
     assert [c.args for c in kinds.in_container.call_args_list] == [(d,) for d in devices]
-    driver.device_id.assert_not_called()
-    assert a.driver_id is None
+    driver.device_ids.assert_not_called()
+    assert a.driver_ids == {}
 
 
 def test_driver_files_gives_a_claim_a_container_uses_the_current_base_spec(
     kinds: MockType, driver: MockType
 ) -> None:
     kinds.in_container.side_effect = [False, True]  # a VM's device, then a container's
-    driver.device_id.return_value = DRIVER_ID
+    driver.device_ids.return_value = (DRIVER_ID,)
     a = attempt(plan=planned(device("gpu-3b", A30), device("gpu-d8", A30_B)))
 
     assert DriverFiles(driver=driver, kinds=kinds).take(a) is DONE
 
-    driver.device_id.assert_called_once_with()
-    assert a.driver_id == DRIVER_ID
+    driver.device_ids.assert_called_once_with(None, asker="claim team/train: device gpu-d8")
+    assert a.driver_ids == {"gpu-d8": (DRIVER_ID,)}
 
 
 def test_driver_files_lets_a_missing_driver_root_fail_the_prepare_and_leaves_the_base_spec_on_undo(
@@ -410,7 +410,7 @@ def test_driver_files_lets_a_missing_driver_root_fail_the_prepare_and_leaves_the
 ) -> None:
     kinds.in_container.return_value = True
     refused = PrepareFailedError("DriverRootMissing", "no libcuda.so")
-    driver.device_id.side_effect = refused
+    driver.device_ids.side_effect = refused
     a = attempt(plan=planned(device()))
     step = DriverFiles(driver=driver, kinds=kinds)
 
@@ -419,8 +419,9 @@ def test_driver_files_lets_a_missing_driver_root_fail_the_prepare_and_leaves_the
     step.undo(a)
 
     assert raised.value is refused
-    assert a.driver_id is None
-    assert driver.mock_calls == [mocker.call.device_id()]  # the base spec is every claim's: it stays
+    assert a.driver_ids == {}
+    asked = mocker.call.device_ids(None, asker="claim team/train: device gpu-3b-mig-14-3")
+    assert driver.mock_calls == [asked]  # the base spec is every claim's: it stays
 
 
 # -- record-started ---------------------------------------------------------------------------------
@@ -692,11 +693,10 @@ def test_record_completed_records_each_devices_ids_and_the_claim_completed_durab
     rec = record(mig, vm)
     data = checkpoint(rec)
     a = started_attempt(rec, data, cdi_ids={"gpu-3b-mig-14-3": "id-mig", "gpu-d8-s-1": "id-vm"})
-    a.driver_id = DRIVER_ID
-    kinds.in_container.side_effect = lambda d: d is mig  # the base spec only for a container's device
+    a.driver_ids = {"gpu-3b-mig-14-3": (DRIVER_ID,)}  # the base spec only for a container's device
     saved = saved_states(store)
 
-    assert RecordCompleted(store=store, kinds=kinds).take(a) is DONE
+    assert RecordCompleted(store=store).take(a) is DONE
 
     assert (mig.cdi_device_ids, vm.cdi_device_ids) == (["id-mig", DRIVER_ID], ["id-vm"])
     assert rec.state is PreparePhase.PREPARE_COMPLETED
@@ -713,9 +713,8 @@ def test_record_completed_of_a_claim_without_driver_files_records_the_claims_ids
     """A VM's claim: driver-files did not apply, so there is no base spec to name."""
     rec = record(device("gpu-3b"))
     a = started_attempt(rec, checkpoint(rec), cdi_ids={"gpu-3b": "id-a"})
-    kinds.in_container.return_value = True
 
-    RecordCompleted(store=store, kinds=kinds).take(a)
+    RecordCompleted(store=store).take(a)
 
     assert rec.devices[0].cdi_device_ids == ["id-a"]
 
@@ -727,7 +726,7 @@ def test_record_completed_that_could_not_save_gives_no_answer(kinds: MockType, s
     store.save.side_effect = OSError(5, "Input/output error")
 
     with pytest.raises(OSError, match="Input/output"):
-        RecordCompleted(store=store, kinds=kinds).take(a)
+        RecordCompleted(store=store).take(a)
 
     assert a.answer is None
 
@@ -738,7 +737,7 @@ def test_record_completed_undo_makes_the_record_started_again_without_saving(
     """Whatever is saved next (a release that keeps the record) must not say the claim is prepared."""
     rec = record(device(), state=PreparePhase.PREPARE_COMPLETED)
 
-    RecordCompleted(store=store, kinds=kinds).undo(started_attempt(rec, checkpoint(rec)))
+    RecordCompleted(store=store).undo(started_attempt(rec, checkpoint(rec)))
 
     assert rec.state is PreparePhase.PREPARE_STARTED
     store.save.assert_not_called()
@@ -747,7 +746,7 @@ def test_record_completed_undo_makes_the_record_started_again_without_saving(
 def test_record_completed_undo_without_a_record_does_nothing(kinds: MockType, store: MockType) -> None:
     other = record(uid=OTHER_UID, name="other", state=PreparePhase.PREPARE_COMPLETED)
 
-    RecordCompleted(store=store, kinds=kinds).undo(attempt(checkpoint(other)))
+    RecordCompleted(store=store).undo(attempt(checkpoint(other)))
 
     assert other.state is PreparePhase.PREPARE_COMPLETED
     assert store.mock_calls == []
@@ -934,7 +933,7 @@ def test_record_release_through_prepares_undos_releases_the_devices_then_forgets
         RecordStarted(store=store, listener=listener),
         PrepareDevices(kinds=kinds, release=release, store=store),
         WriteCdiSpec(cdi),
-        RecordCompleted(store=store, kinds=kinds),
+        RecordCompleted(store=store),
     ]
     pipeline = Pipeline("prepare", steps)
 
