@@ -20,7 +20,8 @@ TEST_ENV = $(TOOLS_ENV) GPU_CP_REQUIRE_TOOLS=1
 BENCH = $(TOOLS_ENV) PYTHONPATH=test $(BIN)/python -m bench
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
-	lint typecheck test test-unit test-integration test-e2e test-hardware demo bench bench-smoke clean image image-archive
+	lint typecheck test test-unit test-integration test-integration-oldest test-e2e test-hardware demo bench bench-smoke clean image image-archive \
+	tools-older-kubernetes
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -37,6 +38,13 @@ install: $(STAMP) ## Create the virtualenv with pinned dependencies
 
 tools: ## Build (or reuse) etcd, kube-apiserver/-scheduler/-controller-manager, kubectl, kubelet, helm, containerd, cdi-validate, promtool, prometheus, kube-rbac-proxy, nvidia-cdi-hook, devicemetadata, kueue; the Prometheus Operator's and Kueue's CRDs
 	$(TOOLS)
+
+# The oldest Kubernetes release we support, whose control plane the DRA integration tests also run
+# against (docs/kubernetes-versions.md); its apiserver, scheduler and controller manager only.
+OLDEST_KUBERNETES := 1.34
+
+tools-older-kubernetes: ## Build (or reuse) the Kubernetes 1.34 control plane the DRA integration tests also run against
+	$(TOOLS) kubernetes-$(OLDEST_KUBERNETES)
 
 tools-check: tools ## CI's check of the set-up path: go.sum verified and tidy, every tool linked afresh
 	$(TOOLS) --check
@@ -88,6 +96,13 @@ test-unit: $(STAMP) tools host-packages  # chart tests render with helm; the har
 test-integration: $(STAMP) tools
 	$(TEST_ENV) $(BIN)/pytest test/integration -q -p no:randomly
 
+# The tests that depend on the server's DRA API (slice layout, the real scheduler's allocation,
+# gpu-dra-controller, claim status, the chart's objects) again, against the oldest release.
+test-integration-oldest: $(STAMP) tools tools-older-kubernetes
+	$(TEST_ENV) GPU_CP_KUBERNETES_RELEASE=$(OLDEST_KUBERNETES) \
+		GPU_CP_CONTROL_PLANE_BIN_DIR="$$($(TOOLS) --print-dir --cached-only kubernetes-$(OLDEST_KUBERNETES))" \
+		$(BIN)/pytest test/integration -q -p no:randomly -m dra_api
+
 test-e2e: $(STAMP) tools host-packages  # real nodes: needs root
 	$(TEST_ENV) $(BIN)/pytest test/e2e -q -p no:randomly
 
@@ -95,7 +110,7 @@ test-hardware: ## The hardware tier on an NVIDIA GPU node, as root (HARDWARE_ARG
 	"$$(if [ -x $(BIN)/python ]; then echo $(BIN)/python; else echo $(PYTHON); fi)" \
 		-m pytest test/hardware --confcutdir=test/hardware -q -p no:randomly $(HARDWARE_ARGS)
 
-test: lint typecheck verify-generated tools-check test-unit test-integration test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier, every benchmark at a small size
+test: lint typecheck verify-generated tools-check test-unit test-integration test-integration-oldest test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier (DRA integration on 1.34 too), every benchmark at a small size
 
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	@# exec: make is the demo's parent, so a signal to make reaches it (pkg/devcluster/parentstop.py)

@@ -3,7 +3,9 @@
 # the CDI spec validator, promtool and the Prometheus server, kube-rbac-proxy, NVIDIA's CDI hook,
 # Kubernetes' device metadata reader, Kueue's controller manager) and takes the Prometheus
 # Operator's and Kueue's CRDs from the modules committed beside this script, into a cache keyed
-# by what was built.
+# by what was built. The control plane of the oldest Kubernetes release we support
+# (kubernetes-1.34) is built only when named: the DRA integration tests run against it too, the
+# demo never needs it.
 #
 # Why committed modules: each tool is a module of ours (hack/tools/<tool>/go.mod and go.sum) whose
 # `tool` lines name the commands to build. Builds run with -mod=readonly, so what builds is exactly
@@ -24,16 +26,21 @@
 # of racing.
 #
 # Usage: hack/tools/build.sh [--print-dir] [--cached-only] [--bin-dir DIR] [--check] [TOOL...]
-#   (no TOOL)      every tool
+#   (no TOOL)      every tool but the older Kubernetes releases (OLDER_KUBERNETES: name them)
 #   --print-dir    print the bin folder on stdout (progress goes to stderr)
 #   --cached-only  never build: fail with a hint if a tool is missing (for test fixtures)
 #   --bin-dir DIR  build into DIR instead of the cache (CI's link-only rebuild of the set-up path)
 #   --check        verify each module against its committed go.sum and that go.mod is tidy
+#                  (no TOOL: the older Kubernetes releases too)
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_TOOLS=(etcd kubernetes helm containerd cdi prometheus kube-rbac-proxy nvidia-cdi-hook devicemetadata
            prometheus-operator kueue)
+# The control plane of an older Kubernetes release, in a bin set of its own (the binaries keep
+# their names): `--print-dir kubernetes-1.34` is the folder the integration tier's second pass
+# starts its apiserver, scheduler and controller manager from.
+OLDER_KUBERNETES=(kubernetes-1.34)
 CACHE_DIR="${GPU_CP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-control-plane}"
 # Changing how a tool is built (flags, tags) must change its cache key: bump this.
 RECIPE_REVISION=1
@@ -56,6 +63,11 @@ binaries() {
       for c in kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet; do
         echo "$c=k8s.io/kubernetes/cmd/$c"
       done ;;
+    kubernetes-1.*)
+      local c
+      for c in kube-apiserver kube-scheduler kube-controller-manager; do
+        echo "$c=k8s.io/kubernetes/cmd/$c"
+      done ;;
     helm) echo "helm=helm.sh/helm/v4/cmd/helm" ;;
     containerd)
       local c
@@ -71,14 +83,14 @@ binaries() {
     devicemetadata) echo "devicemetadata=gpu-control-plane/hack/tools/devicemetadata" ;;
     prometheus-operator) ;; # files only (module_files)
     kueue) echo "kueue=sigs.k8s.io/kueue/cmd/kueue" ;;
-    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
+    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${OLDER_KUBERNETES[*]})" ;;
   esac
 }
 
 tool_version() {
   case "$1" in
     etcd) module_version etcd go.etcd.io/etcd/server/v3 ;;
-    kubernetes) module_version kubernetes k8s.io/kubernetes ;;
+    kubernetes|kubernetes-1.*) module_version "$1" k8s.io/kubernetes ;;
     helm) module_version helm helm.sh/helm/v4 ;;
     containerd) module_version containerd github.com/containerd/containerd/v2 ;;
     cdi) module_version cdi tags.cncf.io/container-device-interface ;;
@@ -113,7 +125,7 @@ release_of() { # the version a tool's binaries report: Prometheus module v0.3YY.
 build_args() { # go build arguments (one per line) for tool $1 at version $2
   local tool="$1" version="$2" ldflags="-s -w"
   case "$tool" in
-    kubernetes)
+    kubernetes|kubernetes-1.*)
       local major minor pkg
       major="${version#v}"; major="${major%%.*}"
       minor="${version#v*.}"; minor="${minor%%.*}"
@@ -236,12 +248,19 @@ copy_module_files() { # tool, destination folder: the module's files the tool ta
   done < <(module_files "$tool")
 }
 
+make_target() { # the make target that builds tool $1
+  case "$1" in
+    kubernetes-1.*) echo "tools-older-kubernetes" ;;
+    *) echo "tools" ;;
+  esac
+}
+
 ensure_tool() { # tool, cached-only flag; prints the folder holding its binaries
   local tool="$1" cached_only="$2" key dir
   key="$(tool_key "$tool")"
   dir="$CACHE_DIR/tools/$key"
   if [[ ! -d "$dir" ]]; then
-    $cached_only && die "$tool is not built ($dir): run 'make tools'"
+    $cached_only && die "$tool is not built ($dir): run 'make $(make_target "$tool")'"
     build_tool "$tool" "$dir.partial"
     mv "$dir.partial" "$dir"
   fi
@@ -291,9 +310,12 @@ main() {
     esac
     shift
   done
-  ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+  local every=false
+  ((${#tools[@]})) || { every=true; tools=("${ALL_TOOLS[@]}"); }
 
   if $check; then
+    # Every committed module is verified, the older releases' too.
+    ! $every || tools+=("${OLDER_KUBERNETES[@]}")
     for tool in "${tools[@]}"; do check_module "$tool"; done
     return
   fi

@@ -13,7 +13,7 @@ version="${2:?usage: update.sh TOOL VERSION}"
 
 case "$tool" in
   etcd) module=go.etcd.io/etcd/server/v3 ;;
-  kubernetes) module=k8s.io/kubernetes ;;
+  kubernetes|kubernetes-1.*) module=k8s.io/kubernetes ;;
   helm) module=helm.sh/helm/v4 ;;
   containerd) module=github.com/containerd/containerd/v2 ;;
   cdi) module=tags.cncf.io/container-device-interface ;;
@@ -26,9 +26,13 @@ case "$tool" in
   *) echo "unknown tool '$tool'" >&2; exit 1 ;;
 esac
 
+if [[ "$tool" == kubernetes-1.* && "$version" != "v${tool#kubernetes-}."* ]]; then
+  echo "$tool pins a release of Kubernetes ${tool#kubernetes-}, not $version" >&2; exit 1
+fi
+
 cd "$HERE/$tool"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
-if [[ "$tool" == kubernetes ]]; then
+if [[ "$tool" == kubernetes* ]]; then
   staging="v0.${version#v1.}"
   go mod download "$module@$version"
   upstream="$(go env GOMODCACHE)/cache/download/$module/@v/$version.mod"

@@ -6,7 +6,10 @@ control planes (parallel CI jobs, a demo beside a test run) never collide.
 
 Feature gates: the DRA features the project relies on are enabled explicitly on the apiserver,
 the scheduler and the controller-manager even where the pinned release already has them on, so a
-change of the pinned release cannot silently turn one off.
+change of the pinned release cannot silently turn one off. The three control plane components may
+come from another release than etcd and kubectl (``control_plane_bin_dir``: the integration tier's
+pass against the oldest release we support); what that release must be told differently is in
+:mod:`pkg.devcluster.releases`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from pkg.devcluster import certs
 from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
+from pkg.devcluster.releases import Release, release_of_binary
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,12 @@ class ControlPlaneConfig:
     # ``kube-scheduler``, ...); a flag given twice takes the last value. Benchmarks use it to open
     # the scheduler's metrics port and to turn on the API server's audit log.
     extra_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # kube-apiserver, kube-scheduler and kube-controller-manager of another release than
+    # ``bin_dir``'s (which still gives etcd and kubectl); None: ``bin_dir``'s own.
+    control_plane_bin_dir: Path | None = None
+
+
+CONTROL_PLANE_BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
 
 class ControlPlane:
@@ -94,6 +104,7 @@ class ControlPlane:
 
     def __init__(self, config: ControlPlaneConfig):
         self.config = config
+        self.release: Release = release_of_binary(self._binary("kube-apiserver"))
         self.work_dir = config.work_dir
         self.logs_dir = self.work_dir / "logs"
         self.kubeconfig = self.work_dir / "kubeconfig"
@@ -190,8 +201,13 @@ class ControlPlane:
 
     # -- internals -------------------------------------------------------------------------------
 
+    def _binary(self, name: str) -> Path:
+        if name in CONTROL_PLANE_BINARIES and self.config.control_plane_bin_dir is not None:
+            return self.config.control_plane_bin_dir / name
+        return self.config.bin_dir / name
+
     def _process(self, name: str, args: list[str]) -> ManagedProcess:
-        argv = [str(self.config.bin_dir / name), *args, *self.config.extra_args.get(name, ())]
+        argv = [str(self._binary(name)), *args, *self.config.extra_args.get(name, ())]
         return ManagedProcess(name=name, argv=argv, log_path=self.logs_dir / f"{name}.log")
 
     def _start(self, name: str, ready: Callable[[], bool]) -> None:
@@ -200,9 +216,8 @@ class ControlPlane:
         wait_until(ready, timeout=self.config.start_timeout, what=f"{name} to become ready", process=proc)
 
     def _gates(self) -> str:
-        return ",".join(
-            f"{k}={'true' if v else 'false'}" for k, v in sorted(self.config.feature_gates.items())
-        )
+        gates = self.release.feature_gates(self.config.feature_gates)
+        return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
 
     def _etcd_args(self) -> list[str]:
         return [
@@ -247,6 +262,11 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             f"--feature-gates={self._gates()}",
             f"--watch-cache-sizes={','.join(f'{r}#0' for r in self.config.uncached_resources)}",
+            *(
+                [f"--runtime-config={','.join(self.release.runtime_config)}"]
+                if self.release.runtime_config
+                else []
+            ),
             "--v=1",
             *self._audit_args(),
         ]

@@ -3,10 +3,17 @@
 The control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) is started once
 and our CRDs are applied; its Nodes have no kubelet (``dra_objects.create_ready_node``). The
 fixtures built on it (client, a namespace per test, failure logs) are in ``test/conftest.py``.
+
+Which release: the pinned one, unless ``GPU_CP_CONTROL_PLANE_BIN_DIR`` names the folder of another
+release's apiserver, scheduler and controller manager (``make test-integration-oldest`` runs the
+``dra_api`` tests so against 1.34). ``GPU_CP_KUBERNETES_RELEASE`` then says which release that
+folder must hold, and the session refuses to start on any other: a pass meant for 1.34 that
+silently ran the pinned binaries again would prove nothing.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,7 +35,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
     work_dir = Path(tempfile.mkdtemp(prefix="gpu-cp-"))
-    plane = ControlPlane(ControlPlaneConfig(bin_dir=default_bin_dir(), work_dir=work_dir))
+    other_release = os.environ.get("GPU_CP_CONTROL_PLANE_BIN_DIR")
+    config = ControlPlaneConfig(
+        bin_dir=default_bin_dir(),
+        work_dir=work_dir,
+        control_plane_bin_dir=Path(other_release) if other_release else None,
+    )
+    plane = ControlPlane(config)
+    expected = os.environ.get("GPU_CP_KUBERNETES_RELEASE")
+    if expected and plane.release.name != expected:
+        pytest.fail(
+            f"the control plane binaries are Kubernetes {plane.release.name}, not {expected} as asked"
+        )
     plane.start()
     try:
         plane.kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd"))

@@ -38,6 +38,7 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 from testutil.integration.dra_objects import DRIVER, create_ready_node, device_class
+from testutil.integration.scheduler_release import scheduler_places_shares
 from testutil.k8s_fields import allocation_results, meta, name_of, present, status_of, uid_of
 from testutil.unit.dra.offers import offer_models
 
@@ -174,6 +175,10 @@ def test_time_slicing_shares_stack_to_100_and_never_mix_with_mps(
 ) -> None:
     node = gpu_node("t")
     ask = Asker(kube, namespace, node)
+    if not scheduler_places_shares(kube):  # 1.34: the known limit, asserted so a fix is noticed
+        ask.unschedulable("ts-1", classes["ts"], card=A30, share="50")
+        ask.unschedulable("mps-h100", classes["mps"], card=H100, share="10")
+        return
     assert ask("ts-1", classes["ts"], card=A30, share="50") == "gpu-0000-02-00-0-ts"
     assert ask("ts-2", classes["ts"], card=A30, share="50") == "gpu-0000-02-00-0-ts"
     # Each share takes its percentage and, asking for no memory, none of the card's memory.
