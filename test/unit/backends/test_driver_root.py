@@ -161,6 +161,20 @@ def test_compute_gives_the_opencl_icd_file_where_the_root_has_one(roots: dict[La
     assert (roots[Layout.HOST] / "etc/OpenCL/vendors/nvidia.icd").read_text() == "libnvidia-opencl.so.1\n"
 
 
+def test_the_vdpau_module_is_found_in_its_own_subfolder_and_mounted_with_the_others(tmp_path: Path) -> None:
+    root = build_driver_root(tmp_path / "r", layout=Layout.HOST, version=VERSION)
+    (root.library_folder / "vdpau").mkdir()
+    (root.library_folder / f"libvdpau_nvidia.so.{VERSION}").rename(
+        root.library_folder / "vdpau" / f"libvdpau_nvidia.so.{VERSION}"
+    )
+
+    files = discover_driver_files(_options(root.root, capabilities=frozenset({"video"})), version=VERSION)
+
+    assert _library_mounts(files)[f"libvdpau_nvidia.so.{VERSION}"].endswith(
+        f"/vdpau/libvdpau_nvidia.so.{VERSION}"
+    )
+
+
 def test_a_library_the_driver_loads_in_turn_comes_along_although_no_capability_names_it(
     roots: dict[Layout, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
