@@ -59,11 +59,14 @@ def _optional_path(value: str | None) -> Path | None:
 
 
 def _capabilities(value: str) -> frozenset[str]:
+    """``all`` (every capability the driver root has) or a comma-separated list of names."""
+    if value.strip() == "all":
+        return frozenset(CAPABILITIES)
     names = frozenset(part.strip() for part in value.split(",") if part.strip())
     unknown = sorted(names - set(CAPABILITIES))
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(CAPABILITIES)}, got {value!r}"
+            f"expected all or a comma-separated list of {', '.join(CAPABILITIES)}, got {value!r}"
         )
     return names
 
@@ -141,9 +144,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--driver-capabilities",
         type=_capabilities,
-        default=_capabilities(env("DRIVER_CAPABILITIES", "compute,utility")),
-        help=f"the driver capabilities containers get, comma-separated of {','.join(CAPABILITIES)} "
-        "(default compute,utility)",
+        default=_capabilities(env("DRIVER_CAPABILITIES", "all")),
+        help="the driver capabilities a container gets when its device's config names none: all "
+        f"(every one the driver root has; the default) or comma-separated of {','.join(CAPABILITIES)}",
     )
     p.add_argument(
         "--cdi-hook-source",

@@ -84,7 +84,6 @@ def stand_in_config(nodes_dir: Path) -> dict[str, Any]:
             "validator": {
                 **local,
                 "hostRoot": str(nodes_dir),
-                "driverRoot": None,
                 "command": ["sh", "-c", VALIDATION],
                 "readinessCommand": ["sh", "-c", VALIDATION],
             },

@@ -38,6 +38,7 @@ from kubernetes.client import V1EnvVar, V1ResourceRequirements, V1Toleration
 from pydantic import ConfigDict, Field, model_validator
 
 from api.gpu.v1alpha1.common import API_VERSION, ApiModel
+from api.gpu.v1alpha1.gpuclass import DriverCapability
 
 KIND: Final = "GPUOperatorConfig"
 CONFIG_KEY: Final = "config.yaml"
@@ -124,12 +125,6 @@ class ValidatorSettings(ComponentSettings):
     host_root: str = Field(
         default="/", min_length=1, description="Host folder mounted read-only at /host (the host's root)."
     )
-    driver_root: str | None = Field(
-        default="/run/nvidia/driver",
-        min_length=1,
-        description="Host folder of a containerised driver, mounted at /run/nvidia/driver; null "
-        "leaves it out (a driver installed on the host).",
-    )
     readiness_command: list[str] | None = Field(
         default=None, description="Exec readiness probe of the validator's main container."
     )
@@ -137,11 +132,6 @@ class ValidatorSettings(ComponentSettings):
 
 HOST_PATH_PATTERN: Final = r"^/[^\s]*[^/\s]$"
 ROOT_PATH_PATTERN: Final = r"^/([^\s]*[^/\s])?$"  # a host path, or the host's root itself
-DriverCapability = Literal["compute", "utility", "graphics", "video", "display"]
-
-
-def _default_capabilities() -> list[DriverCapability]:
-    return ["compute", "utility"]
 
 
 class KubeletPluginSettings(ConfigModel):
@@ -164,18 +154,12 @@ class KubeletPluginSettings(ConfigModel):
         description="Where MPS-shared cards get their control daemon's folders, one per card (--mps-root).",
     )
     lock_timeout: Duration = Field(default="30s", description="How long a prepare waits for the node lock.")
-    driver_root: str = Field(
-        default="/",
-        pattern=ROOT_PATH_PATTERN,
-        description="Where the NVIDIA driver is installed on the nodes, whose libraries, tools and firmware "
-        "the base CDI spec gives every GPU container: / (the host's packages), /run/nvidia/driver (a "
-        "containerised driver) or a driver folder such as /usr/local/nvidia (--driver-root).",
-    )
-    driver_capabilities: list[DriverCapability] = Field(
-        default_factory=_default_capabilities,
+    driver_capabilities: list[DriverCapability] | None = Field(
+        default=None,
         min_length=1,
-        description="The driver capabilities containers get (--driver-capabilities): compute and utility "
-        "are CUDA, NVML and the tools; graphics, video and display add those libraries.",
+        description="The driver capabilities a container gets when its device's config names none "
+        "(--driver-capabilities); null: every capability the driver root has, as NVIDIA's CDI spec "
+        "gives.",
     )
 
 
@@ -290,6 +274,14 @@ class SimulatedHostsSettings(ConfigModel):
 
 
 class GPUOperatorConfigSpec(ConfigModel):
+    driver_root: str = Field(
+        default="/",
+        pattern=ROOT_PATH_PATTERN,
+        description="Where the NVIDIA driver is installed on the nodes: / (the host's packages), "
+        "/run/nvidia/driver (a containerised driver) or a driver folder such as /usr/local/nvidia. The "
+        "validator checks the driver there and gpu-handler gives containers its libraries, tools and "
+        "firmware through the base CDI spec (--driver-root-on-host).",
+    )
     image_pull_secrets: list[str] | None = Field(
         default=None, description="Names of Secrets for pulling the components' images."
     )

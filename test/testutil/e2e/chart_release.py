@@ -48,7 +48,6 @@ def release_values(node: RealNode, tag: str) -> dict[str, Any]:
             "image": {"repository": PROJECT_REPOSITORY, "tag": TAGS[0]},
             "pullPolicy": "Never",
             "hostRoot": str(hosts),
-            "driverRoot": None,
             "command": ["sh", "-c", VALIDATION],
             "readinessCommand": ["sh", "-c", VALIDATION],
         },

@@ -82,7 +82,7 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--driver-root=/host/driver-root",
         "--driver-root-on-host=/",
         "--host-run=/host/run",
-        "--driver-capabilities=compute,utility",
+        "--driver-capabilities=all",
         "--cdi-hook-source=/opt/gpu-control-plane/bin/nvidia-cdi-hook",
         "--attribution-interval=10s",
         "--attribution-max-series=1000",
@@ -127,7 +127,7 @@ def test_the_handler_accepts_the_rendered_args(
         Path("/"),
         Path("/host/run"),
     )
-    assert root.capabilities == {"compute", "utility"}
+    assert root.capabilities == {"compute", "utility", "graphics", "video", "display"}
     assert settings.cdi_hook_source == Path("/opt/gpu-control-plane/bin/nvidia-cdi-hook")
     assert settings.daemons_on_host is True  # MPS daemons outlive the Pod
     assert (settings.dev_root, settings.proc_root) == (Path("/dev"), Path("/proc"))

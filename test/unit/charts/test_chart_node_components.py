@@ -47,7 +47,6 @@ def test_validator_values_reach_its_daemon_set(helm: Path) -> None:
             "validator.command": ["sh", "-c", "test -c /host/dev/nvidiactl"],
             "validator.readinessCommand": ["test", "-c", "/host/dev/nvidiactl"],
             "validator.hostRoot": "/srv/host",
-            "validator.driverRoot": None,
             "validator.env": [{"name": "WITH_WAIT", "value": "true"}],
         },
     )

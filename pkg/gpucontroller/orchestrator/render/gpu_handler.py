@@ -93,13 +93,19 @@ def render(context: RenderContext) -> V1DaemonSet:
     pod = _pod(
         context,
         backend=settings.backend,
-        plugin_args=_plugin_args(plugin, nvidia=True),
+        plugin_args=_plugin_args(plugin, driver_root=context.spec.driver_root, nvidia=True),
         runtime_env=NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {}),
         node_selector=_gated(gates, settings),
     )
     pod.runtime_class_name = settings.runtime_class_name
     if plugin.enabled:
-        _serve_the_kubelet(pod, plugin, simulated=context.spec.simulated_hosts is not None, nvidia=True)
+        _serve_the_kubelet(
+            pod,
+            plugin,
+            driver_root=context.spec.driver_root,
+            simulated=context.spec.simulated_hosts is not None,
+            nvidia=True,
+        )
     return _finish(context, Component.GPU_HANDLER, pod)
 
 
@@ -112,12 +118,18 @@ def render_amd(context: RenderContext) -> V1DaemonSet:
     pod = _pod(
         context,
         backend=settings.amd.backend,
-        plugin_args=_plugin_args(plugin, nvidia=False),
+        plugin_args=_plugin_args(plugin, driver_root=context.spec.driver_root, nvidia=False),
         runtime_env={},
         node_selector=_gated([LABEL_DRIVER_READY, LABEL_AMD_PRESENT], settings),
     )
     if plugin.enabled:
-        _serve_the_kubelet(pod, plugin, simulated=context.spec.simulated_hosts is not None, nvidia=False)
+        _serve_the_kubelet(
+            pod,
+            plugin,
+            driver_root=context.spec.driver_root,
+            simulated=context.spec.simulated_hosts is not None,
+            nvidia=False,
+        )
     return _finish(context, Component.GPU_HANDLER_AMD, pod)
 
 
@@ -179,7 +191,7 @@ def _finish(context: RenderContext, component: Component, pod: V1PodSpec) -> V1D
     return daemon_set(context, component, settings, pod=pod, rolling_update=SURGE)
 
 
-def _plugin_args(plugin: KubeletPluginSettings, *, nvidia: bool) -> list[str]:
+def _plugin_args(plugin: KubeletPluginSettings, *, driver_root: str, nvidia: bool) -> list[str]:
     """The kubelet plugin's flags: the kubelet's and CDI's folders, /dev and /proc for every backend;
     MPS, the driver root the base CDI spec mounts and the CDI hook for NVIDIA's only (in the order
     they always had, so the NVIDIA Pod template, and its Pods, stay as they were)."""
@@ -195,15 +207,22 @@ def _plugin_args(plugin: KubeletPluginSettings, *, nvidia: bool) -> list[str]:
                 # MPS control daemons outlive the Pod (a rolling update): they start on the host.
                 "--daemons-on-host=true",
                 f"--driver-root={DRIVER_ROOT_MOUNT}",
-                f"--driver-root-on-host={plugin.driver_root}",
+                f"--driver-root-on-host={driver_root}",
                 f"--host-run={HOST_RUN_MOUNT}",
-                f"--driver-capabilities={','.join(plugin.driver_capabilities)}",
+                f"--driver-capabilities={_capabilities(plugin)}",
                 f"--cdi-hook-source={CDI_HOOK_IN_IMAGE}",
             ]
             if nvidia
             else []
         ),
     ]
+
+
+def _capabilities(plugin: KubeletPluginSettings) -> str:
+    """The flag's value: the listed capabilities, or ``all`` (every one the driver root has)."""
+    if plugin.driver_capabilities is None:
+        return "all"
+    return ",".join(capability.value for capability in plugin.driver_capabilities)
 
 
 def _attribution_args(attribution: AttributionSettings) -> list[str]:
@@ -244,7 +263,7 @@ def _simulate(pod: V1PodSpec, hosts: SimulatedHostsSettings, plugin: KubeletPlug
 
 
 def _serve_the_kubelet(
-    pod: V1PodSpec, plugin: KubeletPluginSettings, *, simulated: bool, nvidia: bool
+    pod: V1PodSpec, plugin: KubeletPluginSettings, *, driver_root: str, simulated: bool, nvidia: bool
 ) -> None:
     """The plugin's host folders at their host paths, root, privileged (see the module docs); on
     simulated hosts the folders are inside the one simulated-hosts mount already. Only NVIDIA's
@@ -261,7 +280,7 @@ def _serve_the_kubelet(
     }
     # Read-only, with the host's later mounts: a containerised driver mounts its root when it starts.
     driver_folders = {
-        "driver-root": (plugin.driver_root, DRIVER_ROOT_MOUNT, "DirectoryOrCreate"),
+        "driver-root": (driver_root, DRIVER_ROOT_MOUNT, "DirectoryOrCreate"),
         "host-run": ("/run", HOST_RUN_MOUNT, "Directory"),
     }
     if not nvidia:

@@ -3,8 +3,10 @@
 NVIDIA's validator, unchanged (docs/architecture.md#vendor-components-run-unchanged): the validation runs in
 the init container ``driver-validation`` (by default ``sh -c nvidia-validator`` with ``COMPONENT=driver`` and
 ``WITH_WAIT=false``, so a driver that is not there fails the container instead of waiting
-silently), privileged and with the host's root read-only at ``/host`` and a containerised driver's
-root at ``/run/nvidia/driver``, as the image expects. The main container only waits, and with
+silently), privileged and with the host's root read-only at ``/host`` and, for a driver not
+installed on the host's root (``driverRoot`` other than ``/``, the same setting gpu-handler's base
+CDI spec reads), the driver root at ``/run/nvidia/driver``, where the image looks for a
+containerised driver. The main container only waits, and with
 ``readinessCommand`` keeps checking; the Pod is therefore Ready exactly when the validation passed
 (and still passes). gpu-controller reads nothing but that readiness (``DriverReady``).
 
@@ -48,13 +50,14 @@ def render(context: RenderContext) -> V1DaemonSet:
     # could not give.
     mounts = [V1VolumeMount(name="host-root", mount_path="/host", read_only=True)]
     volumes = [host_path("host-root", settings.host_root, "Directory")]
-    if settings.driver_root:
+    driver_root = context.spec.driver_root
+    if driver_root != "/":
         mounts.append(
             V1VolumeMount(
                 name="driver-root", mount_path="/run/nvidia/driver", mount_propagation="HostToContainer"
             )
         )
-        volumes.append(host_path("driver-root", settings.driver_root, "DirectoryOrCreate"))
+        volumes.append(host_path("driver-root", driver_root, "DirectoryOrCreate"))
     validation.volume_mounts = mounts
     wait = container(
         settings.model_copy(update={"command": None, "args": None}),

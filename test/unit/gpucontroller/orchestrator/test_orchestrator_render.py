@@ -15,6 +15,7 @@ from pkg.gpucontroller.orchestrator.render import RenderContext, render_all
 
 ALL: dict[str, Any] = {
     "imagePullSecrets": ["regcred"],
+    "driverRoot": "/run/nvidia/driver",
     "nodeAgent": {
         "image": "gcp:1",
         "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
@@ -164,7 +165,7 @@ def test_a_command_override_replaces_command_and_arguments() -> None:
     stand_in = {"image": "busybox", "command": ["sh", "-c", "exec httpd -f"]}
     agent = template_pod(render({"nodeAgent": stand_in})[Component.NODE_AGENT]).containers[0]
     assert (agent.command, agent.args) == (["sh", "-c", "exec httpd -f"], None)
-    validator = template_pod(render({"validator": {**stand_in, "driverRoot": None}})[Component.VALIDATOR])
+    validator = template_pod(render({"validator": stand_in})[Component.VALIDATOR])  # the driver on /
     assert present(validator.init_containers)[0].command == ["sh", "-c", "exec httpd -f"]
     assert validator.containers[0].command == ["sh", "-c"]  # the waiting container is the component's own
     assert [v.name for v in present(validator.volumes)] == ["host-root"]
