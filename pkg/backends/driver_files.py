@@ -81,13 +81,28 @@ class DriverRootOptions:
 
 
 @dataclass(frozen=True)
+class SuppliedFile:
+    """A loader's file the driver root lacks but whose whole content discovery knows (an OpenCL ICD
+    file is one line naming the library): the plugin writes it on the host, under ``name`` in a
+    folder of its own, and mounts it read-only at ``container_path``. Discovery never writes: a
+    mount needs a host path, which only the plugin that owns the folder knows
+    (docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec)."""
+
+    name: str
+    container_path: str
+    content: str
+
+
+@dataclass(frozen=True)
 class DriverFiles:
     """The driver's user space for containers: its ``version`` and the ``edits`` every container of
-    the vendor's devices gets; ``found`` says what was found, for logs and events."""
+    the vendor's devices gets, plus the ``supplied`` files the plugin writes and mounts besides;
+    ``found`` says what was found, for logs and events."""
 
     version: str
     edits: ContainerEdits
     found: dict[str, int] = field(default_factory=dict)
+    supplied: tuple[SuppliedFile, ...] = ()
 
 
 DEFAULT_DRIVER_ROOT: Final = DriverRootOptions()

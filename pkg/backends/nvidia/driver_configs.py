@@ -22,6 +22,13 @@ under ``/etc``; a host path such as ``/usr/local/nvidia/share/glvnd/...`` is rea
 an image, so we place every file where its loader looks: Vulkan's and OpenCL's under ``/etc``
 (read before ``/usr/share``, and never over a file the image ships there), the rest under
 ``/usr/share``. Every file names its library by soname, which the ld cache the hooks make resolves.
+
+Where the root lacks one: an OpenCL ICD file is one line, the soname of ``libnvidia-opencl``, and
+some installs (the H200 node's ``/usr/local/nvidia``) ship the library without it, so OpenCL fails
+in a container even through NVIDIA's own spec. Where the library is there and the file is not,
+discovery says so (:class:`~pkg.backends.driver_files.SuppliedFile`, with the line) and the plugin
+writes the file in a folder of its own and mounts it. The other files carry what only the driver
+knows (the Vulkan API version, the layers' entry points), so they are never made up.
 """
 
 from __future__ import annotations
@@ -32,15 +39,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from pkg.backends.driver_files import COMPUTE, GRAPHICS
+from pkg.backends.driver_files import COMPUTE, GRAPHICS, SuppliedFile
+from pkg.backends.nvidia.driver_libraries import DriverLibrary
 
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """A file named ``relative`` below a configuration folder, mounted below ``container_folder``."""
+    """A file named ``relative`` below a configuration folder, mounted below ``container_folder``;
+    ``library``: the driver library whose soname is the file's one line, so that a root lacking the
+    file can be supplied it (None: the file holds more than that, and only the driver has it)."""
 
     relative: str
     container_folder: str
+    library: str | None = None
 
     @property
     def container_path(self) -> str:
@@ -52,7 +63,7 @@ _SHARE: Final = "/usr/share"
 _VULKAN_ICD_ARCH: Final = {"x86_64": "nvidia_icd.x86_64.json", "aarch64": "nvidia_icd.aarch64.json"}
 CONFIG_FILES: Final[dict[str, tuple[ConfigFile, ...]]] = {
     # libnvidia-opencl is a compute library (NVIDIA's split); its ICD file goes with it.
-    COMPUTE: (ConfigFile("OpenCL/vendors/nvidia.icd", _ETC),),
+    COMPUTE: (ConfigFile("OpenCL/vendors/nvidia.icd", _ETC, library="libnvidia-opencl"),),
     GRAPHICS: (
         ConfigFile("vulkan/icd.d/nvidia_icd.json", _ETC),
         *(
@@ -92,3 +103,26 @@ def find_config_files(folders: list[Path], capabilities: Iterable[str]) -> list[
             if path is not None:
                 found.append((path, config))
     return found
+
+
+def supplied_config_files(
+    found: Iterable[tuple[Path, ConfigFile]], libraries: Iterable[DriverLibrary], capabilities: Iterable[str]
+) -> list[SuppliedFile]:
+    """The one-line files of the ``capabilities`` that were not ``found`` but whose library was:
+    their content is the library's soname (its file name where it has none)."""
+    have = {config for _, config in found}
+    by_stem = {library.stem: library for library in libraries}
+    supplied = []
+    for capability in sorted(capabilities):
+        for config in CONFIG_FILES.get(capability, ()):
+            if config.library is None or config in have or config.library not in by_stem:
+                continue
+            library = by_stem[config.library]
+            supplied.append(
+                SuppliedFile(
+                    name=config.relative,
+                    container_path=config.container_path,
+                    content=f"{library.soname or library.path.name}\n",
+                )
+            )
+    return supplied

@@ -13,7 +13,9 @@ What a container gets (docs/kubelet-plugin.md#the-drivers-user-space-the-base-sp
 * every library, read-only, in one folder of its own, :data:`LIBRARY_FOLDER` (the folder CUDA
   images already search), never over an image's own files;
 * the configuration files through which the image's loaders find the driver (Vulkan ICD and
-  layers, EGL vendor and platforms, OpenCL ICD: :mod:`.driver_configs`);
+  layers, EGL vendor and platforms, OpenCL ICD: :mod:`.driver_configs`), and the one-line OpenCL
+  ICD file where the root has the library but not the file, for the plugin to write
+  (:class:`~pkg.backends.driver_files.SuppliedFile`);
 * the hooks that make the soname links and the ld cache (:mod:`.driver_hooks`);
 * the tools (``nvidia-smi``, the MPS control daemon and server, ...) in ``/usr/bin``; the GSP
   firmware at ``/lib/firmware/nvidia/<version>``; the sockets of ``nvidia-persistenced`` and the
@@ -35,7 +37,7 @@ from pkg.backends.driver_files import (
     DriverFilesError,
     DriverRootOptions,
 )
-from pkg.backends.nvidia.driver_configs import config_folders, find_config_files
+from pkg.backends.nvidia.driver_configs import config_folders, find_config_files, supplied_config_files
 from pkg.backends.nvidia.driver_hooks import HOOK_NAME, driver_hooks
 from pkg.backends.nvidia.driver_libraries import LIBRARIES, DriverLibrary, driver_folders, find_libraries
 from pkg.backends.preparation import READ_ONLY, ContainerEdits, DeviceNode, Mount
@@ -77,6 +79,7 @@ def discover_driver_files(
     binaries = _find_binaries(root, own, options)
     firmware = _find_firmware([root, *own], version)
     configs = find_config_files(config_folders(root, own), options.capabilities)
+    supplied = supplied_config_files(configs, libraries, options.capabilities)
     sockets = [options.host_run / socket for socket in SOCKETS if (options.host_run / socket).is_socket()]
     mounts = [
         Mount(options.on_host(lib.path), f"{LIBRARY_FOLDER}/{lib.path.name}", READ_ONLY) for lib in libraries
@@ -107,7 +110,9 @@ def discover_driver_files(
             "binaries": len(binaries),
             "firmware": len(firmware),
             "sockets": len(sockets),
+            **({"supplied": len(supplied)} if supplied else {}),
         },
+        supplied=tuple(supplied),
     )
 
 

@@ -60,6 +60,7 @@ from pkg.gpuhandler.preparation.atomic_file import remove_file, write_atomically
 from pkg.gpuhandler.preparation.claim_ref import checked_uid
 from pkg.gpuhandler.preparation.driver_files_status import REASON_FOUND, DriverFilesFinding, DriverFilesStatus
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
+from pkg.gpuhandler.preparation.supplied_files import SuppliedFiles
 
 logger = logging.getLogger(__name__)
 
@@ -237,13 +238,21 @@ DriverFilesSource = Callable[[frozenset[str] | None], DriverFiles]
 
 class DriverSpec:
     """Writes ``vendor``'s base spec and its capability specs from the backend's driver files;
-    answers the CDI device IDs a device asking for a set of capabilities names."""
+    answers the CDI device IDs a device asking for a set of capabilities names. The files the driver
+    root lacks and the plugin writes (``supplied``) are on the host before a spec that mounts them."""
 
     def __init__(
-        self, *, files: DriverFilesSource, cdi: CdiSpecs, vendor: str, status: DriverFilesStatus
+        self,
+        *,
+        files: DriverFilesSource,
+        cdi: CdiSpecs,
+        supplied: SuppliedFiles,
+        vendor: str,
+        status: DriverFilesStatus,
     ) -> None:
         self._files = files
         self._cdi = cdi
+        self._supplied = supplied
         self._vendor = vendor
         self._status = status
         # What the files hold, as this instance wrote them: the base spec (None) and each capability.
@@ -290,9 +299,11 @@ class DriverSpec:
                 # The same files already written and the file in place: nothing to read or write.
                 if files is not self._written.get(capability)
                 or not self._cdi.driver_path(self._vendor, capability).exists()
+                or not self._supplied.in_place(self._vendor, files)
             ]
             for capability in changed:
-                self._cdi.write_driver(self._vendor, wanted[capability], capability)
+                with_supplied = self._supplied.mounted(self._vendor, wanted[capability])
+                self._cdi.write_driver(self._vendor, with_supplied, capability)
             if changed:
                 for capability in CAPABILITIES:  # a capability the driver no longer has
                     if capability not in present:
@@ -331,11 +342,13 @@ class DriverSpec:
 
     def withdraw(self) -> bool:
         """Removes the base spec and the capability specs (the plugin leaves the node for good);
-        whether there was a base spec."""
+        whether there was a base spec. The supplied files go after the specs that mount them."""
         self._written = {}
         for capability in CAPABILITIES:
             remove_file(self._cdi.driver_path(self._vendor, capability), durable=False)
-        return remove_file(self._cdi.driver_path(self._vendor), durable=False)
+        had_spec = remove_file(self._cdi.driver_path(self._vendor), durable=False)
+        self._supplied.remove(self._vendor)
+        return had_spec
 
     def refresh(self) -> None:
         """The specs made current for the periodic round: a failure is reported, not raised."""

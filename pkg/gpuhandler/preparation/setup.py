@@ -77,6 +77,7 @@ from pkg.gpuhandler.preparation.services import (
     SliceOfferIndex,
 )
 from pkg.gpuhandler.preparation.startup import RecordRelease
+from pkg.gpuhandler.preparation.supplied_files import SuppliedFiles
 from pkg.gpuhandler.preparation.unprepare_steps import ForgetClaim, NothingToUnprepare, ReleaseClaim
 from pkg.hardware.mdev import MdevHost
 from pkg.hardware.pci_binding import PciDriverBinding
@@ -111,6 +112,12 @@ class PluginSettings:
     @property
     def lock_path(self) -> Path:
         return self.data_dir / "node.lock"
+
+    @property
+    def supplied_dir(self) -> Path:
+        """The loaders' files a driver root lacks, written for the base spec to mount
+        (:mod:`.supplied_files`): under the plugins folder, which the chart mounts at its host path."""
+        return self.data_dir / "supplied"
 
     @property
     def vm_dir(self) -> Path:
@@ -205,6 +212,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         SliceOfferIndex, slices=slice_informer, client=client, selector=slice_selector
     )
     cdi = providers.Singleton(CdiSpecs, folder=settings.provided.cdi_dir)
+    supplied = providers.Singleton(SuppliedFiles, folder=settings.provided.supplied_dir)
     sharing = providers.Singleton(CardSharing, preparer=preparer, mps_root=settings.provided.mps_root)
     watchdog = providers.Singleton(MpsWatchdog, sharing=sharing, preparer=preparer)
 
@@ -260,6 +268,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         DriverSpec,
         files=providers.Factory(_driver_files_of, backend=backend),
         cdi=cdi,
+        supplied=supplied,
         vendor=vendor,
         status=driver_files_status,
     )

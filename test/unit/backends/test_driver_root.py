@@ -22,6 +22,7 @@ from pkg.backends.driver_files import (
     DriverFiles,
     DriverFilesError,
     DriverRootOptions,
+    SuppliedFile,
 )
 from pkg.backends.nvidia import driver_root
 from pkg.backends.nvidia.backend import NvidiaBackend
@@ -82,8 +83,9 @@ def test_each_layout_gives_the_compute_and_utility_libraries_tools_and_firmware(
     containers = {m.container_path for m in files.edits.mounts}
     assert {"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"} <= containers
     assert f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin" in containers
-    configs = 0 if layout is Layout.VENDOR_FOLDER else 1  # the OpenCL ICD file, where the root has one
-    assert files.found == {"libraries": 10, "configs": configs, "binaries": 5, "firmware": 2, "sockets": 0}
+    # The OpenCL ICD file: found where the root has one, supplied where it lacks it.
+    icd = {"configs": 0, "supplied": 1} if layout is Layout.VENDOR_FOLDER else {"configs": 1}
+    assert files.found == {"libraries": 10, "binaries": 5, "firmware": 2, "sockets": 0, **icd}
 
 
 def test_the_hooks_make_the_soname_links_and_put_the_library_folder_in_the_ld_cache(
@@ -159,6 +161,35 @@ def test_compute_gives_the_opencl_icd_file_where_the_root_has_one(roots: dict[La
     mounts = {m.container_path: m.host_path for m in files.edits.mounts}
     assert mounts["/etc/OpenCL/vendors/nvidia.icd"] == "/host-root/etc/OpenCL/vendors/nvidia.icd"
     assert (roots[Layout.HOST] / "etc/OpenCL/vendors/nvidia.icd").read_text() == "libnvidia-opencl.so.1\n"
+    assert files.supplied == ()  # the root's own file, never one of ours over it
+
+
+def test_a_root_with_the_opencl_library_but_no_icd_file_is_supplied_one_naming_the_library(
+    roots: dict[Layout, Path],
+) -> None:
+    files = discover_driver_files(_options(roots[Layout.VENDOR_FOLDER]), version=VERSION)
+
+    assert "/etc/OpenCL/vendors/nvidia.icd" not in {m.container_path for m in files.edits.mounts}
+    assert files.supplied == (
+        SuppliedFile(
+            name="OpenCL/vendors/nvidia.icd",
+            container_path="/etc/OpenCL/vendors/nvidia.icd",
+            content="libnvidia-opencl.so.1\n",  # the library's soname, as NVIDIA's own file says
+        ),
+    )
+
+
+def test_no_icd_file_is_supplied_without_compute_or_without_the_opencl_library(
+    roots: dict[Layout, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = roots[Layout.VENDOR_FOLDER]
+    utility = discover_driver_files(_options(root, capabilities=frozenset({"utility"})), version=VERSION)
+    assert utility.supplied == ()
+
+    required, optional = driver_root.LIBRARIES["compute"]
+    without = tuple(name for name in optional if name != "libnvidia-opencl")
+    monkeypatch.setitem(driver_root.LIBRARIES, "compute", (required, without))
+    assert discover_driver_files(_options(root), version=VERSION).supplied == ()
 
 
 def test_the_vdpau_module_is_found_in_its_own_subfolder_and_mounted_with_the_others(tmp_path: Path) -> None:

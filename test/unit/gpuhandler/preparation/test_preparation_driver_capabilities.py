@@ -24,6 +24,7 @@ from pkg.backends.driver_files import GRAPHICS, DriverFiles, DriverRootOptions
 from pkg.backends.nvidia.driver_libraries import LIBRARIES
 from pkg.backends.preparation import READ_ONLY, ContainerEdits, DeviceNode, Mount
 from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec, driver_device_id
+from pkg.gpuhandler.preparation.supplied_files import SuppliedFiles
 
 GRAPHICS_CONFIGS = ("nvidia_icd.json", "nvidia_layers.json", "10_nvidia.json")
 BASE = "k8s.gpu.deckhouse.io/driver=nvidia"
@@ -175,7 +176,8 @@ def test_a_capability_the_upgraded_driver_lacks_loses_its_spec(tmp_path: Path, m
         return _files(version[0], firmware)
 
     cdi = CdiSpecs(tmp_path)
-    spec = DriverSpec(files=files, cdi=cdi, vendor="nvidia", status=mocker.MagicMock())
+    supplied = SuppliedFiles(tmp_path / "supplied")
+    spec = DriverSpec(files=files, cdi=cdi, supplied=supplied, vendor="nvidia", status=mocker.MagicMock())
 
     assert spec.device_ids(frozenset({GRAPHICS})) == (driver_device_id("nvidia", GRAPHICS),)
     assert cdi.driver_path("nvidia", GRAPHICS).exists()

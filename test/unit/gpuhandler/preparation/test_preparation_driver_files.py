@@ -23,6 +23,7 @@ from pkg.gpuhandler.preparation.cdi import CdiSpecs, DriverSpec
 from pkg.gpuhandler.preparation.cdi_hook import install_cdi_hook
 from pkg.gpuhandler.preparation.driver_files_status import DriverFilesFinding
 from pkg.gpuhandler.preparation.runnable import leave_node
+from pkg.gpuhandler.preparation.supplied_files import SuppliedFiles
 
 DRIVER_ID = "k8s.gpu.deckhouse.io/driver=nvidia"
 
@@ -60,7 +61,9 @@ def test_a_missing_driver_root_fails_the_prepare_before_the_node_changes(
     assert not n.container.cdi().driver_path("nvidia").exists()
 
 
-def test_driver_spec_reports_the_state_and_fails_with_the_reason(mocker: MockerFixture) -> None:
+def test_driver_spec_reports_the_state_and_fails_with_the_reason(
+    tmp_path: Path, mocker: MockerFixture
+) -> None:
     status = mocker.MagicMock()
     edits = ContainerEdits(device_nodes=(DeviceNode(path="/dev/nvidiactl", host_path="/dev/nvidiactl"),))
     answers: list[DriverFiles | DriverFilesError] = [
@@ -77,7 +80,7 @@ def test_driver_spec_reports_the_state_and_fails_with_the_reason(mocker: MockerF
 
     cdi = mocker.MagicMock(spec=CdiSpecs)
     cdi.write_driver.return_value = DRIVER_ID
-    spec = DriverSpec(files=files, cdi=cdi, vendor="nvidia", status=status)
+    spec = DriverSpec(files=files, cdi=cdi, supplied=SuppliedFiles(tmp_path), vendor="nvidia", status=status)
 
     spec.refresh()  # a failure is reported, not raised
     assert spec.device_ids() == (DRIVER_ID,)
