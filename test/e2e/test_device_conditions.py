@@ -1,11 +1,11 @@
 """Each device's ``Ready`` and ``Healthy`` conditions on a real node, as a user reads them: in
 ``kubectl get resourceclaim -o yaml`` and in ``kubectl gpu explain pod/...`` and ``who -o wide``.
 
-* A Prepare that fails on the node (a TimeSlicing share asking for another time slice than the
-  one the card's running share set: the conflict :mod:`test_gpu_sharing` provokes) leaves the
-  Pod in ContainerCreating; the claim says ``Ready=False`` with the failure's reason and message,
-  and ``kubectl gpu explain`` says it first. Once the running share is gone the kubelet's retry
-  succeeds: the Pod runs, the claim says ``Ready=True`` and carries the device's identity.
+* A Prepare that fails on the node (a whole card whose device node ``/dev/nvidiaN`` is missing,
+  as on a host whose driver has not made it yet) leaves the Pod in ContainerCreating; the claim
+  says ``Ready=False`` with the failure's reason and message, and ``kubectl gpu explain`` says it
+  first. Once the device node is back the kubelet's retry succeeds: the Pod runs, the claim says
+  ``Ready=True`` and carries the device's identity.
 * A device that becomes unhealthy (an XID injected into the simulated driver gpu-handler reads
   through its NVML event set, as :mod:`test_gpu_health` does) says ``Healthy=False`` with the
   XID's reason, and ``Healthy=True`` again after the card's reset and the quiet period.
@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -37,8 +39,6 @@ from testutil.e2e.gpu_nodes import (
     checkpoint,
     claim_pod,
     pod_gone,
-    run_shared,
-    shared_claim,
 )
 from testutil.k8s_fields import status_of
 
@@ -46,20 +46,12 @@ from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.events import inject_event, recover
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
+from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import wait_until
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
-A30_FIRST = "0000:3b:00.0"  # the a30-x2 host's first card
-CARDS = ("0000:3b:00.0", "0000:d8:00.0")
-
-
-def _time_slicing(interval: str) -> dict[str, object]:
-    return {
-        "apiVersion": "gpu.deckhouse.io/v1alpha1",
-        "kind": "GpuConfig",
-        "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": interval}},
-    }
+CARDS = ("0000:3b:00.0", "0000:d8:00.0")  # the a30-x2 host's
 
 
 def _our_entry(plane: ControlPlane, namespace: str, claim: str) -> dict[str, Any]:
@@ -103,69 +95,89 @@ def _delete(kube: KubeClient, namespace: str, *names: str) -> None:
             kube.delete(RESOURCE_CLAIM, name, namespace)
 
 
+def _hide_card_nodes(node: RealNode) -> list[Path]:
+    """Moves the node's card device nodes (``/dev/nvidiaN``) aside, as on a host whose driver has
+    not made them yet; returns where they went, for :func:`_restore`."""
+    moved = []
+    for path in sorted(node.host.dev.iterdir()):
+        if re.fullmatch(r"nvidia\d+", path.name):
+            moved.append(path.rename(path.with_name(path.name + ".away")))
+    return moved
+
+
+def _restore(moved: list[Path]) -> None:
+    for path in moved:
+        if path.exists():
+            path.rename(path.with_name(path.name.removesuffix(".away")))
+
+
 def test_a_failed_prepare_shows_ready_false_with_its_reason_and_ready_true_once_it_succeeds(
     kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_node: GpuComponents
 ) -> None:
     node = gpu_node.node
+    moved = _hide_card_nodes(node)
+    assert moved, f"no /dev/nvidiaN on {node.name}"
     try:
-        long = shared_claim(
-            "long", "gpu-timeslicing", share_percent=50, card=A30_FIRST, config=_time_slicing("Long")
+        kube.create(RESOURCE_CLAIM, _whole_card_claim("stuck"), namespace=namespace)
+        kube.create(
+            POD, claim_pod("stuck", "stuck", node=node.name, script=SHOW_DEVICES), namespace=namespace
         )
-        run_shared(kube, control_plane, namespace, long, node=node.name)
-        short = shared_claim(
-            "short", "gpu-timeslicing", share_percent=50, card=A30_FIRST, config=_time_slicing("Short")
-        )
-        kube.create(RESOURCE_CLAIM, short, namespace=namespace)
-        kube.create(POD, claim_pod("short", "short", node=node.name), namespace=namespace)
 
         wait_until(
             lambda: (
-                _condition(_our_entry(control_plane, namespace, "short"), "Ready")[:2]
-                == ("False", "IntervalConflict")
+                _condition(_our_entry(control_plane, namespace, "stuck"), "Ready")[:2]
+                == ("False", "DeviceNodeMissing")
             ),
             timeout=120,
-            what="Ready=False IntervalConflict in claim short's status.devices",
+            what="Ready=False DeviceNodeMissing in claim stuck's status.devices",
+            process=gpu_node.handler,
         )
-        _, _, message = _condition(_our_entry(control_plane, namespace, "short"), "Ready")
-        assert "asks for time slice Short, but the card is time-sliced Long" in message
-        assert status_of(kube.get(POD, "short", namespace)).phase == "Pending"
+        _, _, message = _condition(_our_entry(control_plane, namespace, "stuck"), "Ready")
+        assert "is missing" in message, message
+        assert status_of(kube.get(POD, "stuck", namespace)).phase == "Pending"
 
-        code, out = _kubectl_gpu(control_plane, "explain", "pod/short", "-n", namespace)
+        code, out = _kubectl_gpu(control_plane, "explain", "pod/stuck", "-n", namespace)
         assert code == 0, out
         first = out.splitlines()[0]
-        assert first.startswith(f"pod {namespace}/short: Prepare of device "), out  # the cause first
-        assert f"failed on node {node.name}: IntervalConflict: asks for time slice Short" in first, out
-        assert "Ready=False IntervalConflict" in out, out
+        assert first.startswith(f"pod {namespace}/stuck: Prepare of device "), out  # the cause first
+        assert f"failed on node {node.name}: DeviceNodeMissing: " in first, out
+        assert "Ready=False DeviceNodeMissing" in out, out
         code, out = _kubectl_gpu(control_plane, "who", "-n", namespace, "-o", "wide")
         assert code == 0, out
-        assert "NotReady(IntervalConflict)" in out, out
+        assert "NotReady(DeviceNodeMissing)" in out, out
 
-        # The cause goes (the Long share is released): the kubelet's retry of Prepare succeeds.
-        _delete(kube, namespace, "long")
+        # The cause goes (the device nodes are back): the kubelet's retry of Prepare succeeds.
+        _restore(moved)
         wait_until(
-            lambda: status_of(kube.get(POD, "short", namespace)).phase == "Running",
+            lambda: "shown" in control_plane.kubectl("logs", "-n", namespace, "stuck", check=False),
             timeout=240,
-            what="Pod short to run once the Long share is gone",
+            what="Pod stuck to run once the device nodes are back",
         )
         wait_until(
             lambda: (
-                _condition(_our_entry(control_plane, namespace, "short"), "Ready")[:2] == ("True", "Prepared")
+                _condition(_our_entry(control_plane, namespace, "stuck"), "Ready")[:2] == ("True", "Prepared")
             ),
             timeout=60,
-            what="Ready=True Prepared in claim short's status.devices",
+            what="Ready=True Prepared in claim stuck's status.devices",
+            process=gpu_node.handler,
         )
-        data = _our_entry(control_plane, namespace, "short").get("data") or {}
-        assert data.get("pciBusID") == A30_FIRST, data
+        data = _our_entry(control_plane, namespace, "stuck").get("data") or {}
+        assert data.get("pciBusID") in CARDS, data
         assert str(data.get("uuid") or "").startswith("GPU-"), data
         assert data.get("physicalGPU"), data
-        code, out = _kubectl_gpu(control_plane, "explain", "pod/short", "-n", namespace)
+        code, out = _kubectl_gpu(control_plane, "explain", "pod/stuck", "-n", namespace)
         assert code == 0, out
-        assert out.startswith(f"pod {namespace}/short is not pending on GPUs: it is Running"), out
+        assert out.startswith(f"pod {namespace}/stuck is not pending on GPUs: it is Running"), out
         assert "Ready=True Prepared" in out, out
         assert f"UUID {data['uuid']}" in out, out
     finally:
-        _delete(kube, namespace, "long", "short")
-        wait_until(lambda: not checkpoint(node), timeout=90, what="the shares to be unprepared")
+        _restore(moved)
+        _delete(kube, namespace, "stuck")
+        wait_until(
+            lambda: not any(r["name"] == "stuck" for r in checkpoint(node).values()),
+            timeout=90,
+            what="the kubelet to unprepare claim stuck",
+        )
 
 
 def _whole_card_claim(name: str) -> ResourceV1ResourceClaim:
