@@ -5,7 +5,9 @@ The root is rebuilt from the recorded listing of an H200 node (driver 580.159.04
 with the spec NVIDIA's tool wrote on that node: every file NVIDIA mounts is mounted by us (from
 the same host file, at the same container path unless a placement below says why not), every link
 it makes we make, every hook it runs we run, minus the exceptions named here, each with its
-reason (docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec says the same).
+reason, and what ours has beyond NVIDIA's is named too
+(docs/kubelet-plugin.md#the-drivers-user-space-the-base-spec says the same). Our spec is built as
+gpu-handler builds it, the files the root lacks and the plugin writes included.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pkg.backends.driver_files import (
 from pkg.backends.nvidia import driver_libraries
 from pkg.backends.nvidia.driver_root import discover_driver_files
 from pkg.gpuhandler.preparation.cdi import build_driver_spec
+from pkg.gpuhandler.preparation.supplied_files import SuppliedFiles
 
 VERSION: Final = "580.159.04"
 HOOK: Final = "/var/lib/kubelet/plugins/gpu.deckhouse.io/bin/nvidia-cdi-hook-0123456789ab"
@@ -49,6 +52,15 @@ PLACEMENTS: Final = (
         "/lib/firmware/nvidia/{version}/{name}",
     ),
 )
+# Mounts of ours that NVIDIA's spec lacks, by container path.
+EXTRAS: Final = {
+    # NVIDIA's search looks in the host's configuration folders only; the driver's own share
+    # folder has this file.
+    "/etc/vulkan/implicit_layer.d/nvidia_layers.json": "found beside the driver's libraries",
+    # The root has libnvidia-opencl but no ICD file, so OpenCL fails through NVIDIA's spec; the
+    # plugin writes the file's one line and mounts it.
+    "/etc/OpenCL/vendors/nvidia.icd": "written by the plugin where the root lacks it",
+}
 # Hooks of NVIDIA's spec we do not run.
 HOOK_EXCEPTIONS: Final = {
     # Writes a driver application profile that limits EGL/Vulkan to the GPUs the container has;
@@ -103,12 +115,18 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def supplied(tmp_path_factory: pytest.TempPathFactory) -> SuppliedFiles:
+    return SuppliedFiles(tmp_path_factory.mktemp("supplied"))
+
+
+@pytest.fixture(scope="module")
 def nvidia() -> dict[str, Any]:
     spec: dict[str, Any] = yaml.safe_load(H200_NVIDIA_CTK_SPEC.read_text())
     return spec
 
 
-def _ours(host: Path, capabilities: frozenset[str]) -> dict[str, Any]:
+def _ours(host: Path, capabilities: frozenset[str], supplied: SuppliedFiles) -> dict[str, Any]:
+    """Our spec as gpu-handler writes it: discovery, then the files the root lacks written and mounted."""
     options = DriverRootOptions(
         root=host,
         root_on_host=Path("/"),
@@ -116,7 +134,8 @@ def _ours(host: Path, capabilities: frozenset[str]) -> dict[str, Any]:
         capabilities=capabilities,
         cdi_hook=Path(HOOK),
     )
-    return build_driver_spec("nvidia", discover_driver_files(options, version=VERSION, dev_root=host / "dev"))
+    files = discover_driver_files(options, version=VERSION, dev_root=host / "dev")
+    return build_driver_spec("nvidia", supplied.mounted("nvidia", files))
 
 
 def _expected_container_path(nvidia_path: str) -> str:
@@ -163,19 +182,25 @@ def differences(nvidia: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     return problems
 
 
+def extras(nvidia: dict[str, Any], ours: dict[str, Any]) -> set[str]:
+    """The container paths ours mounts that NVIDIA's spec does not (after our placements)."""
+    theirs = {_expected_container_path(m["containerPath"]) for m in nvidia["containerEdits"]["mounts"]}
+    return {m["containerPath"] for m in ours["containerEdits"]["mounts"]} - theirs
+
+
 def test_with_every_capability_our_spec_holds_what_nvidia_ctk_found_on_the_same_root(
-    host: Path, nvidia: dict[str, Any]
+    host: Path, nvidia: dict[str, Any], supplied: SuppliedFiles
 ) -> None:
-    assert differences(nvidia, _ours(host, frozenset(CAPABILITIES))) == []
+    assert differences(nvidia, _ours(host, frozenset(CAPABILITIES), supplied)) == []
 
 
 def test_a_library_nvidia_mounts_that_we_would_miss_is_reported(
-    host: Path, nvidia: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    host: Path, nvidia: dict[str, Any], supplied: SuppliedFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     required, optional = driver_libraries.LIBRARIES[VIDEO]
     monkeypatch.setitem(driver_libraries.LIBRARIES, VIDEO, (required, optional[:-1]))  # no vdpau
 
-    problems = differences(nvidia, _ours(host, frozenset(CAPABILITIES)))
+    problems = differences(nvidia, _ours(host, frozenset(CAPABILITIES), supplied))
 
     assert any(f"libvdpau_nvidia.so.{VERSION}" in p for p in problems)
     assert any("libvdpau_nvidia.so.1" in p for p in problems)  # its links too
@@ -183,9 +208,9 @@ def test_a_library_nvidia_mounts_that_we_would_miss_is_reported(
 
 @pytest.mark.parametrize("capability", [COMPUTE, UTILITY, VIDEO, GRAPHICS, DISPLAY])
 def test_each_capability_gives_nvidias_libraries_of_that_capability_and_no_other(
-    host: Path, capability: str
+    host: Path, supplied: SuppliedFiles, capability: str
 ) -> None:
-    spec = _ours(host, frozenset({capability}))
+    spec = _ours(host, frozenset({capability}), supplied)
     mounts = {m["containerPath"] for m in spec["containerEdits"]["mounts"]}
     libraries = {
         Path(p).name.partition(".so.")[0] for p in mounts if p.startswith("/usr/local/nvidia/lib64/")
@@ -197,11 +222,13 @@ def test_each_capability_gives_nvidias_libraries_of_that_capability_and_no_other
         assert not any(p.startswith(("/etc/vulkan", "/usr/share/glvnd")) for p in mounts)
 
 
-def test_the_driver_folders_own_layers_file_and_firmware_are_found_beside_its_libraries(host: Path) -> None:
+def test_the_driver_folders_own_layers_file_and_firmware_are_found_beside_its_libraries(
+    host: Path, supplied: SuppliedFiles
+) -> None:
     """Beyond NVIDIA's: the Vulkan layers file only the driver's own share folder has."""
     mounts = {
         m["containerPath"]: m["hostPath"]
-        for m in _ours(host, frozenset(CAPABILITIES))["containerEdits"]["mounts"]
+        for m in _ours(host, frozenset(CAPABILITIES), supplied)["containerEdits"]["mounts"]
     }
     assert (
         mounts["/etc/vulkan/implicit_layer.d/nvidia_layers.json"]
@@ -210,3 +237,30 @@ def test_the_driver_folders_own_layers_file_and_firmware_are_found_beside_its_li
     assert mounts[f"/lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin"] == (
         f"/usr/local/nvidia/firmware/nvidia/{VERSION}/gsp_ga10x.bin"
     )
+
+
+def test_what_ours_mounts_beyond_nvidias_is_exactly_the_named_extras(
+    host: Path, nvidia: dict[str, Any], supplied: SuppliedFiles
+) -> None:
+    assert extras(nvidia, _ours(host, frozenset(CAPABILITIES), supplied)) == set(EXTRAS)
+
+
+def test_the_opencl_icd_file_the_root_lacks_reaches_the_container_naming_the_library(
+    host: Path, nvidia: dict[str, Any], supplied: SuppliedFiles
+) -> None:
+    """The H200 node has libnvidia-opencl but no nvidia.icd: NVIDIA's spec gives the library alone
+    (OpenCL finds no platform); ours gives the file too, with the line NVIDIA's own file has."""
+    assert not list(host.glob("**/OpenCL/vendors/nvidia.icd"))  # the recorded root lacks it
+    assert not any("OpenCL/vendors" in m["containerPath"] for m in nvidia["containerEdits"]["mounts"])
+
+    for capabilities in (frozenset(CAPABILITIES), frozenset({COMPUTE})):
+        mounts = {
+            m["containerPath"]: m for m in _ours(host, capabilities, supplied)["containerEdits"]["mounts"]
+        }
+        icd = mounts["/etc/OpenCL/vendors/nvidia.icd"]
+        assert icd["options"][0] == "ro"
+        assert Path(icd["hostPath"]).read_text() == "libnvidia-opencl.so.1\n"
+        assert "/usr/local/nvidia/lib64/libnvidia-opencl.so.1" not in mounts  # a link the hook makes
+        assert f"/usr/local/nvidia/lib64/libnvidia-opencl.so.{VERSION}" in mounts
+    graphics_only = _ours(host, frozenset({GRAPHICS}), supplied)["containerEdits"]["mounts"]
+    assert not any("OpenCL" in m["containerPath"] for m in graphics_only)  # OpenCL is compute
