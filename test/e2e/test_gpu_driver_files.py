@@ -6,8 +6,9 @@ driver lives under ``/usr/local/nvidia``. gpu-handler writes the base CDI spec f
 NVIDIA's CDI hook on the node; containerd applies the claim's spec and the base spec, and runc runs
 the hook. The container runs a glibc image whose own ld cache knows nothing of any driver: it must
 find the libraries at the expected path, its dynamic loader must resolve ``libcuda.so.1`` as a CUDA
-program's does (a program that ``dlopen``s it, and ``ldconfig -p``), and ``nvidia-smi`` must run —
-for a whole card, a MIG device and an MPS share.
+program's does (a program that ``dlopen``s it, and ``ldconfig -p``), ``nvidia-smi`` must run, and
+OpenCL's ICD file, which that folder lacks as the H200 node's does, must name the library — for a
+whole card, a MIG device and an MPS share.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ SHOW_DRIVER = (
     f"{LOAD_PROBE} libcuda.so.1 | sed 's/^/loaded=/'; {LOAD_PROBE} libnvidia-ml.so.1 | sed 's/^/loaded=/'; "
     "ldconfig -p | grep -F 'libcuda.so.1 ' | sed 's/^[[:space:]]*/cache=/'; "
     "nvidia-smi | sed 's/^/smi=/'; ls /usr/bin/nvidia-cuda-mps-control | sed 's/^/tool=/'; "
+    "sed 's/^/opencl=/' /etc/OpenCL/vendors/nvidia.icd; "
     "echo shown; exec sleep 3600"
 )
 
@@ -66,6 +68,8 @@ def _assert_driver_files(seen: dict[str, list[str]], version: str) -> None:
     assert cached.endswith(f"=> {LIBRARIES}/libcuda.so.1")
     assert seen["smi"][0] == SMI_OUTPUT.format(version=version)
     assert seen["tool"] == ["/usr/bin/nvidia-cuda-mps-control"]
+    # The driver folder has libnvidia-opencl but no ICD file: gpu-handler wrote the one line.
+    assert seen["opencl"] == ["libnvidia-opencl.so.1"]
 
 
 @pytest.fixture
