@@ -45,13 +45,19 @@ def cdi_bundle(
     args: Sequence[str] = (),
     spec_dirs: Sequence[Path],
     devices: Sequence[str],
+    extra_roots: Sequence[Path] = (),
+    command: Sequence[str] | None = None,
 ) -> CdiBundle:
     """Builds the bundle in ``bundle`` (a new folder) for ``program args``, with ``devices``
-    applied from ``spec_dirs`` by the CDI library."""
+    applied from ``spec_dirs`` by the CDI library. ``extra_roots`` are copied into the root
+    (:func:`.rootfs.build_rootfs`); ``command``, when given, is what the container runs instead of
+    the program — a tool the specs mount, found on the container's ``PATH`` — while the program
+    still brings the glibc files into the root."""
     base = runc_spec(runc, bundle)
-    rootfs = build_rootfs(bundle / ROOTFS, program=program)
+    rootfs = build_rootfs(bundle / ROOTFS, program=program, extra_roots=extra_roots)
     cgroup = cgroups_path(container_id)
-    config = write_config(bundle, container_config(base, args=[rootfs.program, *args], cgroups_path=cgroup))
+    argv = list(command) if command is not None else [rootfs.program, *args]
+    config = write_config(bundle, container_config(base, args=argv, cgroups_path=cgroup))
     inject(cdi_tool, spec_dirs=spec_dirs, config=config, devices=devices)
     return CdiBundle(
         path=bundle, container_id=container_id, rootfs=rootfs, cgroups_path=cgroup, devices=tuple(devices)

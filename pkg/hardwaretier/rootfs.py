@@ -14,8 +14,14 @@ root of only the program's files fails every CUDA call with ``cudaErrorInsuffici
 (seen on an H100) although the base spec gave it the driver.
 
 :func:`nvidia_files` is the guard: a root holding anything that looks like the driver's user
-space (``libcuda``, ``libnvidia-*``, ``nvidia-*`` tools) is refused, because a CUDA program that
-ran there would prove nothing about our specs.
+space (``libcuda``, ``libnvidia-*``, ``nvidia-*`` tools, the graphics libraries ``lib*_nvidia``
+such as ``libGLX_nvidia``, and the loaders' files that point at them: ``nvidia_icd.json``,
+``10_nvidia.json``, ``nvidia.icd``) is refused, because a program that ran there would prove
+nothing about our specs.
+
+``extra_roots`` are folders whose content is copied into the root as it is (links kept): the
+graphics checks put the loaders' Debian packages there (:mod:`.loader_packages`), which the
+guard checks like everything else.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,8 +38,12 @@ from pkg.hardwaretier.libraries import Runner, interpreter, run_tool, shared_lib
 
 BUSYBOX: Final = Path("/bin/busybox")
 PROGRAM_DIR: Final = Path("/usr/local/bin")
-# The driver's user space as NVIDIA's own CDI generator lists it: its libraries and its tools.
-_NVIDIA_FILE = re.compile(r"^(lib(cuda|nvidia-|nvcuvid|nvoptix|cudadebugger|nvrm)|nvidia-)", re.IGNORECASE)
+# The driver's user space as NVIDIA's own CDI generator lists it: its libraries (libGLX_nvidia,
+# libEGL_nvidia, libvdpau_nvidia, ... among them), its tools (nvidia-smi) and the loaders' files
+# that name them (nvidia_icd.json, nvidia.icd, 10_nvidia.json, 15_nvidia_gbm.json).
+_NVIDIA_FILE = re.compile(
+    r"^(lib(cuda|nvidia-|nvcuvid|nvoptix|cudadebugger|nvrm)|lib\w+_nvidia|nvidia|\d+_nvidia)", re.IGNORECASE
+)
 # glibc's run-time libraries, as Debian's libc6 ships them; copied when the host has them.
 GLIBC_LIBRARIES: Final = (
     "libc.so.6",
@@ -60,8 +71,16 @@ class Rootfs:
     libraries: tuple[str, ...]
 
 
-def build_rootfs(target: Path, *, program: Path, busybox: Path = BUSYBOX, run: Runner = run_tool) -> Rootfs:
-    """Builds the root in ``target`` (created; must not exist) for ``program``."""
+def build_rootfs(
+    target: Path,
+    *,
+    program: Path,
+    extra_roots: Sequence[Path] = (),
+    busybox: Path = BUSYBOX,
+    run: Runner = run_tool,
+) -> Rootfs:
+    """Builds the root in ``target`` (created; must not exist) for ``program``, with the content
+    of each of ``extra_roots`` copied in."""
     if not busybox.is_file():
         raise RootfsError(f"{busybox} is missing: install Debian's busybox-static")
     if interpreter(busybox) is not None:
@@ -86,6 +105,10 @@ def build_rootfs(target: Path, *, program: Path, busybox: Path = BUSYBOX, run: R
         libraries.append(str(loaded.path))
         if loaded.path.name == "libc.so.6":
             libraries.extend(_copy_glibc(loaded.host_file.parent, target, loaded.path.parent, libraries))
+    for extra in extra_roots:
+        if not extra.is_dir():
+            raise RootfsError(f"{extra}: a folder to copy into the root must exist")
+        shutil.copytree(extra, target, symlinks=True, dirs_exist_ok=True)
     found = nvidia_files(target)
     if found:
         raise RootfsError(f"{target} holds files of the NVIDIA driver: {', '.join(found)}")

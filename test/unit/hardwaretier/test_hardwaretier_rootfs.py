@@ -3,6 +3,7 @@ NVIDIA's driver, so a CUDA program there can only reach the GPU through our CDI 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -90,3 +91,44 @@ def test_driver_files_anywhere_in_a_root_are_found(tmp_path: Path) -> None:
         "/usr/bin/nvidia-smi",
         "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
     ]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.0",
+        "usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.580.159.04",
+        "usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.1",
+        "usr/share/vulkan/icd.d/nvidia_icd.json",
+        "usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+        "etc/OpenCL/vendors/nvidia.icd",
+    ],
+)
+def test_the_drivers_graphics_files_and_the_loaders_files_naming_them_are_found(
+    tmp_path: Path, planted: str
+) -> None:
+    (tmp_path / planted).parent.mkdir(parents=True)
+    (tmp_path / planted).write_text("")
+
+    assert nvidia_files(tmp_path) == [f"/{planted}"]
+
+
+def test_the_loaders_own_libraries_are_not_the_drivers(tmp_path: Path) -> None:
+    for name in ("libvulkan.so.1", "libEGL.so.1", "libGLdispatch.so.0", "libOpenCL.so.1", "libX11.so.6"):
+        (tmp_path / name).write_text("")
+
+    assert nvidia_files(tmp_path) == []
+
+
+@pytest.mark.usefixtures("busybox")
+def test_a_root_given_libglx_nvidia_is_refused(tmp_path: Path) -> None:
+    extra = tmp_path / "extra"
+    (extra / "usr/lib").mkdir(parents=True)
+    (extra / "usr/lib/libGLX_nvidia.so.0").write_text("")
+
+    with pytest.raises(
+        RootfsError, match=re.escape("holds files of the NVIDIA driver: /usr/lib/libGLX_nvidia.so.0")
+    ):
+        build_rootfs(tmp_path / "rootfs", program=PROGRAM, extra_roots=[extra])
+    with pytest.raises(RootfsError, match="must exist"):
+        build_rootfs(tmp_path / "rootfs2", program=PROGRAM, extra_roots=[tmp_path / "absent"])
