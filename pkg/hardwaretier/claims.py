@@ -61,6 +61,15 @@ class PrepareFailedError(RuntimeError):
     """The pipeline answered the claim with an error (its message, which names the claim)."""
 
 
+def capabilities_config(capabilities: Sequence[str]) -> dict[str, Any]:
+    """A device's opaque config (``GpuConfig``) asking for exactly these driver capabilities."""
+    return {
+        "apiVersion": "gpu.deckhouse.io/v1alpha1",
+        "kind": "GpuConfig",
+        "driverCapabilities": list(capabilities),
+    }
+
+
 @dataclass
 class MemoryClaims:
     """The API server's ResourceClaims, as far as Prepare reads them."""

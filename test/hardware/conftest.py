@@ -4,7 +4,9 @@ Run it with ``make test-hardware`` or ``python -m pytest test/hardware`` from th
 interpreter with the project's wheel installed (docs/testing.md, "The hardware tier"). Nothing
 here builds a tool: ``cdi-validate`` and ``nvidia-cdi-hook`` come from ``$GPU_CP_BIN_DIR`` or
 ``PATH``, runc from ``$GPU_CP_RUNC`` or ``PATH``, the CUDA program from ``nvcc`` on the node or
-``$GPU_CP_CUDA_PROGRAM``. Prepare reads the driver's user space under ``$DRIVER_ROOT`` (default
+``$GPU_CP_CUDA_PROGRAM``, the graphics probes from gcc or ``$GPU_CP_PROBE_PROGRAMS``, the
+loaders' Debian packages from ``$GPU_CP_LOADER_DEBS`` (or the cache, fetched when there is a
+network). Prepare reads the driver's user space under ``$DRIVER_ROOT`` (default
 ``/``, as gpu-handler's ``--driver-root``) into the base CDI spec, whose hooks run the installed
 ``nvidia-cdi-hook``.
 
@@ -41,6 +43,14 @@ from pkg.hardwaretier.cdi_inject import find_cdi_tool, find_tool
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim
 from pkg.hardwaretier.container import cdi_bundle, run_with_cdi
 from pkg.hardwaretier.cuda_build import build_program, find_nvcc, prebuilt_program
+from pkg.hardwaretier.loader_packages import (
+    DEBS_ENV,
+    LoaderPackageError,
+    default_debs_dir,
+    ensure_debs,
+    extract_debs,
+    read_pins,
+)
 from pkg.hardwaretier.nvml_facts import CardFacts, read_facts
 from pkg.hardwaretier.offer_checks import OffersOutput, parse_offers
 from pkg.hardwaretier.presence import (
@@ -51,15 +61,24 @@ from pkg.hardwaretier.presence import (
     check_gpu,
     check_root,
 )
+from pkg.hardwaretier.probes import (
+    PROGRAMS_ENV,
+    ProbeBuildError,
+    build_probes,
+    find_compiler,
+    prebuilt_probes,
+)
 from pkg.hardwaretier.runc import ContainerRun, find_runc
 
 HERE = Path(__file__).resolve().parent
 CUDA_SOURCE = HERE / "cuda" / "cuda_ok.cu"
+GRAPHICS = HERE / "graphics"
 ALLOW_FLAG = "--allow-card-changes"
 ALLOW_ENV = "GPU_CP_ALLOW_CARD_CHANGES"
 NODE_NAME = os.environ.get("NODE_NAME", "hardware-tier")
 DRIVER_ROOT = Path(os.environ.get("DRIVER_ROOT", "/"))
 _ONLY_HARDWARE = pytest.StashKey[bool]()
+_LINES = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -76,6 +95,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in ours:
         item.add_marker(pytest.mark.hardware)
     config.stash[_ONLY_HARDWARE] = len(ours) == len(items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The checks' one-line results together at the end of the run, to be quoted as they are."""
+    lines = config.stash.get(_LINES, [])
+    if lines:
+        terminalreporter.section("the checks' lines")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+ReportLine = Callable[[str], None]
+
+
+@pytest.fixture
+def report_line(request: pytest.FixtureRequest) -> ReportLine:
+    """Prints a check's one line and keeps it, with the test's name, for the run's summary."""
+    if _LINES not in request.config.stash:
+        request.config.stash[_LINES] = []
+    lines = request.config.stash[_LINES]
+
+    def report(line: str) -> None:
+        print(line)
+        lines.append(f"{request.node.name}: {line}")
+
+    return report
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -276,3 +321,63 @@ def whole_claim(
     claim = preparation.prepare("whole-card", offer)
     yield claim
     preparation.unprepare(claim)
+
+
+@pytest.fixture(scope="session")
+def probes(workdir: Path) -> dict[str, Path]:
+    """The graphics probes: ``$GPU_CP_PROBE_PROGRAMS``, else built here with gcc."""
+    try:
+        prebuilt = prebuilt_probes()
+        if prebuilt is not None:
+            return prebuilt
+        compiler = find_compiler()
+        if compiler is None:
+            pytest.fail(f"no gcc on this node ($CC, PATH) and no ${PROGRAMS_ENV}", pytrace=False)
+        return build_probes(compiler, source_dir=GRAPHICS, output_dir=workdir / "probes")
+    except ProbeBuildError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def loaders(workdir: Path) -> Path:
+    """The loaders' Debian packages unpacked into one folder, copied into each probe's root."""
+    try:
+        debs = ensure_debs(default_debs_dir(), read_pins(GRAPHICS / "loader-packages.txt"))
+        return extract_debs(debs, workdir / "loaders")
+    except LoaderPackageError as exc:
+        pytest.fail(f"{exc} (bring them in ${DEBS_ENV}: docs/testing.md, the hardware tier)", pytrace=False)
+
+
+ProbeInContainer = Callable[..., ContainerRun]
+
+
+@pytest.fixture
+def probe_in_container(
+    runc: Path,
+    cdi_tool: Path,
+    probes: dict[str, Path],
+    loaders: Path,
+    preparation: PreparationNode,
+    workdir: Path,
+) -> ProbeInContainer:
+    """Runs a probe (``probe_in_container(claim, name, *args, command=None)``) in a runc container
+    whose root holds busybox, glibc, the probe and the loaders' packages, given exactly the claim's
+    CDI devices; ``command`` runs a tool the specs mount instead of the probe."""
+
+    def run(claim: PreparedClaim, name: str, *args: str, command: list[str] | None = None) -> ContainerRun:
+        container_id = f"{name.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
+        bundle = cdi_bundle(
+            runc=runc,
+            cdi_tool=cdi_tool,
+            bundle=workdir / "bundles" / container_id,
+            container_id=container_id,
+            program=probes[name],
+            args=args,
+            spec_dirs=[preparation.cdi_dir],
+            devices=claim.cdi_device_ids,
+            extra_roots=[loaders],
+            command=command,
+        )
+        return run_with_cdi(runc, bundle, state_root=workdir / "runc")
+
+    return run

@@ -70,9 +70,14 @@ def test_the_cuda_program_runs_on_the_host(cuda_program: Path, facts: dict[str, 
 
 
 def test_cuda_runs_in_a_container_given_only_our_cdi_specs(
-    whole_claim: PreparedClaim, cuda_in_container: CudaInContainer, facts: dict[str, CardFacts], card: str
+    whole_claim: PreparedClaim,
+    cuda_in_container: CudaInContainer,
+    facts: dict[str, CardFacts],
+    card: str,
+    report_line: Callable[[str], None],
 ) -> None:
     run = cuda_in_container(whole_claim, "whole-card")
+    report_line(f"CUDA OK {product_of(run.stdout)}" if product_of(run.stdout) else run.describe())
 
     assert run.returncode == 0, run.describe()
     assert product_of(run.stdout) == facts[card].name, run.describe()

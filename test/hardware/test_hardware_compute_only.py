@@ -1,0 +1,89 @@
+"""A compute-only claim (``driverCapabilities: [compute, utility]``) gets no graphics: its
+container, with the same loaders in its root as the graphics checks', finds no Vulkan device (or
+no ICD at all), its specs mount no ``libGLX_nvidia`` and the loader cannot resolve one — while
+CUDA still runs there. Read-only, as the other whole-card steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pkg.backends.nvidia.nvml_port import MIG_ENABLED
+from pkg.hardwaretier.cdi_mounts import mounted_paths
+from pkg.hardwaretier.claims import PreparationNode, PreparedClaim, capabilities_config
+from pkg.hardwaretier.cuda_build import product_of
+from pkg.hardwaretier.nvml_facts import CardFacts
+from pkg.hardwaretier.offer_checks import OffersOutput
+from pkg.hardwaretier.probes import DLOPEN, VULKAN, probe_line
+from pkg.hardwaretier.runc import ContainerRun
+
+ProbeInContainer = Callable[..., ContainerRun]  # the conftest's probe_in_container
+CudaInContainer = Callable[[PreparedClaim, str], ContainerRun]  # the conftest's cuda_in_container
+ReportLine = Callable[[str], None]  # the conftest's report_line
+
+
+@pytest.fixture(scope="module")
+def compute_claim(
+    preparation: PreparationNode,
+    offers: OffersOutput,
+    facts: dict[str, CardFacts],
+    card: str,
+    card_changes_allowed: bool,
+) -> Iterator[PreparedClaim]:
+    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
+        pytest.skip(
+            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
+        )
+    offer = offers.exclusive_offer(card)
+    assert offer is not None, f"card {card} has no exclusive offer"
+    claim = preparation.prepare("compute-only", offer, config=capabilities_config(["compute", "utility"]))
+    yield claim
+    preparation.unprepare(claim)
+
+
+def test_a_compute_only_claims_container_finds_no_vulkan_device(
+    compute_claim: PreparedClaim, probe_in_container: ProbeInContainer, report_line: ReportLine
+) -> None:
+    run = probe_in_container(compute_claim, VULKAN)
+    line = probe_line(run.stdout) or ""
+    report_line(f"compute-only: {line or run.describe()}")
+
+    no_icd = run.returncode == 1 and line.startswith("VULKAN FAIL vkCreateInstance -9 ")
+    no_device = run.returncode == 2 and line == "VULKAN NO DEVICE"
+    assert no_icd or no_device, run.describe()
+
+
+def test_a_compute_only_claim_gets_no_libglx_nvidia(
+    compute_claim: PreparedClaim,
+    preparation: PreparationNode,
+    probe_in_container: ProbeInContainer,
+    report_line: ReportLine,
+) -> None:
+    mounted = [Path(p).name for p in mounted_paths([preparation.cdi_dir], compute_claim.cdi_device_ids)]
+    assert any(name.startswith("libcuda.so.") for name in mounted), sorted(mounted)
+    assert not [name for name in mounted if name.startswith(("libGLX_nvidia", "libEGL_nvidia", "nvidia_icd"))]
+
+    run = probe_in_container(compute_claim, DLOPEN, "libGLX_nvidia.so.0")
+    line = probe_line(run.stdout) or ""
+    report_line(f"compute-only: {line or run.describe()}")
+
+    assert run.returncode == 1, run.describe()
+    assert line.startswith("NOT LOADED libGLX_nvidia.so.0: "), run.describe()
+
+
+def test_cuda_still_runs_for_a_compute_only_claim(
+    compute_claim: PreparedClaim,
+    cuda_in_container: CudaInContainer,
+    facts: dict[str, CardFacts],
+    card: str,
+    report_line: ReportLine,
+) -> None:
+    run = cuda_in_container(compute_claim, "compute-only")
+    report_line(
+        f"compute-only: CUDA OK {product_of(run.stdout)}" if product_of(run.stdout) else run.describe()
+    )
+
+    assert run.returncode == 0, run.describe()
+    assert product_of(run.stdout) == facts[card].name, run.describe()
