@@ -112,6 +112,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/hardware/labels.py": (_NAMES, {"amd", "nvidia"}),
     "pkg/hardwaretier/claims.py": (_TIER, {"mps"}),
     "pkg/hardwaretier/cuda_build.py": (_TIER, {"cuda"}),
+    "pkg/hardwaretier/loader_packages.py": (_TIER, {"nvidia"}),
     "pkg/hardwaretier/nvml_facts.py": (_TIER, {"cuda", "mig", "nvml"}),
     "pkg/hardwaretier/offer_checks.py": (_TIER, {"mig", "nvidia", "nvml"}),
     "pkg/hardwaretier/presence.py": (_TIER, {"nvidia", "nvml"}),
