@@ -9,9 +9,11 @@ import pytest
 from kubernetes.client import (
     ResourceV1ResourceClaim,
     V1AllocationResult,
+    V1DeviceAllocationConfiguration,
     V1DeviceAllocationResult,
     V1DeviceRequestAllocationResult,
     V1ObjectMeta,
+    V1OpaqueDeviceConfiguration,
     V1ResourceClaimSpec,
     V1ResourceClaimStatus,
 )
@@ -20,7 +22,7 @@ from pytest_mock import MockerFixture
 from pkg.dracontroller.internal.names import ALLOCATED_BY, ALLOCATED_BY_US, DELETE_PROTECTION_FINALIZER
 from pkg.dracontroller.internal.service.claim_writer import ClaimWriter
 from pkg.dracontroller.internal.service.in_flight import InFlight
-from pkg.framework.client import ConflictError, KubeClient, NotFoundError, PatchType
+from pkg.framework.client import ConflictError, InvalidError, KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.reconcile import ConflictRequeue
 
@@ -31,6 +33,36 @@ ALLOCATION = V1AllocationResult(
         ]
     )
 )
+
+
+PARAMETERS = {
+    "apiVersion": "gpu.deckhouse.io/v1alpha1",
+    "kind": "GpuConfig",
+    "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}},
+}
+CONFIGURED = V1AllocationResult(
+    devices=V1DeviceAllocationResult(
+        results=[
+            V1DeviceRequestAllocationResult(
+                request="gpu",
+                driver="gpu.deckhouse.io",
+                pool="p",
+                device="d",
+                share_id="s-1",
+                consumed_capacity={"sharePercent": "50"},
+            )
+        ],
+        config=[
+            V1DeviceAllocationConfiguration(
+                source="FromClaim",
+                opaque=V1OpaqueDeviceConfiguration(driver="gpu.deckhouse.io", parameters=PARAMETERS),
+            )
+        ],
+    )
+)
+ALLOCATION_JSON = {
+    "devices": {"results": [{"request": "gpu", "driver": "gpu.deckhouse.io", "pool": "p", "device": "d"}]}
+}
 
 
 def claim(
@@ -51,50 +83,99 @@ def client(mocker: MockerFixture) -> Any:
     return mocker.create_autospec(KubeClient, instance=True)
 
 
-def test_allocate_patches_the_mark_under_a_version_test_then_puts_the_allocation(client: Any) -> None:
-    client.patch.return_value = claim("6", annotations={ALLOCATED_BY: ALLOCATED_BY_US})
-    client.update_status.return_value = claim(
-        "7", annotations={ALLOCATED_BY: ALLOCATED_BY_US}, allocated=True
-    )
+def test_allocate_patches_the_mark_then_the_allocation_each_under_a_version_test(
+    client: Any, mocker: MockerFixture
+) -> None:
+    written_claim = claim("7", annotations={ALLOCATED_BY: ALLOCATED_BY_US}, allocated=True)
+    client.patch.side_effect = [claim("6", annotations={ALLOCATED_BY: ALLOCATED_BY_US}), written_claim]
     in_flight = InFlight()
 
     written = ClaimWriter(client, in_flight).allocate(claim("5"), ALLOCATION)
 
-    assert written is client.update_status.return_value
-    client.patch.assert_called_once_with(
-        RESOURCE_CLAIM,
-        "c",
-        [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
-            {"op": "add", "path": "/metadata/finalizers", "value": [DELETE_PROTECTION_FINALIZER]},
-            {"op": "add", "path": "/metadata/annotations", "value": {ALLOCATED_BY: ALLOCATED_BY_US}},
-        ],
-        patch_type=PatchType.JSON,
-        namespace="ns",
-    )
-    kind, body = client.update_status.call_args.args
-    assert kind is RESOURCE_CLAIM
-    assert body.metadata.resource_version == "6"  # the version the patch returned, not the one read
-    assert body.status.allocation == ALLOCATION
+    assert written is written_claim
+    assert client.patch.call_args_list == [
+        mocker.call(
+            RESOURCE_CLAIM,
+            "c",
+            [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+                {"op": "add", "path": "/metadata/finalizers", "value": [DELETE_PROTECTION_FINALIZER]},
+                {"op": "add", "path": "/metadata/annotations", "value": {ALLOCATED_BY: ALLOCATED_BY_US}},
+            ],
+            patch_type=PatchType.JSON,
+            namespace="ns",
+        ),
+        mocker.call(
+            RESOURCE_CLAIM,
+            "c",
+            [
+                # the version the metadata patch returned, not the one read
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "6"},
+                {"op": "add", "path": "/status/allocation", "value": ALLOCATION_JSON},
+            ],
+            patch_type=PatchType.JSON,
+            namespace="ns",
+            subresource="status",
+        ),
+    ]
+    client.update_status.assert_not_called()  # a PUT would store the parameters' bytes as sent
     assert in_flight.resolve(claim("5")) is written  # the caches' older versions are superseded
 
 
-@pytest.mark.parametrize("failing", ["patch", "update_status"])
+def test_the_allocation_is_sent_as_the_api_spells_it_opaque_parameters_included(client: Any) -> None:
+    client.patch.side_effect = [claim("6"), claim("7", allocated=True)]
+
+    ClaimWriter(client, InFlight()).allocate(claim("5"), CONFIGURED)
+
+    value = client.patch.call_args.args[2][1]["value"]
+    assert value["devices"]["results"][0]["shareID"] == "s-1"
+    assert value["devices"]["results"][0]["consumedCapacity"] == {"sharePercent": "50"}
+    assert value["devices"]["config"] == [
+        {"source": "FromClaim", "opaque": {"driver": "gpu.deckhouse.io", "parameters": PARAMETERS}}
+    ]
+
+
+@pytest.mark.parametrize("failing", ["metadata", "status"])
 def test_a_conflict_on_either_write_asks_for_a_requeue(client: Any, failing: str) -> None:
-    client.patch.return_value = claim("6")
-    getattr(client, failing).side_effect = ConflictError(status=409, reason="Conflict", message="changed")
+    conflict = ConflictError(status=409, reason="Conflict", message="changed")
+    client.patch.side_effect = [conflict] if failing == "metadata" else [claim("6"), conflict]
 
     with pytest.raises(ConflictRequeue) as raised:
         ClaimWriter(client, InFlight()).allocate(claim("5"), ALLOCATION)
 
     assert raised.value.key == "ns/c"
-    assert raised.value.write == ("metadata" if failing == "patch" else "status")
+    assert raised.value.write == failing
 
 
-@pytest.mark.parametrize("failing", ["patch", "update_status"])
+def test_a_failed_version_test_on_the_status_patch_asks_for_a_requeue(client: Any) -> None:
+    failed_test = InvalidError(
+        status=422, reason="Invalid", message="testing value /metadata/resourceVersion failed"
+    )
+    client.patch.side_effect = [claim("6"), failed_test]
+
+    with pytest.raises(ConflictRequeue) as raised:
+        ClaimWriter(client, InFlight()).allocate(claim("5"), ALLOCATION)
+
+    assert raised.value.write == "status"
+
+
+def test_an_allocation_the_server_finds_invalid_is_raised_as_is(client: Any) -> None:
+    invalid = InvalidError(
+        status=422,
+        reason="Invalid",
+        message="status.allocation.devices.results[0].pool: Required value",
+        details={"causes": [{"field": "status.allocation.devices.results[0].pool"}]},
+    )
+    client.patch.side_effect = [claim("6"), invalid]
+
+    with pytest.raises(InvalidError):
+        ClaimWriter(client, InFlight()).allocate(claim("5"), ALLOCATION)
+
+
+@pytest.mark.parametrize("failing", ["metadata", "status"])
 def test_a_claim_gone_on_either_write_is_none(client: Any, failing: str) -> None:
-    client.patch.return_value = claim("6")
-    getattr(client, failing).side_effect = NotFoundError(status=404, reason="NotFound", message="gone")
+    gone = NotFoundError(status=404, reason="NotFound", message="gone")
+    client.patch.side_effect = [gone] if failing == "metadata" else [claim("6"), gone]
 
     assert ClaimWriter(client, InFlight()).allocate(claim("5"), ALLOCATION) is None
 

@@ -15,7 +15,7 @@ from testutil.unit.dracontroller.dra_controller_fakes import FakeClaimApi
 
 from pkg.dracontroller.internal.names import ALLOCATED_BY, DELETE_PROTECTION_FINALIZER
 from pkg.dracontroller.internal.service import ClaimWriter, InFlight
-from pkg.framework.client import ConflictError, InvalidError
+from pkg.framework.client import InvalidError
 from pkg.framework.reconcile import ConflictRequeue
 
 ALLOCATION = V1AllocationResult(
@@ -32,11 +32,11 @@ def setup() -> tuple[FakeClaimApi, ClaimWriter, InFlight]:
     return api, ClaimWriter(api, in_flight), in_flight  # type: ignore[arg-type]
 
 
-def test_allocate_patches_metadata_then_puts_status_with_the_patched_version() -> None:
+def test_allocate_patches_metadata_then_the_status_from_the_patched_version() -> None:
     api, writer, in_flight = setup()
     c = api.put(claim("c", exact("gpu", "x")))
     written = writer.allocate(c, ALLOCATION)
-    (verb1, _, ops), (verb2, _, body) = api.writes
+    (verb1, _, ops), (verb2, _, status_ops) = api.writes
     assert verb1 == "patch"
     assert ops == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": meta(c).resource_version},
@@ -44,8 +44,8 @@ def test_allocate_patches_metadata_then_puts_status_with_the_patched_version() -
         {"op": "add", "path": "/metadata/annotations", "value": {ALLOCATED_BY: "gpu-dra-controller"}},
     ]
     assert verb2 == "status"
-    assert body.metadata.resource_version == "101"  # the version the patch returned
-    assert body.status.allocation == ALLOCATION
+    assert status_ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "101"}  # patched
+    assert status_ops[1]["path"] == "/status/allocation"
     assert written is not None
     assert status_of(written).allocation == ALLOCATION
     # The cache still holds the version we decided on: readers must see the written claim.
@@ -82,16 +82,17 @@ def test_a_real_validation_error_is_not_a_conflict() -> None:
 def test_a_status_conflict_after_the_patch() -> None:
     api, writer, _ = setup()
     c = api.put(claim("c", exact("gpu", "x")))
-    original = api.update_status
+    key = next(iter(api.objects))
 
-    def conflicting(kind: object, obj: object) -> object:
-        raise ConflictError(status=409, reason="Conflict", message="modified")
+    def bump() -> None:  # another writer changes the claim between our two writes
+        api.on_write.clear()
+        api.put(api.get(key))
 
-    api.update_status = conflicting  # type: ignore[method-assign]
+    api.on_write.append(bump)
     with pytest.raises(ConflictRequeue) as caught:
         writer.allocate(c, ALLOCATION)
     assert caught.value.write == "status"
-    api.update_status = original  # type: ignore[method-assign]
+    assert "allocation" not in (api.objects[key].get("status") or {})  # nothing written
 
 
 def test_gone_claims_return_none() -> None:

@@ -4,10 +4,21 @@ Writing an allocation takes two requests, in the scheduler's order (``bindClaim`
 
 1. a JSON patch of the metadata — the delete-protection finalizer and our ``allocated-by`` mark —
    guarded by a ``test`` of the resourceVersion we decided on;
-2. a PUT of the status subresource with ``allocation``, carrying the version step 1 returned.
+2. a JSON patch of the status subresource adding ``allocation``, guarded by a ``test`` of the
+   version step 1 returned.
 
 Both are compare-and-swap: if anyone (the scheduler, another replica) changed the claim since we
-read it, one of them fails with a conflict and nothing is overwritten. A conflict raises
+read it, one of them fails with a conflict and nothing is overwritten.
+
+Why a patch and not a PUT of the status (as the scheduler does): the allocation copies the opaque
+configs' ``parameters``, RawExtensions the API server stores as the very bytes a request carried.
+A PUT from us carries them as Python's ``json.dumps`` writes them, with a space after every ``:``
+and ``,``; the server compares a stored allocation with the one any later write produces byte by
+byte, and every later JSON write (gpu-handler's server-side apply of ``status.devices``, anyone's
+patch) re-encodes it compactly — so each was refused with 422 ``status.allocation: field cannot be
+modified once set``. A patch is decoded from the server's own compact encoding, so the allocation
+is stored as the server will encode it again. (The scheduler writes protobuf, which keeps the
+bytes of the claim's spec; a spec sent with such whitespace is stored and copied with it.) A conflict raises
 :class:`~pkg.framework.reconcile.ConflictRequeue`; the reconciler requeues and the next pass
 decides again from fresher state. If step 2 fails after step 1 succeeded, the claim carries the
 finalizer and mark without an allocation: harmless (the kube-controller-manager removes the
@@ -35,12 +46,13 @@ from pkg.dracontroller.internal.names import (
     DELETE_PROTECTION_FINALIZER,
 )
 from pkg.dracontroller.internal.service.in_flight import InFlight
-from pkg.framework.client import ConflictError, KubeClient, NotFoundError
+from pkg.framework.client import ConflictError, InvalidError, KubeClient, NotFoundError, PatchType
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
-from pkg.framework.client.patch import list_patch, map_patch, test_op
+from pkg.framework.client.patch import PatchOp, list_patch, map_patch, test_op
 from pkg.framework.keys import object_key
 from pkg.framework.reconcile import ConflictRequeue, KubeResourceWriter
 from pkg.framework.reconcile.resource_builder import ResourceBuilder
+from pkg.framework.reconcile.writer import is_failed_test_op
 
 
 class ClaimWrites(Protocol):
@@ -75,6 +87,7 @@ def _marked(meta: V1ObjectMeta) -> V1ObjectMeta:
 
 class ClaimWriter:
     def __init__(self, client: KubeClient, in_flight: InFlight) -> None:
+        self._client = client
         self._writer = KubeResourceWriter(client, RESOURCE_CLAIM)
         self._in_flight = in_flight
 
@@ -86,9 +99,7 @@ class ClaimWriter:
         current = self._patch_metadata(claim, finalizers=marked.finalizers, annotations=marked.annotations)
         if current is None:
             return None
-        status = (current.status or V1ResourceClaimStatus()).model_copy(deep=True)
-        status.allocation = allocation
-        written = self._put_status(current, status)
+        written = self._add_allocation(current, allocation)
         if written is not None:
             self._in_flight.record(written, superseded=(before, _version(current)))
         return written
@@ -140,6 +151,40 @@ class ClaimWriter:
             raise ConflictRequeue(key=object_key(claim), write="metadata", cause=exc) from exc
         except NotFoundError:
             return None
+
+    def _add_allocation(
+        self, claim: ResourceV1ResourceClaim, allocation: V1AllocationResult
+    ) -> ResourceV1ResourceClaim | None:
+        meta = _meta(claim)
+        value = allocation.model_dump(by_alias=True, exclude_none=True, mode="json")
+        ops: list[PatchOp] = [
+            test_op("/metadata/resourceVersion", meta.resource_version),
+            {"op": "add", "path": "/status/allocation", "value": value},
+        ]
+        try:
+            return self._patch_status(str(meta.name), meta.namespace, ops)
+        except ConflictError as exc:
+            raise ConflictRequeue(key=object_key(claim), write="status", cause=exc) from exc
+        except NotFoundError:
+            return None
+
+    def _patch_status(self, name: str, namespace: str | None, ops: list[PatchOp]) -> ResourceV1ResourceClaim:
+        """A JSON patch of the status subresource; a failed ``test`` is the conflict it means."""
+        try:
+            return self._client.patch(
+                RESOURCE_CLAIM,
+                name,
+                ops,
+                patch_type=PatchType.JSON,
+                namespace=namespace,
+                subresource="status",
+            )
+        except InvalidError as exc:
+            if not is_failed_test_op(exc):
+                raise
+            raise ConflictError(
+                status=409, reason="Conflict", message=f"ResourceClaim {name!r}: {exc.message}"
+            ) from exc
 
     def _put_status(
         self, claim: ResourceV1ResourceClaim, status: V1ResourceClaimStatus

@@ -137,11 +137,22 @@ class FakeClaimApi:
         return self.objects[key]
 
     def patch(
-        self, kind: Any, name: str, patch: Any, *, patch_type: Any, namespace: str | None = None
+        self,
+        kind: Any,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: Any,
+        namespace: str | None = None,
+        subresource: str | None = None,
     ) -> Any:
+        """A JSON patch; on ``status`` it is the status write (the server always shows a ``status``)."""
         key = f"{namespace}/{name}"
-        self.writes.append(("patch", key, patch))
-        doc = apply_json_patch(self._stored(key), patch)
+        self.writes.append(("status" if subresource == "status" else "patch", key, patch))
+        stored = self._stored(key)
+        if subresource == "status":
+            stored = {**stored, "status": stored.get("status") or {}}
+        doc = apply_json_patch(stored, patch)
         doc["metadata"]["resourceVersion"] = str(next(self._rv))
         self.objects[key] = doc
         self._wrote()
