@@ -20,6 +20,17 @@ retry can succeed. Any other failure backs off exponentially from :data:`FIRST_B
 ``DRAResourceClaimDeviceStatus`` off, or a server without it) answers the apply without our
 entries: from then on nothing is written, and that is said once, at INFO.
 
+One refusal no retry soon cures: 422 ``status.allocation ... field cannot be modified once set``.
+The API server stores the opaque configs' ``parameters`` (RawExtensions) of an allocation as the
+very bytes the writing request carried, and compares the stored allocation with the one a write
+produces byte by byte; an apply re-encodes the allocation compactly, so an allocation stored with
+insignificant whitespace refuses every JSON write of the status, ours included. Such bytes come
+from a client that sends JSON with spaces (Python's ``json.dumps``) — a status PUT of the
+allocation, or the claim's spec (or its DeviceClass) that the scheduler copies, through protobuf,
+as is. Our allocator writes by patch, which stores the server's own compact form. The applier
+says so, naming the claim, and retries at :data:`MAX_BACKOFF_SECONDS` (a new allocation after a
+release is stored afresh).
+
 A Prepare that failed before it knew its devices (the node lock, an unreadable checkpoint, the
 claim unreadable at that moment) leaves the book ``unresolved``: the applier reads the claim and
 takes the results of our driver in this node's pool from its allocation.
@@ -38,7 +49,7 @@ from kubernetes.client import ResourceV1ResourceClaim
 from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
-from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
+from pkg.framework.client.errors import ApiError, ConflictError, InvalidError, NotFoundError
 from pkg.gpuhandler.attribution.status_book import ClaimEntries
 from pkg.gpuhandler.preparation.services import DeviceKey
 
@@ -103,15 +114,21 @@ class ClaimStatusWriter:
             )
             return WriteResult(Outcome.GONE)
         except (ApiError, OSError) as exc:
+            stuck = _allocation_bytes_refused(exc)
             backoff = self._backoff.setdefault(claim.uid, _Backoff())
-            backoff.seconds = min(MAX_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, backoff.seconds * 2))
+            backoff.seconds = (
+                MAX_BACKOFF_SECONDS
+                if stuck
+                else min(MAX_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, backoff.seconds * 2))
+            )
             backoff.retry_at = self._clock() + backoff.seconds
             logger.warning(
-                "device status of claim %s/%s not written (retry in %.0f s): %s",
+                "device status of claim %s/%s not written (retry in %.0f s): %s%s",
                 claim.namespace,
                 claim.name,
                 backoff.seconds,
                 exc,
+                _STUCK_ALLOCATION if stuck else "",
             )
             return WriteResult(Outcome.LATER)
         self._backoff.pop(claim.uid, None)
@@ -152,6 +169,22 @@ class ClaimStatusWriter:
             for r in results or []
             if r.driver == DRIVER and r.pool == self._pool
         )
+
+
+_STUCK_ALLOCATION: Final = (
+    " — its status.allocation carries opaque parameters stored with whitespace (the claim, its"
+    " DeviceClass or its allocation was sent by a client that does not write compact JSON); the API"
+    " server refuses every JSON write of this claim's status while it stays allocated"
+)
+
+
+def _allocation_bytes_refused(exc: Exception) -> bool:
+    """Whether ``exc`` is the server refusing a status write for the stored allocation's bytes."""
+    return (
+        isinstance(exc, InvalidError)
+        and "status.allocation" in exc.message
+        and "cannot be modified once set" in exc.message
+    )
 
 
 class _OtherClaimError(Exception):

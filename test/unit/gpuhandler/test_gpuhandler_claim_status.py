@@ -23,7 +23,7 @@ from pytest_mock import MockerFixture, MockType
 from pkg.domain.names import DRIVER
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
-from pkg.framework.client.errors import ApiError, ConflictError, NotFoundError
+from pkg.framework.client.errors import ApiError, ConflictError, InvalidError, NotFoundError
 from pkg.gpuhandler.attribution.claim_status import FIELD_MANAGER, ClaimStatusWriter, Outcome
 from pkg.gpuhandler.attribution.status_book import ClaimEntries
 from pkg.gpuhandler.preparation.services import DeviceKey
@@ -143,6 +143,35 @@ def test_other_failures_back_off_per_claim_doubling_up_to_the_cap(
     clock[0] = writer.retry_at("uid-1")
     assert writer.write(entries(ENTRY)).outcome is Outcome.WRITTEN
     assert writer.retry_at("uid-1") == 0.0
+
+
+def test_an_allocation_whose_stored_bytes_refuse_every_write_waits_the_cap_and_says_why(
+    writer: ClaimStatusWriter, client: MockType, clock: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    client.apply.side_effect = InvalidError(
+        status=422,
+        reason="Invalid",
+        message='ResourceClaim.resource.k8s.io "c1" is invalid: status.allocation: Invalid value: null: '
+        "field cannot be modified once set",
+    )
+    with caplog.at_level(logging.WARNING, logger="pkg.gpuhandler.attribution.claim_status"):
+        assert writer.write(entries(ENTRY)).outcome is Outcome.LATER
+    assert writer.retry_at("uid-1") == 300.0  # not 5 s: nothing changes until the claim is released
+    [said] = caplog.records
+    assert "team/c1" in said.getMessage()
+    assert "opaque parameters stored with whitespace" in said.getMessage()
+
+
+def test_another_invalid_answer_backs_off_as_usual_without_that_explanation(
+    writer: ClaimStatusWriter, client: MockType, caplog: pytest.LogCaptureFixture
+) -> None:
+    client.apply.side_effect = InvalidError(
+        status=422, reason="Invalid", message="status.devices[0].data: Invalid value: too long"
+    )
+    with caplog.at_level(logging.WARNING, logger="pkg.gpuhandler.attribution.claim_status"):
+        writer.write(entries(ENTRY))
+    assert writer.retry_at("uid-1") == 5.0
+    assert "whitespace" not in caplog.records[0].getMessage()
 
 
 def test_a_server_that_drops_the_field_turns_writing_off_and_says_so_once(
