@@ -4,7 +4,8 @@ Why not the generated ``CoreV1Api``-style classes: the framework needs the same 
 list, watch with bookmarks and a read timeout, status update, JSON patch, server-side apply) for
 built-in kinds and for our CRDs alike, and it needs the raw watch stream to notice a silently dead
 connection. The official client's ``ApiClient`` still does transport, auth and TLS; this module adds
-REST paths from :class:`ResourceKind`, typed models and typed errors.
+REST paths from :class:`ResourceKind`, typed models and typed errors, and sends bodies as compact
+JSON (:mod:`.compact_body`: the API server keeps opaque parameters as the bytes it was sent).
 
 Thread safety: ``ApiClient`` uses a urllib3 pool manager, which is thread-safe, and this class keeps
 no per-call state, so one instance is shared by every worker thread.
@@ -23,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from pkg.framework.client import compact_body
 from pkg.framework.client.errors import error_from_status, from_api_exception
 from pkg.framework.client.kinds import ResourceKind
 from pkg.framework.client.watch import (
@@ -87,8 +89,14 @@ class KubeClient:
             auth_settings=["BearerToken"],
         )
         try:
-            response: Any = self._api.call_api(
-                method, url, header_params=headers, body=body, _request_timeout=timeout or self._timeout
+            response: Any = (
+                self._api.call_api(
+                    method, url, header_params=headers, _request_timeout=timeout or self._timeout
+                )
+                if body is None
+                else compact_body.send(
+                    self._api, method, url, headers=headers, body=body, timeout=timeout or self._timeout
+                )
             )
         except ApiException as exc:
             raise from_api_exception(exc) from exc
