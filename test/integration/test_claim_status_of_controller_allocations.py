@@ -38,10 +38,13 @@ POOL = "gpus/node-a"
 SHARE = "0b6c7a3e-5d1f-4c2a-9e8b-3f4a5b6c7d8e"
 KEY = DeviceKey(POOL, "gpu-0000-3b-00-0-ts", SHARE)
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+# Keys out of alphabetical order on purpose: a server-side apply re-encodes the stored allocation's
+# parameters with sorted keys, so the allocation our client writes must carry them sorted too.
 TIME_SLICING = {
-    "apiVersion": "gpu.deckhouse.io/v1alpha1",
     "kind": "GpuConfig",
-    "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}},
+    "apiVersion": "gpu.deckhouse.io/v1alpha1",
+    "sharing": {"timeSlicing": {"interval": "Long"}, "strategy": "TimeSlicing"},
+    "driverCapabilities": ["compute", "utility"],
 }
 
 

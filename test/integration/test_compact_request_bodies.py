@@ -31,10 +31,12 @@ from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 
 pytestmark = pytest.mark.dra_api
 
+# Keys out of alphabetical order on purpose: the server re-encodes a RawExtension with sorted keys.
 PARAMETERS = {
-    "apiVersion": "gpu.deckhouse.io/v1alpha1",
     "kind": "GpuConfig",
-    "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}},
+    "apiVersion": "gpu.deckhouse.io/v1alpha1",
+    "sharing": {"timeSlicing": {"interval": "Long"}, "strategy": "TimeSlicing"},
+    "driverCapabilities": ["compute", "utility"],
 }
 
 

@@ -1,14 +1,16 @@
-"""Request bodies sent as compact JSON, the bytes kubectl and Go clients send.
+"""Request bodies sent as compact JSON with sorted keys, the bytes ``kubectl`` sends.
 
 The official client encodes every JSON body with ``json.dumps``' default separators (``", "`` and
-``": "``). For most fields that is only bytes on the wire, but the API server stores a
-``RawExtension`` — a DRA claim's or class's opaque ``parameters``, a device status's ``data`` — as
-the bytes it was sent, and compares a later write's copy with the stored one byte for byte. Go's
-encoder compacts those bytes whenever the server re-encodes the object (to apply a patch, or in a
-response a client writes back), so a claim whose opaque parameters were stored with spaces refuses
-every later JSON write as a change of an immutable field: a metadata patch ("spec: field is
-immutable"), the device status apply ("status.allocation: field cannot be modified once set").
-Sending compact bytes keeps every object we create or write out of that state.
+``": "``) and the keys in insertion order. For most fields that is only bytes on the wire, but the
+API server stores a ``RawExtension`` — a DRA claim's or class's opaque ``parameters``, copied into
+the claim's ``status.allocation`` — as the bytes it was sent, and compares a later write's copy
+with the stored one byte for byte. The server re-encodes those bytes before it compares: compacted
+when it applies a patch, compacted and with sorted keys when it applies a server-side apply (it
+goes through a generic map). So a claim whose opaque parameters were stored with spaces refuses
+every later JSON write as a change of an immutable field ("spec: field is immutable"), and an
+allocation stored with unsorted keys refuses the device status apply ("status.allocation: field
+cannot be modified once set"). Compact bytes with sorted keys, what ``kubectl`` sends (it converts
+through a map), survive both; every object we create or write is sent so.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from kubernetes.client.rest import RESTResponse
 
 
 def encode(body: Any) -> bytes:
-    """``body`` as compact JSON; bytes and text are taken as already encoded."""
+    """``body`` as compact JSON with sorted keys; bytes and text are taken as already encoded."""
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
         return body.encode()
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(body, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 def send(

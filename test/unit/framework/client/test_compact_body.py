@@ -1,4 +1,4 @@
-"""Request bodies go out as compact JSON (the API server keeps opaque parameters as sent)."""
+"""Request bodies go out as compact JSON with sorted keys (the API server keeps opaque parameters as sent)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 from pkg.framework.client.compact_body import encode
 
 
-def test_objects_are_encoded_without_insignificant_whitespace() -> None:
+def test_objects_are_encoded_without_insignificant_whitespace_and_with_sorted_keys() -> None:
     body = {"spec": {"parameters": {"kind": "GpuConfig", "sharing": {"strategy": "MPS"}}}, "list": [1, 2]}
     sent = encode(body)
-    assert sent == b'{"spec":{"parameters":{"kind":"GpuConfig","sharing":{"strategy":"MPS"}}},"list":[1,2]}'
+    assert sent == b'{"list":[1,2],"spec":{"parameters":{"kind":"GpuConfig","sharing":{"strategy":"MPS"}}}}'
     assert json.loads(sent) == body
 
 
