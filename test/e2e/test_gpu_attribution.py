@@ -26,6 +26,7 @@ from testutil.k8s_fields import name_of, spec_of, status_of
 from testutil.kubectl_gpu_user import User, bind_viewer_role, namespace_user
 
 from api.gpu.v1alpha1 import DeviceUsage
+from pkg.app.kubectlgpu.usage import device_samples
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.gpucomponents import GpuComponents
 from pkg.devcluster.processes import wait_until
@@ -181,11 +182,12 @@ def test_each_pod_on_a_shared_card_and_a_mig_device_gets_its_own_series_which_go
     )
     assert ratio == pytest.approx(SHARES["user-b"][1] / SHARES["user-a"][1], rel=0.10)
 
-    # The claim's status: its own Pod only, as kubectl gpu top reads it.
+    # The claim's status: its own Pod only, read as kubectl gpu top reads it (the device's data
+    # carries its identity from Prepare on, its usage once a sample saw the Pod).
     def usage_of(claim_name: str) -> DeviceUsage | None:
-        devices = status_of(kube.get(RESOURCE_CLAIM, claim_name, namespace)).devices or []
-        data = [d.data for d in devices if d.data]
-        return DeviceUsage.from_api_dict(data[0]) if data else None
+        claim = RESOURCE_CLAIM.encode(kube.get(RESOURCE_CLAIM, claim_name, namespace))
+        usages = [s.usage for s in device_samples(claim) if s.usage is not None]
+        return usages[0] if usages else None
 
     wait_until(lambda: usage_of("user-b") is not None, timeout=30, what="the claim's usage in its status")
     usage = usage_of("user-b")

@@ -64,6 +64,18 @@ def _card_devices(kube: KubeClient, node: str, card: str) -> list[Any]:
     ]
 
 
+def _device_taints(kube: KubeClient, node: str, device: str) -> set[tuple[str, str, str]]:
+    """The taints the node's published device ``device`` carries now (none while it is unpublished)."""
+    slices, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
+    return {
+        (t.key, t.value or "", t.effect)
+        for s in slices
+        for d in s.spec.devices or []
+        if d.name == device
+        for t in d.taints or []
+    }
+
+
 def _taints(kube: KubeClient, node: str, card: str) -> set[tuple[str, str, str]] | None:
     """The one set of taints every offer of the card carries; ``None`` while offers disagree."""
     devices = _card_devices(kube, node, card)
@@ -238,12 +250,24 @@ def _story(kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_no
 
     # A fatal event (XID 48, double-bit ECC): NoExecute, the running Pod is evicted.
     fatal = {(TAINT_KEY, "Xid48DoubleBitEccError", "NoExecute")}
+    victim_device = record["devices"][0]["device"]
+    tainted_when_evicted: list[bool] = []
+
+    def evicted() -> bool:
+        if not _evicted(kube, namespace, "victim"):
+            return False
+        # Read after the eviction was seen, so a taint written before it is seen too: the eviction
+        # must follow our NoExecute taint on the victim's own device. (The card's other offers may
+        # be in another slice, written a moment later: their agreement is not what evicts.)
+        tainted_when_evicted.append(fatal <= _device_taints(kube, node.name, victim_device))
+        return True
+
     start = last_event = time.monotonic()
     inject_event(driver, card, xid=48)
     seen = _first_seen(
         {
+            "fatal_event_to_eviction_s": evicted,
             "fatal_event_to_taint_s": lambda: _taints(kube, node.name, card) == fatal,
-            "fatal_event_to_eviction_s": lambda: _evicted(kube, namespace, "victim"),
             "fatal_event_to_condition_reason_s": lambda: (
                 _hardware_healthy(kube, card) == ("False", "Xid48DoubleBitEccError")
             ),
@@ -252,7 +276,7 @@ def _story(kube: KubeClient, control_plane: ControlPlane, namespace: str, gpu_no
         timeout=60,
     )
     timings.update(seen)
-    assert seen["fatal_event_to_taint_s"] <= seen["fatal_event_to_eviction_s"]
+    assert tainted_when_evicted == [True]
 
     # Recovery: the card is reset; after the quiet period the taint goes and the waiting Pod lands.
     start = time.monotonic()
