@@ -28,8 +28,10 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -303,24 +305,43 @@ def cuda_in_container(
     return run
 
 
+WholeCardClaims = Callable[..., AbstractContextManager[PreparedClaim]]
+
+
 @pytest.fixture(scope="module")
-def whole_claim(
+def whole_card_claims(
     preparation: PreparationNode,
     offers: OffersOutput,
     facts: dict[str, CardFacts],
     card: str,
     card_changes_allowed: bool,
-) -> Iterator[PreparedClaim]:
+) -> WholeCardClaims:
+    """Prepares a claim for the first card's exclusive offer (``config``: the device's opaque
+    config) for as long as the ``with`` block lasts; skips a card in MIG mode unless changes are
+    allowed, since a whole-card claim would switch MIG off."""
+
+    @contextmanager
+    def claim(name: str, config: Mapping[str, Any] | None = None) -> Iterator[PreparedClaim]:
+        if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
+            pytest.skip(
+                f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
+            )
+        offer = offers.exclusive_offer(card)
+        assert offer is not None, f"card {card} has no exclusive offer"
+        prepared = preparation.prepare(name, offer, config=config)
+        try:
+            yield prepared
+        finally:
+            preparation.unprepare(prepared)
+
+    return claim
+
+
+@pytest.fixture(scope="module")
+def whole_claim(whole_card_claims: WholeCardClaims) -> Iterator[PreparedClaim]:
     """A claim for the first card's exclusive offer, prepared once per module and released after it."""
-    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
-        pytest.skip(
-            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
-        )
-    offer = offers.exclusive_offer(card)
-    assert offer is not None, f"card {card} has no exclusive offer"
-    claim = preparation.prepare("whole-card", offer)
-    yield claim
-    preparation.unprepare(claim)
+    with whole_card_claims("whole-card") as claim:
+        yield claim
 
 
 @pytest.fixture(scope="session")

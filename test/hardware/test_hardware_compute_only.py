@@ -6,41 +6,28 @@ CUDA still runs there. Read-only, as the other whole-card steps."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 
-from pkg.backends.nvidia.nvml_port import MIG_ENABLED
 from pkg.hardwaretier.cdi_mounts import mounted_paths
 from pkg.hardwaretier.claims import PreparationNode, PreparedClaim, capabilities_config
 from pkg.hardwaretier.cuda_build import product_of
 from pkg.hardwaretier.nvml_facts import CardFacts
-from pkg.hardwaretier.offer_checks import OffersOutput
 from pkg.hardwaretier.probes import DLOPEN, VULKAN, probe_line
 from pkg.hardwaretier.runc import ContainerRun
 
 ProbeInContainer = Callable[..., ContainerRun]  # the conftest's probe_in_container
 CudaInContainer = Callable[[PreparedClaim, str], ContainerRun]  # the conftest's cuda_in_container
 ReportLine = Callable[[str], None]  # the conftest's report_line
+WholeCardClaims = Callable[..., AbstractContextManager[PreparedClaim]]  # the conftest's whole_card_claims
 
 
 @pytest.fixture(scope="module")
-def compute_claim(
-    preparation: PreparationNode,
-    offers: OffersOutput,
-    facts: dict[str, CardFacts],
-    card: str,
-    card_changes_allowed: bool,
-) -> Iterator[PreparedClaim]:
-    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
-        pytest.skip(
-            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
-        )
-    offer = offers.exclusive_offer(card)
-    assert offer is not None, f"card {card} has no exclusive offer"
-    claim = preparation.prepare("compute-only", offer, config=capabilities_config(["compute", "utility"]))
-    yield claim
-    preparation.unprepare(claim)
+def compute_claim(whole_card_claims: WholeCardClaims) -> Iterator[PreparedClaim]:
+    with whole_card_claims("compute-only", capabilities_config(["compute", "utility"])) as claim:
+        yield claim
 
 
 def test_a_compute_only_claims_container_finds_no_vulkan_device(

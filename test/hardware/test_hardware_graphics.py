@@ -17,39 +17,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import pytest
 
-from pkg.backends.nvidia.nvml_port import MIG_ENABLED
-from pkg.hardwaretier.claims import PreparationNode, PreparedClaim, capabilities_config
+from pkg.hardwaretier.claims import PreparedClaim, capabilities_config
 from pkg.hardwaretier.nvml_facts import CardFacts
-from pkg.hardwaretier.offer_checks import OffersOutput
 from pkg.hardwaretier.probes import EGL, NVDEC, NVENC, OPENCL, VULKAN, probe_line
 from pkg.hardwaretier.runc import ContainerRun
 
 ProbeInContainer = Callable[..., ContainerRun]  # the conftest's probe_in_container
 ReportLine = Callable[[str], None]  # the conftest's report_line
+WholeCardClaims = Callable[..., AbstractContextManager[PreparedClaim]]  # the conftest's whole_card_claims
 CAPABILITIES = ["compute", "utility", "graphics", "video"]
 
 
 @pytest.fixture(scope="module")
-def graphics_claim(
-    preparation: PreparationNode,
-    offers: OffersOutput,
-    facts: dict[str, CardFacts],
-    card: str,
-    card_changes_allowed: bool,
-) -> Iterator[PreparedClaim]:
+def graphics_claim(whole_card_claims: WholeCardClaims) -> Iterator[PreparedClaim]:
     """The first card's exclusive offer with every capability but display, prepared once."""
-    if facts[card].mig_mode == MIG_ENABLED and not card_changes_allowed:
-        pytest.skip(
-            f"card {card} is in MIG mode: a whole-card claim would switch it off (--allow-card-changes)"
-        )
-    offer = offers.exclusive_offer(card)
-    assert offer is not None, f"card {card} has no exclusive offer"
-    claim = preparation.prepare("graphics", offer, config=capabilities_config(CAPABILITIES))
-    yield claim
-    preparation.unprepare(claim)
+    with whole_card_claims("graphics", capabilities_config(CAPABILITIES)) as claim:
+        yield claim
 
 
 def _line(run: ContainerRun, report_line: ReportLine) -> str:
