@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from api.gpu.v1alpha1 import DEVICE_USAGE_MAX_CONTAINERS as MAX_CONTAINERS
 from api.gpu.v1alpha1 import ContainerUsage, UsageFigures
 from pkg.gpuhandler.attribution.sampler import ATTRIBUTED, PreparedDevice, UsageSample
-from pkg.gpuhandler.attribution.status_book import DeviceStatusBook
 from pkg.gpuhandler.preparation.services import DeviceKey
 
 MEMORY_STEP_BYTES: Final = 64 << 20
@@ -69,13 +68,19 @@ def changed_materially(old: UsageFigures, new: UsageFigures) -> bool:
     )
 
 
+class UsageSink(Protocol):
+    """Where the feed hands a claim's usage: the status book (``DeviceStatusBook.usage``)."""
+
+    def usage(self, uid: str, usages: dict[DeviceKey, UsageFigures]) -> None: ...
+
+
 class UsageFeed:
     """Hands each sample's usage to the book, within the limits above."""
 
     def __init__(
         self,
         *,
-        book: DeviceStatusBook,
+        book: UsageSink,
         clock: Callable[[], float],
         min_interval: float = 30.0,
         refresh: float = 300.0,

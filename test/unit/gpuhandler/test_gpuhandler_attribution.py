@@ -283,7 +283,7 @@ class Book:
 
 
 def feed(book: Book, clock: list[float]) -> UsageFeed:
-    return UsageFeed(book=book, clock=lambda: clock[0], min_interval=30, refresh=300)  # type: ignore[arg-type]
+    return UsageFeed(book=book, clock=lambda: clock[0], min_interval=30, refresh=300)
 
 
 def test_each_claim_is_fed_once_then_only_on_material_change_after_the_interval() -> None:
