@@ -27,6 +27,8 @@ from api.crdgen import AGE_COLUMN, CRDNames, PrinterColumn, dump_yaml, render_cr
 from api.gpu.v1alpha1 import (  # noqa: E402
     CLAIM_EXPLANATION_KIND,
     CLAIM_EXPLANATION_PLURAL,
+    COMPUTE_DOMAIN_KIND,
+    COMPUTE_DOMAIN_PLURAL,
     GPU_CLASS_KIND,
     GPU_CLASS_PLURAL,
     GROUP,
@@ -34,6 +36,7 @@ from api.gpu.v1alpha1 import (  # noqa: E402
     PHYSICAL_GPU_PLURAL,
     VERSION,
     ClaimExplanation,
+    ComputeDomain,
     GPUClass,
     PhysicalGPU,
 )
@@ -73,6 +76,14 @@ GPU_CLASS_COLUMNS = (
     AGE_COLUMN,
 )
 
+COMPUTE_DOMAIN_COLUMNS = (
+    PrinterColumn(name="State", json_path=".status.state"),
+    PrinterColumn(name="Channel", json_path=".status.channel", type="integer"),
+    PrinterColumn(name="Template", json_path=".spec.channel.resourceClaimTemplate.name"),
+    AGE_COLUMN,
+    PrinterColumn(name="NVLinkDomain", json_path=".status.nvlinkDomain", priority=1),
+)
+
 CLAIM_EXPLANATION_COLUMNS = (
     PrinterColumn(name="Claim", json_path=".spec.claimName"),
     PrinterColumn(name="Outcome", json_path=".status.outcome"),
@@ -108,11 +119,21 @@ def render_all() -> dict[str, str]:
         categories=("gpu",),
         scope="Namespaced",
     )
+    compute_domain = CRDNames(
+        group=GROUP,
+        version=VERSION,
+        kind=COMPUTE_DOMAIN_KIND,
+        plural=COMPUTE_DOMAIN_PLURAL,
+        short_names=("gcd",),
+        categories=("gpu",),
+        scope="Namespaced",
+    )
     rendered = {}
     for model, names, columns in (
         (PhysicalGPU, physical_gpu, PHYSICAL_GPU_COLUMNS),
         (GPUClass, gpu_class, GPU_CLASS_COLUMNS),
         (ClaimExplanation, claim_explanation, CLAIM_EXPLANATION_COLUMNS),
+        (ComputeDomain, compute_domain, COMPUTE_DOMAIN_COLUMNS),
     ):
         crd = render_crd(model, names=names, columns=columns, labels=LABELS)
         rendered[f"{names.group}_{names.plural}.yaml"] = dump_yaml(crd, header=HEADER)

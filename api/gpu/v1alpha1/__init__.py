@@ -1,5 +1,6 @@
-"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (one card's inventory), GPUClass (a kind of GPU) and
-ClaimExplanation (a request to explain a claim) as pydantic models, and GPUOperatorConfig, the node
+"""``gpu.deckhouse.io/v1alpha1``: PhysicalGPU (one card's inventory), GPUClass (a kind of GPU),
+ClaimExplanation (a request to explain a claim) and ComputeDomain (Pods on several nodes sharing GPU
+memory through IMEX) as pydantic models, and GPUOperatorConfig, the node
 components' configuration document (a ConfigMap's ``config.yaml``).
 
 Import from here rather than from the modules: the split into modules may change, these names do not.
@@ -28,6 +29,25 @@ from api.gpu.v1alpha1.common import (
     Int32,
     Int64,
     Vendor,
+)
+from api.gpu.v1alpha1.computedomain import CHANNEL_ATTRIBUTE as COMPUTE_DOMAIN_CHANNEL_ATTRIBUTE
+from api.gpu.v1alpha1.computedomain import CHANNEL_CONFIG_KIND as COMPUTE_DOMAIN_CHANNEL_CONFIG_KIND
+from api.gpu.v1alpha1.computedomain import CHANNEL_DEVICE_CLASS as COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS
+from api.gpu.v1alpha1.computedomain import DEVICE_TYPE as IMEX_CHANNEL_DEVICE_TYPE
+from api.gpu.v1alpha1.computedomain import FINALIZER as COMPUTE_DOMAIN_FINALIZER
+from api.gpu.v1alpha1.computedomain import KIND as COMPUTE_DOMAIN_KIND
+from api.gpu.v1alpha1.computedomain import MAX_CHANNEL as IMEX_MAX_CHANNEL
+from api.gpu.v1alpha1.computedomain import PLURAL as COMPUTE_DOMAIN_PLURAL
+from api.gpu.v1alpha1.computedomain import (
+    Channel,
+    ClaimTemplateRef,
+    ComputeDomain,
+    ComputeDomainChannelConfig,
+    ComputeDomainSpec,
+    ComputeDomainStatus,
+    DomainDevices,
+    DomainNode,
+    DomainState,
 )
 from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
 from api.gpu.v1alpha1.config import GpuConfig, GpuConfigError, parse_gpu_config
@@ -116,6 +136,12 @@ __all__ = [
     "CLAIM_EXPLANATION_KIND",
     "CLAIM_EXPLANATION_MAX_REPORT_BYTES",
     "CLAIM_EXPLANATION_PLURAL",
+    "COMPUTE_DOMAIN_CHANNEL_ATTRIBUTE",
+    "COMPUTE_DOMAIN_CHANNEL_CONFIG_KIND",
+    "COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS",
+    "COMPUTE_DOMAIN_FINALIZER",
+    "COMPUTE_DOMAIN_KIND",
+    "COMPUTE_DOMAIN_PLURAL",
     "DEVICE_STATUS_DATA_KIND",
     "DEVICE_USAGE_KIND",
     "DEVICE_USAGE_MAX_CONTAINERS",
@@ -123,6 +149,8 @@ __all__ = [
     "GPU_CLASS_PLURAL",
     "GPU_CONFIG_KIND",
     "GROUP",
+    "IMEX_CHANNEL_DEVICE_TYPE",
+    "IMEX_MAX_CHANNEL",
     "LABEL_DEVICE",
     "LABEL_NODE",
     "LABEL_VENDOR",
@@ -135,10 +163,16 @@ __all__ = [
     "AmdState",
     "ApiModel",
     "Capabilities",
+    "Channel",
     "ClaimExplanation",
     "ClaimExplanationSpec",
     "ClaimExplanationStatus",
+    "ClaimTemplateRef",
     "ComponentSettings",
+    "ComputeDomain",
+    "ComputeDomainChannelConfig",
+    "ComputeDomainSpec",
+    "ComputeDomainStatus",
     "Conditions",
     "ContainerUsage",
     "CurrentState",
@@ -147,6 +181,9 @@ __all__ = [
     "DeviceStatusData",
     "DeviceType",
     "DeviceUsage",
+    "DomainDevices",
+    "DomainNode",
+    "DomainState",
     "DriverType",
     "ExplanationCause",
     "ExplanationFacts",
