@@ -6,7 +6,7 @@ these are the kinds only this project defines, which is why they live above the 
 
 from __future__ import annotations
 
-from api.gpu.v1alpha1 import ClaimExplanation, GPUClass, PhysicalGPU
+from api.gpu.v1alpha1 import ClaimExplanation, ComputeDomain, GPUClass, PhysicalGPU
 from pkg.framework.client.kinds import ResourceKind
 
 PHYSICAL_GPU = ResourceKind(
@@ -32,4 +32,12 @@ CLAIM_EXPLANATION = ResourceKind(
     plural="claimexplanations",
     namespaced=True,
     model=ClaimExplanation,
+)
+COMPUTE_DOMAIN = ResourceKind(
+    group="gpu.deckhouse.io",
+    version="v1alpha1",
+    kind="ComputeDomain",
+    plural="computedomains",
+    namespaced=True,
+    model=ComputeDomain,
 )
