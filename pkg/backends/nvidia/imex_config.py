@@ -162,7 +162,7 @@ def parse_hosts(text: str, *, source: str = HOSTS_FILE) -> dict[str, str]:
     """A hosts file (``ADDRESS NAME [ALIAS ...]`` lines) as name -> address; one name, one address."""
     addresses: dict[str, str] = {}
     for number, line in _lines(text, source):
-        fields = line.split()
+        fields = line.split("#", 1)[0].split()  # as hosts(5): a comment may end a line
         if len(fields) < 2:
             raise ImexConfigError(f"{source}:{number}: expected ADDRESS NAME, got {line!r}")
         address, names = fields[0], fields[1:]
