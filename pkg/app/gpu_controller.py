@@ -1,9 +1,9 @@
 """``gpu-controller``: PhysicalGPU conditions (DriverReady from the GPU validator),
-orphan cleanup and inventory metrics; the node gate labels; the node components' DaemonSets; and
-GPUClass → DeviceClass.
+orphan cleanup and inventory metrics; the node gate labels; the node components' DaemonSets;
+GPUClass → DeviceClass; and ComputeDomains (their channels, claim templates and IMEX daemons).
 
 Namespaced objects it reads and writes (the configuration ConfigMap, the DaemonSets, the
-validator's Pods) live in one namespace, ``--components-namespace`` (default ``$POD_NAMESPACE``,
+validator's Pods, the IMEX daemons and the channel ledger) live in one namespace, ``--components-namespace`` (default ``$POD_NAMESPACE``,
 the controller's own), so its RBAC there is a Role, not a cluster-wide grant.
 """
 
@@ -24,6 +24,8 @@ from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.manager.manager import Manager
+from pkg.gpucontroller.computedomain.setup import ComputeDomainContainer
+from pkg.gpucontroller.computedomain.setup import setup_controller as setup_compute_domains
 from pkg.gpucontroller.gpuclass.setup import GPUClassContainer
 from pkg.gpucontroller.gpuclass.setup import setup_controller as setup_gpu_classes
 from pkg.gpucontroller.nodelabels.setup import NodeLabelsContainer
@@ -58,7 +60,7 @@ def register_controllers(
     components_namespace: str,
     operator_config: str,
 ) -> None:
-    """Registers gpu-controller's four controllers on ``manager``.
+    """Registers gpu-controller's five controllers on ``manager``.
 
     Its caches of the cluster-sized kinds (PhysicalGPUs, Nodes) keep a projection of what its
     controllers read, with repeating values shared (``pkg.gpucontroller.projections``): at 5,000
@@ -79,6 +81,10 @@ def register_controllers(
     orchestrator.config.operator_config.from_value(operator_config)
     setup_orchestrator(manager, orchestrator)
     setup_gpu_classes(manager, GPUClassContainer(**shared, recorder=recorder))
+    domains = ComputeDomainContainer(**shared)
+    domains.config.components_namespace.from_value(components_namespace)
+    domains.config.operator_config.from_value(operator_config)
+    setup_compute_domains(manager, domains)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,9 @@ The five components and where gpu-controller runs them (the node labels it maint
 ``dcgm``           the same (nv-hostengine)
 ``dcgmExporter``   the same
 =================  ==============================================================================
+
+``computeDomains`` is no DaemonSet: gpu-controller runs one IMEX daemon Pod per member node of
+each ComputeDomain, from the settings here.
 """
 
 from __future__ import annotations
@@ -233,6 +236,31 @@ class DcgmExporterSettings(ComponentSettings):
     )
 
 
+class ComputeDomainSettings(ComponentSettings):
+    """The IMEX daemons gpu-controller runs for ComputeDomains (docs/compute-domains.md): one Pod per
+    member node of a domain, in the node components' namespace, with the domain's ConfigMap
+    (``config.cfg``, ``nodes_config.cfg``, ``hosts``) at ``/etc/nvidia-imex``.
+
+    ``command`` (with ``args``) starts the daemon; left out, NVIDIA's ``nvidia-imex`` is started from
+    the driver root (mounted at ``/driver-root``) by a shell wrapper that first appends the domain's
+    ``hosts`` file to the container's ``/etc/hosts``, so the stable peer names of
+    ``nodes_config.cfg`` resolve. ``readinessCommand`` is the daemon container's exec readiness
+    probe: a member is ready, and Prepare of its channel goes on, once it succeeds. Off, no daemon
+    runs and domains report it; their channels are still assigned."""
+
+    port: Port = Field(default=50000, description="The daemons' SERVER_PORT (NVIDIA's default).")
+    readiness_command: list[str] | None = Field(
+        default=None,
+        description="Exec readiness probe of the daemon; null: nvidia-imex-ctl -q from the driver root.",
+    )
+    runtime_class_name: str | None = Field(default=None, description="RuntimeClass of the Pods.")
+    privileged: bool = Field(
+        default=True,
+        description="Run the daemon privileged: nvidia-imex opens the driver's fabric-imex-mgmt "
+        "capability; off only for the simulated daemon.",
+    )
+
+
 class LoggingSettings(ConfigModel):
     """LOG_* of gpu-node-agent and gpu-handler (docs/architecture.md#logging)."""
 
@@ -293,6 +321,10 @@ class GPUOperatorConfigSpec(ConfigModel):
     gpu_handler: GpuHandlerSettings = Field(default_factory=lambda: GpuHandlerSettings(enabled=False))
     dcgm: DcgmSettings = Field(default_factory=lambda: DcgmSettings(enabled=False))
     dcgm_exporter: DcgmExporterSettings = Field(default_factory=lambda: DcgmExporterSettings(enabled=False))
+    compute_domains: ComputeDomainSettings = Field(
+        default_factory=lambda: ComputeDomainSettings(enabled=False),
+        description="The IMEX daemons of ComputeDomains.",
+    )
     metrics_proxy: MetricsProxySettings | None = Field(
         default=None, description="kube-rbac-proxy in front of our components' /metrics; none: plain HTTP."
     )

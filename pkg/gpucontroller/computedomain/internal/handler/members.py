@@ -1,0 +1,26 @@
+"""Step 7, members: the nodes of the domain's allocated claims, each keeping its index.
+
+``lastMembershipChange`` moves when a node joins or leaves; an address or readiness change is not
+a membership change.
+"""
+
+from __future__ import annotations
+
+from pkg.framework.reconcile.conditions import now_utc
+from pkg.framework.reconcile.contract import Result
+from pkg.gpucontroller.computedomain.internal.membership import assign_indexes, member_nodes
+from pkg.gpucontroller.computedomain.internal.state import ComputeDomainState
+
+
+class MembersHandler:
+    name = "members"
+
+    def handle(self, state: ComputeDomainState) -> Result | None:
+        status = state.status
+        previous = list(status.nodes or [])
+        nodes = assign_indexes(previous, member_nodes(state.claims, str(state.domain.metadata.uid)))
+        if {n.name for n in nodes} != {n.name for n in previous}:
+            status.last_membership_change = now_utc()
+        state.nodes = nodes
+        status.nodes = nodes
+        return None

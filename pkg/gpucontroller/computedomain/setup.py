@@ -1,0 +1,232 @@
+"""Composition root of the compute-domain controller.
+
+It reconciles ComputeDomains; what else wakes one (each a watch of its own in ``internal/watch/``):
+its claims (allocated or released), its template, its daemons' Pods and ConfigMap, ResourceSlices
+(while it waits for a clique) and the operator configuration (the daemons' settings).
+
+The daemons and the channel ledger live in the node components' namespace; the ledger is the
+ConfigMap ``<operator config>-compute-domain-channels``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dependency_injector import containers, providers
+from kubernetes.client import (
+    ResourceV1ResourceClaim,
+    V1ConfigMap,
+    V1DeviceClass,
+    V1Pod,
+    V1ResourceClaimTemplate,
+    V1ResourceSlice,
+)
+
+from api.gpu.v1alpha1 import COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS, ComputeDomain, ComputeDomainStatus
+from pkg.domain.kinds import COMPUTE_DOMAIN
+from pkg.framework.cache.informer import SharedInformer
+from pkg.framework.cache.informer_factory import InformerFactory
+from pkg.framework.client import ApiError, KubeClient
+from pkg.framework.client.builtin_kinds import (
+    CONFIG_MAP,
+    DEVICE_CLASS,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+)
+from pkg.framework.controller.builder import ControllerBuilder
+from pkg.framework.controller.controller import Controller
+from pkg.framework.manager.manager import Manager
+from pkg.framework.reconcile import Handler, KubeResourceWriter, ResourceReconciler
+from pkg.gpucontroller.computedomain.internal.clique import offered_cliques
+from pkg.gpucontroller.computedomain.internal.handler.channel import ChannelHandler
+from pkg.gpucontroller.computedomain.internal.handler.clique import CliqueHandler
+from pkg.gpucontroller.computedomain.internal.handler.daemons import DaemonsHandler
+from pkg.gpucontroller.computedomain.internal.handler.deletion import DeletionHandler
+from pkg.gpucontroller.computedomain.internal.handler.device_class import DeviceClassHandler
+from pkg.gpucontroller.computedomain.internal.handler.finalizer import FinalizerHandler
+from pkg.gpucontroller.computedomain.internal.handler.members import MembersHandler
+from pkg.gpucontroller.computedomain.internal.handler.ready import ReadyHandler
+from pkg.gpucontroller.computedomain.internal.handler.template import TemplateHandler
+from pkg.gpucontroller.computedomain.internal.indexes import CLAIM_BY_DOMAIN, DAEMON_BY_DOMAIN, INDEXES
+from pkg.gpucontroller.computedomain.internal.service import KubeComputeDomainApi
+from pkg.gpucontroller.computedomain.internal.settings import read_settings
+from pkg.gpucontroller.computedomain.internal.state import ComputeDomainResource, ComputeDomainState
+from pkg.gpucontroller.computedomain.internal.status import NotReadyYetError
+from pkg.gpucontroller.computedomain.internal.watch import (
+    claim_watch,
+    compute_domain_events,
+    daemon_config_map_watch,
+    daemon_pod_watch,
+    operator_config_watch,
+    slice_watch,
+    template_watch,
+)
+from pkg.gpucontroller.computedomain.render import DAEMON_SELECTOR
+
+CONTROLLER_NAME = "computedomain"
+LEDGER_SUFFIX = "compute-domain-channels"
+
+ComputeDomainReconciler = ResourceReconciler[ComputeDomain, ComputeDomainStatus, ComputeDomainState]
+
+
+def ledger_name(operator_config: str) -> str:
+    return f"{operator_config}-{LEDGER_SUFFIX}"
+
+
+def compute_domains(*, informers: InformerFactory) -> SharedInformer[ComputeDomain]:
+    return informers.get_informer(COMPUTE_DOMAIN)
+
+
+def daemon_pods(*, informers: InformerFactory, namespace: str) -> SharedInformer[V1Pod]:
+    return informers.get_informer(POD, namespace=namespace, label_selector=DAEMON_SELECTOR)
+
+
+def daemon_config_maps(*, informers: InformerFactory, namespace: str) -> SharedInformer[V1ConfigMap]:
+    return informers.get_informer(CONFIG_MAP, namespace=namespace, label_selector=DAEMON_SELECTOR)
+
+
+def operator_config_maps(
+    *, informers: InformerFactory, namespace: str, name: str
+) -> SharedInformer[V1ConfigMap]:
+    """The operator configuration ConfigMap (the orchestrator's informer: same namespace and selector)."""
+    return informers.get_informer(CONFIG_MAP, namespace=namespace, field_selector=f"metadata.name={name}")
+
+
+def claims(*, informers: InformerFactory) -> SharedInformer[ResourceV1ResourceClaim]:
+    return informers.get_informer(RESOURCE_CLAIM)
+
+
+def claim_templates(*, informers: InformerFactory) -> SharedInformer[V1ResourceClaimTemplate]:
+    return informers.get_informer(RESOURCE_CLAIM_TEMPLATE)
+
+
+def resource_slices(*, informers: InformerFactory) -> SharedInformer[V1ResourceSlice]:
+    return informers.get_informer(RESOURCE_SLICE)
+
+
+def device_classes(*, informers: InformerFactory) -> SharedInformer[V1DeviceClass]:
+    return informers.get_informer(DEVICE_CLASS)
+
+
+def new_reconciler(
+    *,
+    client: KubeClient,
+    domains: SharedInformer[ComputeDomain],
+    claims: SharedInformer[ResourceV1ResourceClaim],
+    templates: SharedInformer[V1ResourceClaimTemplate],
+    slices: SharedInformer[V1ResourceSlice],
+    device_classes: SharedInformer[V1DeviceClass],
+    pods: SharedInformer[V1Pod],
+    config_maps: SharedInformer[V1ConfigMap],
+    operator_config: SharedInformer[V1ConfigMap],
+    namespace: str,
+    operator_config_name: str,
+    handlers: Sequence[Handler[ComputeDomainState]],
+) -> ComputeDomainReconciler:
+    where = f"{namespace}/{operator_config_name}"
+
+    def state(resource: ComputeDomainResource) -> ComputeDomainState:
+        domain = resource.original
+        meta = domain.metadata
+        uid = str(meta.uid)
+        others = [d for d in domains.store.list() if d.metadata.uid != uid]
+        template = domain.spec.channel.resource_claim_template.name
+        return ComputeDomainState(
+            resource=resource,
+            daemons=read_settings(operator_config.store.get_by_key(where), where=where),
+            components_namespace=namespace,
+            device_class=device_classes.store.get_by_key(COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS),
+            template=templates.store.get_by_key(f"{meta.namespace}/{template}"),
+            claims=tuple(claims.store.by_index(CLAIM_BY_DOMAIN, f"{meta.namespace}/{meta.name}")),
+            cliques=offered_cliques(slices.store.list()),
+            pods=tuple(pods.store.by_index(DAEMON_BY_DOMAIN, uid)),
+            config_map=next(iter(config_maps.store.by_index(DAEMON_BY_DOMAIN, uid)), None),
+            live_domains=frozenset(str(d.metadata.uid) for d in domains.store.list()),
+            channels_in_use=frozenset(
+                d.status.channel for d in others if d.status is not None and d.status.channel is not None
+            ),
+        )
+
+    return ResourceReconciler.over_cache(
+        cache=domains.store,
+        writer=KubeResourceWriter(client, COMPUTE_DOMAIN),
+        status_type=ComputeDomainStatus,
+        state_factory=state,
+        handlers=handlers,
+    )
+
+
+class ComputeDomainContainer(containers.DeclarativeContainer):
+    config = providers.Configuration()
+    client = providers.Dependency(instance_of=KubeClient)
+    informers = providers.Dependency(instance_of=InformerFactory)
+
+    domain_informer = providers.Singleton(compute_domains, informers=informers)
+    claim_informer = providers.Singleton(claims, informers=informers)
+    template_informer = providers.Singleton(claim_templates, informers=informers)
+    slice_informer = providers.Singleton(resource_slices, informers=informers)
+    device_class_informer = providers.Singleton(device_classes, informers=informers)
+    pod_informer = providers.Singleton(
+        daemon_pods, informers=informers, namespace=config.components_namespace.required()
+    )
+    config_map_informer = providers.Singleton(
+        daemon_config_maps, informers=informers, namespace=config.components_namespace.required()
+    )
+    operator_config_informer = providers.Singleton(
+        operator_config_maps,
+        informers=informers,
+        namespace=config.components_namespace.required(),
+        name=config.operator_config.required(),
+    )
+    api = providers.Singleton(
+        KubeComputeDomainApi,
+        client=client,
+        namespace=config.components_namespace.required(),
+        ledger_name=providers.Callable(ledger_name, config.operator_config.required()),
+    )
+    handlers = providers.List(
+        providers.Singleton(DeletionHandler, api=api),
+        providers.Singleton(FinalizerHandler),
+        providers.Singleton(DeviceClassHandler, api=api),
+        providers.Singleton(ChannelHandler, api=api),
+        providers.Singleton(CliqueHandler),
+        providers.Singleton(TemplateHandler, api=api),
+        providers.Singleton(MembersHandler),
+        providers.Singleton(DaemonsHandler, api=api),
+        providers.Singleton(ReadyHandler),
+    )
+    reconciler = providers.Singleton(
+        new_reconciler,
+        client=client,
+        domains=domain_informer,
+        claims=claim_informer,
+        templates=template_informer,
+        slices=slice_informer,
+        device_classes=device_class_informer,
+        pods=pod_informer,
+        config_maps=config_map_informer,
+        operator_config=operator_config_informer,
+        namespace=config.components_namespace.required(),
+        operator_config_name=config.operator_config.required(),
+        handlers=handlers,
+    )
+
+
+def setup_controller(manager: Manager, container: ComputeDomainContainer) -> Controller:
+    manager.indexes.declare(*INDEXES)
+    domains: SharedInformer[ComputeDomain] = container.domain_informer()
+    return (
+        ControllerBuilder(manager, name=CONTROLLER_NAME)
+        .for_(domains, predicates=[compute_domain_events()])
+        .watches_with(container.claim_informer(), claim_watch())
+        .watches_with(container.template_informer(), template_watch(domains.store))
+        .watches_with(container.slice_informer(), slice_watch(domains.store))
+        .watches_with(container.pod_informer(), daemon_pod_watch())
+        .watches_with(container.config_map_informer(), daemon_config_map_watch())
+        .watches_with(container.operator_config_informer(), operator_config_watch(domains.store))
+        .backoff(base=1.0, max_delay=60.0)
+        .expected_errors(ApiError, NotReadyYetError)
+        .complete(container.reconciler())
+    )
