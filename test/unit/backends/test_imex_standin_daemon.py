@@ -88,10 +88,10 @@ class Domain:
         path = self.state_path(index)
         return path.read_text() if path.exists() else ""
 
-    def wait_state(self, index: int, first_line: str, *, containing: str = "") -> str:
+    def wait_state(self, index: int, first_line: str, *, containing: str = "", lacking: str = "\0") -> str:
         def matches() -> bool:
             text = self.state(index)
-            return text.split("\n", 1)[0] == first_line and containing in text
+            return text.split("\n", 1)[0] == first_line and containing in text and lacking not in text
 
         _wait_for(
             matches, what=f"stand-in {index} to be {first_line} {containing!r} (now {self.state(index)!r})"
@@ -121,8 +121,9 @@ def test_not_ready_while_a_peer_is_down_and_ready_once_it_answers(domain: Domain
     domain.start(0)
     domain.start(1)
 
-    state = domain.wait_state(0, "NOT_READY", containing="imex-2: 127.0.0.4")
-    assert "imex-1" not in state  # the peer that answers is not listed as missing
+    # the peer that answers is not listed as missing, the one that does not is, with the reason
+    domain.wait_state(0, "NOT_READY", containing="imex-2: 127.0.0.4", lacking="imex-1")
+    domain.wait_state(1, "NOT_READY", containing="Connection refused", lacking="imex-0")
 
     domain.start(2)
     domain.wait_state(0, "READY")
