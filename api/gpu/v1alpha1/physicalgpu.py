@@ -19,7 +19,7 @@ depend on history, not on the object's shape; the writers enforce them, not the 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from kubernetes.client import V1ObjectMeta
 from pydantic import Field, model_validator
@@ -67,6 +67,45 @@ class NvidiaMigState(ApiModel):
     mode: MigMode = Field(description="Current MIG mode of the card as NVML reports it.")
 
 
+class FabricState(StrEnum):
+    """Where a card stands in its multi-node NVLink fabric, as our offers act on it: ``Joining``
+    (NVML's fabric state not started or in progress), ``Ready`` (joined, healthy), ``Degraded``
+    (joined, the health mask reports a fault), ``Failed`` (joining ended with an error). A card of
+    no such fabric has no ``fabric`` block."""
+
+    JOINING = "Joining"
+    READY = "Ready"
+    DEGRADED = "Degraded"
+    FAILED = "Failed"
+
+
+class NvidiaFabric(ApiModel):
+    """The card's NVLink fabric (``nvmlDeviceGetGpuFabricInfoV``); offers of a card not ``Ready``
+    carry a ``NoSchedule`` device taint (docs/topology.md#multi-node-nvlink-fabric)."""
+
+    state: FabricState = Field(description="Joining, Ready, Degraded or Failed.")
+    cluster_uuid: str | None = Field(
+        default=None,
+        alias="clusterUUID",
+        pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        description="The fabric's cluster UUID; absent when NVML reports all zeros (no multi-node fabric).",
+    )
+    clique_id: Int64 | None = Field(
+        default=None,
+        alias="cliqueID",
+        ge=0,
+        le=4294967295,
+        description="The clique within the cluster: cards of one clique reach each other over NVLink.",
+    )
+    reasons: list[Annotated[str, Field(max_length=63)]] | None = Field(
+        default=None,
+        max_length=16,
+        description="Why the state is not Ready: RegistrationNotStarted, RegistrationInProgress, "
+        "RegistrationFailed<NVML error>, or the health mask's faults (DegradedBandwidth, RouteRecovery, "
+        "RouteUnhealthy, AccessTimeoutRecovery, Configuration<fault>).",
+    )
+
+
 class NvidiaState(ApiModel):
     gpu_uuid: str | None = Field(
         default=None, alias="gpuUUID", max_length=96, description='GPU UUID, e.g. "GPU-...".'
@@ -85,6 +124,11 @@ class NvidiaState(ApiModel):
     )
     mig: NvidiaMigState | None = Field(
         default=None, description="MIG state; present only when the card supports MIG and the mode is read."
+    )
+    fabric: NvidiaFabric | None = Field(
+        default=None,
+        description="Multi-node NVLink fabric of the card; present only when NVML reports the card in one "
+        "(or joining one).",
     )
 
 

@@ -25,6 +25,7 @@ from api.gpu.v1alpha1 import (
     MigPlacement,
     MigProfile,
     NvidiaCapabilities,
+    NvidiaFabric,
     NvidiaMigCapabilities,
     NvidiaMigState,
     NvidiaState,
@@ -44,6 +45,7 @@ from pkg.backends.nvidia import vgpu
 from pkg.backends.nvidia.architecture import compute_types
 from pkg.backends.nvidia.driver_root import discover_driver_files
 from pkg.backends.nvidia.events import NvmlHealthEvents
+from pkg.backends.nvidia.fabric import FabricFacts
 from pkg.backends.nvidia.health import check_health
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.nvidia.nvml_port import Nvml, NvmlError
@@ -183,6 +185,19 @@ def nvidia_state_of(reading: CardReading) -> NvidiaState:
         power_limit_current_w=reading.power_limit_current_w,
         power_limit_enforced_w=reading.power_limit_enforced_w,
         mig=NvidiaMigState(mode=mig.mode) if mig.supported and mig.mode is not None else None,
+        fabric=fabric_of(reading.fabric),
+    )
+
+
+def fabric_of(facts: FabricFacts | None) -> NvidiaFabric | None:
+    """The status block of the card's fabric; absent for a card in none."""
+    if facts is None:
+        return None
+    return NvidiaFabric(
+        state=facts.state,
+        cluster_uuid=facts.cluster_uuid,
+        clique_id=facts.clique_id,
+        reasons=list(facts.reasons) or None,
     )
 
 

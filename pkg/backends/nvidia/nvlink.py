@@ -31,24 +31,28 @@ from typing import Final
 
 from pkg.backends.nvidia.nvml_port import (
     GPU_FABRIC_STATE_COMPLETED,
+    NO_FABRIC_CLUSTER,
     NVLINK_DEVICE_TYPE_SWITCH,
+    GpuFabricInfo,
     Nvml,
     if_offered,
 )
 
-_NO_CLUSTER: Final = "00000000-0000-0000-0000-000000000000"
 _SUCCESS: Final = 0
 
 
-def nvlink_domain(nvml: Nvml, address: str) -> str | None:
-    """The card's NVLink domain (see the module docs), or ``None``; raises :class:`NvmlError` for
-    errors other than "not offered here", as every optional reading does."""
-    fabric = if_offered(lambda: nvml.gpu_fabric_info(address))
+def nvlink_domain(nvml: Nvml, address: str, *, fabric: GpuFabricInfo | None) -> str | None:
+    """The card's NVLink domain (see the module docs), or ``None``. ``fabric`` is the card's fabric
+    info as the caller read it (``None``: not offered), so one pass asks NVML once. Raises
+    :class:`NvmlError` for errors other than "not offered here", as every optional reading does.
+
+    A fabric card that is degraded keeps its domain: it still reaches its clique, and its offers
+    carry a taint that says what is wrong (:mod:`pkg.backends.nvidia.fabric`)."""
     if (
         fabric is not None
         and fabric.state == GPU_FABRIC_STATE_COMPLETED
         and fabric.status == _SUCCESS
-        and fabric.cluster_uuid != _NO_CLUSTER
+        and fabric.cluster_uuid != NO_FABRIC_CLUSTER
     ):
         return f"{fabric.cluster_uuid}.{fabric.clique_id}"
     links = if_offered(lambda: nvml.active_nvlinks(address))

@@ -51,6 +51,8 @@ _MAX_PLACEMENTS: Final = 32  # more than any card's memory slices (8 on A100/H10
 _MIG_NAME_PREFIX: Final = "MIG "
 _COMPUTE_INSTANCE_PROFILE_COUNT: Final = 9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 _ENGINE_PROFILE_SHARED: Final = 0  # NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+# nvmlGpuFabricInfo structs with the health mask, newest first, asked of nvmlDeviceGetGpuFabricInfoV.
+_FABRIC_STRUCTS: Final = ("c_nvmlGpuFabricInfo_v3_t", "c_nvmlGpuFabricInfo_v2_t")
 # A profile index the card or driver does not have answers one of these; the walk skips it.
 _ABSENT_PROFILE: Final = (NvmlReturn.NOT_SUPPORTED, NvmlReturn.INVALID_ARGUMENT, NvmlReturn.NOT_FOUND)
 
@@ -418,15 +420,28 @@ class PynvmlAdapter:
         return self._device("nvmlDeviceGetNvLinkState", address, query)
 
     def gpu_fabric_info(self, address: str) -> GpuFabricInfo:
+        """The newest struct the driver takes: ``v3`` (health mask and summary), else ``v2`` (the
+        mask), else the older call without a version (no mask; drivers before R550)."""
+
         def query(handle: Any) -> GpuFabricInfo:
-            info = self._nvml.c_nvmlGpuFabricInfoV_t()
-            self._nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
-            return GpuFabricInfo(
-                cluster_uuid=str(uuid.UUID(bytes=bytes(info.clusterUuid))),
-                clique_id=int(info.cliqueId),
-                state=int(info.state),
-                status=int(info.status),
-            )
+            for struct in _FABRIC_STRUCTS:
+                make = getattr(self._nvml, struct, None)
+                if make is None:  # an older nvidia-ml-py
+                    continue
+                info = make()
+                try:
+                    self._nvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+                except self._nvml.NVMLError as exc:
+                    code = int(getattr(exc, "value", 0))
+                    if code == NvmlReturn.ARGUMENT_VERSION_MISMATCH:
+                        continue  # a driver that knows an older version of the struct
+                    if code == NvmlReturn.FUNCTION_NOT_FOUND:
+                        break
+                    raise
+                return _fabric(info, health_mask=int(info.healthMask))
+            info = self._nvml.c_nvmlGpuFabricInfo_t()
+            self._nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+            return _fabric(info, health_mask=None)
 
         return self._device("nvmlDeviceGetGpuFabricInfoV", address, query)
 
@@ -446,6 +461,16 @@ def _gpu_instance(info: Any) -> GpuInstanceInfo:
         profile_id=int(info.profileId),
         start=int(info.placement.start),
         size=int(info.placement.size),
+    )
+
+
+def _fabric(info: Any, *, health_mask: int | None) -> GpuFabricInfo:
+    return GpuFabricInfo(
+        cluster_uuid=str(uuid.UUID(bytes=bytes(info.clusterUuid))),
+        clique_id=int(info.cliqueId),
+        state=int(info.state),
+        status=int(info.status),
+        health_mask=health_mask,
     )
 
 

@@ -41,8 +41,33 @@ EVENT_GPU_UNAVAILABLE: Final = 0x4000
 NO_INSTANCE: Final = 0xFFFFFFFF  # gpuInstanceId/computeInstanceId of an event not tied to MIG
 NVLINK_DEVICE_TYPE_GPU: Final = 0x00  # NVML_NVLINK_DEVICE_TYPE_GPU
 NVLINK_DEVICE_TYPE_SWITCH: Final = 0x02  # NVML_NVLINK_DEVICE_TYPE_SWITCH
+# nvmlGpuFabricState_t: where the card is in joining an NVLink fabric.
 GPU_FABRIC_STATE_NOT_SUPPORTED: Final = 0  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+GPU_FABRIC_STATE_NOT_STARTED: Final = 1  # NVML_GPU_FABRIC_STATE_NOT_STARTED
+GPU_FABRIC_STATE_IN_PROGRESS: Final = 2  # NVML_GPU_FABRIC_STATE_IN_PROGRESS
 GPU_FABRIC_STATE_COMPLETED: Final = 3  # NVML_GPU_FABRIC_STATE_COMPLETED
+NO_FABRIC_CLUSTER: Final = "00000000-0000-0000-0000-000000000000"  # the cluster UUID of no fabric
+# The fabric health mask (``healthMask`` of nvmlGpuFabricInfo_v2/v3): fields of ``width`` bits at
+# ``shift``. The yes/no fields read NOT_SUPPORTED (0), TRUE (1: the fault is present) or FALSE (2).
+GPU_FABRIC_HEALTH_NOT_SUPPORTED: Final = 0  # NVML_GPU_FABRIC_HEALTH_MASK_*_NOT_SUPPORTED
+GPU_FABRIC_HEALTH_TRUE: Final = 1  # NVML_GPU_FABRIC_HEALTH_MASK_*_TRUE
+GPU_FABRIC_HEALTH_FALSE: Final = 2  # NVML_GPU_FABRIC_HEALTH_MASK_*_FALSE
+GPU_FABRIC_HEALTH_SHIFT_DEGRADED_BW: Final = 0  # NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW
+GPU_FABRIC_HEALTH_SHIFT_ROUTE_RECOVERY: Final = 2  # NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY
+GPU_FABRIC_HEALTH_SHIFT_ROUTE_UNHEALTHY: Final = 4  # NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY
+GPU_FABRIC_HEALTH_SHIFT_ACCESS_TIMEOUT_RECOVERY: Final = 6  # …_SHIFT_ACCESS_TIMEOUT_RECOVERY
+GPU_FABRIC_HEALTH_WIDTH_FLAG: Final = 0x3  # NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_{DEGRADED_BW,ROUTE_*,…}
+GPU_FABRIC_HEALTH_SHIFT_INCORRECT_CONFIGURATION: Final = 8  # …_SHIFT_INCORRECT_CONFIGURATION
+GPU_FABRIC_HEALTH_WIDTH_INCORRECT_CONFIGURATION: Final = 0xF  # …_WIDTH_INCORRECT_CONFIGURATION
+# NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*: 0 not supported, 1 none, then the faults.
+GPU_FABRIC_CONFIGURATION_NONE: Final = 1
+GPU_FABRIC_CONFIGURATION_INCORRECT_SYSGUID: Final = 2
+GPU_FABRIC_CONFIGURATION_INCORRECT_CHASSIS_SN: Final = 3
+GPU_FABRIC_CONFIGURATION_NO_PARTITION: Final = 4
+GPU_FABRIC_CONFIGURATION_INSUFFICIENT_NVLINKS: Final = 5
+GPU_FABRIC_CONFIGURATION_INCOMPATIBLE_GPU_FW: Final = 6
+GPU_FABRIC_CONFIGURATION_INVALID_LOCATION: Final = 7
+GPU_FABRIC_CONFIGURATION_GPU_STATE_INVALID: Final = 8
 
 
 class NvmlReturn(IntEnum):
@@ -63,7 +88,17 @@ class NvmlReturn(IntEnum):
     LIB_RM_VERSION_MISMATCH = 18
     IN_USE = 19
     INSUFFICIENT_RESOURCES = 23
+    ARGUMENT_VERSION_MISMATCH = 25
     UNKNOWN = 999
+
+
+def return_reason(code: int) -> str:
+    """An ``nvmlReturn_t`` as a CamelCase reason for conditions and logs, e.g. ``NvmlGpuIsLost``."""
+    try:
+        name = NvmlReturn(code).name
+    except ValueError:
+        return "NvmlError"
+    return "Nvml" + "".join(part.title() for part in name.split("_"))
 
 
 class NvmlError(Exception):
@@ -83,11 +118,7 @@ class NvmlError(Exception):
     @property
     def reason(self) -> str:
         """A CamelCase reason for conditions and logs, e.g. ``NvmlGpuIsLost``."""
-        try:
-            name = NvmlReturn(self.code).name
-        except ValueError:
-            return "NvmlError"
-        return "Nvml" + "".join(part.title() for part in name.split("_"))
+        return return_reason(self.code)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,12 +183,16 @@ class NvLink:
 class GpuFabricInfo:
     """``nvmlGpuFabricInfoV_t``: whether the card joined an NVLink fabric (``state``,
     :data:`GPU_FABRIC_STATE_COMPLETED` once done, ``status`` its ``nvmlReturn_t``), and the fabric's
-    cluster UUID and clique: cards of one clique reach each other over NVLink, across nodes too."""
+    cluster UUID and clique: cards of one clique reach each other over NVLink, across nodes too.
 
-    cluster_uuid: str  # canonical UUID text; all zeros when the card is in no multi-node fabric
+    ``health_mask`` is the fabric's health (the ``GPU_FABRIC_HEALTH_*`` fields); ``None`` when only
+    the older call, which has no mask, was offered (drivers before R550)."""
+
+    cluster_uuid: str  # canonical UUID text; NO_FABRIC_CLUSTER when in no multi-node fabric
     clique_id: int
     state: int
     status: int
+    health_mask: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,7 +291,8 @@ class Nvml(Protocol):
         ...
 
     def gpu_fabric_info(self, address: str) -> GpuFabricInfo:
-        """``nvmlDeviceGetGpuFabricInfoV``; ``NOT_SUPPORTED`` before Hopper and on older drivers."""
+        """``nvmlDeviceGetGpuFabricInfoV`` (with the health mask), or the older
+        ``nvmlDeviceGetGpuFabricInfo`` where the driver lacks it; ``NOT_SUPPORTED`` before Hopper."""
         ...
 
     # -- device preparation: what NodePrepare changes on a card ------------------------------------

@@ -21,6 +21,7 @@ from typing import Final
 
 from pkg.backends.errors import BackendError
 from pkg.backends.nvidia.architecture import architecture_name
+from pkg.backends.nvidia.fabric import FabricFacts, fabric_facts
 from pkg.backends.nvidia.mig import MigReading, read_mig
 from pkg.backends.nvidia.nvlink import nvlink_domain
 from pkg.backends.nvidia.nvml_port import Nvml, NvmlError, if_offered
@@ -46,6 +47,7 @@ class CardReading:
     power_limit_enforced_w: int | None
     mig: MigReading
     nvlink_domain: str | None = None
+    fabric: FabricFacts | None = None
 
 
 def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardReading:
@@ -57,6 +59,7 @@ def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardRea
         arch = if_offered(lambda: nvml.architecture(address))
         limits = if_offered(lambda: nvml.power_limit_constraints_mw(address))
         model = model_for_pci_device(pci_device_id) if pci_device_id else None
+        fabric = if_offered(lambda: nvml.gpu_fabric_info(address))
         return CardReading(
             address=address,
             product_name=nvml.name(address),
@@ -72,7 +75,8 @@ def read_card(nvml: Nvml, address: str, *, pci_device_id: str | None) -> CardRea
             power_limit_current_w=_watts_or_none(if_offered(lambda: nvml.power_limit_mw(address))),
             power_limit_enforced_w=_watts_or_none(if_offered(lambda: nvml.enforced_power_limit_mw(address))),
             mig=read_mig(nvml, address, driver_version=driver_version, model=model),
-            nvlink_domain=nvlink_domain(nvml, address),
+            nvlink_domain=nvlink_domain(nvml, address, fabric=fabric),
+            fabric=fabric_facts(fabric),
         )
     except NvmlError as exc:
         raise BackendError(address=address, reason=exc.reason, message=str(exc)) from exc

@@ -32,6 +32,7 @@ from pkg.backends.identity import VendorIdentity
 from pkg.backends.nvidia.backend import NvidiaBackend
 from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
+from pkg.backends.simulated.fabric import FABRIC_FILE
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
 from pkg.backends.simulated.pci_kernel import SimulatedPciKernel
 from pkg.backends.simulated.sharing import SimulatedTimeSlicer, simulated_mps_control
@@ -120,6 +121,7 @@ class SimulatedNvidiaPlugin:
             sysfs_root=options.sysfs_root,
             state=driver,
             processes_proc=options.processes_proc,
+            fabric_file=options.state_dir / FABRIC_FILE if options.state_dir else None,
         )
         return SimulatedBackend(
             nvml=nvml,

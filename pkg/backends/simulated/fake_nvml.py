@@ -23,9 +23,10 @@ missing instance is ``NOT_FOUND``. NVLink: a card of an SXM model has its links
 (:data:`~pkg.backends.simulated.data.NVLINKS`) spread over the NVSwitches of the host's sysfs
 (NVIDIA functions of class 0680), as on an HGX board, and none active without switches; the GPU
 fabric (Hopper and newer) is ``COMPLETED`` with an all-zero cluster UUID on such a board — one
-node, no multi-node fabric — and not supported elsewhere. Minor numbers come from the driver's
-``proc/driver/nvidia/gpus/<address>/information`` in the host tree, as the real library learns
-them from the driver, else from probe (PCI address) order.
+node, no multi-node fabric — and not supported elsewhere, unless the host was put in a multi-node
+fabric (:mod:`~pkg.backends.simulated.fabric`: the ``fabric_file``, read on every call). Minor
+numbers come from the driver's ``proc/driver/nvidia/gpus/<address>/information`` in the host tree,
+as the real library learns them from the driver, else from probe (PCI address) order.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from pkg.backends.simulated.driver_memory import (
     SimulatedDriverMemory,
 )
 from pkg.backends.simulated.events import SimulatedEventSet
+from pkg.backends.simulated.fabric import FabricFileError, health_mask, read_fabric
 from pkg.backends.simulated.gpu_processes import GpuProcess, GpuProcessScan
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
@@ -96,9 +98,12 @@ class SimulatedNvml:
         state: SimulatedDriverMemory | None = None,
         processes_proc: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        fabric_file: Path | None = None,
     ) -> None:
         """``processes_proc``: the ``/proc`` whose processes may use the simulated cards
-        (:mod:`~pkg.backends.simulated.gpu_processes`); ``None``: only the test hook's processes."""
+        (:mod:`~pkg.backends.simulated.gpu_processes`); ``None``: only the test hook's processes.
+        ``fabric_file``: the host's multi-node NVLink fabric (:mod:`~pkg.backends.simulated.fabric`)."""
+        self._fabric_file = fabric_file
         self._node = node_name
         self._sysfs = sysfs_root
         self._driver = driver_version
@@ -201,9 +206,19 @@ class SimulatedNvml:
         model = self._model(call, address)
         if model.architecture < _ARCH_HOPPER:
             raise _error(call, address, NvmlReturn.NOT_SUPPORTED)
+        if self._fabric_file is not None:
+            try:
+                joined = read_fabric(self._fabric_file).get(address)
+            except FabricFileError as exc:
+                raise NvmlError(
+                    call=call, code=NvmlReturn.UNKNOWN, message=str(exc), address=address
+                ) from exc
+            if joined is not None:
+                return joined.info()
         on_board = bool(model.nvlinks and self._nvswitches())
         state = GPU_FABRIC_STATE_COMPLETED if on_board else GPU_FABRIC_STATE_NOT_SUPPORTED
-        return GpuFabricInfo(cluster_uuid=_NO_CLUSTER, clique_id=0, state=state, status=0)
+        health = 0 if state == GPU_FABRIC_STATE_NOT_SUPPORTED else health_mask(())
+        return GpuFabricInfo(cluster_uuid=_NO_CLUSTER, clique_id=0, state=state, status=0, health_mask=health)
 
     # -- device preparation ----------------------------------------------------------------------
 
