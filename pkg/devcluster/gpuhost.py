@@ -17,7 +17,8 @@ node components read (docs/architecture.md#hardware-behind-narrow-adapters):
   for real;
 * ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records),
   with the driver's host tool ``bin/nvidia-cuda-mps-control``, the stand-in MPS control daemon
-  that gpu-handler in a Pod starts on the host (:func:`install_mps_tool`).
+  that gpu-handler in a Pod starts on the host (:func:`install_mps_tool`), and ``fabric.json``,
+  the multi-node NVLink fabric the host's cards are in (:meth:`SimulatedGpuHost.put_in_fabric`).
 
 Minor numbers follow the driver's probe order, which is PCI address order; this module is the
 one place that decides them, and the simulated NVML reads them back from the proc file as the
@@ -26,11 +27,13 @@ real NVML gets them from the driver.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +41,7 @@ from pathlib import Path
 # (pkg.backends.simulated.sharing.host_tool), and the stand-in daemon it runs.
 MPS_TOOL = Path("bin", "nvidia-cuda-mps-control")
 MPS_STAND_IN = "pkg.backends.simulated.mps_daemon"
+FABRIC_FILE = "fabric.json"  # in the NVML state folder: the host's multi-node NVLink fabric
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 _NULL_DEVICE = os.makedev(1, 3)
@@ -138,6 +142,44 @@ def _read(path: Path) -> str:
 def _driver(device: Path) -> str:
     link = device / "driver"
     return os.path.basename(os.readlink(link)) if link.is_symlink() else ""
+    def put_in_fabric(
+        self,
+        *,
+        cluster_uuid: str,
+        clique_id: int,
+        state: str = "Completed",
+        status: int = 0,
+        health: Sequence[str] = (),
+        addresses: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Puts the host's cards (``addresses``; None: every NVIDIA card) in a multi-node NVLink
+        fabric, as NVML's fabric info will report them: ``state`` NotSupported, NotStarted,
+        InProgress or Completed, ``status`` the NVML code registration ended with, ``health`` the
+        health mask's faults (DegradedBandwidth, RouteRecovery, RouteUnhealthy,
+        AccessTimeoutRecovery, Configuration...). Call again to change or heal them. A running
+        gpu-handler sees it at its next enrichment pass of each card. Returns the addresses.
+
+        The file is the simulated NVML's (pkg/backends/simulated/fabric.py reads it; this layer may
+        not import it, and a unit test holds the two to one format)."""
+        chosen = list(addresses) if addresses is not None else nvidia_cards(self.root)
+        path = self.nvml_state / FABRIC_FILE
+        try:
+            cards = json.loads(path.read_text())
+        except FileNotFoundError:
+            cards = {}
+        for address in chosen:
+            cards[address] = {
+                "clusterUUID": cluster_uuid,
+                "cliqueID": clique_id,
+                "state": state,
+                "status": status,
+                "health": list(health),
+            }
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(cards, indent=1, sort_keys=True))
+        partial.replace(path)  # a reader sees the old file or the new one, never half of it
+        return chosen
+
 
 
 def nvidia_cards(sysfs_root: Path) -> list[str]:
