@@ -133,7 +133,9 @@ def compute_offers(
         if name not in offered
     }
     tainted = [
-        with_taints(o, device_taints(health.verdict(o.card.pci_address)))
+        with_taints(
+            o, device_taints(health.verdict(o.card.pci_address), health.fabric.fault(o.card.pci_address))
+        )
         for o in build_card_offers(selection.cards)
     ]
     slices = build_slices(node=request.node_name, cards=tainted, generation=1, layout=layout)

@@ -1,4 +1,5 @@
-"""The enrichment's handler chain, declared once: readiness → health → enrich → apply → card specs.
+"""The enrichment's handler chain, declared once: readiness → health → enrich → fabric → apply →
+card specs.
 
 The gpu-handler's container and the offline ``offers`` command both build their chain here, so
 the command computes exactly what a node's handler would write and offer. The order matters:
@@ -19,6 +20,7 @@ from pkg.gpuhandler.enrichment.handler import (
     ApplyHandler,
     CardSpecHandler,
     EnrichHandler,
+    FabricHandler,
     HealthHandler,
     ReadinessHandler,
 )
@@ -46,6 +48,7 @@ def enrichment_handlers(
         ReadinessHandler(backend=backend, holds=holds),
         HealthHandler(backend=backend, tracker=tracker, now=now),
         EnrichHandler(backend=backend),
+        FabricHandler(faults=tracker.fabric),
         ApplyHandler(writer=writer),
         CardSpecHandler(backend=backend, card_specs=card_specs, topology=topology),
     ]

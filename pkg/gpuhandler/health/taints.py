@@ -12,6 +12,10 @@ whichever offer a claim got, the card under it is the one that failed.
   claims use the device, unless they tolerate it);
 * ``timeAdded`` = when the verdict began. The API server fills it in when missing, so sending
   none would make every publish see a difference and write the slices again.
+
+A card of a multi-node NVLink fabric that is not Ready gets one more, ``NoSchedule``, under its
+own key (``gpu.deckhouse.io/fabric-not-ready`` or ``…/fabric-degraded``, :mod:`.fabric`): a
+claim that tolerates one kind of fault does not thereby tolerate the other.
 """
 
 from __future__ import annotations
@@ -21,18 +25,26 @@ from typing import Final
 from kubernetes.client import V1DeviceTaint
 
 from pkg.domain.names import DRIVER
+from pkg.gpuhandler.health.fabric import FabricFault
 from pkg.gpuhandler.health.verdict import CardHealth, HealthLevel
 
 TAINT_KEY: Final = f"{DRIVER}/unhealthy"
 EFFECTS: Final = {HealthLevel.DEGRADED: "NoSchedule", HealthLevel.FATAL: "NoExecute"}
+FABRIC_EFFECT: Final = "NoSchedule"  # the card still runs what it runs; new multi-node work waits
 
 
-def device_taints(health: CardHealth | None) -> list[V1DeviceTaint]:
-    """The taints every offer of a card with ``health`` carries (none when healthy)."""
-    if health is None or health.healthy:
-        return []
-    return [
-        V1DeviceTaint(
-            key=TAINT_KEY, value=health.reason[:63], effect=EFFECTS[health.level], time_added=health.since
+def device_taints(health: CardHealth | None, fabric: FabricFault | None = None) -> list[V1DeviceTaint]:
+    """The taints every offer of a card with ``health`` and ``fabric`` fault carries (none when
+    healthy and its fabric, if any, is Ready)."""
+    taints = []
+    if health is not None and not health.healthy:
+        taints.append(
+            V1DeviceTaint(
+                key=TAINT_KEY, value=health.reason[:63], effect=EFFECTS[health.level], time_added=health.since
+            )
         )
-    ]
+    if fabric is not None:
+        taints.append(
+            V1DeviceTaint(key=fabric.key, value=fabric.value, effect=FABRIC_EFFECT, time_added=fabric.since)
+        )
+    return taints

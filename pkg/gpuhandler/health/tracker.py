@@ -11,6 +11,9 @@ Rules, per card (by PCI address):
 * outside an episode, a probe that finds a fault (``False``) makes the card ``Degraded`` with the
   probe's reason; a probe that could not run (``Unknown``) is not a fault and taints nothing.
 
+Beside the verdicts the tracker keeps the node's fabric faults (``fabric``,
+:class:`~pkg.gpuhandler.health.fabric.FabricFaults`): they taint offers too, but are no verdict.
+
 Every change of state or reason is passed to the subscribers (the publisher, the enrichment, the
 kubelet stream, the reporting) with the previous and the new verdict. Subscribers run on the
 caller's thread outside the lock and must not block. Thread-safe.
@@ -27,6 +30,7 @@ from datetime import UTC, datetime
 
 from pkg.backends.backend import CardVerdict, VerdictStatus
 from pkg.backends.health_events import HealthEvent, Severity
+from pkg.gpuhandler.health.fabric import FabricFaults
 from pkg.gpuhandler.health.verdict import CardHealth, HealthLevel
 
 logger = logging.getLogger(__name__)
@@ -73,6 +77,7 @@ class HealthTracker:
         self._cards: dict[str, _Card] = {}
         self._subscribers: list[Subscriber] = []
         self._event_subscribers: list[Callable[[HealthEvent], None]] = []
+        self.fabric = FabricFaults(now=now)
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)

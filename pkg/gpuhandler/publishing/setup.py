@@ -127,7 +127,9 @@ def new_reconciler(
         resync_period=settings.resync_period,
         startup_grace=settings.startup_grace,
         holds=holds,
-        taints=lambda address: device_taints(health_tracker.verdict(address)),
+        taints=lambda address: device_taints(
+            health_tracker.verdict(address), health_tracker.fabric.fault(address)
+        ),
         in_use=in_use.names if in_use is not None else lambda: None,
     )
 
@@ -179,6 +181,7 @@ def setup_publishing(manager: Manager, container: PublishingContainer) -> Contro
     container.card_specs().subscribe(cards_changed.send)
     health_changed = ChannelSource(name="card-health")  # taints follow the verdict at once
     container.health_tracker().subscribe(lambda address, _old, _new: health_changed.send(address))
+    container.health_tracker().fabric.subscribe(health_changed.send)  # and the fabric's taints
     in_use_changed = ChannelSource(name="devices-in-use")  # the fill-following order after Prepare
     card_specs = container.card_specs()
     container.in_use().subscribe(

@@ -23,7 +23,7 @@ from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings
 from pkg.hardware.pci_topology import SysfsPciTopology
 
-CHAIN = ["readiness", "health", "enrich", "apply", "card-specs"]
+CHAIN = ["readiness", "health", "enrich", "fabric", "apply", "card-specs"]
 
 
 def test_the_chain_runs_its_steps_in_order(mocker: MockerFixture) -> None:
