@@ -51,6 +51,10 @@ _DEFAULT = (
 _CPU = "the IOMMU kernel parameter of AMD CPUs, not an AMD GPU"
 _SRIOV = "the mdev reader recognises NVIDIA's SR-IOV vGPU folder on a virtual function to refuse it by name"
 
+_IMEX = (
+    "compute domains are NVIDIA's multi-node NVLink: gpu-controller runs nvidia-imex (its files from "
+    "the NVIDIA backend) on the member nodes"
+)
 KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/app/gpu_handler.py": (_DEFAULT, {"mig", "mps", "nvidia"}),
     "pkg/app/kubectlgpu/cli.py": (_KINDS, {"mig"}),
@@ -75,6 +79,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/dracontroller/accounting/devices.py": (_KINDS, {"mig"}),
     "pkg/gpucontroller/gpuclass/internal/gpu_uuid.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/gpuclass/render.py": (_API, {"mig", "nvidia"}),
+    "pkg/gpucontroller/computedomain/render.py": (_IMEX, {"nvidia"}),
     "pkg/gpucontroller/names.py": (_DEPLOY, {"amd", "dcgm", "nvidia"}),
     "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/nodelabels/reconciler.py": (_DEPLOY, {"nvidia"}),
