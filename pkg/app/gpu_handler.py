@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from api.gpu.v1alpha1 import IMEX_MAX_CHANNEL
 from pkg.app.options import ManagerOptions, add_client_flags, add_node_flags, parse_bool, parse_duration
 from pkg.app.runtime import RuntimeContainer, run_controllers
 from pkg.backends import default_registry
@@ -227,6 +228,13 @@ def parser() -> argparse.ArgumentParser:
         default=parse_duration(env("PUBLISH_RESYNC_PERIOD", str(DEFAULT_PUBLISH_RESYNC_SECONDS))),
         help="republish (a no-op when nothing changed) this often, jittered by ±20%% (e.g. 5m)",
     )
+    p.add_argument(
+        "--imex-channels",
+        type=int,
+        default=int(env("IMEX_CHANNELS", "128")),
+        help="offer IMEX channels 1..N to compute domains when the node's cards are in a multi-node "
+        "NVLink fabric; 0 offers none (default 128, at most 2047)",
+    )
     add_client_flags(p)
     commands = p.add_subparsers(dest="command", title="subcommands", metavar="{offers}")
     _offers_parser(commands)
@@ -278,6 +286,10 @@ def _offers_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def settings_from(args: argparse.Namespace) -> HandlerSettings:
     if not args.node_name:
         raise SystemExit(f"{COMPONENT}: --node-name (or $NODE_NAME) is required")
+    if not 0 <= args.imex_channels <= IMEX_MAX_CHANNEL:
+        raise SystemExit(
+            f"{COMPONENT}: --imex-channels {args.imex_channels} is not between 0 and {IMEX_MAX_CHANNEL}"
+        )
     plugin = None
     if args.kubelet_plugin:
         plugin = PluginSettings(
@@ -311,6 +323,7 @@ def settings_from(args: argparse.Namespace) -> HandlerSettings:
             capabilities=args.driver_capabilities,
         ),
         cdi_hook_source=args.cdi_hook_source,
+        imex_channels=args.imex_channels,
         attribution=AttributionSettings(
             interval=args.attribution_interval,
             max_series=args.attribution_max_series,

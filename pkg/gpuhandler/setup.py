@@ -99,6 +99,8 @@ class HandlerSettings:
     cdi_hook_source: Path | None = None
     # Per-Pod attribution of the cards' processes (pkg.gpuhandler.attribution); needs the plugin.
     attribution: AttributionSettings = dataclasses.field(default_factory=AttributionSettings)
+    # IMEX channels offered to compute domains (pkg.gpuhandler.publishing.channels); 0: none.
+    imex_channels: int = 128
 
     @property
     def node_label(self) -> str:
@@ -256,6 +258,10 @@ def setup_handler_publishing(manager: Manager, container: GpuHandlerContainer) -
             resync_period=settings.publish_resync_period,
             lock_path=settings.plugin.lock_path if settings.plugin else None,
             lock_timeout=settings.plugin.lock_timeout if settings.plugin else 30.0,
+            imex_channels=settings.imex_channels,
+            proc_root=settings.proc_root,
+            processes_proc=settings.attribution.processes_proc,
+            host_root=settings.driver_root.root,
         ),
         client=container.client(),
         informers=container.informers(),

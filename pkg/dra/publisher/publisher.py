@@ -32,11 +32,12 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from kubernetes.client import V1OwnerReference, V1ResourceSlice
+from kubernetes.client import V1Device, V1OwnerReference, V1ResourceSlice
 
 from pkg.domain.names import DRIVER
 from pkg.dra.model.offers import CardOffers
 from pkg.dra.model.slices import Layout, build_slices, pool_name
+from pkg.dra.publisher.channels import channel_slices, slices_needed
 from pkg.dra.publisher.diff import dropped_fields, slice_changes
 from pkg.dra.publisher.metrics import OfferSeries, set_node_offers
 from pkg.dra.publisher.readers import SliceReader
@@ -96,8 +97,10 @@ class SlicePublisher:
         *,
         owner: V1OwnerReference | None = None,
         in_use: Collection[str] | None = None,
+        channels: Sequence[V1Device] = (),
     ) -> PublishResult:
-        """Makes the node's pool hold exactly ``cards``' offers; ``owner`` (the Node) for GC;
+        """Makes the node's pool hold exactly ``cards``' offers and the IMEX ``channels``
+        (:mod:`.channels`, in slices of their own after the cards'); ``owner`` (the Node) for GC;
         ``in_use`` (device names in use on the node): the fill-following order
         (:mod:`pkg.dra.model.fill_order`), else the static one."""
         existing = [
@@ -108,13 +111,8 @@ class SlicePublisher:
         changes = slice_changes(
             pool=pool_name(node),
             existing=existing,
-            desired_at=lambda generation: build_slices(
-                node=node,
-                cards=cards,
-                generation=generation,
-                layout=self._layout,
-                owner=owner,
-                in_use=in_use,
+            desired_at=lambda generation: self._desired(
+                node, cards, generation=generation, owner=owner, in_use=in_use, channels=channels
             ),
         )
         dropped: dict[str, list[str]] = {}
@@ -143,6 +141,33 @@ class SlicePublisher:
             changes.generation,
             tuple(_name(rs) for rs in changes.apply),
             tuple(_name(rs) for rs in changes.delete),
+        )
+
+    def _desired(
+        self,
+        node: str,
+        cards: Sequence[CardOffers],
+        *,
+        generation: int,
+        owner: V1OwnerReference | None,
+        in_use: Collection[str] | None,
+        channels: Sequence[V1Device],
+    ) -> list[V1ResourceSlice]:
+        slices = build_slices(
+            node=node, cards=cards, generation=generation, layout=self._layout, owner=owner, in_use=in_use
+        )
+        if not channels:
+            return slices
+        count = len(slices) + slices_needed(channels)
+        for rs in slices:  # the pool's slice count includes the channels' slices
+            rs.spec.pool.resource_slice_count = count
+        return slices + channel_slices(
+            node=node,
+            channels=channels,
+            generation=generation,
+            count=count,
+            inline=self._layout is Layout.INLINE,
+            owner=owner,
         )
 
     def _withdraw(self, node: str, slices: Sequence[V1ResourceSlice]) -> None:

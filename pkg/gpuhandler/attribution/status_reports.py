@@ -68,7 +68,7 @@ def device_identity(device: DeviceRecord, card: CardName | None) -> DeviceIdenti
         device_type=device.device_type,
         physical_gpu=card.physical_gpu if card is not None else None,
         uuid=uuid,
-        pci_bus_id=device.card,
+        pci_bus_id=device.pci_address,
         mdev_uuid=vgpu.mdev_uuid if vgpu is not None else None,
         share=limits,
     )

@@ -80,6 +80,7 @@ MAX_DEPTH: Final = 32
 MAX_NUMBER_CHARS: Final = 24
 _STRINGS: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+_PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 class _Record(BaseModel):
@@ -142,10 +143,17 @@ class DeviceRecord(_Record):
     pool: str
     device: str
     requests: list[str] = Field(default_factory=list)
-    card: str  # PCI address of the physical card
+    # The PCI address of the physical card; a device on no card (an IMEX channel) has its own key
+    # here (``imex-channel-<N>``), so conflicts, locks and the records keyed by card still work.
+    card: str
     device_type: str = Field(alias="deviceType")  # Physical | MIG | Partition | VGPU
     share_id: str | None = Field(default=None, alias="shareID")
     cdi_device_ids: list[str] = Field(default_factory=list, alias="cdiDeviceIDs")
+
+    @property
+    def pci_address(self) -> str | None:
+        """The card's PCI address, or None for a device on no card."""
+        return self.card if _PCI_ADDRESS.fullmatch(self.card) else None
 
     def has_kind_record(self, name: str) -> bool:
         return (self.__pydantic_extra__ or {}).get(name) is not None

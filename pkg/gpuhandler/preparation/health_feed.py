@@ -85,9 +85,12 @@ class HealthFeed:
             if claim.state is not PreparePhase.PREPARE_COMPLETED:
                 continue
             for device in claim.devices:
-                status, message = health.get(
-                    device.card, (HealthStatus.UNKNOWN, "no HardwareHealthy reported")
-                )
+                if device.pci_address is None:  # on no card (an IMEX channel): nothing to be ill
+                    status, message = HealthStatus.HEALTHY, "not on a card"
+                else:
+                    status, message = health.get(
+                        device.card, (HealthStatus.UNKNOWN, "no HardwareHealthy reported")
+                    )
                 devices.append(
                     DeviceHealth(
                         pool=device.pool,

@@ -3,14 +3,16 @@ how, and of which device kind.
 
 Everything is read from the allocation and from the published offer, never guessed from names:
 a result names a device of our pool; the device's attributes in this node's ResourceSlices say
-what it is (``deviceType``, ``sharingStrategy``, the card's ``pciAddress``, and what its kind
-reads: a MIG placement, a partition, an mdev type); the allocation's opaque configs for our driver
-(from the class, then the claim, the later winning) say how it is configured. The first registered
-kind that accepts the offer plans the rest (:mod:`.kinds`), so this module names no kind. Anything
-that does not fit — a result for another node's pool, a device this node does not publish, an
-attribute missing or of the wrong kind, a config that is not a valid
-:class:`~api.gpu.v1alpha1.GpuConfig` — is a :class:`~.kinds.PlanError` that names the claim, so the
-Prepare fails with a reason a person can act on.
+what it is (``deviceType``, ``sharingStrategy``, the card's ``pciAddress`` — none for a device on
+no card, an IMEX channel — and what its kind reads: a MIG placement, a partition, an mdev type);
+the allocation's opaque configs for our driver (from the class, then the claim, the later winning)
+say how it is configured. The first registered kind that accepts the offer plans the rest
+(:mod:`.kinds`), so this module names no kind. Anything that does not fit — a result for another
+node's pool, a device this node does not publish, an attribute missing or of the wrong kind, a
+config that is not a valid :class:`~api.gpu.v1alpha1.GpuConfig` or
+:class:`~api.gpu.v1alpha1.ComputeDomainChannelConfig` (each parsed by its own model, any other kind
+refused by name) — is a :class:`~.kinds.PlanError` that names the claim, so the Prepare fails with
+a reason a person can act on.
 
 Whether a VM's launcher consumes the claim is a fact of the claim, read once here from the Pods
 reserving it (:func:`vm_requested`): every device of such a claim must be of a kind a VM uses, and a
@@ -24,9 +26,18 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kubernetes.client import ResourceV1ResourceClaim, V1DeviceRequestAllocationResult, V1ObjectMeta
+from pydantic import ValidationError
 
-from api.gpu.v1alpha1 import GpuConfig, GpuConfigError, SharingStrategy, parse_gpu_config
-from pkg.domain.names import DRIVER
+from api.gpu.v1alpha1 import (
+    COMPUTE_DOMAIN_CHANNEL_CONFIG_KIND,
+    ComputeDomainChannelConfig,
+    GpuConfig,
+    GpuConfigError,
+    SharingStrategy,
+    parse_gpu_config,
+)
+from api.gpu.v1alpha1.config import KIND as GPU_CONFIG_KIND
+from pkg.domain.names import DOMAIN, DRIVER
 from pkg.framework.client import NotFoundError
 from pkg.gpuhandler.preparation.checkpoint import ClaimRecord, DeviceRecord
 from pkg.gpuhandler.preparation.failures import PrepareFailedError
@@ -46,6 +57,9 @@ from pkg.gpuhandler.preparation.services import OfferIndex, PodReader
 
 SKIP_PREPARE: Final = "NodePrepareResources"  # a result's skipNodeOperations entry: not ours to prepare
 REASON_VM_NOT_ALLOWED: Final = "VfioNotAllowed"
+PCI_ADDRESS: Final = "pciAddress"
+_NO_CARD: Final = "\0"  # the attribute's default: the offer is on no card
+_CONFIG_KINDS: Final = frozenset({GPU_CONFIG_KIND, COMPUTE_DOMAIN_CHANNEL_CONFIG_KIND})
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,8 @@ class ClaimPlanner:
         devices = []
         for offer in offers:
             kind = self._kinds.for_offer(offer, for_vm=context.for_vm)
+            if kind.on_card and not offer.on_card:
+                raise PlanError(f"{offer.where} has no str attribute {DOMAIN}/{PCI_ADDRESS}")
             if context.for_vm and kind.consumer is Consumer.CONTAINER:
                 raise PrepareFailedError(
                     REASON_VM_NOT_ALLOWED,
@@ -131,7 +147,7 @@ class ClaimPlanner:
             if device is None:
                 raise PlanError(f"{label}: device {result.device} is not published in pool {self._pool}")
             where = f"{label}: device {result.device}"
-            config = _config_for(result, allocation.devices.config or [], label)
+            config, domain = _configs_for(result, allocation.devices.config or [], label)
             sharing = enum_value(
                 SharingStrategy,
                 attribute(device, "sharingStrategy", str, where, default="Exclusive"),
@@ -144,15 +160,19 @@ class ClaimPlanner:
                     f"{where} is a {sharing.value} device but its config asks for sharing strategy "
                     f"{wanted.value}"
                 )
+            address = attribute(device, PCI_ADDRESS, str, where, default=_NO_CARD)
+            on_card = address is not _NO_CARD
             offers.append(
                 Offer(
                     result=result,
                     device=device,
                     config=config,
-                    card=pci_address(attribute(device, "pciAddress", str, where), where),
+                    card=pci_address(address, where) if on_card else str(result.device),
                     device_type=attribute(device, "deviceType", str, where),
                     sharing=sharing,
                     where=where,
+                    on_card=on_card,
+                    domain=domain,
                 )
             )
         if not offers:
@@ -212,13 +232,14 @@ def vm_requested(claim: ResourceV1ResourceClaim, pods: PodReader) -> bool:
     return any(answers.values())
 
 
-def _config_for(
+def _configs_for(
     result: V1DeviceRequestAllocationResult, configs: Sequence[Any], label: str
-) -> GpuConfig | None:
-    """The effective GpuConfig of a result: class configs first, then claim configs; the last wins."""
+) -> tuple[GpuConfig | None, ComputeDomainChannelConfig | None]:
+    """The effective config of each kind for a result: class configs first, then claim configs;
+    the last of a kind wins. A config of a kind we do not know is refused by name."""
     request = str(result.request)
     parent = request.split("/", 1)[0]  # a subrequest "gpu/mig" is configured by "gpu" too
-    best: tuple[tuple[int, int], Any] | None = None
+    best: dict[str, tuple[tuple[int, int], Any]] = {}
     for position, config in enumerate(configs):
         opaque = config.opaque
         if opaque is None or opaque.driver != DRIVER:
@@ -226,12 +247,23 @@ def _config_for(
         requests = config.requests or []
         if requests and request not in requests and parent not in requests:
             continue
+        parameters = opaque.parameters
+        # Without a kind (or not an object) it is read as a GpuConfig, whose parser says what is wrong.
+        kind = parameters.get("kind", GPU_CONFIG_KIND) if isinstance(parameters, dict) else GPU_CONFIG_KIND
+        if kind not in _CONFIG_KINDS:
+            raise PlanError(
+                f"{label}: the {DRIVER} config for request {request} is of kind {kind!r}, "
+                f"not one of {sorted(_CONFIG_KINDS)}"
+            )
         rank = (0 if config.source == "FromClass" else 1, position)
-        if best is None or rank > best[0]:
-            best = (rank, opaque.parameters)
-    if best is None:
-        return None
+        if kind not in best or rank > best[kind][0]:
+            best[kind] = (rank, parameters)
+    gpu = best.get(GPU_CONFIG_KIND)
+    channel = best.get(COMPUTE_DOMAIN_CHANNEL_CONFIG_KIND)
     try:
-        return parse_gpu_config(best[1])
-    except GpuConfigError as exc:
+        return (
+            parse_gpu_config(gpu[1]) if gpu is not None else None,
+            ComputeDomainChannelConfig.model_validate(channel[1]) if channel is not None else None,
+        )
+    except (GpuConfigError, ValidationError) as exc:
         raise PlanError(f"{label}: the {DRIVER} config for request {request} is invalid: {exc}") from None

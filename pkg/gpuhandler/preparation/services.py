@@ -3,6 +3,8 @@
 * :class:`ClaimReader` — the ResourceClaim, read fresh from the API server: the kubelet asks about
   a claim it just saw allocated, and an informer might not have it yet;
 * :class:`PodReader` — a Pod reserving the claim, read fresh: its annotations ask for VFIO;
+* :class:`ComputeDomainReader` — the ComputeDomain an IMEX channel's claim names, read fresh:
+  whether it owns the channel, and whether its daemon on this node is ready, change by the second;
 * :class:`OfferIndex` — a device of this node's pool as published (its attributes say what it
   is), from the informer of this node's slices, with a fresh LIST when the cache does not know it
   (a slice published a moment ago);
@@ -23,8 +25,8 @@ from typing import Protocol
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1ObjectMeta, V1Pod, V1ResourceSlice
 
-from api.gpu.v1alpha1 import PhysicalGPU
-from pkg.domain.kinds import PHYSICAL_GPU
+from api.gpu.v1alpha1 import ComputeDomain, PhysicalGPU
+from pkg.domain.kinds import COMPUTE_DOMAIN, PHYSICAL_GPU
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
@@ -63,6 +65,20 @@ class KubePodReader:
 
     def get(self, namespace: str, name: str) -> V1Pod:
         return self._client.get(POD, name, namespace)
+
+
+class ComputeDomainReader(Protocol):
+    def get(self, namespace: str, name: str) -> ComputeDomain:
+        """The domain; raises ``NotFoundError`` when it does not exist."""
+        ...
+
+
+class KubeComputeDomainReader:
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    def get(self, namespace: str, name: str) -> ComputeDomain:
+        return self._client.get(COMPUTE_DOMAIN, name, namespace)
 
 
 class OfferIndex(Protocol):

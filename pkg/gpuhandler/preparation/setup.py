@@ -22,6 +22,7 @@ from dependency_injector import containers, providers
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.backends import VendorBackend
 from pkg.backends.driver_files import DriverFiles
+from pkg.backends.nvidia.imex_host import ImexChannelNodes
 from pkg.backends.preparation import CardPreparer
 from pkg.domain.informers import node_resource_slices, node_slices_selector
 from pkg.domain.metrics import METRICS
@@ -43,6 +44,7 @@ from pkg.gpuhandler.preparation.driver import GpuDriver
 from pkg.gpuhandler.preparation.driver_files_status import KubeDriverFilesStatus
 from pkg.gpuhandler.preparation.health_feed import HealthFeed
 from pkg.gpuhandler.preparation.kinds import DeviceKind, Kinds, record_types
+from pkg.gpuhandler.preparation.kinds.imex_channel import ImexChannelKind
 from pkg.gpuhandler.preparation.kinds.mig import MigKind
 from pkg.gpuhandler.preparation.kinds.partition import PartitionKind
 from pkg.gpuhandler.preparation.kinds.share import ShareKind
@@ -71,6 +73,7 @@ from pkg.gpuhandler.preparation.services import (
     CardChanges,
     DeviceStatusReports,
     KubeClaimReader,
+    KubeComputeDomainReader,
     KubePodReader,
     NoStatusReports,
     RecorderClaimEvents,
@@ -98,7 +101,7 @@ class PluginSettings:
     health_period: float = 10.0
     sysfs_root: Path = Path("/sys")  # VFIO: driver binding, IOMMU groups, DMI; vGPU: mdevs
     dev_root: Path = Path("/dev")  # VFIO: /dev/vfio/<group>
-    proc_root: Path = Path("/proc")  # VFIO: the CPU flags (bare metal)
+    proc_root: Path = Path("/proc")  # VFIO: the CPU flags (bare metal); IMEX: the channel major
 
     @property
     def data_dir(self) -> Path:
@@ -198,6 +201,10 @@ class PreparationContainer(containers.DeclarativeContainer):
     vendor = providers.Singleton(_vendor_of, backend=backend)
     claims = providers.Singleton(KubeClaimReader, client=client)
     pods = providers.Singleton(KubePodReader, client=client)
+    domains = providers.Singleton(KubeComputeDomainReader, client=client)
+    channel_nodes = providers.Singleton(
+        ImexChannelNodes, dev_root=settings.provided.dev_root, proc_root=settings.provided.proc_root
+    )
     host_kind = providers.Singleton(
         HostFiles, sysfs_root=settings.provided.sysfs_root, proc_root=settings.provided.proc_root
     )
@@ -236,6 +243,9 @@ class PreparationContainer(containers.DeclarativeContainer):
         providers.Singleton(MigKind, preparer),
         providers.Singleton(PartitionKind, preparer),
         providers.Singleton(ShareKind, preparer=preparer, sharing=sharing, watchdog=watchdog),
+        providers.Singleton(
+            ImexChannelKind, nodes=channel_nodes, domains=domains, node_name=settings.provided.node_name
+        ),
         providers.Singleton(WholeCardKind, preparer),
     )
     kinds = providers.Singleton(_kinds_of, device_kinds)

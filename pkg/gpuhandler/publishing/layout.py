@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Collection, Sequence
 
-from kubernetes.client import V1OwnerReference
+from kubernetes.client import V1Device, V1OwnerReference
 
 from pkg.dra.model.offers import CardOffers
 from pkg.dra.model.slices import read_server_version
@@ -41,8 +41,9 @@ class ServerLayoutPublisher:
         *,
         owner: V1OwnerReference | None = None,
         in_use: Collection[str] | None = None,
+        channels: Sequence[V1Device] = (),
     ) -> PublishResult:
-        return self._publisher().publish(node, cards, owner=owner, in_use=in_use)
+        return self._publisher().publish(node, cards, owner=owner, in_use=in_use, channels=channels)
 
     def _publisher(self) -> SlicePublisher:
         with self._lock:

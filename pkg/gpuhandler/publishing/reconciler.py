@@ -36,6 +36,7 @@ from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Request, SingletonReconciler
 from pkg.gpuhandler.enrichment.card_specs import CardSpecProvider
 from pkg.gpuhandler.enrichment.readiness import Holds
+from pkg.gpuhandler.publishing.channels import ChannelOffers
 from pkg.gpuhandler.publishing.handler import NodeHandler, PublishHandler, SelectHandler, StartupGraceHandler
 from pkg.gpuhandler.publishing.handler.publish import Publisher, node_owner
 from pkg.gpuhandler.publishing.state import PassMemory, PublishState
@@ -61,6 +62,7 @@ class PublishReconciler(SingletonReconciler[PublishState]):
         holds: Holds | None = None,
         taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: [],
         in_use: Callable[[], frozenset[str] | None] = lambda: None,
+        channels: ChannelOffers | None = None,
         jitter: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[float, float], float] = random.uniform,
@@ -84,7 +86,9 @@ class PublishReconciler(SingletonReconciler[PublishState]):
             )
 
         publish = PublishHandler(
-            publisher=publisher, resync=Jitter(period=resync_period, jitter=jitter, rand=rand)
+            publisher=publisher,
+            resync=Jitter(period=resync_period, jitter=jitter, rand=rand),
+            channels=channels,
         )
         super().__init__(
             request=PUBLISH,

@@ -20,6 +20,7 @@ from kubernetes.client import V1DeviceTaint, V1Node
 from api.gpu.v1alpha1 import PhysicalGPU
 from pkg.framework.reconcile import Scratch
 from pkg.gpuhandler.enrichment.card_specs import CardEntry
+from pkg.gpuhandler.publishing.channels import ChannelDecision
 from pkg.gpuhandler.publishing.selection import Selection
 
 
@@ -40,3 +41,4 @@ class PublishState(Scratch):
     taints: Callable[[str], list[V1DeviceTaint]] = lambda _address: []  # by PCI address
     in_use: frozenset[str] | None = None  # device names in use (fill-following order); None: static
     selection: Selection | None = None
+    channels: ChannelDecision | None = None  # whether IMEX channels were offered, and why not

@@ -100,7 +100,7 @@ def test_the_selected_cards_are_published_with_the_node_as_owner_and_come_back_a
 
     assert result == Result(requeue_after=timedelta(seconds=66.0))  # 60 s scaled by the draw
     publisher.publish.assert_called_once()
-    assert publisher.publish.call_args.kwargs == {"owner": OWNER, "in_use": in_use}
+    assert publisher.publish.call_args.kwargs == {"owner": OWNER, "in_use": in_use, "channels": []}
     cards = published(publisher)
     assert [c.card for c in cards] == [description(FIRST), description(SECOND)]
     assert all(c.offers for c in cards)

@@ -44,7 +44,7 @@ def test_publish_hands_everything_to_the_layout_publisher(mocker: MockerFixture)
     result = outer.publish("n1", [], owner=OWNER, in_use={"gpu-0"})
 
     assert result == PublishResult(generation=3)
-    inner.return_value.publish.assert_called_once_with("n1", [], owner=OWNER, in_use={"gpu-0"})
+    inner.return_value.publish.assert_called_once_with("n1", [], owner=OWNER, in_use={"gpu-0"}, channels=())
 
 
 def test_a_server_too_old_fails_the_publish_and_is_asked_again_next_time(mocker: MockerFixture) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
-from kubernetes.client import V1Node, V1ObjectMeta, V1OwnerReference
+from kubernetes.client import V1Device, V1Node, V1ObjectMeta, V1OwnerReference
 from testutil.k8s_fields import meta, name_of, present, slice_devices
 from testutil.unit.dra.offers.fake_slice_server import FakeSliceServer
 from testutil.unit.gpuhandler.gpuhandler_fakes import A30_FIRST, condition, gpu, simulated
@@ -36,6 +36,7 @@ A30_SECOND = "0000:d8:00.0"
 class RecordingPublisher:
     calls: list[tuple[str, list[CardOffers], V1OwnerReference | None]] = field(default_factory=list)
     in_use: list[Collection[str] | None] = field(default_factory=list)
+    channels: list[list[V1Device]] = field(default_factory=list)
 
     def publish(
         self,
@@ -44,9 +45,11 @@ class RecordingPublisher:
         *,
         owner: V1OwnerReference | None = None,
         in_use: Collection[str] | None = None,
+        channels: Sequence[V1Device] = (),
     ) -> PublishResult:
         self.calls.append((node, list(cards), owner))
         self.in_use.append(in_use)
+        self.channels.append(list(channels))
         return PublishResult(generation=len(self.calls), applied=("x",))
 
     def offered(self) -> dict[str, set[str]]:

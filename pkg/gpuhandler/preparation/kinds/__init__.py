@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Final, TypeVar
 
 from kubernetes.client import ResourceV1ResourceClaim, V1Device, V1DeviceRequestAllocationResult
 
-from api.gpu.v1alpha1 import GpuConfig, SharingStrategy
+from api.gpu.v1alpha1 import ComputeDomainChannelConfig, GpuConfig, SharingStrategy
 from pkg.backends.preparation import CardPreparer, ContainerEdits
 from pkg.domain.names import DOMAIN
 from pkg.dra.allocator.quantity import QuantityError, parse_quantity
@@ -85,10 +85,14 @@ class Offer:
     result: V1DeviceRequestAllocationResult
     device: V1Device
     config: GpuConfig | None
-    card: str  # the physical card's PCI address
+    # The physical card's PCI address; for an offer on no card (no ``pciAddress``: an IMEX
+    # channel), the device's own name, which keys it wherever a card would (``on_card`` False).
+    card: str
     device_type: str  # the offer's deviceType attribute (Physical, MIG, ...)
     sharing: SharingStrategy
     where: str
+    on_card: bool = True
+    domain: ComputeDomainChannelConfig | None = None  # the claim's compute domain, for a channel
 
     @property
     def name(self) -> str:
@@ -204,6 +208,7 @@ class DeviceKind(ABC):
     record_model: ClassVar[type[KindRecord] | None] = None
     reader_version: ClassVar[int] = 1  # the oldest checkpoint reader that understands the record
     consumer: ClassVar[Consumer] = Consumer.CONTAINER
+    on_card: ClassVar[bool] = True  # False: the kind's offers have no pciAddress (IMEX channels)
     node_step: ClassVar[str] = "node"  # the start-up step of reconcile_node, for reports and metrics
 
     def plan(self, offer: Offer, context: PlanContext) -> KindRecord | None:

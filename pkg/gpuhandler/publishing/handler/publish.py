@@ -4,6 +4,9 @@ The devices go in the fill-following order (:mod:`pkg.dra.model.fill_order`) giv
 use on the node (:mod:`..in_use`, from the preparation checkpoint), so the kube-scheduler's first
 fit takes what best fit would; without that set (no kubelet plugin), in the static order.
 
+The node's IMEX channels (:mod:`..channels`) go in the same pool when the node can serve compute
+domains; the decision is kept in the pass's state for whoever reports it.
+
 An unhealthy card's offers carry its device taints (:mod:`pkg.gpuhandler.health.taints`): the card
 stays published, so a blip does not withdraw its offers and running claims keep their devices.
 
@@ -19,7 +22,7 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Protocol
 
-from kubernetes.client import V1Node, V1OwnerReference
+from kubernetes.client import V1Device, V1Node, V1OwnerReference
 
 from pkg.dra.model.offers import CardOffers, with_taints
 from pkg.dra.publisher import PublishResult
@@ -27,6 +30,7 @@ from pkg.framework.client.builtin_kinds import NODE
 from pkg.framework.jitter import Jitter
 from pkg.framework.reconcile import Result
 from pkg.framework.reconcile.owner_references import controller_reference
+from pkg.gpuhandler.publishing.channels import ChannelOffers
 from pkg.gpuhandler.publishing.selection import build_card_offers
 from pkg.gpuhandler.publishing.state import PublishState
 
@@ -41,6 +45,7 @@ class Publisher(Protocol):
         *,
         owner: V1OwnerReference | None = None,
         in_use: Collection[str] | None = None,
+        channels: Sequence[V1Device] = (),
     ) -> PublishResult: ...
 
 
@@ -57,9 +62,12 @@ def node_owner(node: V1Node) -> V1OwnerReference:
 class PublishHandler:
     name = "publish"
 
-    def __init__(self, *, publisher: Publisher, resync: Jitter) -> None:
+    def __init__(
+        self, *, publisher: Publisher, resync: Jitter, channels: ChannelOffers | None = None
+    ) -> None:
         self._publisher = publisher
         self.resync = resync
+        self._channels = channels
 
     def handle(self, state: PublishState) -> Result | None:
         if state.node is None or state.selection is None:
@@ -67,8 +75,13 @@ class PublishHandler:
         offers = [
             with_taints(o, state.taints(o.card.pci_address)) for o in build_card_offers(state.selection.cards)
         ]
+        channels: list[V1Device] = []
+        if self._channels is not None:
+            decision = self._channels.decide(o.device for c in offers for o in c.offers)
+            state.channels = decision
+            channels = self._channels.devices(decision)
         result = self._publisher.publish(
-            state.node_name, offers, owner=node_owner(state.node), in_use=state.in_use
+            state.node_name, offers, owner=node_owner(state.node), in_use=state.in_use, channels=channels
         )
         state.memory.published = True
         logger.debug(

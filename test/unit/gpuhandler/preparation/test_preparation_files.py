@@ -101,7 +101,10 @@ def test_fields_of_a_newer_release_verify_and_survive_a_rewrite(tmp_path: Path) 
         (b"{not json", "is not JSON"),
         (b"\xff\xfe", "is not JSON"),
         (b"[]", "has no data object"),
-        (json.dumps({"minReaderVersion": 6, "data": {}}).encode(), "needs a reader of format version 6"),
+        (
+            json.dumps({"minReaderVersion": RECORD_TYPES.format_version + 1, "data": {}}).encode(),
+            f"needs a reader of format version {RECORD_TYPES.format_version + 1}",
+        ),
         (
             json.dumps({"minReaderVersion": 1, "checksum": "sha256:00", "data": {"bootID": "b"}}).encode(),
             "checksum mismatch",

@@ -34,8 +34,10 @@ from kubernetes.client import (
 )
 from pytest_mock import MockerFixture, MockType
 
+from api.gpu.v1alpha1 import ComputeDomain
 from pkg.backends import BackendOptions, VendorPlugin
 from pkg.backends.driver_files import DriverRootOptions
+from pkg.backends.nvidia.imex_host import ImexChannelNodes
 from pkg.backends.simulated.backend import SIMULATED_NVIDIA, SimulatedBackend
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.backends.simulated.driver_memory import CardRecord
@@ -232,6 +234,30 @@ class Offers:
 
 
 @dataclass
+class Domains:
+    """The API server's ComputeDomains, by namespace/name."""
+
+    by_name: dict[tuple[str, str], ComputeDomain] = field(default_factory=dict)
+
+    def get(self, namespace: str, name: str) -> ComputeDomain:
+        try:
+            return self.by_name[(namespace, name)]
+        except KeyError:
+            raise NotFoundError(
+                status=404, reason="NotFound", message=f"computedomains {namespace}/{name} not found"
+            ) from None
+
+    def add(self, domain: ComputeDomain) -> ComputeDomain:
+        self.by_name[(str(domain.metadata.namespace), str(domain.metadata.name))] = domain
+        return domain
+
+
+def regular_file_mknod(path: Path, major: int, minor: int) -> None:
+    """A channel "device node" any user can make: a file naming its numbers."""
+    path.write_text(f"{major}:{minor}")
+
+
+@dataclass
 class Node:
     """One simulated node's preparation, built from the real container."""
 
@@ -245,6 +271,7 @@ class Node:
     mocker: MockerFixture  # the test's, for another instance's API stand-ins
     plugin: VendorPlugin = SIMULATED_NVIDIA
     extra_kinds: Sequence[DeviceKind] = ()
+    domains: Domains = field(default_factory=Domains)
 
     @property
     def mps_root(self) -> Path:
@@ -291,6 +318,7 @@ class Node:
             kubelet_root=self.container.settings().kubelet_root,
             plugin=self.plugin,
             extra_kinds=self.extra_kinds,
+            domains=self.domains,
         )
 
 
@@ -320,6 +348,7 @@ def node(
     driver_root: DriverRootOptions | None = None,
     plugin: VendorPlugin = SIMULATED_NVIDIA,
     extra_kinds: Sequence[DeviceKind] = (),
+    domains: Domains | None = None,
 ) -> Node:
     """A simulated node's preparation; ``extra_kinds`` are registered after the built-in kinds, the
     way a new kind is added to the composition root's list. ``mocker`` (pytest-mock's fixture)
@@ -355,6 +384,7 @@ def node(
     card_changes.changed.side_effect = changed.append
     gpus = mocker.MagicMock(spec=SharedInformer)
     gpus.store.list.return_value = []
+    domains = domains or Domains()
     container = PreparationContainer(
         settings=settings,
         client=mocker.MagicMock(spec=KubeClient),
@@ -369,6 +399,12 @@ def node(
     container.events.override(providers.Object(events))
     container.pods.override(providers.Object(pods))
     container.boot_id.override(providers.Object(lambda: boot_id))
+    container.domains.override(providers.Object(domains))
+    container.channel_nodes.override(
+        providers.Object(
+            ImexChannelNodes(dev_root=host.dev, proc_root=host.root / "proc", mknod=regular_file_mknod)
+        )
+    )
     for kind in extra_kinds:
         container.device_kinds.add_args(providers.Object(kind))
     return Node(
@@ -382,4 +418,5 @@ def node(
         mocker=mocker,
         plugin=plugin,
         extra_kinds=extra_kinds,
+        domains=domains,
     )
