@@ -15,6 +15,7 @@ from kubernetes.client import (
 )
 from pytest_mock import MockerFixture
 
+from pkg.domain.kinds import COMPUTE_DOMAIN
 from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
@@ -22,6 +23,7 @@ from pkg.framework.events.recorder import EventRecorderLogger
 from pkg.framework.kubeletplugin.types import ClaimRef
 from pkg.gpuhandler.preparation.services import (
     KubeClaimReader,
+    KubeComputeDomainReader,
     KubePodReader,
     RecorderClaimEvents,
     SliceOfferIndex,
@@ -55,6 +57,11 @@ def test_the_claim_is_read_fresh_by_name(client: Any) -> None:
 def test_the_pod_is_read_fresh_by_name(client: Any) -> None:
     assert KubePodReader(client).get("ns", "p") is client.get.return_value
     client.get.assert_called_once_with(POD, "p", "ns")
+
+
+def test_the_compute_domain_is_read_fresh_by_name(client: Any) -> None:
+    assert KubeComputeDomainReader(client).get("ns", "job") is client.get.return_value
+    client.get.assert_called_once_with(COMPUTE_DOMAIN, "job", "ns")
 
 
 def test_a_missing_claim_is_a_not_found_error(client: Any) -> None:
