@@ -20,7 +20,7 @@ def test_cards_in_one_clique_with_the_channel_device_offer_channels_there() -> N
     assert decision.domain == CLIQUE
     [first, *_, last] = decision.devices(128)
     assert (first.name, last.name) == ("imex-channel-1", "imex-channel-128")  # never channel 0
-    attributes = first.attributes
+    attributes = first.attributes or {}
     assert attributes["gpu.deckhouse.io/deviceType"].string == "ImexChannel"
     assert attributes["gpu.deckhouse.io/imexChannel"].int == 1
     assert attributes["gpu.deckhouse.io/nvlinkDomain"].string == CLIQUE

@@ -19,8 +19,9 @@ from pkg.domain.names import DRIVER
 from pkg.dra.publisher.channels import channel_slices, imex_channel_devices
 
 CLIQUE = "7d3c8f4e-1a2b-4c5d-8e9f-0a1b2c3d4e5f.3"
+CLASS = "imex-channel.gpu.deckhouse.io"
 CHANNEL_CLASS = device_class(
-    "imex-channel.gpu.deckhouse.io",
+    CLASS,
     f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].deviceType == "ImexChannel"',
 )
 
@@ -46,7 +47,7 @@ def _channel_request(channel: int) -> str:
 
 def test_every_pod_of_a_domain_gets_the_same_channel() -> None:
     cluster = _cluster()
-    request = exact("channel", CHANNEL_CLASS.metadata.name, selectors=(_channel_request(2),))
+    request = exact("channel", CLASS, selectors=(_channel_request(2),))
 
     first = cluster.allocate(claim("worker-0", request))
     second = cluster.allocate(claim("worker-1", request))
@@ -58,7 +59,7 @@ def test_every_pod_of_a_domain_gets_the_same_channel() -> None:
 
 def test_the_card_is_allocated_as_before_next_to_the_channels() -> None:
     cluster = _cluster()
-    cluster.allocate(claim("worker-0", exact("channel", CHANNEL_CLASS.metadata.name)))
+    cluster.allocate(claim("worker-0", exact("channel", CLASS)))
 
     assert cluster.take("physical-exclusive") == ["gpu-0000-02-00-0-physical"]
 
@@ -67,7 +68,7 @@ def test_a_channel_of_another_clique_is_not_found() -> None:
     cluster = _cluster()
     other = exact(
         "channel",
-        CHANNEL_CLASS.metadata.name,
+        CLASS,
         selectors=(f'device.attributes["{DRIVER}"].nvlinkDomain == "elsewhere.1"',),
     )
 

@@ -32,7 +32,7 @@ def test_channels_go_in_slices_of_their_own_counted_in_the_pool(layout: Layout) 
     assert channel_slices == ["gpu-node-ch-channels-00", "gpu-node-ch-channels-01"]  # 128 + 72
     counts = {rs.spec.pool.resource_slice_count for rs in server.slices.values()}
     assert counts == {len(server.slices)}
-    devices = [d for n in channel_slices for d in server.slices[n].spec.devices]
+    devices = [d for n in channel_slices for d in server.slices[n].spec.devices or []]
     assert [d.name for d in devices] == [f"imex-channel-{n}" for n in range(1, 201)]
 
 
