@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dependency_injector import containers, providers
-from kubernetes.client import V1Node, V1OwnerReference
+from kubernetes.client import V1Device, V1Node, V1OwnerReference
 
 from api.gpu.v1alpha1 import LABEL_NODE, PhysicalGPU
 from pkg.backends import VendorBackend
+from pkg.backends.nvidia.imex_host import ImexHostReader
 from pkg.domain.informers import node_named, node_resource_slices
 from pkg.dra.model.offers import CardOffers
 from pkg.dra.model.slices import UnsupportedServerError
@@ -47,6 +48,7 @@ from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
 from pkg.gpuhandler.node_lock import node_lock
+from pkg.gpuhandler.publishing.channels import ChannelOffers
 from pkg.gpuhandler.publishing.handler.publish import Publisher
 from pkg.gpuhandler.publishing.in_use import DevicesInUse, wake_if_fill_followed
 from pkg.gpuhandler.publishing.layout import ServerLayoutPublisher
@@ -69,6 +71,12 @@ class PublishSettings:
     startup_grace: float = 30.0
     lock_path: Path | None = None  # the node lock, shared with the kubelet plugin (None: no plugin)
     lock_timeout: float = 30.0
+    # IMEX channels offered to compute domains (0: none), and where the host's facts are read
+    # (:mod:`pkg.backends.nvidia.imex_host`).
+    imex_channels: int = 0
+    proc_root: Path = Path("/proc")
+    processes_proc: Path = Path("/proc")
+    host_root: Path = Path("/")
 
 
 class LockedPublisher:
@@ -86,9 +94,10 @@ class LockedPublisher:
         *,
         owner: V1OwnerReference | None = None,
         in_use: Collection[str] | None = None,
+        channels: Sequence[V1Device] = (),
     ) -> PublishResult:
         with node_lock(self._lock_path, timeout=self._timeout):
-            return self._publisher.publish(node, cards, owner=owner, in_use=in_use)
+            return self._publisher.publish(node, cards, owner=owner, in_use=in_use, channels=channels)
 
 
 def new_publisher(*, client: KubeClient, settings: PublishSettings) -> Publisher:
@@ -96,6 +105,17 @@ def new_publisher(*, client: KubeClient, settings: PublishSettings) -> Publisher
     if settings.lock_path is None:
         return publisher
     return LockedPublisher(publisher=publisher, lock_path=settings.lock_path, timeout=settings.lock_timeout)
+
+
+def new_channel_offers(*, settings: PublishSettings) -> ChannelOffers | None:
+    """The node's IMEX channel offers; none when the count is 0. A host whose driver registers no
+    channel device (another vendor's) offers none by the host's own facts."""
+    if settings.imex_channels == 0:
+        return None
+    reader = ImexHostReader(
+        proc_root=settings.proc_root, processes_proc=settings.processes_proc, host_root=settings.host_root
+    )
+    return ChannelOffers(host=reader.read, count=settings.imex_channels)
 
 
 def new_reconciler(
@@ -109,6 +129,7 @@ def new_reconciler(
     health_tracker: HealthTracker,
     holds: Holds | None = None,
     in_use: DevicesInUse | None = None,
+    channels: ChannelOffers | None = None,
 ) -> PublishReconciler:
     def this_nodes_gpus() -> list[PhysicalGPU]:
         """The label check is a second guard behind the informer's selector."""
@@ -131,6 +152,7 @@ def new_reconciler(
             health_tracker.verdict(address), health_tracker.fabric.fault(address)
         ),
         in_use=in_use.names if in_use is not None else lambda: None,
+        channels=channels,
     )
 
 
@@ -160,6 +182,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         node_resource_slices, informers=informers, node_name=settings.provided.node_name
     )
     publisher = providers.Singleton(new_publisher, client=client, settings=settings)
+    channels = providers.Singleton(new_channel_offers, settings=settings)
     reconciler = providers.Singleton(
         new_reconciler,
         settings=settings,
@@ -171,6 +194,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         holds=holds,
         health_tracker=health_tracker,
         in_use=in_use,
+        channels=channels,
     )
 
 
