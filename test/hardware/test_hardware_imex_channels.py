@@ -11,6 +11,7 @@ PCIe card) names no clique, so the node must offer no channel whatever the drive
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from pkg.backends.nvidia.imex_host import ImexHostReader
@@ -37,7 +38,7 @@ def test_a_node_outside_a_fabric_offers_no_imex_channel(
 ) -> None:
     domains = []
     for address in cards:
-        domain = nvlink_domain(nvml, address, fabric=if_offered(lambda a=address: nvml.gpu_fabric_info(a)))
+        domain = nvlink_domain(nvml, address, fabric=if_offered(partial(nvml.gpu_fabric_info, address)))
         domains.append(domain)
         report_line(f"{address}: {_fabric(nvml, address)}; nvlinkDomain={domain}")
     host = ImexHostReader(proc_root=Path("/proc"), processes_proc=Path("/proc"), host_root=Path("/")).read()
