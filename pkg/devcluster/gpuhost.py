@@ -68,6 +68,12 @@ def mig_minors(gpu_minors: list[int]) -> dict[str, int]:
     return table
 
 
+PROC_DEVICES = (
+    "Character devices:\n  1 mem\n195 nvidia-frontend\n234 nvidia-caps\n235 nvidia-uvm\n"
+    "242 nvidia-caps-imex-channels\n\nBlock devices:\n  8 sd\n"
+)
+
+
 @dataclass(frozen=True)
 class SimulatedGpuHost:
     """The folders of one simulated host, under ``base``."""
@@ -106,6 +112,11 @@ class SimulatedGpuHost:
             info.parent.mkdir(parents=True, exist_ok=True)
             info.write_text(f"Model: \t\t simulated\nBus Location: \t {address}\nDevice Minor: \t {minor}\n")
         if cards:
+            # The character majors a host with the driver loaded lists; the IMEX channels' major
+            # is the one the kubelet plugin makes channel device nodes with (242 on a real host).
+            devices = host.root / "proc" / "devices"
+            devices.parent.mkdir(parents=True, exist_ok=True)
+            devices.write_text(PROC_DEVICES)
             caps = mig_minors(list(range(len(cards))))
             table = host.root / "proc" / "driver" / "nvidia-caps" / "mig-minors"
             table.parent.mkdir(parents=True, exist_ok=True)
