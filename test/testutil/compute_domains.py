@@ -12,10 +12,11 @@ from kubernetes.client import (
     V1ObjectMeta,
     V1Pod,
     V1ResourceClaimTemplate,
+    V1ResourceSlice,
 )
 
 from pkg.framework.client import ConflictError
-from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM, RESOURCE_SLICE
 
 UID = "0b7c2f4e-1111-4222-8333-444455556666"
 CLIQUE_A = "7f1d2e3c-aaaa-4bbb-8ccc-000000000001.1"
@@ -101,3 +102,39 @@ class RecordingApi:
 
     def made(self, call: str) -> list[Any]:
         return [obj for name, obj in self.calls if name == call]
+
+
+def channel_pool(node: str, clique: str, *, channels: int = 4, gpus: int = 1) -> V1ResourceSlice:
+    """The pool ``gpus/<node>`` as gpu-handler publishes it on a node of an NVLink fabric: channel
+    devices ``imex-channel-1..channels`` and whole GPUs, all with the clique's nvlinkDomain."""
+    domain_attribute = {"gpu.deckhouse.io/nvlinkDomain": {"string": clique}}
+    devices: list[dict[str, Any]] = [
+        {
+            "name": f"imex-channel-{n}",
+            "allowMultipleAllocations": True,
+            "attributes": {
+                "gpu.deckhouse.io/deviceType": {"string": "ImexChannel"},
+                "gpu.deckhouse.io/imexChannel": {"int": n},
+                **domain_attribute,
+            },
+        }
+        for n in range(1, channels + 1)
+    ]
+    devices += [
+        {
+            "name": f"gpu-{n}",
+            "attributes": {"gpu.deckhouse.io/deviceType": {"string": "Physical"}, **domain_attribute},
+        }
+        for n in range(gpus)
+    ]
+    return RESOURCE_SLICE.decode(
+        {
+            "metadata": {"name": f"{node}-gpus"},
+            "spec": {
+                "driver": "gpu.deckhouse.io",
+                "nodeName": node,
+                "pool": {"name": f"gpus/{node}", "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+    )

@@ -32,7 +32,6 @@ from kubernetes.client import (
     V1DeviceRequest,
     V1DeviceSelector,
     V1ExactDeviceRequest,
-    V1ExecAction,
     V1HostPathVolumeSource,
     V1ObjectMeta,
     V1OpaqueDeviceConfiguration,
@@ -267,8 +266,8 @@ def daemon_pod(
         env=settings.env,
         resources=settings.resources,
         ports=[V1ContainerPort(name="imex", container_port=settings.port)],
-        readiness_probe=V1Probe(
-            var_exec=V1ExecAction(command=readiness), period_seconds=5, timeout_seconds=5
+        readiness_probe=V1Probe.model_validate(
+            {"exec": {"command": readiness}, "periodSeconds": 5, "timeoutSeconds": 5}
         ),
         volume_mounts=mounts,
         security_context=V1SecurityContext(privileged=True) if settings.privileged else None,

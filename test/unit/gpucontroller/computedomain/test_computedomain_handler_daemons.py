@@ -10,6 +10,7 @@ from testutil.compute_domains import RecordingApi
 
 from api.gpu.v1alpha1 import ComputeDomain
 from api.gpu.v1alpha1.computedomain import DomainNode
+from pkg.framework.client.builtin_kinds import POD
 from pkg.gpucontroller.computedomain.internal.handler.daemons import DaemonsHandler
 from pkg.gpucontroller.computedomain.internal.settings import DaemonSettings
 from pkg.gpucontroller.computedomain.internal.state import ComputeDomainState
@@ -36,6 +37,8 @@ def test_one_pinned_pod_per_member_and_a_config_map_listing_them(
     ]
     assert pods[0].metadata.name.startswith("job-0b7c2f4e-imex-0-")
     assert pods[0].spec.containers[0].command == ["python", "-m", "pkg.backends.simulated.imex_daemon"]
+    probe = POD.encode(pods[0])["spec"]["containers"][0]["readinessProbe"]
+    assert probe["exec"]["command"][-1].endswith("nvidia-imex-ctl -q | grep -qx READY")
     [config_map] = api.made("apply_config_map")
     assert config_map.data is not None
     assert config_map.data["nodes_config.cfg"].split() == ["imex-0", "imex-1"]
