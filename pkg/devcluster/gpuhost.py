@@ -142,17 +142,6 @@ class SimulatedGpuHost:
     def device_nodes(self) -> list[Path]:
         return sorted(p for p in self.dev.rglob("*") if p.is_char_device())
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
-def _driver(device: Path) -> str:
-    link = device / "driver"
-    return os.path.basename(os.readlink(link)) if link.is_symlink() else ""
     def put_in_fabric(
         self,
         *,
@@ -191,6 +180,17 @@ def _driver(device: Path) -> str:
         partial.replace(path)  # a reader sees the old file or the new one, never half of it
         return chosen
 
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _driver(device: Path) -> str:
+    link = device / "driver"
+    return os.path.basename(os.readlink(link)) if link.is_symlink() else ""
 
 
 def nvidia_cards(sysfs_root: Path) -> list[str]:
