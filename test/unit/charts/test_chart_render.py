@@ -133,6 +133,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ConfigMap", f"{RELEASE}-gpu-control-plane"),
         ("ConfigMap", f"{RELEASE}-gpu-control-plane-dashboard"),
         ("CustomResourceDefinition", "claimexplanations.gpu.deckhouse.io"),
+        ("CustomResourceDefinition", "computedomains.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "gpuclasses.gpu.deckhouse.io"),
         ("CustomResourceDefinition", "physicalgpus.gpu.deckhouse.io"),
         ("Deployment", prefix),

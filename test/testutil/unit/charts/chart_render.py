@@ -76,7 +76,8 @@ CLUSTER_SCOPED = frozenset(
 # informers (list/watch; nothing is read by name), orphan cleanup (delete), metadata JSON patch
 # (patch), status writes (its PhysicalGPU conditions by server-side apply: patch), the node gate
 # labels (a Node merge patch), GPUClass status and the DeviceClasses generated from them
-# (server-side apply: patch, create), the finalizers update an owner reference with
+# (server-side apply: patch, create), ComputeDomains (finalizer patch, status PUT) and their claim
+# templates (apply), the claims and slices they read, the finalizers update an owner reference with
 # blockOwnerDeletion needs, and events.k8s.io events (create, patch for a series). Nothing else.
 CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
     {
@@ -87,6 +88,18 @@ CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
         ("gpu.deckhouse.io", "gpuclasses/status", "update"),
         ("gpu.deckhouse.io", "gpuclasses/finalizers", "update"),
         *(("resource.k8s.io", "deviceclasses", verb) for verb in ("list", "watch", "create", "patch")),
+        *(("gpu.deckhouse.io", "computedomains", verb) for verb in ("list", "watch", "patch")),
+        ("gpu.deckhouse.io", "computedomains/status", "update"),
+        ("gpu.deckhouse.io", "computedomains/finalizers", "update"),
+        *(
+            ("resource.k8s.io", "resourceclaimtemplates", verb)
+            for verb in ("list", "watch", "create", "patch")
+        ),
+        *(
+            ("resource.k8s.io", kind, verb)
+            for kind in ("resourceclaims", "resourceslices")
+            for verb in ("list", "watch")
+        ),
         ("events.k8s.io", "events", "create"),
         ("events.k8s.io", "events", "patch"),
     }
@@ -96,10 +109,16 @@ CONTROLLER_CLUSTER_PERMISSIONS = frozenset(
 # server-side apply, pruning), the GPU validator's Pods (informer).
 CONTROLLER_NODE_COMPONENT_RULES = sorted(
     [
-        (("",), ("configmaps",), ("list", "watch"), (f"{RELEASE}-gpu-control-plane",)),
+        (("",), ("configmaps",), ("create", "delete", "list", "patch", "watch"), None),
+        (
+            ("",),
+            ("configmaps",),
+            ("get", "update"),
+            (f"{RELEASE}-gpu-control-plane-compute-domain-channels",),
+        ),
         (("",), ("configmaps/finalizers",), ("update",), (f"{RELEASE}-gpu-control-plane",)),
         (("apps",), ("daemonsets",), ("create", "delete", "get", "list", "patch", "watch"), None),
-        (("",), ("pods",), ("list", "watch"), None),
+        (("",), ("pods",), ("create", "delete", "list", "watch"), None),
     ]
 )
 
