@@ -50,6 +50,7 @@ from pkg.gpuhandler.attribution.setup import AttributionSettings, setup_attribut
 from pkg.gpuhandler.enrichment.card_changes import EnrichmentCardChanges
 from pkg.gpuhandler.enrichment.card_specs import CardSpecs
 from pkg.gpuhandler.enrichment.chain import enrichment_handlers
+from pkg.gpuhandler.enrichment.compute_domains import NodeChannels
 from pkg.gpuhandler.enrichment.readiness import readable_by
 from pkg.gpuhandler.enrichment.reconciler import EnrichmentReconciler
 from pkg.gpuhandler.enrichment.setup import setup_enrichment
@@ -170,6 +171,8 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
     vendors = providers.Singleton(default_registry)
     backend = providers.Singleton(build_backend, vendors=vendors, settings=settings)
     card_specs = providers.Singleton(CardSpecs)
+    # The publish pass's IMEX channel decision, which the enrichment reports as ComputeDomainsReady.
+    node_channels = providers.Singleton(NodeChannels)
     vfio_holds = providers.Singleton(new_vfio_holds)
     # The checkpoint as the kubelet plugin leaves it, for the publisher's devices in use.
     checkpoint_feed = providers.Singleton(CheckpointFeed)
@@ -194,6 +197,7 @@ class GpuHandlerContainer(containers.DeclarativeContainer):
         card_specs=card_specs,
         topology=pci_topology,
         holds=vfio_holds,
+        channels=node_channels,
         now=now,
     )
     reconciler = providers.Singleton(
@@ -210,6 +214,7 @@ def setup_handler(manager: Manager, container: GpuHandlerContainer) -> None:
     """Everything the gpu-handler runs: the enrichment, the health monitor, the ResourceSlice
     publisher and the kubelet plugin."""
     settings: HandlerSettings = container.settings()
+    container.node_channels().subscribe(container.card_changes().all_changed)  # ComputeDomainsReady
     setup_enrichment(
         manager,
         gpus=container.gpu_informer(),
@@ -269,6 +274,7 @@ def setup_handler_publishing(manager: Manager, container: GpuHandlerContainer) -
         gpu_informer=container.gpu_informer(),
         backend=container.backend(),
         health_tracker=container.health_tracker(),
+        node_channels=container.node_channels(),
     )
     publishing.holds.override(providers.Object(container.vfio_holds()))
     # The fill-following order: the devices the checkpoint records, as Prepare and Unprepare leave it.

@@ -36,10 +36,14 @@ LABEL_DEVICE: Final = "gpu.deckhouse.io/device"
 
 
 class PhysicalGPUConditionType(StrEnum):
-    """Condition types of ``PhysicalGPU.status.conditions``; both are set by the validator."""
+    """Condition types of ``PhysicalGPU.status.conditions``: ``DriverReady`` (gpu-controller, from the
+    validator), ``HardwareHealthy`` (gpu-handler's verdict, seeded by gpu-controller) and
+    ``ComputeDomainsReady`` (gpu-handler, only on a card in a multi-node NVLink fabric: whether
+    the node offers IMEX channels to compute domains, and why not)."""
 
     DRIVER_READY = "DriverReady"
     HARDWARE_HEALTHY = "HardwareHealthy"
+    COMPUTE_DOMAINS_READY = "ComputeDomainsReady"
 
 
 class DriverType(StrEnum):

@@ -2,9 +2,10 @@
 gpu-handler fields kept current, and its offer description kept for the publisher.
 
 Once the validator reports ``DriverReady=True`` for a card bound to its vendor's driver, the
-enrichment writes ``status.capabilities``, ``status.currentState.nvidia`` and ``HardwareHealthy``
-by server-side apply of only its own fields, and keeps them current (on change, when the kubelet
-plugin changed a card, and every re-enrichment period). One module per job:
+enrichment writes ``status.capabilities``, ``status.currentState.nvidia``, ``HardwareHealthy``
+and, on a card in a multi-node NVLink fabric, ``ComputeDomainsReady``, by server-side apply of
+only its own fields, and keeps them current (on change, when the kubelet plugin changed a card,
+and every re-enrichment period). One module per job:
 
 * :mod:`.readiness` — may the backend read a card now (:class:`~.readiness.Readiness`), and
   :class:`~.readiness.Holds`, the cards passed through to VMs for claims;
@@ -18,6 +19,8 @@ plugin changed a card, and every re-enrichment period). One module per job:
 * :mod:`.watches` — which PhysicalGPU events wake a card's pass;
 * :mod:`.card_changes` — :class:`~.card_changes.EnrichmentCardChanges`, how the kubelet plugin
   asks for a card to be read again;
+* :mod:`.compute_domains` — :class:`~.compute_domains.NodeChannels`, the publish pass's IMEX
+  channel decision, which ``ComputeDomainsReady`` reports;
 * :mod:`.setup` — the controller that runs it all.
 
 The gpu-handler's composition root (:mod:`pkg.gpuhandler.setup`) builds the parts, and the

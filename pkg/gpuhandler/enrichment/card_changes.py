@@ -31,3 +31,8 @@ class EnrichmentCardChanges:
                 and gpu.status.pci_info.address == card
             ):
                 self.channel.send(str(gpu.metadata.name))
+
+    def all_changed(self) -> None:
+        """Every card of the node is read again (a node-wide fact changed: its IMEX channels)."""
+        for gpu in self._gpus.store.list():
+            self.channel.send(str(gpu.metadata.name))

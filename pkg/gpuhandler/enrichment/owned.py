@@ -1,19 +1,20 @@
 """The gpu-handler's fields of a PhysicalGPU status, and whether the object already has them.
 
-The enrichment owns exactly three things, written by server-side apply with field manager
+The enrichment owns exactly these, written by server-side apply with field manager
 ``gpu-handler`` on the status subresource:
 
 * ``status.capabilities`` (the whole snapshot);
 * ``status.currentState.nvidia`` and ``status.currentState.amd`` (never ``driverType``, which the
   node agent owns), each only for its vendor's cards;
-* the ``HardwareHealthy`` entry of ``status.conditions``. Conditions are a list map keyed by
-  ``type``, so applying one entry merges it by key and leaves ``DriverReady`` and any other
-  writer's conditions alone.
+* the ``HardwareHealthy`` and ``ComputeDomainsReady`` entries of ``status.conditions``.
+  Conditions are a list map keyed by ``type``, so applying these entries merges them by key and
+  leaves ``DriverReady`` and any other writer's conditions alone.
 
-An apply owns precisely what it sends, so :meth:`OwnedStatus.apply_status` sends all three
-together every time (omitting one would delete it). :func:`owned_of` projects the same fields out
+An apply owns precisely what it sends, so :meth:`OwnedStatus.apply_status` sends them all
+together every time (omitting one deletes it: how ``ComputeDomainsReady`` leaves a card that is
+no longer in a fabric). :func:`owned_of` projects the same fields out
 of a cached object, so "nothing changed" is one comparison and an unchanged card costs no API
-request. The condition compares by meaning (status, reason, message, observedGeneration): its
+request. The conditions compare by meaning (status, reason, message, observedGeneration): its
 ``lastTransitionTime`` is carried over while the status stays.
 """
 
@@ -42,6 +43,7 @@ class OwnedStatus:
     nvidia: NvidiaState | None = None
     amd: AmdState | None = None
     health: V1Condition | None = None
+    compute_domains: V1Condition | None = None
 
     def same_as(self, other: OwnedStatus) -> bool:
         return (
@@ -49,6 +51,7 @@ class OwnedStatus:
             and _dump(self.nvidia) == _dump(other.nvidia)
             and _dump(self.amd) == _dump(other.amd)
             and conditions_equal(_listed(self.health), _listed(other.health))
+            and conditions_equal(_listed(self.compute_domains), _listed(other.compute_domains))
         )
 
     def apply_status(self) -> dict[str, Any]:
@@ -63,8 +66,13 @@ class OwnedStatus:
         }
         if current:
             status["currentState"] = current
-        if self.health is not None:
-            status["conditions"] = [self.health.model_dump(by_alias=True, exclude_none=True, mode="json")]
+        conditions = [
+            c.model_dump(by_alias=True, exclude_none=True, mode="json")
+            for c in (self.health, self.compute_domains)
+            if c is not None
+        ]
+        if conditions:
+            status["conditions"] = conditions
         return status
 
 
@@ -78,6 +86,7 @@ def owned_of(gpu: PhysicalGPU) -> OwnedStatus:
         nvidia=status.current_state.nvidia if status.current_state else None,
         amd=status.current_state.amd if status.current_state else None,
         health=find_condition(status.conditions, PhysicalGPUConditionType.HARDWARE_HEALTHY),
+        compute_domains=find_condition(status.conditions, PhysicalGPUConditionType.COMPUTE_DOMAINS_READY),
     )
 
 

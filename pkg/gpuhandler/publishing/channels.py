@@ -10,7 +10,8 @@ A channel is worth offering only where a compute domain can use it, so all three
   understand; offering channels in either would let a domain span cliques IMEX cannot bridge;
 * no host-installed ``nvidia-imex`` service: its daemon would serve the node's channels under its
   own configuration, beside the per-domain daemons; the node refuses domains and says so on its
-  PhysicalGPUs instead (:data:`CONDITION`).
+  PhysicalGPUs instead (``ComputeDomainsReady``, written by the enrichment from what
+  :class:`ChannelOffers` tells its :class:`~pkg.gpuhandler.enrichment.compute_domains.NodeChannels`).
 
 :func:`decide_channels` is the one place this is decided: the publish pass and the hardware tier
 call it with what they read.
@@ -30,11 +31,10 @@ from api.gpu.v1alpha1 import IMEX_MAX_CHANNEL
 from pkg.backends.nvidia.imex_host import IMEX_CHANNELS_DEVICE, ImexHost
 from pkg.dra.model.attributes import NVLINK_DOMAIN
 from pkg.dra.publisher.channels import imex_channel_devices
+from pkg.gpuhandler.enrichment.compute_domains import ChannelStanding, NodeChannels
 
 logger = logging.getLogger(__name__)
 
-CONDITION: Final = "ComputeDomainsReady"
-REASON_HOST_SERVICE: Final = "HostImexService"
 _FABRIC_DOMAIN: Final = re.compile(r"[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\.\d+")
 
 
@@ -54,6 +54,10 @@ class ChannelDecision:
 
     def devices(self, count: int) -> list[V1Device]:
         return imex_channel_devices(count, self.domain) if self.domain is not None and count > 0 else []
+
+    def standing(self) -> ChannelStanding:
+        """The decision as the enrichment reports it on the node's cards."""
+        return ChannelStanding(clique=self.domain, reason=self.reason, host_service=self.host_service)
 
 
 def decide_channels(host: ImexHost, domains: Iterable[str | None]) -> ChannelDecision:
@@ -90,14 +94,18 @@ def offer_domains(devices: Iterable[V1Device]) -> list[str | None]:
 
 class ChannelOffers:
     """The publish pass's view: reads the host's facts each pass (a service installed or stopped
-    later is seen on the next one) and turns a decision into ``count`` channel devices."""
+    later is seen on the next one) and turns a decision into ``count`` channel devices. Each
+    decision is told to ``node_channels``, whose change wakes the enrichment's condition."""
 
-    def __init__(self, *, host: Callable[[], ImexHost], count: int) -> None:
+    def __init__(
+        self, *, host: Callable[[], ImexHost], count: int, node_channels: NodeChannels | None = None
+    ) -> None:
         if not 0 <= count <= IMEX_MAX_CHANNEL:
             raise ValueError(f"IMEX channel count {count} is not between 0 and {IMEX_MAX_CHANNEL}")
         self._host = host
         self._count = count
         self._last: ChannelDecision | None = None
+        self._node_channels = node_channels
 
     def decide(self, offers: Iterable[V1Device]) -> ChannelDecision:
         decision = decide_channels(self._host(), offer_domains(offers))
@@ -110,6 +118,8 @@ class ChannelOffers:
                 extra={"count": self._count if decision.domain else 0},
             )
             self._last = decision
+        if self._node_channels is not None:
+            self._node_channels.tell(decision.standing())
         return decision
 
     def devices(self, decision: ChannelDecision) -> list[V1Device]:

@@ -44,6 +44,7 @@ from pkg.framework.controller.enqueue import EnqueueRequestsFromMapFunc
 from pkg.framework.controller.source import ChannelSource, StartSource
 from pkg.framework.manager.manager import Manager
 from pkg.gpuhandler.enrichment.card_specs import CardSpecProvider
+from pkg.gpuhandler.enrichment.compute_domains import TURNED_OFF, NodeChannels
 from pkg.gpuhandler.enrichment.readiness import Holds
 from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.health.taints import device_taints
@@ -107,15 +108,17 @@ def new_publisher(*, client: KubeClient, settings: PublishSettings) -> Publisher
     return LockedPublisher(publisher=publisher, lock_path=settings.lock_path, timeout=settings.lock_timeout)
 
 
-def new_channel_offers(*, settings: PublishSettings) -> ChannelOffers | None:
-    """The node's IMEX channel offers; none when the count is 0. A host whose driver registers no
-    channel device (another vendor's) offers none by the host's own facts."""
+def new_channel_offers(*, settings: PublishSettings, node_channels: NodeChannels) -> ChannelOffers | None:
+    """The node's IMEX channel offers; none when the count is 0 (``node_channels`` is told so
+    once). A host whose driver registers no channel device (another vendor's) offers none by the
+    host's own facts."""
     if settings.imex_channels == 0:
+        node_channels.tell(TURNED_OFF)
         return None
     reader = ImexHostReader(
         proc_root=settings.proc_root, processes_proc=settings.processes_proc, host_root=settings.host_root
     )
-    return ChannelOffers(host=reader.read, count=settings.imex_channels)
+    return ChannelOffers(host=reader.read, count=settings.imex_channels, node_channels=node_channels)
 
 
 def new_reconciler(
@@ -171,6 +174,10 @@ class PublishingContainer(containers.DeclarativeContainer):
         instance_of=HealthTracker, default=providers.Singleton(HealthTracker, quiet_period=0.0)
     )
 
+    # Where the publish pass tells its IMEX channel decision (the enrichment's, for
+    # ComputeDomainsReady); a private one, read by no one, when not given.
+    node_channels = providers.Dependency(instance_of=NodeChannels, default=providers.Singleton(NodeChannels))
+
     # The devices prepared on this node, told by the kubelet plugin's checkpoint feed (the
     # composition root connects it); never told without the plugin: the static order.
     in_use = providers.Singleton(DevicesInUse)
@@ -182,7 +189,7 @@ class PublishingContainer(containers.DeclarativeContainer):
         node_resource_slices, informers=informers, node_name=settings.provided.node_name
     )
     publisher = providers.Singleton(new_publisher, client=client, settings=settings)
-    channels = providers.Singleton(new_channel_offers, settings=settings)
+    channels = providers.Singleton(new_channel_offers, settings=settings, node_channels=node_channels)
     reconciler = providers.Singleton(
         new_reconciler,
         settings=settings,

@@ -23,7 +23,7 @@ from pkg.gpuhandler.health import HealthTracker
 from pkg.gpuhandler.setup import GpuHandlerContainer, HandlerSettings
 from pkg.hardware.pci_topology import SysfsPciTopology
 
-CHAIN = ["readiness", "health", "enrich", "fabric", "apply", "card-specs"]
+CHAIN = ["readiness", "health", "enrich", "fabric", "compute-domains", "apply", "card-specs"]
 
 
 def test_the_chain_runs_its_steps_in_order(mocker: MockerFixture) -> None:
@@ -75,6 +75,12 @@ def test_a_changed_card_is_read_again_by_its_physical_gpu_name() -> None:
     changes, sent = _changes(gpu(A30_FIRST, name="first"), gpu("0000:af:00.0", name="second"))
     changes.changed("0000:af:00.0")
     assert sent == ["second"]
+
+
+def test_a_node_wide_change_reads_every_card_again() -> None:
+    changes, sent = _changes(gpu(A30_FIRST, name="first"), gpu("0000:af:00.0", name="second"))
+    changes.all_changed()
+    assert sent == ["first", "second"]
 
 
 def test_a_change_of_an_unknown_card_reads_nothing() -> None:

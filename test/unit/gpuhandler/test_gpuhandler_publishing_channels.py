@@ -6,7 +6,9 @@ import pytest
 from kubernetes.client import V1Device, V1DeviceAttribute
 
 from pkg.backends.nvidia.imex_host import ImexHost
+from pkg.gpuhandler.enrichment.compute_domains import TURNED_OFF, ChannelStanding, NodeChannels
 from pkg.gpuhandler.publishing.channels import ChannelOffers, decide_channels, is_fabric_domain, offer_domains
+from pkg.gpuhandler.publishing.setup import PublishSettings, new_channel_offers
 
 CLIQUE = "7d3c8f4e-1a2b-4c5d-8e9f-0a1b2c3d4e5f.3"
 OTHER = "7d3c8f4e-1a2b-4c5d-8e9f-0a1b2c3d4e5f.4"
@@ -81,3 +83,27 @@ def test_the_pass_reads_the_host_each_time_and_the_offers_domains() -> None:
 def test_a_count_beyond_the_drivers_channels_is_refused() -> None:
     with pytest.raises(ValueError, match="2048"):
         ChannelOffers(host=lambda: READY, count=2048)
+
+
+def test_each_decision_is_told_to_the_enrichments_node_channels() -> None:
+    hosts = iter([READY, ImexHost(channel_major=242, host_service="unit")])
+    told = NodeChannels()
+    offers = ChannelOffers(host=lambda: next(hosts), count=4, node_channels=told)
+    card = V1Device(
+        name="gpu-0", attributes={"gpu.deckhouse.io/nvlinkDomain": V1DeviceAttribute(string=CLIQUE)}
+    )
+
+    offers.decide([card])
+    assert told.standing() == ChannelStanding(clique=CLIQUE, reason="offered")
+    offers.decide([card])
+    standing = told.standing()
+    assert standing is not None
+    assert (standing.clique, standing.host_service) == (None, "unit")
+
+
+def test_channels_turned_off_are_told_as_such() -> None:
+    told = NodeChannels()
+    settings = PublishSettings(node_name="node-1", node_label="node-1", resync_period=300.0, imex_channels=0)
+
+    assert new_channel_offers(settings=settings, node_channels=told) is None
+    assert told.standing() == TURNED_OFF

@@ -51,4 +51,5 @@ class ApplyHandler:
             nvidia=nvidia if bound is DriverType.NVIDIA else None,
             amd=amd if bound is DriverType.ROCM else None,
             health=state.health if state.health is not None else current.health,
+            compute_domains=state.compute_domains,  # the compute-domains step kept or replaced it
         )

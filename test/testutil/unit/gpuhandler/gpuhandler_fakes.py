@@ -179,8 +179,10 @@ def stored(before: PhysicalGPU, owned: OwnedStatus) -> PhysicalGPU:
     """What the API server would hold after applying ``owned`` to ``before`` (our fields replaced)."""
     status = before.status.model_copy(deep=True) if before.status else PhysicalGPUStatus()
     status.capabilities = owned.capabilities
-    conditions = [c for c in status.conditions or [] if c.type != "HardwareHealthy"]
-    status.conditions = conditions + ([owned.health] if owned.health else []) or None
+    ours = ("HardwareHealthy", "ComputeDomainsReady")
+    conditions = [c for c in status.conditions or [] if c.type not in ours]
+    applied = [c for c in (owned.health, owned.compute_domains) if c is not None]
+    status.conditions = conditions + applied or None
     state = status.current_state or CurrentState()
     status.current_state = CurrentState(driver_type=state.driver_type, nvidia=owned.nvidia, amd=owned.amd)
     return before.model_copy(update={"status": status})
