@@ -41,6 +41,7 @@ from kubernetes.client import V1EnvVar, V1ResourceRequirements, V1Toleration
 from pydantic import ConfigDict, Field, model_validator
 
 from api.gpu.v1alpha1.common import API_VERSION, ApiModel
+from api.gpu.v1alpha1.computedomain import MAX_CHANNEL as IMEX_MAX_CHANNEL
 from api.gpu.v1alpha1.gpuclass import DriverCapability
 
 KIND: Final = "GPUOperatorConfig"
@@ -213,6 +214,13 @@ class GpuHandlerSettings(ComponentSettings):
     enrich_period: Duration = Field(default="60s", description="Re-read period (--enrich-period).")
     publish: bool = Field(default=True, description="Publish ResourceSlices (--publish).")
     publish_resync_period: Duration = Field(default="5m", description="--publish-resync-period.")
+    imex_channels: int = Field(
+        default=128,
+        ge=0,
+        le=IMEX_MAX_CHANNEL,
+        description="IMEX channels each node in a multi-node NVLink fabric offers to ComputeDomains "
+        "(--imex-channels; channels 1..N, so at most N domains on one node at once); 0 offers none.",
+    )
     metrics_port: Port = Field(default=8080, description="Port of /metrics, /healthz and /readyz.")
     attribution: AttributionSettings = Field(
         default_factory=AttributionSettings, description="Per-Pod attribution of the cards' processes."

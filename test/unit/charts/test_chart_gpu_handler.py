@@ -71,6 +71,7 @@ def test_container_args_env_and_probes(docs: list[dict[str, Any]]) -> None:
         "--enrich-period=60s",
         "--publish=true",
         "--publish-resync-period=5m",
+        "--imex-channels=128",
         "--kubelet-plugin=true",
         "--kubelet-root=/var/lib/kubelet",
         "--cdi-dir=/var/run/cdi",
@@ -238,6 +239,7 @@ def test_values_reach_the_daemonset(helm: Path) -> None:
             "gpuHandler.enrichPeriod": "30s",
             "gpuHandler.publish": False,
             "gpuHandler.publishResyncPeriod": "10m",
+            "gpuHandler.imexChannels": 0,
             "gpuHandler.metrics.port": 9100,
             "gpuHandler.nodeSelector": {"nvidia.com/gpu.present": "true"},
         },
@@ -251,6 +253,7 @@ def test_values_reach_the_daemonset(helm: Path) -> None:
         "--enrich-period=30s",
         "--publish=false",
         "--publish-resync-period=10m",
+        "--imex-channels=0",
         "--metrics-bind-address=:9100",
     ):
         assert arg in main["args"]

@@ -196,6 +196,8 @@ def test_every_value_is_in_the_readme() -> None:
         ({"gpuHandler.publish": "yes"}, "/gpuHandler/publish"),
         ({"gpuHandler.enrichPeriod": "a minute"}, "/gpuHandler/enrichPeriod"),
         ({"gpuHandler.publishResyncPeriod": "1h30m"}, "/gpuHandler/publishResyncPeriod"),
+        ({"gpuHandler.imexChannels": 2048}, "/gpuHandler/imexChannels"),
+        ({"gpuHandler.imexChannels": -1}, "/gpuHandler/imexChannels"),
         ({"gpuHandler.runtimeClassName": "NVIDIA"}, "/gpuHandler/runtimeClassName"),
         ({"admissionPolicy.serviceAccounts": [{"namespace": "gpu"}]}, "/admissionPolicy/serviceAccounts/0"),
         ({"admissionPolicy.serviceAccounts": ["gpu-handler"]}, "/admissionPolicy/serviceAccounts/0"),

@@ -94,6 +94,7 @@ def render(context: RenderContext) -> V1DaemonSet:
         context,
         backend=settings.backend,
         plugin_args=_plugin_args(plugin, driver_root=context.spec.driver_root, nvidia=True),
+        imex_channels=settings.imex_channels,
         runtime_env=NVIDIA_RUNTIME_ENV | (PLUGIN_RUNTIME_ENV if plugin.enabled else {}),
         node_selector=_gated(gates, settings),
     )
@@ -119,6 +120,7 @@ def render_amd(context: RenderContext) -> V1DaemonSet:
         context,
         backend=settings.amd.backend,
         plugin_args=_plugin_args(plugin, driver_root=context.spec.driver_root, nvidia=False),
+        imex_channels=0,  # IMEX is NVIDIA's
         runtime_env={},
         node_selector=_gated([LABEL_DRIVER_READY, LABEL_AMD_PRESENT], settings),
     )
@@ -144,10 +146,12 @@ def _pod(
     *,
     backend: str,
     plugin_args: list[str],
+    imex_channels: int,
     runtime_env: dict[str, str],
     node_selector: dict[str, str] | None,
 ) -> V1PodSpec:
-    """The Pod both backends share: the handler reading the host's sysfs, and its simulated host."""
+    """The Pod both backends share: the handler reading the host's sysfs, and its simulated host;
+    ``imex_channels`` is how many IMEX channels the node offers to compute domains (0: none)."""
     settings = context.spec.gpu_handler
     plugin = settings.kubelet_plugin
     handler = our_binary(
@@ -159,6 +163,7 @@ def _pod(
             f"--enrich-period={settings.enrich_period}",
             f"--publish={str(settings.publish).lower()}",
             f"--publish-resync-period={settings.publish_resync_period}",
+            f"--imex-channels={imex_channels}",
             f"--kubelet-plugin={str(plugin.enabled).lower()}",
             *(plugin_args + _attribution_args(settings.attribution) if plugin.enabled else []),
             f"--metrics-bind-address=:{settings.metrics_port}",

@@ -75,6 +75,7 @@ def test_the_amd_handler_runs_the_amd_backend_without_nvidia_pieces() -> None:
         flags
     )
     assert pod.runtime_class_name is None
+    assert flags["--imex-channels"] == "0"  # IMEX channels are NVIDIA's
     assert not any(e.name.startswith("NVIDIA_") for e in present(handler.env))
     assert host_paths(pod) == {
         "/sys",

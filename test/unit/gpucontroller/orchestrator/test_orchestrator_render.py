@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client import V1ConfigMap, V1DaemonSet, V1ObjectMeta
+from pydantic import ValidationError
 from testutil.k8s_fields import meta, name_of, present, spec_of, template_pod
 
 from api.gpu.v1alpha1 import GPUOperatorConfig
@@ -195,6 +196,26 @@ def test_gpu_handler_runs_our_binary_with_the_runtime_class() -> None:
     assert handler.command == ["gpu-handler"]
     assert "--backend=nvidia" in present(handler.args)
     assert {e.name: e.value for e in present(handler.env)}["NVIDIA_VISIBLE_DEVICES"] == "all"
+
+
+@pytest.mark.parametrize(("configured", "flag"), [(None, "--imex-channels=128"), (0, "--imex-channels=0")])
+def test_gpu_handler_offers_the_configured_imex_channels(configured: int | None, flag: str) -> None:
+    handler_settings = {
+        **ALL["gpuHandler"],
+        **({"imexChannels": configured} if configured is not None else {}),
+    }
+    [handler] = template_pod(
+        render({**ALL, "gpuHandler": handler_settings})[Component.GPU_HANDLER]
+    ).containers
+    assert [a for a in present(handler.args) if a.startswith("--imex-channels")] == [flag]
+
+
+@pytest.mark.parametrize("count", [-1, 2048])
+def test_an_imex_channel_count_beyond_the_drivers_channels_is_refused(count: int) -> None:
+    with pytest.raises(ValidationError, match="imexChannels"):
+        GPUOperatorConfig.model_validate(
+            {"spec": {**ALL, "gpuHandler": {**ALL["gpuHandler"], "imexChannels": count}}}
+        )
 
 
 def test_a_config_map_without_uid_cannot_own() -> None:
