@@ -47,6 +47,13 @@ def test_a_pinned_clique_nobody_offers_is_named_in_the_condition(domain: DomainO
     assert CLIQUE_B in str(condition.message)
 
 
+def test_a_recorded_pinned_clique_is_kept_while_its_offers_are_gone(domain: DomainOf, state: StateOf) -> None:
+    recorded = ComputeDomainStatus(nvlink_domain=CLIQUE_B)
+    kept = state(domain(nvlinkDomain=CLIQUE_B, status=recorded), cliques={CLIQUE_A: {"n1"}})
+    CliqueHandler().handle(kept)
+    assert kept.clique == CLIQUE_B
+
+
 def test_a_pinned_clique_that_is_offered_is_used(domain: DomainOf, state: StateOf) -> None:
     pinned = state(domain(nvlinkDomain=CLIQUE_A), cliques={CLIQUE_A: {"n1"}, CLIQUE_B: {"n2", "n3"}})
     CliqueHandler().handle(pinned)

@@ -1,12 +1,12 @@
-"""ResourceSlice events -> the domains still waiting for a clique: no ``status.nvlinkDomain`` yet,
-or a pinned one nobody offered. A chosen clique never changes, so the others are not woken."""
+"""ResourceSlice events -> the domains still waiting for a clique (no ``status.nvlinkDomain`` yet,
+also while a pinned one is offered by nobody). A chosen clique never changes, so the others are not
+woken."""
 
 from __future__ import annotations
 
 from kubernetes.client import V1ResourceSlice
 
 from api.gpu.v1alpha1 import ComputeDomain
-from api.gpu.v1alpha1.computedomain import DomainState
 from pkg.framework.cache.store import Store
 from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile import Request
@@ -18,10 +18,7 @@ def generation_changed(old: V1ResourceSlice, new: V1ResourceSlice) -> bool:
 
 
 def waiting_for_clique(domain: ComputeDomain) -> bool:
-    status = domain.status
-    if status is None or status.nvlink_domain is None:
-        return True
-    return domain.spec.nvlink_domain is not None and status.state != DomainState.READY and not status.nodes
+    return domain.status is None or domain.status.nvlink_domain is None
 
 
 def slice_watch(domains: Store[ComputeDomain]) -> ObjectRefWatch:
