@@ -186,6 +186,12 @@ def test_without_the_kubelet_plugin_no_host_folder_root_or_privilege(helm: Path)
     host_paths = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
     assert host_paths == {"host-sys": {"path": "/sys", "type": "Directory"}}
     assert "--kubelet-plugin=false" in main["args"]
+    # Only Prepare reads claims and ComputeDomains.
+    granted = granted_by(one(of(docs, "gpu-handler"), "ClusterRole"))
+    assert (
+        not {("resource.k8s.io", "resourceclaims", "get"), ("gpu.deckhouse.io", "computedomains", "get")}
+        & granted
+    )
     assert not [
         a for a in main["args"] if a.startswith(("--kubelet-root", "--cdi-dir", "--mps-root", "--dev-root"))
     ]

@@ -151,6 +151,7 @@ GPU_HANDLER_PERMISSIONS = frozenset(
         ),
         *(("", "nodes", verb) for verb in ("list", "watch")),
         ("resource.k8s.io", "resourceclaims", "get"),
+        ("gpu.deckhouse.io", "computedomains", "get"),  # an IMEX channel's domain, read at Prepare
         ("", "pods", "get"),  # the Pods reserving a claim: their gpu.deckhouse.io/vfio annotation
         ("", "pods", "list"),  # this node's Pods, for the per-Pod attribution
         ("", "pods", "watch"),
