@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Final
 
+from api.gpu.v1alpha1 import IMEX_CHANNEL_DEVICE_TYPE
 from api.gpu.v1alpha1.physicalgpu import LABEL_NODE, PhysicalGPU
 from pkg.app.kubectlgpu.claims import node_of_pool
 from pkg.domain.names import DRIVER
@@ -45,6 +46,11 @@ class DeviceFacts:
     @property
     def shared(self) -> bool:
         return self.strategy != EXCLUSIVE
+
+    @property
+    def channel(self) -> bool:
+        """An IMEX channel of a compute domain: on no card, its own "card" in the catalogue."""
+        return self.kind == IMEX_CHANNEL_DEVICE_TYPE
 
 
 class Catalogue:

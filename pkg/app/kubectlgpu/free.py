@@ -13,6 +13,9 @@ docs/architecture.md#offers-and-the-mode-invariant), and what is free follows fr
   counts them); one row per device type, naming one device of that type that fits. Types compete
   for the same slices, so each row says that *one more* of its type fits, not how many.
 
+A node's IMEX channels (on no card; a compute domain's claims share one) are one row per node:
+``imex-channel-*``, with how many no claim holds of how many are offered.
+
 The cost is one pass over the catalogue's cards and, for a card with MIG devices held, over that
 card's devices: linear in the devices read, so a 1,000-node cluster costs what reading its slices
 costs.
@@ -30,6 +33,7 @@ from pkg.app.kubectlgpu.shares import held_share_size
 from pkg.dra.model.share_size import ShareSizeError
 
 WHOLE: Final = "Physical"  # the deviceType of a whole card's offer
+CHANNELS: Final = "imex-channel-*"  # the one row of a node's free IMEX channels
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Free:
     facts: DeviceFacts
     percent: int | None = None  # a share: the percentage of the card left
     memory: int | None = None  # an MPS share: the card's memory left, in bytes
+    channels: tuple[int, int] | None = None  # IMEX channels: (held by no claim, offered)
 
 
 def free_capacity(
@@ -53,9 +58,13 @@ def free_capacity(
         facts = catalogue.facts(h.pool, h.device)
         if facts is not None:
             held_by_card.setdefault((h.pool, facts.card), []).append((h, facts))
+    channels: dict[str, tuple[set[str], DeviceFacts]] = {}  # pool -> (channel devices, one's facts)
     for (pool, card), devices in catalogue.by_card.items():
         where = node_of_pool(pool)
         if node is not None and where != node:
+            continue
+        if devices[0][1].channel:
+            channels.setdefault(pool, (set(), devices[0][1]))[0].update(name for name, _ in devices)
             continue
         holds = held_by_card.get((pool, card))
         if not holds:
@@ -67,6 +76,11 @@ def free_capacity(
             yield from _shares_left(where, devices, holds)
         else:
             yield from _devices_that_fit(where, pool, devices, holds, catalogue)
+    for pool, (offered, facts) in channels.items():
+        held = {h.device for h in holdings if h.pool == pool}
+        left = len(offered - held)
+        if left:
+            yield Free(node_of_pool(pool), CHANNELS, facts, channels=(left, len(offered)))
 
 
 def _whole(devices: Sequence[tuple[str, DeviceFacts]]) -> tuple[str, DeviceFacts]:

@@ -7,7 +7,8 @@ joined from ResourceSlices and PhysicalGPUs when the user may read them; otherwi
 show ``<unknown>`` and :mod:`.cli` says which read was refused. A share's row says its
 percentage of the card and its memory limit (:mod:`.shares`). With ``--node`` (that node) or
 ``--free`` (every node) and readable slices, what nobody holds gets ``<free>`` rows
-(:mod:`.free`), so the answer covers the node or the cluster.
+(:mod:`.free`), so the answer covers the node or the cluster; a node's IMEX channels are one such
+row, ``imex-channel-*``, whose SHARE is how many no claim holds of how many are offered.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def _row(h: Held, facts: DeviceFacts | None, state: DeviceConditions | None) -> 
         "TYPE": f.kind,
         "SHARE": share,
         "MEMORY-LIMIT": limit,
-        "PHYSICALGPU": f.physical_gpu or (UNKNOWN if facts is None else f.card),
+        "PHYSICALGPU": f.physical_gpu or (UNKNOWN if facts is None else NOT_SHARED if f.channel else f.card),
         "STATUS": state.status_text() if state is not None else NOT_PREPARED,
         "REQUEST": h.request,
         "SHARE-ID": h.share_id or "",
@@ -153,6 +154,8 @@ def _conditions_item(state: DeviceConditions | None) -> dict[str, Any]:
 def _free_row(free: Free) -> Row:
     f = free.facts
     share = NOT_SHARED if free.percent is None else f"{free.percent}%"
+    if free.channels is not None:
+        share = "{}/{}".format(*free.channels)  # IMEX channels held by no claim / offered
     limit = (
         NOT_SHARED if free.percent is None else NO_LIMIT if free.memory is None else bytes_text(free.memory)
     )
@@ -165,7 +168,7 @@ def _free_row(free: Free) -> Row:
         "TYPE": f.kind,
         "SHARE": share,
         "MEMORY-LIMIT": limit,
-        "PHYSICALGPU": f.physical_gpu or f.card,
+        "PHYSICALGPU": f.physical_gpu or (NOT_SHARED if f.channel else f.card),
         "STATUS": NOT_SHARED,
         "PCI": f.pci,
         "UUID": f.uuid,
@@ -181,4 +184,6 @@ def _free_row(free: Free) -> Row:
     }
     if free.percent is not None:
         item |= {"sharePercent": free.percent, "memoryBytes": free.memory}
+    if free.channels is not None:
+        item |= {"imexChannels": {"free": free.channels[0], "offered": free.channels[1]}}
     return Row(cells, item)
