@@ -91,6 +91,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/gpucontroller/orchestrator/render/validator.py": (_DEPLOY, {"nvidia"}),
     "pkg/gpucontroller/physicalgpu/internal/state.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/enrichment/handler/apply.py": (_API, {"amd", "nvidia", "rocm"}),
+    "pkg/gpuhandler/enrichment/handler/compute_domains.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/enrichment/handler/fabric.py": (_API, {"nvidia"}),
     "pkg/gpuhandler/enrichment/owned.py": (_API, {"amd", "nvidia"}),
     "pkg/gpuhandler/enrichment/status_writer.py": (_API, {"amd", "nvidia"}),
