@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from testutil.e2e.chart_release import TAGS
 
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import (
@@ -35,6 +36,7 @@ from pkg.devcluster.gpucomponents import GpuComponents, wait_for_offers
 from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.images import ImageArchive, build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
+from pkg.devcluster.projectimage import PROJECT_REPOSITORY, build_project_image
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures" / "sysfs"
@@ -102,6 +104,21 @@ def control_plane(work_dir: Path) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def images(work_dir: Path) -> ImageArchive:
     return build_archive(work_dir / "images.tar")
+
+
+@pytest.fixture(scope="session")
+def project_image(work_dir: Path) -> ImageArchive:
+    """The project's image (:mod:`pkg.devcluster.projectimage`), built once per session under the
+    chart test's tags: the chart's release runs it, and the compute-domain tests run the stand-in
+    IMEX daemon from it. Minutes on a cold cache (debootstrap, a venv), seconds when cached."""
+    return build_project_image(
+        work_dir / "project-image.tar",
+        tags=[f"{PROJECT_REPOSITORY}:{tag}" for tag in TAGS],
+        source=ROOT,
+        cache_dir=default_bin_dir().parents[1],
+        pip=ROOT / ".venv" / "bin" / "pip",
+        tools=default_bin_dir(),
+    )
 
 
 class NodePool:

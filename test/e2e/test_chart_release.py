@@ -78,7 +78,6 @@ from pkg.devcluster.gpucomponents import node_gpus
 from pkg.devcluster.images import ImageArchive, static_binary_archive
 from pkg.devcluster.node import NodeConfig, RealNode
 from pkg.devcluster.processes import wait_until
-from pkg.devcluster.projectimage import PROJECT_REPOSITORY, build_project_image
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 from pkg.framework.client.config import new_api_client
@@ -90,18 +89,6 @@ pytestmark = pytest.mark.timeout(1500)
 
 # A node index no pool node takes (the pool numbers its nodes from 0): its own bridge and subnet.
 NODE_INDEX = 9
-
-
-@pytest.fixture(scope="module")
-def project_image(work_dir: Path) -> ImageArchive:
-    return build_project_image(
-        work_dir / "project-image.tar",
-        tags=[f"{PROJECT_REPOSITORY}:{tag}" for tag in TAGS],
-        source=ROOT,
-        cache_dir=default_bin_dir().parents[1],
-        pip=ROOT / ".venv" / "bin" / "pip",
-        tools=default_bin_dir(),
-    )
 
 
 @pytest.fixture(scope="module")
