@@ -205,6 +205,24 @@ def build_driver_root(target: Path, *, layout: Layout, version: str, cc: str = "
     return built
 
 
+def upgrade_driver_root(current: DriverRoot, *, layout: Layout, version: str, cc: str = "cc") -> DriverRoot:
+    """Replaces the driver of ``current`` by ``version`` in place, as a package upgrade does: the
+    new version's files are written beside the old ones, the soname and unversioned links move to
+    them, then every file and folder named for the old version goes. A reader of the root at any
+    moment finds a complete driver (the old or the new); containers that mounted old files keep
+    them (a bind mount holds the file, not its name)."""
+    upgraded = build_driver_root(current.root, layout=layout, version=version, cc=cc)
+    if current.version != version:
+        for path in sorted(
+            current.root.rglob(f"*{current.version}*"), key=lambda p: len(p.parts), reverse=True
+        ):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    return upgraded
+
+
 def _build_libraries(folder: Path, version: str, cc: str) -> None:
     for stem, suffix in sorted(LIBRARIES, key=lambda item: item[0] in NEEDED):  # dependencies first
         name = f"{stem}.so.{version}"

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pkg.devcluster.cluster import ControlPlane
-from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root
+from pkg.devcluster.driverroot import DriverRoot, Layout, build_driver_root, upgrade_driver_root
 from pkg.devcluster.node import RealNode
 from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
 
@@ -89,6 +89,20 @@ class GpuComponents:
         self.handler.stop()
         self.handler.env = dict(env or {})
         self.handler.start()
+
+    def reload_driver(self, version: str) -> None:
+        """A driver upgrade under the running gpu-handler: the driver root's files become
+        ``version``'s (:func:`~pkg.devcluster.driverroot.upgrade_driver_root`), then the simulated
+        NVML reports ``version``, as the new kernel module does once loaded. gpu-handler notices at
+        its next Prepare or periodic round and rewrites the driver's CDI specs."""
+        upgrade_driver_root(self.driver_root, layout=Layout.VENDOR_FOLDER, version=version)
+        self._driver_version = version
+        self.node.host.load_driver(version)
+
+    @property
+    def driver_version(self) -> str:
+        """The version of the node's driver now (changed by :meth:`reload_driver`)."""
+        return self._driver_version
 
     def wait_registered(self, *, since: int = 0, timeout: float = 60.0) -> None:
         """Until the kubelet has registered the handler's plugin (after byte ``since`` of its log)."""

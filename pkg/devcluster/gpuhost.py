@@ -18,7 +18,9 @@ node components read (docs/architecture.md#hardware-behind-narrow-adapters):
 * ``nvml/`` — the simulated NVML's state folder (health overrides, and what the backend records),
   with the driver's host tool ``bin/nvidia-cuda-mps-control``, the stand-in MPS control daemon
   that gpu-handler in a Pod starts on the host (:func:`install_mps_tool`), and ``fabric.json``,
-  the multi-node NVLink fabric the host's cards are in (:meth:`SimulatedGpuHost.put_in_fabric`).
+  the multi-node NVLink fabric the host's cards are in (:meth:`SimulatedGpuHost.put_in_fabric`),
+  ``lost-cards.json``, the cards that fell off the bus (:meth:`SimulatedGpuHost.unplug_card`), and
+  ``driver-version``, the loaded driver's version (:meth:`SimulatedGpuHost.load_driver`).
 
 Minor numbers follow the driver's probe order, which is PCI address order; this module is the
 one place that decides them, and the simulated NVML reads them back from the proc file as the
@@ -27,6 +29,8 @@ real NVML gets them from the driver.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -42,6 +46,16 @@ from pathlib import Path
 MPS_TOOL = Path("bin", "nvidia-cuda-mps-control")
 MPS_STAND_IN = "pkg.backends.simulated.mps_daemon"
 FABRIC_FILE = "fabric.json"  # in the NVML state folder: the host's multi-node NVLink fabric
+# In the NVML state folder too (pkg/backends/simulated/host_changes.py and driver_memory.py read
+# them; this layer may not import them, and a unit test holds them to one format).
+LOST_CARDS_FILE = "lost-cards.json"
+DRIVER_VERSION_FILE = "driver-version"
+DRIVER_STATE = "driver"  # the simulated driver's state folder: its event log and lock
+EVENTS_FILE = "events.jsonl"
+EVENTS_LOCK = "driver.lock"
+XID_FALLEN_OFF_BUS = 79
+EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+NO_INSTANCE = 0xFFFFFFFF  # an event not tied to a MIG device
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
 _NULL_DEVICE = os.makedev(1, 3)
@@ -179,6 +193,63 @@ class SimulatedGpuHost:
         partial.write_text(json.dumps(cards, indent=1, sort_keys=True))
         partial.replace(path)  # a reader sees the old file or the new one, never half of it
         return chosen
+
+    def unplug_card(self, address: str) -> None:
+        """The card at ``address`` falls off the PCI bus, as XID 79 on a real host: the driver logs
+        the XID (a running gpu-handler's event set delivers it) and every NVML query of the card
+        answers ``GPU_IS_LOST`` until :meth:`replug_card`. Its sysfs function stays, as the kernel
+        keeps a function that stopped answering until someone removes it; so the node agent still
+        lists the card, and only the driver's view changes."""
+        self._write_lost(self.lost_cards() | {address})
+        self._log_driver_event(
+            {
+                "address": address,
+                "type": EVENT_XID_CRITICAL,
+                "data": XID_FALLEN_OFF_BUS,
+                "gpuInstance": NO_INSTANCE,
+            }
+        )
+
+    def replug_card(self, address: str) -> None:
+        """The card is back on the bus (re-seated, or the slot reset): NVML answers for it again."""
+        self._write_lost(self.lost_cards() - {address})
+
+    def lost_cards(self) -> frozenset[str]:
+        """The addresses of the cards off the bus now."""
+        try:
+            return frozenset(json.loads((self.nvml_state / LOST_CARDS_FILE).read_text()))
+        except FileNotFoundError:
+            return frozenset()
+
+    def load_driver(self, version: str) -> None:
+        """NVML reports ``version`` from now on, as after a driver upgrade's module is loaded (the
+        files of the driver's user space are the caller's: :mod:`pkg.devcluster.driverroot`)."""
+        _replace(self.nvml_state / DRIVER_VERSION_FILE, f"{version}\n")
+
+    def _write_lost(self, addresses: frozenset[str]) -> None:
+        _replace(self.nvml_state / LOST_CARDS_FILE, json.dumps(sorted(addresses)))
+
+    def _log_driver_event(self, record: dict[str, object]) -> None:
+        """One line of the simulated driver's event log, under its lock (a reader in another
+        process never sees half a line it would take for whole)."""
+        folder = self.nvml_state / DRIVER_STATE
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / EVENTS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with (folder / EVENTS_FILE).open("a") as log:
+                log.write(json.dumps(record, sort_keys=True) + "\n")
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _replace(path: Path, content: str) -> None:
+    """Writes ``path`` so that a reader sees the old content or the new, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(content)
+    partial.replace(path)
 
 
 def _read(path: Path) -> str:

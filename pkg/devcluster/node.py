@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import os
@@ -38,6 +39,8 @@ from pkg.devcluster.processes import ManagedProcess, wait_until
 log = logging.getLogger(__name__)
 
 _MNT_DETACH = 2
+PLUGIN_DRIVER = "gpu.deckhouse.io"  # the DRA driver whose kubelet plugin folder can be a tmpfs
+PLUGIN_FOLDER_FILLER = ".filler"
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class NodeConfig:
     name: str
     gpu_fixture: Path | None = None  # a fixture sysfs tree; None: a node without GPUs
     labels: dict[str, str] = field(default_factory=dict)
+    # The kubelet plugin's folder (gpu-handler's checkpoint) on a tmpfs of this many MiB, so a
+    # test can fill it (RealNode.fill_plugin_folder); None: a plain folder of the node's disk.
+    plugin_folder_mib: int | None = None
 
 
 class RealNode:
@@ -103,6 +109,8 @@ class RealNode:
         try:
             if self.config.gpu_fixture is not None:
                 SimulatedGpuHost.create(self.host.base, self.config.gpu_fixture)
+            if self.config.plugin_folder_mib is not None:
+                self._mount_plugin_folder(self.config.plugin_folder_mib)
             self.containerd.start()
             self.containerd.import_images(self._images.path)
             self.kubelet.start()
@@ -147,6 +155,48 @@ class RealNode:
             found.append(f"bridge {self.containerd.network.bridge}")
         found += [f"log link {link}" for link in footprint.log_links_into(self.base)]
         return found
+
+    # -- the plugin folder on a tmpfs (NodeConfig.plugin_folder_mib) ----------------------------------
+
+    @property
+    def plugin_folder(self) -> Path:
+        """The kubelet plugin's folder of gpu-handler (its sockets and checkpoint)."""
+        return self.kubelet.paths.plugin_dir(PLUGIN_DRIVER)
+
+    def fill_plugin_folder(self) -> None:
+        """Fills the plugin folder's tmpfs to the last byte with a filler file, as a disk runs full:
+        creating a file still works, writing one fails with ENOSPC."""
+        if self.config.plugin_folder_mib is None:
+            raise RuntimeError(
+                f"node {self.name}: fill_plugin_folder needs NodeConfig(plugin_folder_mib=...)"
+            )
+        fd = os.open(self.plugin_folder / PLUGIN_FOLDER_FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            chunk = 1 << 20
+            while chunk >= 512:  # smaller and smaller writes take the last pages too
+                try:
+                    os.write(fd, bytes(chunk))
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    chunk //= 2
+        finally:
+            os.close(fd)
+
+    def free_plugin_folder(self) -> None:
+        """Removes the filler file: the plugin folder has room again."""
+        (self.plugin_folder / PLUGIN_FOLDER_FILLER).unlink(missing_ok=True)
+
+    def _mount_plugin_folder(self, mib: int) -> None:
+        """Mounts the tmpfs before anything is written there (unmounted by :meth:`stop`, with every
+        other mount under the node's folder)."""
+        self.plugin_folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0750", "tmpfs", str(self.plugin_folder)],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from pkg.backends.nvidia.identity import IDENTITY
 from pkg.backends.simulated.driver_memory import SimulatedDriverMemory
 from pkg.backends.simulated.fabric import FABRIC_FILE
 from pkg.backends.simulated.fake_nvml import SimulatedNvml
+from pkg.backends.simulated.host_changes import DRIVER_VERSION_FILE, LOST_CARDS_FILE
 from pkg.backends.simulated.pci_kernel import SimulatedPciKernel
 from pkg.backends.simulated.sharing import SimulatedTimeSlicer, simulated_mps_control
 from pkg.hardware.pci_binding import SysfsKernel
@@ -122,6 +123,8 @@ class SimulatedNvidiaPlugin:
             state=driver,
             processes_proc=options.processes_proc,
             fabric_file=options.state_dir / FABRIC_FILE if options.state_dir else None,
+            lost_file=options.state_dir / LOST_CARDS_FILE if options.state_dir else None,
+            driver_version_file=options.state_dir / DRIVER_VERSION_FILE if options.state_dir else None,
         )
         return SimulatedBackend(
             nvml=nvml,

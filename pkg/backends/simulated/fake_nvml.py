@@ -26,7 +26,9 @@ fabric (Hopper and newer) is ``COMPLETED`` with an all-zero cluster UUID on such
 node, no multi-node fabric — and not supported elsewhere, unless the host was put in a multi-node
 fabric (:mod:`~pkg.backends.simulated.fabric`: the ``fabric_file``, read on every call). Minor
 numbers come from the driver's ``proc/driver/nvidia/gpus/<address>/information`` in the host tree,
-as the real library learns them from the driver, else from probe (PCI address) order.
+as the real library learns them from the driver, else from probe (PCI address) order. A card off
+the bus answers ``GPU_IS_LOST`` to every query, and the driver version is the loaded driver's
+(:mod:`~pkg.backends.simulated.host_changes`, both read on every call).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from pkg.backends.simulated.driver_memory import (
 from pkg.backends.simulated.events import SimulatedEventSet
 from pkg.backends.simulated.fabric import FabricFileError, health_mask, read_fabric
 from pkg.backends.simulated.gpu_processes import GpuProcess, GpuProcessScan
+from pkg.backends.simulated.host_changes import loaded_driver_version, lost_cards
 
 _UUID_NAMESPACE: Final = uuid.UUID("6f1d2c3e-9b7a-4f0e-8c55-2d4b8e6a1f30")
 _CLOCKS_EVENT_GPU_IDLE: Final = 0x1
@@ -99,10 +102,16 @@ class SimulatedNvml:
         processes_proc: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         fabric_file: Path | None = None,
+        lost_file: Path | None = None,
+        driver_version_file: Path | None = None,
     ) -> None:
         """``processes_proc``: the ``/proc`` whose processes may use the simulated cards
         (:mod:`~pkg.backends.simulated.gpu_processes`); ``None``: only the test hook's processes.
-        ``fabric_file``: the host's multi-node NVLink fabric (:mod:`~pkg.backends.simulated.fabric`)."""
+        ``fabric_file``: the host's multi-node NVLink fabric (:mod:`~pkg.backends.simulated.fabric`).
+        ``lost_file``, ``driver_version_file``: the cards off the bus and the loaded driver's version
+        (:mod:`~pkg.backends.simulated.host_changes`)."""
+        self._lost_file = lost_file
+        self._driver_version_file = driver_version_file
         self._fabric_file = fabric_file
         self._node = node_name
         self._sysfs = sysfs_root
@@ -115,7 +124,9 @@ class SimulatedNvml:
         self._energy: dict[str, tuple[float, float]] = {}  # address: (clock, millijoules)
 
     def driver_version(self) -> str:
-        return self._driver
+        if self._driver_version_file is None:
+            return self._driver
+        return loaded_driver_version(self._driver_version_file, self._driver)
 
     def cuda_driver_version(self) -> int:
         return self._cuda
@@ -414,6 +425,8 @@ class SimulatedNvml:
     # -- internals -------------------------------------------------------------------------------
 
     def _model(self, call: str, address: str) -> SimulatedModel:
+        if self._lost_file is not None and address in lost_cards(self._lost_file):
+            raise _error(call, address, NvmlReturn.GPU_IS_LOST)  # off the bus: every query of it
         device = self._sysfs / "bus" / "pci" / "devices" / address
         try:
             vendor = (device / "vendor").read_text().strip().removeprefix("0x")
