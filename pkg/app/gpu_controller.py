@@ -1,10 +1,12 @@
 """``gpu-controller``: PhysicalGPU conditions (DriverReady from the GPU validator),
 orphan cleanup and inventory metrics; the node gate labels; the node components' DaemonSets;
-GPUClass → DeviceClass; and ComputeDomains (their channels, claim templates and IMEX daemons).
+GPUClass → DeviceClass; and ComputeDomains (their channels and claim templates) with the IMEX
+daemon ensembles of their NVLink cliques. ``--controllers`` picks which of them run.
 
 Namespaced objects it reads and writes (the configuration ConfigMap, the DaemonSets, the
-validator's Pods, the IMEX daemons and the channel ledger) live in one namespace, ``--components-namespace`` (default ``$POD_NAMESPACE``,
-the controller's own), so its RBAC there is a Role, not a cluster-wide grant.
+validator's Pods, the IMEX daemons and the channel ledger) live in one namespace,
+``--components-namespace`` (default ``$POD_NAMESPACE``, the controller's own), so its RBAC there
+is a Role, not a cluster-wide grant.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from pkg.gpucontroller.computedomain.setup import ComputeDomainContainer
 from pkg.gpucontroller.computedomain.setup import setup_controller as setup_compute_domains
 from pkg.gpucontroller.gpuclass.setup import GPUClassContainer
 from pkg.gpucontroller.gpuclass.setup import setup_controller as setup_gpu_classes
+from pkg.gpucontroller.imexensemble.setup import EnsembleContainer
+from pkg.gpucontroller.imexensemble.setup import setup_controller as setup_ensembles
 from pkg.gpucontroller.nodelabels.setup import NodeLabelsContainer
 from pkg.gpucontroller.nodelabels.setup import setup_controller as setup_node_labels
 from pkg.gpucontroller.orchestrator.setup import OrchestratorContainer
@@ -39,6 +43,24 @@ from pkg.gpucontroller.projections import PhysicalGPUInterner, project_node, pro
 COMPONENT = "gpu-controller"
 DEFAULT_OPERATOR_CONFIG = "gpu-control-plane"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+CONTROLLERS = ("physicalgpu", "nodelabels", "orchestrator", "gpuclass", "computedomain")
+"""The names ``--controllers`` knows; ``computedomain`` is the domains' controller and the IMEX
+ensembles' (a domain is never ready without its clique's ensemble)."""
+
+
+def controller_selection(value: str) -> frozenset[str]:
+    """kube-controller-manager's form: a name runs that controller, ``-name`` keeps it off, ``*``
+    runs every controller not kept off. An unknown name is refused, listing the known ones."""
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    known = f"known: *, {', '.join(CONTROLLERS)}"
+    if not items:
+        raise argparse.ArgumentTypeError(f"no controller named; {known}")
+    for item in items:
+        if item != "*" and item.removeprefix("-") not in CONTROLLERS:
+            raise argparse.ArgumentTypeError(f"unknown controller {item!r}; {known}")
+    off = {item[1:] for item in items if item.startswith("-")}
+    on = set(CONTROLLERS) if "*" in items else {item for item in items if not item.startswith("-")}
+    return frozenset(on - off)
 
 
 def dns_label(value: str) -> str:
@@ -59,8 +81,9 @@ def register_controllers(
     workers: int,
     components_namespace: str,
     operator_config: str,
+    controllers: frozenset[str] = frozenset(CONTROLLERS),
 ) -> None:
-    """Registers gpu-controller's five controllers on ``manager``.
+    """Registers the chosen ones of gpu-controller's controllers on ``manager`` (default: all).
 
     Its caches of the cluster-sized kinds (PhysicalGPUs, Nodes) keep a projection of what its
     controllers read, with repeating values shared (``pkg.gpucontroller.projections``): at 5,000
@@ -71,20 +94,29 @@ def register_controllers(
     informers.set_transform(NODE, project_node)
     informers.set_object_transform(NODE, FieldSetSharer())
     shared = {"client": client, "informers": informers}
-    gpus = PhysicalGPUContainer(**shared, recorder=recorder)
-    gpus.config.workers.from_value(workers)
-    gpus.config.components_namespace.from_value(components_namespace)
-    setup_physical_gpus(manager, gpus)
-    setup_node_labels(manager, NodeLabelsContainer(**shared))
-    orchestrator = OrchestratorContainer(**shared, recorder=recorder)
-    orchestrator.config.components_namespace.from_value(components_namespace)
-    orchestrator.config.operator_config.from_value(operator_config)
-    setup_orchestrator(manager, orchestrator)
-    setup_gpu_classes(manager, GPUClassContainer(**shared, recorder=recorder))
-    domains = ComputeDomainContainer(**shared)
-    domains.config.components_namespace.from_value(components_namespace)
-    domains.config.operator_config.from_value(operator_config)
-    setup_compute_domains(manager, domains)
+    if "physicalgpu" in controllers:
+        gpus = PhysicalGPUContainer(**shared, recorder=recorder)
+        gpus.config.workers.from_value(workers)
+        gpus.config.components_namespace.from_value(components_namespace)
+        setup_physical_gpus(manager, gpus)
+    if "nodelabels" in controllers:
+        setup_node_labels(manager, NodeLabelsContainer(**shared))
+    if "orchestrator" in controllers:
+        orchestrator = OrchestratorContainer(**shared, recorder=recorder)
+        orchestrator.config.components_namespace.from_value(components_namespace)
+        orchestrator.config.operator_config.from_value(operator_config)
+        setup_orchestrator(manager, orchestrator)
+    if "gpuclass" in controllers:
+        setup_gpu_classes(manager, GPUClassContainer(**shared, recorder=recorder))
+    if "computedomain" in controllers:
+        domains = ComputeDomainContainer(**shared)
+        domains.config.components_namespace.from_value(components_namespace)
+        domains.config.operator_config.from_value(operator_config)
+        setup_compute_domains(manager, domains)
+        ensembles = EnsembleContainer(**shared)
+        ensembles.config.components_namespace.from_value(components_namespace)
+        ensembles.config.operator_config.from_value(operator_config)
+        setup_ensembles(manager, ensembles)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,6 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="name of the ConfigMap whose config.yaml (a GPUOperatorConfig) says which node "
         "components run; their DaemonSets are named <this>-<component>",
     )
+    parser.add_argument(
+        "--controllers",
+        type=controller_selection,
+        default=frozenset(CONTROLLERS),
+        help="which controllers run, kube-controller-manager style: a comma list of names, '*' for "
+        f"all, '-name' to drop one (default '*'; known: {', '.join(CONTROLLERS)})",
+    )
     args = parser.parse_args(argv)
     options = manager_options(args)
 
@@ -116,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=options.workers,
             components_namespace=args.components_namespace,
             operator_config=args.operator_config,
+            controllers=args.controllers,
         )
         return runtime.recorder().stop
 
@@ -127,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "leader_elect": options.leader_elect,
             "components_namespace": args.components_namespace,
             "operator_config": args.operator_config,
+            "controllers": sorted(args.controllers),
         },
     )
 

@@ -138,3 +138,25 @@ def channel_pool(node: str, clique: str, *, channels: int = 4, gpus: int = 1) ->
             },
         }
     )
+
+
+@dataclass
+class RecordingEnsembleApi:
+    """An EnsembleApi that keeps what was written."""
+
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def apply_config_map(self, config_map: V1ConfigMap) -> None:
+        self.calls.append(("apply_config_map", config_map))
+
+    def delete_config_map(self, config_map: V1ConfigMap) -> None:
+        self.calls.append(("delete_config_map", config_map))
+
+    def create_pod(self, pod: V1Pod) -> None:
+        self.calls.append(("create_pod", pod))
+
+    def delete_pod(self, pod: V1Pod) -> None:
+        self.calls.append(("delete_pod", pod))
+
+    def made(self, call: str) -> list[Any]:
+        return [obj for name, obj in self.calls if name == call]

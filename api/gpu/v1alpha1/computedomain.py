@@ -99,13 +99,19 @@ class ComputeDomainSpec(ApiModel):
 
 class DomainNode(ApiModel):
     name: str = Field(max_length=253, description="The node.")
-    index: Int32 = Field(
-        ge=0, le=MAX_NODES, description="The node's stable identity in the IMEX configuration."
+    index: Int32 | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_NODES,
+        description="The node's stable index in its NVLink clique's IMEX ensemble; unset while the node "
+        "is not in it.",
     )
     address: str | None = Field(
         default=None, max_length=64, description="The node's IMEX daemon's address, once it runs."
     )
-    ready: bool = Field(default=False, description="Whether the node's IMEX daemon for the domain is ready.")
+    ready: bool = Field(
+        default=False, description="Whether the node's IMEX daemon (its clique's ensemble's) is ready."
+    )
 
 
 class ComputeDomainStatus(ApiModel):

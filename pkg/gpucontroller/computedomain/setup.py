@@ -1,11 +1,12 @@
 """Composition root of the compute-domain controller.
 
 It reconciles ComputeDomains; what else wakes one (each a watch of its own in ``internal/watch/``):
-its claims (allocated or released), its template, its daemons' Pods and ConfigMap, ResourceSlices
-(while it waits for a clique) and the operator configuration (the daemons' settings).
+its claims (allocated or released), its template, its clique's IMEX ensemble (Pods and ConfigMap,
+read from the same caches as the ensemble controller's), ResourceSlices (while it waits for a
+clique) and the operator configuration (the daemons' settings).
 
-The daemons and the channel ledger live in the node components' namespace; the ledger is the
-ConfigMap ``<operator config>-compute-domain-channels``.
+The channel ledger lives in the node components' namespace: the ConfigMap
+``<operator config>-compute-domain-channels``.
 """
 
 from __future__ import annotations
@@ -42,17 +43,16 @@ from pkg.framework.reconcile import Handler, KubeResourceWriter, ResourceReconci
 from pkg.gpucontroller.computedomain.internal.clique import offered_cliques
 from pkg.gpucontroller.computedomain.internal.handler.channel import ChannelHandler
 from pkg.gpucontroller.computedomain.internal.handler.clique import CliqueHandler
-from pkg.gpucontroller.computedomain.internal.handler.daemons import DaemonsHandler
 from pkg.gpucontroller.computedomain.internal.handler.deletion import DeletionHandler
 from pkg.gpucontroller.computedomain.internal.handler.device_class import DeviceClassHandler
+from pkg.gpucontroller.computedomain.internal.handler.ensemble import EnsembleHandler
 from pkg.gpucontroller.computedomain.internal.handler.finalizer import FinalizerHandler
 from pkg.gpucontroller.computedomain.internal.handler.members import MembersHandler
 from pkg.gpucontroller.computedomain.internal.handler.ready import ReadyHandler
 from pkg.gpucontroller.computedomain.internal.handler.template import TemplateHandler
-from pkg.gpucontroller.computedomain.internal.indexes import CLAIM_BY_DOMAIN, DAEMON_BY_DOMAIN, INDEXES
+from pkg.gpucontroller.computedomain.internal.indexes import CLAIM_BY_DOMAIN, INDEXES
 from pkg.gpucontroller.computedomain.internal.service import KubeComputeDomainApi
-from pkg.gpucontroller.computedomain.internal.settings import read_settings
-from pkg.gpucontroller.computedomain.internal.state import ComputeDomainResource, ComputeDomainState
+from pkg.gpucontroller.computedomain.internal.state import ComputeDomainResource, ComputeDomainState, Ensemble
 from pkg.gpucontroller.computedomain.internal.status import NotReadyYetError
 from pkg.gpucontroller.computedomain.internal.watch import (
     claim_watch,
@@ -63,7 +63,17 @@ from pkg.gpucontroller.computedomain.internal.watch import (
     slice_watch,
     template_watch,
 )
-from pkg.gpucontroller.computedomain.render import DAEMON_SELECTOR
+from pkg.gpucontroller.imexensemble import indexes as ensemble_indexes
+from pkg.gpucontroller.imexensemble.indexes import DAEMON_BY_CLIQUE
+from pkg.gpucontroller.imexensemble.render import (
+    DAEMON_SELECTOR,
+    clique_hash,
+    current_hash,
+    current_pods,
+    ensemble_name,
+    read_members,
+)
+from pkg.gpucontroller.imexensemble.settings import read_settings
 
 CONTROLLER_NAME = "computedomain"
 LEDGER_SUFFIX = "compute-domain-channels"
@@ -127,6 +137,20 @@ def new_reconciler(
 ) -> ComputeDomainReconciler:
     where = f"{namespace}/{operator_config_name}"
 
+    def ensemble(domain: ComputeDomain) -> Ensemble:
+        """The ensemble of the clique the domain is pinned to (recorded, or else its spec's)."""
+        recorded = domain.status.nvlink_domain if domain.status is not None else None
+        clique = recorded or domain.spec.nvlink_domain
+        if clique is None:
+            return Ensemble()
+        config_map = config_maps.store.get_by_key(f"{namespace}/{ensemble_name(clique)}")
+        daemons = tuple(pods.store.by_index(DAEMON_BY_CLIQUE, clique_hash(clique)))
+        return Ensemble(
+            clique=clique,
+            members=read_members(config_map),
+            pods=current_pods(daemons, current_hash(config_map)),
+        )
+
     def state(resource: ComputeDomainResource) -> ComputeDomainState:
         domain = resource.original
         meta = domain.metadata
@@ -141,8 +165,7 @@ def new_reconciler(
             template=templates.store.get_by_key(f"{meta.namespace}/{template}"),
             claims=tuple(claims.store.by_index(CLAIM_BY_DOMAIN, f"{meta.namespace}/{meta.name}")),
             cliques=offered_cliques(slices.store.list()),
-            pods=tuple(pods.store.by_index(DAEMON_BY_DOMAIN, uid)),
-            config_map=next(iter(config_maps.store.by_index(DAEMON_BY_DOMAIN, uid)), None),
+            ensemble=ensemble(domain),
             live_domains=frozenset(str(d.metadata.uid) for d in domains.store.list()),
             channels_in_use=frozenset(
                 d.status.channel for d in others if d.status is not None and d.status.channel is not None
@@ -194,7 +217,7 @@ class ComputeDomainContainer(containers.DeclarativeContainer):
         providers.Singleton(CliqueHandler),
         providers.Singleton(TemplateHandler, api=api),
         providers.Singleton(MembersHandler),
-        providers.Singleton(DaemonsHandler, api=api),
+        providers.Singleton(EnsembleHandler),
         providers.Singleton(ReadyHandler),
     )
     reconciler = providers.Singleton(
@@ -215,7 +238,7 @@ class ComputeDomainContainer(containers.DeclarativeContainer):
 
 
 def setup_controller(manager: Manager, container: ComputeDomainContainer) -> Controller:
-    manager.indexes.declare(*INDEXES)
+    manager.indexes.declare(*INDEXES, *ensemble_indexes.INDEXES)
     domains: SharedInformer[ComputeDomain] = container.domain_informer()
     return (
         ControllerBuilder(manager, name=CONTROLLER_NAME)
@@ -223,8 +246,8 @@ def setup_controller(manager: Manager, container: ComputeDomainContainer) -> Con
         .watches_with(container.claim_informer(), claim_watch())
         .watches_with(container.template_informer(), template_watch(domains.store))
         .watches_with(container.slice_informer(), slice_watch(domains.store))
-        .watches_with(container.pod_informer(), daemon_pod_watch())
-        .watches_with(container.config_map_informer(), daemon_config_map_watch())
+        .watches_with(container.pod_informer(), daemon_pod_watch(domains.store))
+        .watches_with(container.config_map_informer(), daemon_config_map_watch(domains.store))
         .watches_with(container.operator_config_informer(), operator_config_watch(domains.store))
         .backoff(base=1.0, max_delay=60.0)
         .expected_errors(ApiError, NotReadyYetError)

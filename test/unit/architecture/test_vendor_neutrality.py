@@ -79,7 +79,7 @@ KNOWN: dict[str, tuple[str, set[str]]] = {
     "pkg/dracontroller/accounting/devices.py": (_KINDS, {"mig"}),
     "pkg/gpucontroller/gpuclass/internal/gpu_uuid.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/gpuclass/render.py": (_API, {"mig", "nvidia"}),
-    "pkg/gpucontroller/computedomain/render.py": (_IMEX, {"nvidia"}),
+    "pkg/gpucontroller/imexensemble/render.py": (_IMEX, {"nvidia"}),
     "pkg/gpucontroller/names.py": (_DEPLOY, {"amd", "dcgm", "nvidia"}),
     "pkg/gpucontroller/projections.py": (_API, {"nvidia"}),
     "pkg/gpucontroller/nodelabels/reconciler.py": (_DEPLOY, {"nvidia"}),

@@ -4,26 +4,26 @@
   by ``<namespace>/<domain>``: a domain's members without scanning every claim.
 * :data:`DOMAIN_BY_TEMPLATE_INDEX` (ComputeDomains): domains by the template they name
   (``<namespace>/<template>``): a foreign template that goes away wakes the domain waiting for it.
-* :data:`DAEMON_BY_DOMAIN_INDEX` (Pods, ConfigMaps): the daemons' objects by the domain UID label.
+
+The domains by clique (what an ensemble's change wakes) is the ensemble controller's
+:data:`pkg.gpucontroller.imexensemble.indexes.DOMAIN_BY_CLIQUE`, declared by both setups.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import ResourceV1ResourceClaim, V1ConfigMap, V1Pod
+from kubernetes.client import ResourceV1ResourceClaim
 
 from api.gpu.v1alpha1 import ComputeDomain
 from pkg.domain.kinds import COMPUTE_DOMAIN
 from pkg.framework.cache.indexer import Index
-from pkg.framework.client.builtin_kinds import CONFIG_MAP, POD, RESOURCE_CLAIM
+from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.gpucontroller.computedomain.internal.membership import spec_channel_config
 from pkg.gpucontroller.computedomain.internal.meta import meta
-from pkg.gpucontroller.computedomain.render import LABEL_DOMAIN_UID
 
 CLAIM_BY_DOMAIN = "claim-by-compute-domain"
 DOMAIN_BY_TEMPLATE = "compute-domain-by-template"
-DAEMON_BY_DOMAIN = "imex-daemon-by-compute-domain"
 
 
 def claim_domains(claim: ResourceV1ResourceClaim) -> list[str]:
@@ -35,25 +35,13 @@ def domain_templates(domain: ComputeDomain) -> list[str]:
     return [f"{domain.metadata.namespace}/{domain.spec.channel.resource_claim_template.name}"]
 
 
-def daemon_domain(obj: V1Pod | V1ConfigMap) -> list[str]:
-    uid = (obj.metadata.labels or {}).get(LABEL_DOMAIN_UID) if obj.metadata else None
-    return [uid] if uid else []
-
-
 CLAIM_BY_DOMAIN_INDEX: Index[ResourceV1ResourceClaim] = Index(
     name=CLAIM_BY_DOMAIN, kind=RESOURCE_CLAIM, func=claim_domains
 )
 DOMAIN_BY_TEMPLATE_INDEX: Index[ComputeDomain] = Index(
     name=DOMAIN_BY_TEMPLATE, kind=COMPUTE_DOMAIN, func=domain_templates
 )
-POD_BY_DOMAIN_INDEX: Index[V1Pod] = Index(name=DAEMON_BY_DOMAIN, kind=POD, func=daemon_domain)
-CONFIG_MAP_BY_DOMAIN_INDEX: Index[V1ConfigMap] = Index(
-    name=DAEMON_BY_DOMAIN, kind=CONFIG_MAP, func=daemon_domain
-)
-
 INDEXES: tuple[Index[Any], ...] = (
     CLAIM_BY_DOMAIN_INDEX,
     DOMAIN_BY_TEMPLATE_INDEX,
-    POD_BY_DOMAIN_INDEX,
-    CONFIG_MAP_BY_DOMAIN_INDEX,
 )

@@ -1,4 +1,4 @@
-"""Who is in a domain: the nodes of its allocated claims, each with a stable index (pure).
+"""Who is in a domain: the nodes of its allocated claims (pure).
 
 A claim is a member when its allocation holds a channel device (``imex-channel-<N>``) of our driver
 and its allocation config carries a ComputeDomainChannelConfig with the domain's UID: the UID, not
@@ -97,16 +97,8 @@ def member_nodes(claims: Iterable[ResourceV1ResourceClaim], uid: str) -> set[str
     return nodes
 
 
-def assign_indexes(previous: Sequence[DomainNode], nodes: set[str]) -> list[DomainNode]:
-    """The new membership: staying nodes keep their entry (index, address, readiness), new nodes
-    get the lowest free indexes in name order; sorted by index."""
-    kept = [n.model_copy() for n in previous if n.name in nodes]
-    taken = {n.index for n in kept}
-    known = {n.name for n in kept}
-    index = 0
-    for name in sorted(nodes - known):
-        while index in taken:
-            index += 1
-        kept.append(DomainNode(name=name, index=index))
-        taken.add(index)
-    return sorted(kept, key=lambda n: n.index)
+def member_entries(previous: Sequence[DomainNode], nodes: set[str]) -> list[DomainNode]:
+    """The new membership: staying nodes keep their entry (index, address, readiness) until the
+    ensemble step refreshes it, new nodes get a bare one; sorted by name."""
+    kept = {n.name: n.model_copy() for n in previous if n.name in nodes}
+    return [kept.get(name) or DomainNode(name=name) for name in sorted(nodes)]

@@ -4,15 +4,12 @@ race for a channel and is retried the same way."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Protocol
 
-from kubernetes.client import V1ConfigMap, V1DeviceClass, V1ObjectMeta, V1Pod, V1ResourceClaimTemplate
+from kubernetes.client import V1ConfigMap, V1DeviceClass, V1ObjectMeta, V1ResourceClaimTemplate
 
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import CONFIG_MAP, DEVICE_CLASS, POD, RESOURCE_CLAIM_TEMPLATE
-from pkg.framework.client.errors import AlreadyExistsError
-from pkg.gpucontroller.computedomain.internal.meta import meta
+from pkg.framework.client.builtin_kinds import CONFIG_MAP, DEVICE_CLASS, RESOURCE_CLAIM_TEMPLATE
 
 
 class ComputeDomainApi(Protocol):
@@ -28,18 +25,6 @@ class ComputeDomainApi(Protocol):
         ...
 
     def apply_template(self, template: V1ResourceClaimTemplate) -> None: ...
-
-    def apply_config_map(self, config_map: V1ConfigMap) -> None: ...
-
-    def delete_config_map(self, config_map: V1ConfigMap) -> None: ...
-
-    def create_pod(self, pod: V1Pod) -> None:
-        """Creates the Pod; one of that name already there is left for the next pass to judge."""
-        ...
-
-    def delete_pod(self, pod: V1Pod) -> None:
-        """Deletes exactly this Pod (uid precondition); gone already is fine."""
-        ...
 
 
 class KubeComputeDomainApi:
@@ -71,20 +56,3 @@ class KubeComputeDomainApi:
 
     def apply_template(self, template: V1ResourceClaimTemplate) -> None:
         self._client.apply(RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM_TEMPLATE.encode(template), force=True)
-
-    def apply_config_map(self, config_map: V1ConfigMap) -> None:
-        self._client.apply(CONFIG_MAP, CONFIG_MAP.encode(config_map), force=True)
-
-    def delete_config_map(self, config_map: V1ConfigMap) -> None:
-        found = meta(config_map)
-        with contextlib.suppress(NotFoundError):
-            self._client.delete(CONFIG_MAP, str(found.name), found.namespace, uid=found.uid)
-
-    def create_pod(self, pod: V1Pod) -> None:
-        with contextlib.suppress(AlreadyExistsError):
-            self._client.create(POD, pod)
-
-    def delete_pod(self, pod: V1Pod) -> None:
-        found = meta(pod)
-        with contextlib.suppress(NotFoundError):
-            self._client.delete(POD, str(found.name), found.namespace, uid=found.uid)

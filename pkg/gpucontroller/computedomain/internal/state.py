@@ -5,21 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubernetes.client import (
-    ResourceV1ResourceClaim,
-    V1ConfigMap,
-    V1DeviceClass,
-    V1Pod,
-    V1ResourceClaimTemplate,
-)
+from kubernetes.client import ResourceV1ResourceClaim, V1DeviceClass, V1Pod, V1ResourceClaimTemplate
 
 from api.gpu.v1alpha1 import ComputeDomain, ComputeDomainStatus
 from api.gpu.v1alpha1.computedomain import DomainNode
 from pkg.framework.reconcile import Resource
 from pkg.framework.reconcile.handler import Scratch
-from pkg.gpucontroller.computedomain.internal.settings import DaemonSettings
+from pkg.gpucontroller.imexensemble.settings import DaemonSettings
 
 ComputeDomainResource = Resource[ComputeDomain, ComputeDomainStatus]
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """A clique's IMEX ensemble as the caches hold it: the stable indexes of its members (its
+    ConfigMap's ``members.json``) and each member's current daemon Pod (of the current nodes hash)."""
+
+    clique: str | None = None
+    members: dict[str, int] = field(default_factory=dict)
+    pods: dict[str, V1Pod] = field(default_factory=dict)
 
 
 @dataclass
@@ -35,9 +39,8 @@ class ComputeDomainState(Scratch):
     """The claims of the domain's namespace that name it (by UID) in their channel config."""
     cliques: dict[str, set[str]]
     """Each NVLink clique offering channel devices, with its nodes."""
-    pods: tuple[V1Pod, ...]
-    """The domain's daemon Pods (by the UID label)."""
-    config_map: V1ConfigMap | None
+    ensemble: Ensemble
+    """The IMEX ensemble of the clique the domain was pinned to when the pass began."""
     live_domains: frozenset[str]
     """UIDs of the domains that exist: ledger entries of others are free."""
     channels_in_use: frozenset[int]

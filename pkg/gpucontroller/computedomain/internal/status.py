@@ -16,6 +16,7 @@ REASON_NO_FREE_CHANNEL: Final = "NoFreeChannel"
 REASON_TEMPLATE_TAKEN: Final = "ResourceClaimTemplateTaken"
 REASON_NO_DAEMON_SETTINGS: Final = "DaemonsNotConfigured"
 REASON_NO_MEMBERS: Final = "WaitingForMembers"
+REASON_NOT_IN_ENSEMBLE: Final = "NodesNotInImexEnsemble"
 REASON_DAEMONS_NOT_READY: Final = "DaemonsNotReady"
 REASON_DELETING: Final = "WaitingForClaims"
 

@@ -11,8 +11,8 @@ from testutil.compute_domains import UID, RecordingApi
 from api.gpu.v1alpha1 import ComputeDomain, ComputeDomainSettings, ComputeDomainStatus
 from pkg.framework.reconcile import Resource
 from pkg.framework.reconcile.contract import Request
-from pkg.gpucontroller.computedomain.internal.settings import DaemonSettings
-from pkg.gpucontroller.computedomain.internal.state import ComputeDomainState
+from pkg.gpucontroller.computedomain.internal.state import ComputeDomainState, Ensemble
+from pkg.gpucontroller.imexensemble.settings import DaemonSettings
 
 SETTINGS = ComputeDomainSettings(
     image="imex:1", command=["python", "-m", "pkg.backends.simulated.imex_daemon"], privileged=False
@@ -62,8 +62,7 @@ def state() -> Callable[..., ComputeDomainState]:
             "template": None,
             "claims": (),
             "cliques": {},
-            "pods": (),
-            "config_map": None,
+            "ensemble": Ensemble(),
             "live_domains": frozenset({str(domain.metadata.uid)}),
             "channels_in_use": frozenset(),
         }

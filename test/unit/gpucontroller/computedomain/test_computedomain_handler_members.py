@@ -15,21 +15,22 @@ StateOf = Callable[..., ComputeDomainState]
 DomainOf = Callable[..., ComputeDomain]
 
 
-def test_a_claim_allocated_on_a_node_makes_it_member_zero(domain: DomainOf, state: StateOf) -> None:
+def test_a_claim_allocated_on_a_node_makes_it_a_member(domain: DomainOf, state: StateOf) -> None:
     joined = state(domain(), claims=(channel_claim("a", "node-x"),))
     MembersHandler().handle(joined)
-    assert [(n.name, n.index) for n in joined.nodes] == [("node-x", 0)]
+    assert [(n.name, n.index) for n in joined.nodes] == [("node-x", None)]  # the ensemble step indexes it
     assert joined.status.nodes == joined.nodes
     assert joined.status.last_membership_change is not None
 
 
-def test_a_second_node_gets_index_one_and_a_leaving_node_frees_its_index(
+def test_a_joining_node_gets_a_bare_entry_and_a_staying_node_keeps_its_own(
     domain: DomainOf, state: StateOf
 ) -> None:
     before = ComputeDomainStatus(nodes=[DomainNode(name="node-x", index=0, ready=True)])
     grown = state(domain(status=before), claims=(channel_claim("a", "node-x"), channel_claim("b", "node-y")))
     MembersHandler().handle(grown)
-    assert [(n.name, n.index, n.ready) for n in grown.nodes] == [("node-x", 0, True), ("node-y", 1, False)]
+    assert [(n.name, n.index, n.ready) for n in grown.nodes] == [("node-x", 0, True), ("node-y", None, False)]
+    grown.nodes[1].index = 1
     after = ComputeDomainStatus(nodes=grown.nodes)
     shrunk = state(domain(status=after), claims=(channel_claim("b", "node-y"),))
     MembersHandler().handle(shrunk)

@@ -32,3 +32,14 @@ def test_one_daemon_not_ready_makes_the_domain_not_ready(domain: DomainOf, state
 
 def test_no_members_is_not_ready(domain: DomainOf, state: StateOf) -> None:
     assert verdict(state(domain())) == ("NotReady", "WaitingForMembers")
+
+
+def test_a_member_outside_the_ensemble_is_named_in_the_reason(domain: DomainOf, state: StateOf) -> None:
+    made = state(domain())
+    made.clique = "cluster.1"
+    made.nodes = [DomainNode(name="in", index=0, ready=True), DomainNode(name="gone")]
+    ReadyHandler().handle(made)
+    [condition] = made.status.conditions or []
+    assert (made.status.state, condition.reason) == ("NotReady", "NodesNotInImexEnsemble")
+    assert "gone" in str(condition.message)
+    assert "cluster.1" in str(condition.message)

@@ -7,7 +7,7 @@ from testutil.compute_domains import UID, channel_claim
 from api.gpu.v1alpha1.computedomain import DomainNode
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.gpucontroller.computedomain.internal.membership import (
-    assign_indexes,
+    member_entries,
     member_node,
     member_nodes,
     spec_channel_config,
@@ -39,11 +39,13 @@ def test_the_node_comes_from_the_node_selector_when_the_pool_is_not_a_node_pool(
     assert member_node(RESOURCE_CLAIM.decode(raw)) == "node-z"
 
 
-def test_indexes_are_stable_and_new_nodes_take_the_lowest_free() -> None:
-    first = assign_indexes([], {"node-b", "node-a"})
-    assert [(n.name, n.index) for n in first] == [("node-a", 0), ("node-b", 1)]
-    previous = [DomainNode(name="node-b", index=1, address="10.0.0.2", ready=True)]
-    after = assign_indexes(previous, {"node-b", "node-c"})
-    assert [(n.name, n.index) for n in after] == [("node-c", 0), ("node-b", 1)]
+def test_staying_nodes_keep_their_entry_and_new_ones_get_a_bare_one() -> None:
+    previous = [
+        DomainNode(name="node-b", index=1, address="10.0.0.2", ready=True),
+        DomainNode(name="node-gone", index=0, ready=True),
+    ]
+    after = member_entries(previous, {"node-b", "node-a"})
+    assert [(n.name, n.index) for n in after] == [("node-a", None), ("node-b", 1)]
     assert after[1].address == "10.0.0.2"
     assert after[1].ready
+    assert after[1] is not previous[0]  # a copy: the pass may change it, the baseline stays

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes.client import V1ConfigMap, V1ObjectMeta, V1Pod
+from kubernetes.client import V1ConfigMap, V1ObjectMeta
 from pytest_mock import MockerFixture
 
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import CONFIG_MAP, POD
-from pkg.framework.client.errors import AlreadyExistsError, ConflictError
+from pkg.framework.client.builtin_kinds import CONFIG_MAP
+from pkg.framework.client.errors import ConflictError
 from pkg.gpucontroller.computedomain.internal.service import KubeComputeDomainApi
 
 
@@ -40,13 +40,3 @@ def test_a_lost_race_on_the_ledger_reaches_the_controller(mocker: MockerFixture)
     client.update.side_effect = ConflictError(status=409, reason="Conflict", message="changed")
     with pytest.raises(ConflictError):
         service.write_ledger(V1ConfigMap(metadata=V1ObjectMeta(name="l", resource_version="1")), {})
-
-
-def test_pods_are_created_once_and_deleted_exactly(mocker: MockerFixture) -> None:
-    service, client = api(mocker)
-    pod = V1Pod(metadata=V1ObjectMeta(name="p", namespace="gpu-system", uid="u-1"))
-    client.create.side_effect = AlreadyExistsError(status=409, reason="AlreadyExists", message="")
-    service.create_pod(pod)
-    client.delete.side_effect = NotFoundError(status=404, reason="NotFound", message="")
-    service.delete_pod(pod)
-    client.delete.assert_called_once_with(POD, "p", "gpu-system", uid="u-1")

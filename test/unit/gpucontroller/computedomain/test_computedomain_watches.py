@@ -1,4 +1,4 @@
-"""What wakes a domain: its claims (by the config's domain name), its daemons (by annotation), its
+"""What wakes a domain: its claims (by the config's domain name), its clique's ensemble, its
 template (owner or name), and slices only while it waits for a clique; its own status writes do not."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kubernetes.client import (
     V1PodStatus,
     V1ResourceClaimTemplate,
 )
-from testutil.compute_domains import CLIQUE_A, channel_claim
+from testutil.compute_domains import CLIQUE_A, CLIQUE_B, channel_claim
 
 from api.gpu.v1alpha1 import ComputeDomain, ComputeDomainStatus
 from pkg.framework.cache.store import Store
@@ -21,11 +21,11 @@ from pkg.framework.reconcile import Request
 from pkg.gpucontroller.computedomain.internal.indexes import DOMAIN_BY_TEMPLATE, domain_templates
 from pkg.gpucontroller.computedomain.internal.watch.claim import allocation_changed, domain_of
 from pkg.gpucontroller.computedomain.internal.watch.compute_domain import spec_or_deletion_changed
-from pkg.gpucontroller.computedomain.internal.watch.daemon import domain_of as daemon_domain
-from pkg.gpucontroller.computedomain.internal.watch.daemon import pod_changed
+from pkg.gpucontroller.computedomain.internal.watch.daemon import daemon_pod_watch, pod_changed
 from pkg.gpucontroller.computedomain.internal.watch.slice import waiting_for_clique
 from pkg.gpucontroller.computedomain.internal.watch.template import template_watch
-from pkg.gpucontroller.computedomain.render import ANNOTATION_DOMAIN
+from pkg.gpucontroller.imexensemble.indexes import DOMAIN_BY_CLIQUE, domain_cliques
+from pkg.gpucontroller.imexensemble.render import ANNOTATION_CLIQUE
 
 DomainOf = Callable[..., ComputeDomain]
 
@@ -45,14 +45,23 @@ def test_a_status_write_does_not_wake_the_domain(domain: DomainOf) -> None:
     assert spec_or_deletion_changed(before, changed)
 
 
-def test_a_daemon_pod_wakes_its_domain_on_readiness_or_address() -> None:
-    meta = V1ObjectMeta(name="p", annotations={ANNOTATION_DOMAIN: "team/job"})
+def test_an_ensemble_pod_wakes_the_domains_of_its_clique_on_readiness_or_address(domain: DomainOf) -> None:
+    store: Store[ComputeDomain] = Store()
+    store.add_indexers({DOMAIN_BY_CLIQUE: domain_cliques})
+    store.add(domain(status=ComputeDomainStatus(nvlinkDomain=CLIQUE_A)))
+    store.add(domain(name="pinned", uid="u2", nvlinkDomain=CLIQUE_A))
+    store.add(domain(name="elsewhere", uid="u3", nvlinkDomain=CLIQUE_B))
+    meta = V1ObjectMeta(name="p", annotations={ANNOTATION_CLIQUE: CLIQUE_A})
     pending = V1Pod(metadata=meta, status=V1PodStatus())
     ready = V1Pod(
         metadata=meta,
         status=V1PodStatus(pod_ip="10.0.0.1", conditions=[V1PodCondition(type="Ready", status="True")]),
     )
-    assert daemon_domain(ready) == [Request(name="job", namespace="team")]
+    assert daemon_pod_watch(store).requests_for(ready) == [
+        Request(name="job", namespace="team"),
+        Request(name="pinned", namespace="team"),
+    ]
+    assert daemon_pod_watch(store).requests_for(V1Pod(metadata=V1ObjectMeta(name="foreign"))) == []
     assert pod_changed(pending, ready)
     assert not pod_changed(ready, ready)
 

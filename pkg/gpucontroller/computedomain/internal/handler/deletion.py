@@ -1,10 +1,11 @@
 """Step 1, deletion: a deleted domain keeps its finalizer until none of its claims is allocated.
 
-A claim still allocated means a Pod may still run with the channel on some node; removing the
-daemons (and giving the channel to the next domain) under it would cut its memory sharing or let a
-new job import it. Once the claims are gone or deallocated, the daemons and their ConfigMap are
-deleted, the channel's ledger entry is released and the finalizer dropped; the template goes by
-garbage collection (the domain owns it).
+A claim still allocated means a Pod may still run with the channel on some node; giving the
+channel to the next domain under it would let a new job import its memory, and while the domain
+exists its clique keeps its IMEX ensemble. Once the claims are gone or deallocated, the channel's
+ledger entry is released and the finalizer dropped; the template goes by garbage collection (the
+domain owns it), and the ensemble controller removes the clique's daemons if no other domain is
+pinned to it.
 """
 
 from __future__ import annotations
@@ -46,10 +47,6 @@ class DeletionHandler:
                 message=f"deleting: waiting for claims to be deallocated: {', '.join(holding)}",
             )
             raise StopHandlerChain(reason="claims still allocated")
-        for pod in state.pods:
-            self._api.delete_pod(pod)
-        if state.config_map is not None:
-            self._api.delete_config_map(state.config_map)
         ledger = self._api.read_ledger()
         if ledger is not None:
             entries = parse_ledger(ledger.data)

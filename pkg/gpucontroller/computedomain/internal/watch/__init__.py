@@ -1,5 +1,5 @@
-"""What wakes a ComputeDomain: its own events, its claims, its template, its daemons' Pods and
-ConfigMap, channel offers, and the operator configuration; one watch per file."""
+"""What wakes a ComputeDomain: its own events, its claims, its template, its clique's IMEX
+ensemble (Pods and ConfigMap), channel offers, and the operator configuration; one watch per file."""
 
 from pkg.gpucontroller.computedomain.internal.watch.claim import claim_watch
 from pkg.gpucontroller.computedomain.internal.watch.compute_domain import compute_domain_events

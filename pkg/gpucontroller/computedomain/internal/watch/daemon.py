@@ -1,33 +1,38 @@
-"""Daemon Pod and ConfigMap events -> the domain they serve (their annotation).
+"""Ensemble Pod and ConfigMap events -> the domains pinned to their clique (the annotation, then the
+domains-by-clique index).
 
-A Pod matters when its address, readiness or deletion mark changes (the domain's status repeats
-them, and a Pod gone may need replacing); a ConfigMap when its data changes (a hand edit is put
-back) or it goes.
+A Pod matters when its address, readiness or deletion mark changes (the domains' ``status.nodes``
+repeat them); the ConfigMap when its data changes (members joined or left: indexes) or it goes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client import V1ConfigMap, V1Pod
 
+from api.gpu.v1alpha1 import ComputeDomain
+from pkg.framework.cache.store import Store
 from pkg.framework.controller.object_ref import ObjectRefWatch
 from pkg.framework.reconcile import Request
-from pkg.gpucontroller.computedomain.internal.meta import meta
-from pkg.gpucontroller.computedomain.render import ANNOTATION_DOMAIN
+from pkg.gpucontroller.imexensemble.indexes import DOMAIN_BY_CLIQUE
+from pkg.gpucontroller.imexensemble.render import clique_of, pod_address, pod_ready
 
 
-def domain_of(obj: V1Pod | V1ConfigMap) -> list[Request]:
-    key = (obj.metadata.annotations or {}).get(ANNOTATION_DOMAIN, "") if obj.metadata else ""
-    namespace, _, name = key.partition("/")
-    return [Request(name=name, namespace=namespace)] if namespace and name else []
+def _domains_of(domains: Store[ComputeDomain]) -> Callable[[V1Pod | V1ConfigMap], list[Request]]:
+    def mapped(obj: V1Pod | V1ConfigMap) -> list[Request]:
+        clique = clique_of(obj)
+        pinned = domains.by_index(DOMAIN_BY_CLIQUE, clique) if clique else []
+        return sorted(Request(name=str(d.metadata.name), namespace=str(d.metadata.namespace)) for d in pinned)
+
+    return mapped
 
 
 def pod_changed(old: V1Pod, new: V1Pod) -> bool:
     def shape(pod: V1Pod) -> tuple[Any, ...]:
-        status = pod.status
-        ready = [c.status for c in (status.conditions if status else None) or [] if c.type == "Ready"]
-        return (status.pod_ip if status else None), ready, meta(pod).deletion_timestamp
+        deleting = pod.metadata.deletion_timestamp if pod.metadata else None
+        return pod_address(pod), pod_ready(pod), deleting
 
     return shape(old) != shape(new)
 
@@ -36,9 +41,9 @@ def data_changed(old: V1ConfigMap, new: V1ConfigMap) -> bool:
     return old.data != new.data
 
 
-def daemon_pod_watch() -> ObjectRefWatch:
-    return ObjectRefWatch(update_filter=pod_changed, enqueuer=domain_of)
+def daemon_pod_watch(domains: Store[ComputeDomain]) -> ObjectRefWatch:
+    return ObjectRefWatch(update_filter=pod_changed, enqueuer=_domains_of(domains))
 
 
-def daemon_config_map_watch() -> ObjectRefWatch:
-    return ObjectRefWatch(update_filter=data_changed, enqueuer=domain_of)
+def daemon_config_map_watch(domains: Store[ComputeDomain]) -> ObjectRefWatch:
+    return ObjectRefWatch(update_filter=data_changed, enqueuer=_domains_of(domains))

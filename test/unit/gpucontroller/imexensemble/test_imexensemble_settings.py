@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
-from pkg.gpucontroller.computedomain.internal.settings import read_settings
+from pkg.gpucontroller.imexensemble.settings import read_settings
 
 
 def config_map(spec: object) -> V1ConfigMap:
