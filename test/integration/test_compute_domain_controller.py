@@ -3,9 +3,10 @@
 Channel devices are offered by hand-written ResourceSlices (as gpu-handler publishes them on a
 fabric node), and claims are allocated by writing their status as the scheduler would, so each
 step of a domain's life is driven exactly: channels unique across domains, the template's shape,
-members joining (index 0, then 1, the first node's daemon recreated for the new membership) and
-leaving, and deletion waiting for the claims. No kubelet runs the daemon Pods; their readiness is
-not what this test is about.
+two domains on the same two nodes sharing their clique's one IMEX ensemble (two daemon Pods, not
+four), a node withdrawing its channels leaving the ensemble (the other node's daemon recreated
+with the new nodes list), and deletion waiting for the claims, the ensemble going with the last
+domain. No kubelet runs the daemon Pods; their readiness is not what this test is about.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pkg.framework.client.builtin_kinds import (
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
 )
-from pkg.gpucontroller.computedomain.render import DAEMON_SELECTOR, LABEL_DOMAIN_UID, LABEL_NODES_HASH
+from pkg.gpucontroller.imexensemble.render import DAEMON_SELECTOR, LABEL_CLIQUE, LABEL_NODES_HASH, clique_hash
 
 pytestmark = pytest.mark.dra_api
 
@@ -125,25 +126,23 @@ def allocate(kube: KubeClient, namespace: str, name: str, domain: ComputeDomain,
     kube.update_status(RESOURCE_CLAIM, RESOURCE_CLAIM.decode(body))
 
 
-def daemons(kube: KubeClient, namespace: str, uid: str) -> list[V1Pod]:
-    pods, _ = kube.list(
-        POD, namespace=namespace, label_selector=f"{DAEMON_SELECTOR},{LABEL_DOMAIN_UID}={uid}"
-    )
+def daemons(kube: KubeClient, namespace: str) -> list[V1Pod]:
+    selector = f"{DAEMON_SELECTOR},{LABEL_CLIQUE}={clique_hash(CLIQUE_A)}"
+    pods, _ = kube.list(POD, namespace=namespace, label_selector=selector)
     return [p for p in pods if meta(p).deletion_timestamp is None]
 
 
-def daemon_nodes(kube: KubeClient, namespace: str, uid: str) -> dict[str, str]:
-    """node -> the membership hash of its live daemon Pod."""
+def daemon_nodes(kube: KubeClient, namespace: str) -> dict[str, str]:
+    """node -> the nodes hash of its live daemon Pod in clique A's ensemble."""
     return {
         str(p.spec.node_name if p.spec else ""): (meta(p).labels or {})[LABEL_NODES_HASH]
-        for p in daemons(kube, namespace, uid)
+        for p in daemons(kube, namespace)
     }
 
 
-def nodes_config(kube: KubeClient, namespace: str, uid: str) -> list[str] | None:
-    maps, _ = kube.list(
-        CONFIG_MAP, namespace=namespace, label_selector=f"{DAEMON_SELECTOR},{LABEL_DOMAIN_UID}={uid}"
-    )
+def nodes_config(kube: KubeClient, namespace: str) -> list[str] | None:
+    selector = f"{DAEMON_SELECTOR},{LABEL_CLIQUE}={clique_hash(CLIQUE_A)}"
+    maps, _ = kube.list(CONFIG_MAP, namespace=namespace, label_selector=selector)
     return maps[0].data["nodes_config.cfg"].split() if maps and maps[0].data else None
 
 
@@ -184,35 +183,45 @@ def test_a_domain_lives_through_joins_leaves_and_deletion(
     assert devices["config"][0]["opaque"]["parameters"]["domainUID"] == first.metadata.uid
     assert meta(template).owner_references[0].uid == first.metadata.uid  # type: ignore[index]
 
-    uid = str(first.metadata.uid)
-    allocate(kube, namespace, "claim-x", first, node_x)
-    eventually(lambda: members(kube, namespace, "job-a") == [(node_x, 0)], what="node x as member 0")
-    eventually(lambda: list(daemon_nodes(kube, namespace, uid)) == [node_x], what="a daemon on node x")
-    eventually(lambda: nodes_config(kube, namespace, uid) == ["imex-0"], what="a ConfigMap listing imex-0")
-    hash_alone = daemon_nodes(kube, namespace, uid)[node_x]
+    second = kube.get(COMPUTE_DOMAIN, "job-b", namespace)
+    # The clique's ensemble: both nodes offer its channels, so two daemons serve both domains.
+    both = eventually(
+        lambda: found if len(found := daemon_nodes(kube, namespace)) == 2 else None, what="two daemons"
+    )
+    eventually(lambda: nodes_config(kube, namespace) == ["imex-0", "imex-1"], what="the ensemble's files")
+    allocate(kube, namespace, "claim-ax", first, node_x)
+    allocate(kube, namespace, "claim-ay", first, node_y)
+    allocate(kube, namespace, "claim-bx", second, node_x)
+    allocate(kube, namespace, "claim-by", second, node_y)
+    for name in ("job-a", "job-b"):
+        eventually(
+            lambda name=name: members(kube, namespace, name) == [(node_x, 0), (node_y, 1)],  # type: ignore[misc]
+            what=f"{name}'s nodes with their ensemble indexes",
+        )
+    assert daemon_nodes(kube, namespace) == both  # job churn restarts no daemon
+    assert len(daemons(kube, namespace)) == 2  # two Pods for two domains on two nodes, not four
 
-    allocate(kube, namespace, "claim-y", first, node_y)
-    eventually(
-        lambda: members(kube, namespace, "job-a") == [(node_x, 0), (node_y, 1)], what="node y as member 1"
-    )
-    grown = eventually(
-        lambda: found if len(found := daemon_nodes(kube, namespace, uid)) == 2 else None, what="two daemons"
-    )
-    assert grown[node_x] != hash_alone  # recreated for the new membership
-    assert grown[node_x] == grown[node_y]
-    eventually(
-        lambda: nodes_config(kube, namespace, uid) == ["imex-0", "imex-1"], what="both in the ConfigMap"
-    )
-
-    kube.delete(RESOURCE_CLAIM, "claim-x", namespace)
-    eventually(lambda: members(kube, namespace, "job-a") == [(node_y, 1)], what="node x left")
+    # Node x withdraws its channels: it leaves the ensemble, node y's daemon restarts without it.
+    kube.delete(RESOURCE_SLICE, f"{node_x}-gpus")
     shrunk = eventually(
-        lambda: found if list(found := daemon_nodes(kube, namespace, uid)) == [node_y] else None,
-        what="only node y's daemon",
+        lambda: (
+            found
+            if list(found := daemon_nodes(kube, namespace)) == [node_y] and found[node_y] != both[node_y]
+            else None
+        ),
+        what="only node y's daemon, recreated for the new nodes list",
     )
-    assert shrunk[node_y] != grown[node_y]
-    eventually(lambda: nodes_config(kube, namespace, uid) == ["imex-1"], what="the ConfigMap without imex-0")
+    eventually(lambda: nodes_config(kube, namespace) == ["imex-1"], what="the files without imex-0")
+    eventually(
+        lambda: any(
+            c.reason == "NodesNotInImexEnsemble"
+            for c in domain_status(kube, namespace, "job-a").conditions or []
+        ),
+        what="job-a naming its node outside the ensemble",
+    )
 
+    for claim in ("claim-ax", "claim-bx"):
+        kube.delete(RESOURCE_CLAIM, claim, namespace)
     kube.delete(COMPUTE_DOMAIN, "job-a", namespace)
     eventually(
         lambda: any(
@@ -220,12 +229,19 @@ def test_a_domain_lives_through_joins_leaves_and_deletion(
         ),
         what="the deleted domain waiting for its claim",
     )
-    assert daemon_nodes(kube, namespace, uid)  # the daemon of the still-allocated claim stays
-    kube.delete(RESOURCE_CLAIM, "claim-y", namespace)
-    eventually(lambda: _get(kube, COMPUTE_DOMAIN, "job-a", namespace) is None, what="the domain gone")
-    assert daemon_nodes(kube, namespace, uid) == {}
-    assert nodes_config(kube, namespace, uid) is None
+    kube.delete(RESOURCE_CLAIM, "claim-ay", namespace)
+    eventually(lambda: _get(kube, COMPUTE_DOMAIN, "job-a", namespace) is None, what="job-a gone")
+    assert daemon_nodes(kube, namespace) == shrunk  # job-b still uses the clique
     assert domain_status(kube, namespace, "job-b").channel == channels[1]  # the other domain is untouched
+
+    kube.delete(RESOURCE_CLAIM, "claim-by", namespace)
+    kube.delete(COMPUTE_DOMAIN, "job-b", namespace)
+    eventually(lambda: daemon_nodes(kube, namespace) == {}, what="the ensemble gone with the last domain")
+    eventually(lambda: nodes_config(kube, namespace) is None, what="the ensemble's ConfigMap gone")
+
+
+def reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
+    return [str(c.reason) for c in domain_status(kube, namespace, name).conditions or []]
 
 
 def _get(kube: KubeClient, kind: Any, name: str, namespace: str) -> Any:
