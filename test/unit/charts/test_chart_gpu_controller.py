@@ -60,6 +60,7 @@ def test_container_command_args_env_and_probes(default_docs: list[dict[str, Any]
         "--leader-elect=true",
         "--leader-election-id=gpu-controller-leader",
         "--workers=2",
+        "--controllers=*",
         f"--operator-config={RELEASE}-gpu-control-plane",
     ]
     assert env_of(default_docs) == {
@@ -86,12 +87,14 @@ def test_values_reach_the_container(helm: Path) -> None:
                 "debugControllers": ["physicalgpu", "gpuclass"],
             },
             "controller.workers": 7,
+            "controller.controllers": "computedomain",
             "controller.metrics.port": 9443,
         },
     )
     main = container(docs)
     assert (main["image"], main["imagePullPolicy"]) == ("registry.example/gpu:1.2.3", "Always")
     assert flag(docs, "workers") == "7"
+    assert flag(docs, "controllers") == "computedomain"
     assert flag(docs, "metrics-bind-address") == ":9443"
     assert main["ports"][0]["containerPort"] == 9443
     env = env_of(docs)

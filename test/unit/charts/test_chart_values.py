@@ -77,6 +77,7 @@ def mutate(path: str, value: Any) -> Any:
     """A different value of the same type that the schema accepts."""
     special = {
         "image.pullPolicy": "Always",
+        "controller.controllers": "*,-nodelabels",
         "logging.level": "Warn",
         "logging.output": "stdout" if value == "stderr" else "stderr",
         "imagePullSecrets": [{"name": "registry"}],
