@@ -23,16 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The invariants' violation kinds, in the order the report names them (soak.invariants).
-VIOLATION_KINDS = (
-    "double-allocation",
-    "bad-allocation",
-    "leak",
-    "unrecovered",
-    "restart-loop",
-    "memory-growth",
-    "fault-error",
-)
+# The invariants' violation kinds (soak.invariants.Violation.kind), in the order the report names them.
+VIOLATION_KINDS = ("DoubleAllocation", "BadAllocation", "Leak", "Unrecovered", "RestartLoop", "MemoryGrowth")
 
 
 @dataclass(frozen=True)
