@@ -18,9 +18,13 @@ TOOLS_ENV = GPU_CP_BIN_DIR="$$($(TOOLS) --print-dir --cached-only)"
 TEST_ENV = $(TOOLS_ENV) GPU_CP_REQUIRE_TOOLS=1
 # The benchmarks are the package test/bench/ (`python -m bench`) and import testutil: both under test/.
 BENCH = $(TOOLS_ENV) PYTHONPATH=test $(BIN)/python -m bench
+# The soak is the package test/soak/ (`python -m soak`), run like the benchmarks (docs/reliability.md).
+SOAK = $(TOOLS_ENV) PYTHONPATH=test $(BIN)/python -m soak
+SOAK_MINUTES ?= 30
+SOAK_RATE ?= 60
 
 .PHONY: help install tools tools-check tools-update deps-update host-packages generate verify-generated \
-	lint typecheck test test-unit test-integration test-integration-oldest test-integration-all test-e2e test-hardware demo bench bench-smoke clean image image-archive \
+	lint typecheck test test-unit test-integration test-integration-oldest test-integration-all test-e2e test-hardware demo bench bench-smoke soak soak-smoke clean image image-archive \
 	tools-older-kubernetes
 
 help: ## Show the targets
@@ -121,7 +125,7 @@ test-integration-all: $(STAMP) tools
 	[[ "$$tests" == 0 ]] || exit "$$tests"
 	$(MAKE) --no-print-directory test-integration-oldest
 
-test: lint typecheck verify-generated tools-check test-unit test-integration-all test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier (DRA integration on 1.34 too), every benchmark at a small size
+test: lint typecheck verify-generated tools-check test-unit test-integration-all test-e2e soak-smoke bench-smoke ## Lint, types, generated files, the set-up path, every test tier (DRA integration on 1.34 too), every fault of the soak once, every benchmark at a small size
 
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	@# exec: make is the demo's parent, so a signal to make reaches it (pkg/devcluster/parentstop.py)
@@ -132,6 +136,14 @@ bench: $(STAMP) tools host-packages ## Benchmarks beside the alternatives (print
 
 bench-smoke: $(STAMP) tools host-packages ## Every benchmark at a small size (make test runs it so none rots unseen); real nodes: root
 	$(BENCH) --quick
+
+# exec: make is the soak's parent, so a signal to make reaches it and its cluster is cleaned up
+# (pkg/devcluster/parentstop.py), as for the demo.
+soak: $(STAMP) tools host-packages ## GPU Pods of every kind for SOAK_MINUTES at SOAK_RATE Pods/min while every fault strikes more than once (docs/reliability.md); real nodes: root
+	exec env $(SOAK) --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE)
+
+soak-smoke: $(STAMP) tools host-packages ## The soak with every fault kind once, back to back (a few minutes; make test runs it); real nodes: root
+	exec env $(SOAK) --smoke
 
 clean: ## Remove the virtualenv and local caches (not the built tools)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-artifacts
