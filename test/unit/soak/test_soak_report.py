@@ -49,7 +49,7 @@ def result(*, strikes: list[StrikeResult], findings: list[Finding] | None = None
 
 
 LEAK = Finding(
-    kind="leak",
+    kind="Leak",
     message="MIG device gi1 on node-a owned by claim ns/c (uid u1), which is not allocated there",
     at=612,
     events="12:00:01 Normal Scheduled pod/x",
@@ -109,8 +109,8 @@ def test_json_holds_every_figure() -> None:
         "lost": 3,
         "lost_why": {"evicted": 2, "failed": 1},
     }
-    assert doc["violations"]["leak"] == 1
-    assert doc["violations"]["double-allocation"] == 0
+    assert doc["violations"]["Leak"] == 1
+    assert doc["violations"]["DoubleAllocation"] == 0
     assert doc["components"][0] == {
         "name": "gpu-handler[node-a]",
         "restarts_ours": 2,
@@ -140,10 +140,10 @@ def test_the_table_shows_faults_pods_components_and_each_finding_with_its_contex
     (row,) = [line for line in text.splitlines() if line.startswith("reboot-node")]
     assert row.split() == ["reboot-node", "2", "2", "0", "0", "20.0s", "40.0s"]
     assert "Pods: started 120, completed 117, lost 3 (evicted 2, failed 1)" in text
-    assert "leak 1" in text
+    assert "Leak 1" in text
     (component,) = [line for line in text.splitlines() if line.startswith("gpu-handler[node-a]")]
     assert component.split() == ["gpu-handler[node-a]", "2", "1", "80", "MiB", "82", "MiB"]
-    assert "[leak] at 612s: MIG device gi1 on node-a" in text
+    assert "[Leak] at 612s: MIG device gi1 on node-a" in text
     assert "    12:00:01 Normal Scheduled pod/x" in text
     assert "  last lines of gpu-handler[node-a]:\n    line one\n    line two" in text
 
