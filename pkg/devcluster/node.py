@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pkg.devcluster import footprint
+from pkg.devcluster import footprint, hostreset
+from pkg.devcluster.apilink import ApiLink
 from pkg.devcluster.cluster import ControlPlane
 from pkg.devcluster.containerd import Containerd, ContainerdPaths, PodNetwork
 from pkg.devcluster.gpuhost import SimulatedGpuHost
@@ -53,6 +54,9 @@ class NodeConfig:
     # The kubelet plugin's folder (gpu-handler's checkpoint) on a tmpfs of this many MiB, so a
     # test can fill it (RealNode.fill_plugin_folder); None: a plain folder of the node's disk.
     plugin_folder_mib: int | None = None
+    # The kubelet and the node's components reach the API server through an ApiLink of their own,
+    # so a test can cut this node alone off it (RealNode.api_link); False: straight to it.
+    api_link: bool = False
 
 
 class RealNode:
@@ -75,6 +79,8 @@ class RealNode:
         bin_dir = plane.config.bin_dir
         self.host = SimulatedGpuHost(self.base / "host")
         self.cdi_dir = self.base / "cdi"
+        self.api_link = ApiLink(plane.apiserver_port) if config.api_link else None
+        self._boot_devices: list[Path] = []
         self.containerd = Containerd(
             bin_dir=bin_dir,
             paths=ContainerdPaths(self.base / "containerd"),
@@ -88,7 +94,7 @@ class RealNode:
             bin_dir=bin_dir,
             paths=KubeletPaths(self.base / "kubelet"),
             pki=plane.pki,
-            server_url=plane.server_url,
+            server_url=self.api_link.url if self.api_link is not None else plane.server_url,
             runtime_endpoint=self.containerd.endpoint,
             node_ip=host_address(),
             labels=config.labels,
@@ -102,6 +108,18 @@ class RealNode:
     def logs(self) -> dict[str, Path]:
         return {proc.name: proc.log_path for proc in self.processes}
 
+    @property
+    def component_kubeconfig(self) -> Path:
+        """The kubeconfig the node's own components (gpu-handler, gpu-node-agent) use: the
+        admin one, pointed at the node's :class:`ApiLink` when it has one (written at start)."""
+        if self.api_link is None:
+            return self._plane.kubeconfig
+        return self.base / "kubeconfig-via-link"
+
+    def boot_id(self) -> str:
+        """The simulated host's boot ID, which gpu-handler reads through its ``--proc-root``."""
+        return hostreset.read_boot_id(self.host)
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self, *, timeout: float = 90.0) -> None:
@@ -109,6 +127,11 @@ class RealNode:
         try:
             if self.config.gpu_fixture is not None:
                 SimulatedGpuHost.create(self.host.base, self.config.gpu_fixture)
+                self._boot_devices = self.host.device_nodes()
+            hostreset.new_boot_id(self.host)
+            if self.api_link is not None:
+                self.api_link.start()
+                self._write_component_kubeconfig()
             if self.config.plugin_folder_mib is not None:
                 self._mount_plugin_folder(self.config.plugin_folder_mib)
             self.containerd.start()
@@ -133,6 +156,8 @@ class RealNode:
         if self.containerd.process.running():
             self.containerd.remove_all_containers()
         self.containerd.stop()
+        if self.api_link is not None:
+            self.api_link.stop()
         self._kill_strays()
         self._unmount_all()
         self._delete_bridge()
@@ -156,6 +181,83 @@ class RealNode:
         found += [f"log link {link}" for link in footprint.log_links_into(self.base)]
         return found
 
+    # -- faults: what happens to a real node's daemons and to the machine itself -----------------------
+
+    def restart_kubelet(self, *, crash: bool = True, timeout: float = 90.0) -> None:
+        """Restarts the kubelet (kill -9 when ``crash``, else SIGTERM) on the same root folder, and
+        waits until it is healthy and the node Ready. Running containers are untouched; the new
+        kubelet finds them in containerd and its plugins in their registration folder."""
+        self.kubelet.process.kill() if crash else self.kubelet.stop()
+        self.kubelet.start()
+        self._wait_ready(timeout)
+
+    def restart_containerd(self, *, crash: bool = True, timeout: float = 90.0) -> None:
+        """Restarts containerd (kill -9 when ``crash``, else SIGTERM) on the same folders. Its shims
+        run in process groups of their own, so running containers survive it as on a real node,
+        and the new containerd reconnects to them; the kubelet reconnects to the new one."""
+        proc = self.containerd.process
+        proc.kill() if crash else self.containerd.stop()
+        self.containerd.start()
+        self._wait_ready(timeout)
+
+    def reboot(self, *, timeout: float = 120.0) -> None:
+        """What a reboot does to this node, as far as one machine shared by several nodes can show
+        it; the caller stops the node's own components (gpu-handler, gpu-node-agent) before and
+        starts them after.
+
+        Gone: every container process and sandbox (the kubelet and containerd are killed; their
+        records on disk stay, so the kubelet recreates the node's Pods' containers in new
+        sandboxes), whatever lives on tmpfs on a real node (containerd's state folder, the CNI's
+        address leases, the node's ``run/`` folder, the MPS daemons' folders, the CDI specs
+        there), every mount under the node's folder but the kubelet plugin folder's disk, the
+        sandboxes' network namespaces, and the simulated host's volatile hardware state
+        (:func:`pkg.devcluster.hostreset.power_cycle`: MIG instances, mdevs, vfio bindings,
+        device nodes made at run time; a new boot ID). Then containerd and the kubelet start
+        again, and this returns once the node is Ready."""
+        netns = self.containerd.sandbox_netns() if self.containerd.process.running() else []
+        self.kubelet.process.kill()
+        if self.containerd.process.running():
+            self.containerd.remove_all_tasks()
+        self.containerd.process.kill()
+        self._kill_strays()
+        self._unmount_all(keep=self._disk_mounts())
+        _remove_netns(netns)
+        self.containerd.clear_volatile_state()
+        for folder in self._volatile_folders():
+            shutil.rmtree(folder, ignore_errors=True)
+        boot_id = hostreset.power_cycle(
+            self.host, fixture=self.config.gpu_fixture, boot_devices=self._boot_devices
+        )
+        log.info("node %s rebooted (boot ID %s)", self.name, boot_id)
+        self.containerd.start()
+        self.kubelet.start()
+        self._wait_ready(timeout)
+
+    def _volatile_folders(self) -> list[Path]:
+        """The node's folders that stand in for tmpfs ones of a real host (``/run``, ``/var/run/cdi``,
+        the MPS daemons' folders under ``/run``): gone after a reboot."""
+        return [self.base / "run", self.base / "mps", self.cdi_dir]
+
+    def _disk_mounts(self) -> frozenset[str]:
+        """Mounts under the node's folder that stand in for its disk and survive a reboot: the
+        plugin folder's tmpfs (NodeConfig.plugin_folder_mib) holds what is on disk on a real node."""
+        return frozenset({str(self.plugin_folder)} if self.config.plugin_folder_mib is not None else ())
+
+    def _wait_ready(self, timeout: float) -> None:
+        wait_until(self.kubelet.healthy, timeout=timeout, what=f"the kubelet of {self.name} to be healthy")
+        wait_until(
+            self._ready, timeout=timeout, what=f"node {self.name} to be Ready", process=self.kubelet.process
+        )
+
+    def _write_component_kubeconfig(self) -> None:
+        assert self.api_link is not None
+        config = json.loads(self._plane.kubeconfig.read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = self.api_link.url
+        self.component_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        self.component_kubeconfig.write_text(json.dumps(config, indent=2))
+        self.component_kubeconfig.chmod(0o600)
+
     # -- the plugin folder on a tmpfs (NodeConfig.plugin_folder_mib) ----------------------------------
 
     @property
@@ -170,12 +272,22 @@ class RealNode:
             raise RuntimeError(
                 f"node {self.name}: fill_plugin_folder needs NodeConfig(plugin_folder_mib=...)"
             )
+        # Never fill the machine's own disk: the folder must be the node's small tmpfs right now
+        # (a reboot or a stop may have unmounted it), and the writes stop at its size.
+        limit = self.config.plugin_folder_mib << 20
+        stats = os.statvfs(self.plugin_folder)
+        if not os.path.ismount(self.plugin_folder) or stats.f_blocks * stats.f_frsize > 2 * limit:
+            raise RuntimeError(
+                f"node {self.name}: {self.plugin_folder} is not its "
+                f"{self.config.plugin_folder_mib} MiB tmpfs; refusing to fill it"
+            )
         fd = os.open(self.plugin_folder / PLUGIN_FOLDER_FILLER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             chunk = 1 << 20
-            while chunk >= 512:  # smaller and smaller writes take the last pages too
+            written = 0
+            while chunk >= 512 and written <= 2 * limit:  # smaller writes take the last pages too
                 try:
-                    os.write(fd, bytes(chunk))
+                    written += os.write(fd, bytes(chunk))
                 except OSError as exc:
                     if exc.errno != errno.ENOSPC:
                         raise
@@ -273,13 +385,28 @@ class RealNode:
                 points.append(point)
         return points
 
-    def _unmount_all(self) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
+    def _unmount_all(self, *, keep: frozenset[str] = frozenset()) -> None:
         for point in sorted(self._mounts(), key=len, reverse=True):
-            if libc.umount2(point.encode(), _MNT_DETACH) != 0:
-                log.warning("unmounting %s failed: %s", point, os.strerror(ctypes.get_errno()))
+            if point not in keep:
+                _unmount(point)
 
     def _delete_bridge(self) -> None:
         bridge = self.containerd.network.bridge
         if Path("/sys/class/net", bridge).exists():
             subprocess.run(["ip", "link", "delete", bridge], check=False, capture_output=True, timeout=10)
+
+
+def _unmount(point: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(point.encode(), _MNT_DETACH) != 0:
+        log.warning("unmounting %s failed: %s", point, os.strerror(ctypes.get_errno()))
+
+
+def _remove_netns(paths: list[Path]) -> None:
+    """Unmounts and deletes network namespaces of sandboxes that died with their containerd (the
+    veth pair of each goes with it); on a real host a reboot leaves none to remove."""
+    for path in paths:
+        if path.exists():
+            _unmount(str(path))
+            with contextlib.suppress(OSError):
+                path.unlink()
