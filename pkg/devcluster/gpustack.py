@@ -131,7 +131,9 @@ class GpuStack:
             CONFIG_MAP, config_map(self.config, self._config_key, document), namespace=self.namespace
         )
 
-    def start_controller(self) -> None:
+    def start_controller(self, *, controllers: str = "*") -> None:
+        """gpu-controller; ``controllers`` as its ``--controllers`` flag (a test of one controller
+        runs that one alone, so it contests no other gpu-controller's nodes)."""
         self._start(
             "gpu-controller",
             "pkg.app.gpu_controller",
@@ -139,6 +141,7 @@ class GpuStack:
             f"--leader-election-namespace={self.namespace}",
             f"--components-namespace={self.namespace}",
             f"--operator-config={self.config}",
+            f"--controllers={controllers}",
         )
 
     def start_dra_controller(self) -> None:

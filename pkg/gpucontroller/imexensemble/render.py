@@ -29,7 +29,10 @@ from kubernetes.client import (
     V1ConfigMapVolumeSource,
     V1Container,
     V1ContainerPort,
+    V1EnvVar,
+    V1EnvVarSource,
     V1HostPathVolumeSource,
+    V1ObjectFieldSelector,
     V1ObjectMeta,
     V1Pod,
     V1PodSpec,
@@ -44,6 +47,7 @@ from api.gpu.v1alpha1 import ComputeDomainSettings
 from pkg.backends.nvidia.imex_config import (
     CONFIG_DIR,
     CONFIG_FILE,
+    HOSTS_FILE,
     member_name,
     nodes_hash,
     render_imex_files,
@@ -65,19 +69,35 @@ CONTAINER: Final = "imex"
 _CLIQUE_HASH: Final = 10
 _HASH_IN_NAME: Final = 8
 
-DEFAULT_COMMAND: Final = (
-    "sh",
-    "-c",
-    f"cat {CONFIG_DIR}/hosts >> /etc/hosts && "
-    f"export PATH=$PATH:{DRIVER_ROOT_MOUNT}/usr/bin:{DRIVER_ROOT_MOUNT}/bin && "
-    f"exec nvidia-imex -c {CONFIG_DIR}/{CONFIG_FILE}",
-)
-"""NVIDIA's daemon, from the driver root, after our stable peer names are made resolvable."""
+_PATH: Final = f"PATH=$PATH:{DRIVER_ROOT_MOUNT}/usr/bin:{DRIVER_ROOT_MOUNT}/bin"
+# The wrapper keeps the container's /etc/hosts equal to its own lines plus the ensemble's current
+# `hosts` file: a daemon Pod that restarts elsewhere has a new address, the kubelet updates the
+# mounted ConfigMap, and nvidia-imex (R570.158 and later) re-resolves its peers' names in its own
+# reconnect loop; SIGUSR1 makes it reconnect at once. /etc/hosts is a file the kubelet mounts, so
+# it is rewritten in place, never renamed over.
+_WRAPPER: Final = f"""set -u
+export {_PATH}
+peers={CONFIG_DIR}/{HOSTS_FILE}
+cp /etc/hosts /tmp/hosts.pod
+sync_hosts() {{ cat /tmp/hosts.pod "$peers" > /etc/hosts && cp "$peers" /tmp/hosts.peers; }}
+sync_hosts
+nvidia-imex -c {CONFIG_DIR}/{CONFIG_FILE} &
+daemon=$!
+trap 'kill -TERM $daemon' TERM INT
+while kill -0 $daemon 2>/dev/null; do
+  sleep 5
+  if ! cmp -s "$peers" /tmp/hosts.peers; then sync_hosts && kill -USR1 $daemon; fi
+done
+wait $daemon"""
+
+DEFAULT_COMMAND: Final = ("sh", "-c", _WRAPPER)
+"""NVIDIA's daemon, from the driver root, with our stable peer names kept resolvable."""
 DEFAULT_READINESS: Final = (
     "sh",
     "-c",
-    f"PATH=$PATH:{DRIVER_ROOT_MOUNT}/usr/bin:{DRIVER_ROOT_MOUNT}/bin nvidia-imex-ctl -q | grep -qx READY",
+    f"{_PATH} nvidia-imex-ctl -c {CONFIG_DIR}/{CONFIG_FILE} -q | grep -qx READY",
 )
+"""READY from the daemon's command service, whose address and port are in its config.cfg."""
 
 Members = Mapping[str, int]
 """Node name -> the node's stable index in its clique's ensemble."""
@@ -191,7 +211,7 @@ def daemon_pod(
         image_pull_policy=settings.image_pull_policy.value,
         command=command,
         args=settings.args,
-        env=settings.env,
+        env=[*identity_env(members[node]), *(settings.env or [])],
         resources=settings.resources,
         ports=[V1ContainerPort(name="imex", container_port=settings.port)],
         readiness_probe=V1Probe.model_validate(
@@ -223,6 +243,18 @@ def daemon_pod(
             enable_service_links=False,
         ),
     )
+
+
+def identity_env(index: int) -> list[V1EnvVar]:
+    """Who the daemon is: its stable peer name (``IMEX_NODE_NAME``) and its Pod's address
+    (``POD_IP``), for a wrapper's logs and the stand-in daemon, which finds itself by either."""
+    return [
+        V1EnvVar(name="IMEX_NODE_NAME", value=member_name(index)),
+        V1EnvVar(
+            name="POD_IP",
+            value_from=V1EnvVarSource(field_ref=V1ObjectFieldSelector(field_path="status.podIP")),
+        ),
+    ]
 
 
 def pod_address(pod: V1Pod | None) -> str | None:

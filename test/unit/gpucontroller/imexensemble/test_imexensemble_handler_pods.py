@@ -28,7 +28,12 @@ def test_one_pinned_pod_per_member_mounting_the_clique_config_map(
     assert pods[0].spec.volumes[0].config_map.name == ensemble_name(CLIQUE_A)
     assert pods[0].spec.containers[0].command == ["python", "-m", "pkg.backends.simulated.imex_daemon"]
     probe = POD.encode(pods[0])["spec"]["containers"][0]["readinessProbe"]
-    assert probe["exec"]["command"][-1].endswith("nvidia-imex-ctl -q | grep -qx READY")
+    assert probe["exec"]["command"][-1].endswith(
+        "nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg -q | grep -qx READY"
+    )
+    env = {e.name: e for e in pods[1].spec.containers[0].env}
+    assert env["IMEX_NODE_NAME"].value == "imex-1"  # the stand-in and the wrapper know who they are
+    assert env["POD_IP"].value_from.field_ref.field_path == "status.podIP"
 
 
 def test_current_pods_stay_and_a_membership_change_recreates_them(
