@@ -97,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
         "--proc-root",
         type=Path,
         default=Path(env("PROC_ROOT", "/proc")),
-        help="the host's /proc, for the GPU driver's files (default /proc)",
+        help="the host's /proc, for the GPU driver's files and this boot's ID (default /proc)",
     )
     p.add_argument(
         "--kubelet-plugin",

@@ -167,6 +167,25 @@ class ControlPlane:
         proc = self.processes["kube-apiserver"]
         proc.kill() if crash else proc.stop()
 
+    def restart_apiserver(self, *, crash: bool = True) -> None:
+        """Restarts kube-apiserver (kill -9 when ``crash``, else SIGTERM) and waits until it is ready
+        again. Its clients keep their addresses: the port, certificates and etcd stay the same."""
+        self.stop_apiserver(crash=crash)
+        self.start_apiserver()
+
+    def restart_etcd(self, *, crash: bool = True) -> None:
+        """Restarts etcd on its data folder (kill -9 when ``crash``, else SIGTERM), then waits until
+        etcd is healthy and the API server, which reconnects by itself, is ready again."""
+        proc = self.processes["etcd"]
+        proc.kill() if crash else proc.stop()
+        self._start("etcd", lambda: self._http_ok(f"{self.etcd_url}/health"))
+        wait_until(
+            lambda: self._get("/readyz") == "ok",
+            timeout=self.config.start_timeout,
+            what="kube-apiserver to reach etcd again",
+            process=self.processes["kube-apiserver"],
+        )
+
     def stop(self) -> None:
         for proc in reversed(list(self.processes.values())):
             try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 CNI_BIN_DIR = Path("/usr/lib/cni")
 RUNC = Path("/usr/sbin/runc")
 NAMESPACE = "k8s.io"  # containerd's namespace for CRI (kubelet) containers
+NETNS_DIR = "/var/run/netns/"  # where containerd's CRI makes a sandbox's network namespace
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,43 @@ class Containerd:
     def remove_all_containers(self) -> None:
         """Kills every task and deletes every container of the CRI namespace (a kubelet that was
         stopped cannot do it, and a live shim would outlive containerd)."""
+        self.remove_all_tasks()
+        for container in self._ids("containers", "list", "-q"):
+            self.ctr("-n", NAMESPACE, "containers", "delete", container, check=False)
+
+    def remove_all_tasks(self) -> None:
+        """Kills every running container process and deletes its task (its shim exits, its
+        rootfs is unmounted); the containers' records stay, as they stay on disk over a reboot."""
         for task in self._ids("tasks", "list", "-q"):
             self.ctr("-n", NAMESPACE, "tasks", "kill", "--signal", "SIGKILL", task, check=False)
         wait_until(lambda: not self._running_tasks(), timeout=10, what="killed tasks to exit")
         for task in self._ids("tasks", "list", "-q"):
             self.ctr("-n", NAMESPACE, "tasks", "delete", "--force", task, check=False)
+
+    def sandbox_netns(self) -> list[Path]:
+        """The network namespaces of this containerd's containers (bind mounts under
+        ``/var/run/netns``, host-wide): what a reboot frees and a harness must remove by hand."""
+        found = set()
         for container in self._ids("containers", "list", "-q"):
-            self.ctr("-n", NAMESPACE, "containers", "delete", container, check=False)
+            info = self.ctr("-n", NAMESPACE, "containers", "info", container, check=False)
+            if info.returncode != 0:
+                continue
+            try:
+                spec = json.loads(info.stdout).get("Spec") or {}
+            except ValueError:
+                continue
+            for namespace in (spec.get("linux") or {}).get("namespaces") or []:
+                path = namespace.get("path") or ""
+                if namespace.get("type") == "network" and path.startswith(NETNS_DIR):
+                    found.add(Path(path))
+        return sorted(found)
+
+    def clear_volatile_state(self) -> None:
+        """Empties what lives on tmpfs on a real node and is gone after a reboot: containerd's
+        state folder (tasks, shims, runc state) and the CNI's address leases."""
+        for folder in (self.paths.state, self.paths.cni_ipam_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True, exist_ok=True)
 
     def stop(self) -> None:
         self.process.stop(grace=10.0)

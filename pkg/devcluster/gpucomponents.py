@@ -136,7 +136,7 @@ class GpuComponents:
 
     def _common(self) -> list[str]:
         return [
-            f"--kubeconfig={self._plane.kubeconfig}",
+            f"--kubeconfig={self.node.component_kubeconfig}",  # through the node's ApiLink if any
             f"--node-name={self.node.name}",
             f"--sysfs-root={self.node.host.root}",
         ]

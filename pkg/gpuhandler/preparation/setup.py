@@ -10,6 +10,7 @@ that serves it. :class:`~.runnable.PluginRunnable` runs it in the manager.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -101,7 +102,8 @@ class PluginSettings:
     health_period: float = 10.0
     sysfs_root: Path = Path("/sys")  # VFIO: driver binding, IOMMU groups, DMI; vGPU: mdevs
     dev_root: Path = Path("/dev")  # VFIO: /dev/vfio/<group>
-    proc_root: Path = Path("/proc")  # VFIO: the CPU flags (bare metal); IMEX: the channel major
+    # VFIO: the CPU flags (bare metal); IMEX: the channel major; the checkpoint: this boot's ID
+    proc_root: Path = Path("/proc")
 
     @property
     def data_dir(self) -> Path:
@@ -111,6 +113,12 @@ class PluginSettings:
     @property
     def checkpoint_path(self) -> Path:
         return self.data_dir / "checkpoint.json"
+
+    @property
+    def boot_id_path(self) -> Path:
+        """Read from the host's /proc like the driver's files, so a simulated host's reboot (a new
+        boot ID in its proc folder) reaches the checkpoint as a real one does."""
+        return self.proc_root / "sys" / "kernel" / "random" / "boot_id"
 
     @property
     def lock_path(self) -> Path:
@@ -161,6 +169,10 @@ def _vendor_of(backend: VendorBackend) -> str:
 
 def _driver_files_of(backend: VendorBackend) -> Callable[[frozenset[str] | None], DriverFiles]:
     return backend.driver_files
+
+
+def _boot_id_reader(settings: PluginSettings) -> Callable[[], str]:
+    return functools.partial(read_boot_id, settings.boot_id_path)
 
 
 def _identity(settings: PluginSettings) -> PluginIdentity:
@@ -249,7 +261,7 @@ class PreparationContainer(containers.DeclarativeContainer):
         providers.Singleton(WholeCardKind, preparer),
     )
     kinds = providers.Singleton(_kinds_of, device_kinds)
-    boot_id = providers.Object(read_boot_id)
+    boot_id = providers.Callable(_boot_id_reader, settings=settings)
     store = providers.Singleton(
         CheckpointStore,
         path=settings.provided.checkpoint_path,
