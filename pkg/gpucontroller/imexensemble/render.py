@@ -74,7 +74,8 @@ _PATH: Final = f"PATH=$PATH:{DRIVER_ROOT_MOUNT}/usr/bin:{DRIVER_ROOT_MOUNT}/bin"
 # `hosts` file: a daemon Pod that restarts elsewhere has a new address, the kubelet updates the
 # mounted ConfigMap, and nvidia-imex (R570.158 and later) re-resolves its peers' names in its own
 # reconnect loop; SIGUSR1 makes it reconnect at once. /etc/hosts is a file the kubelet mounts, so
-# it is rewritten in place, never renamed over.
+# it is rewritten in place, never renamed over. Only the shell's own builtins and cat/cp: the
+# daemon's image may have nothing else.
 _WRAPPER: Final = f"""set -u
 export {_PATH}
 peers={CONFIG_DIR}/{HOSTS_FILE}
@@ -86,7 +87,7 @@ daemon=$!
 trap 'kill -TERM $daemon' TERM INT
 while kill -0 $daemon 2>/dev/null; do
   sleep 5
-  if ! cmp -s "$peers" /tmp/hosts.peers; then sync_hosts && kill -USR1 $daemon; fi
+  if [ "$(cat "$peers")" != "$(cat /tmp/hosts.peers)" ]; then sync_hosts && kill -USR1 $daemon; fi
 done
 wait $daemon"""
 
