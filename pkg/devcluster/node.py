@@ -301,8 +301,18 @@ class RealNode:
 
     def _mount_plugin_folder(self, mib: int) -> None:
         """Mounts the tmpfs before anything is written there (unmounted by :meth:`stop`, with every
-        other mount under the node's folder)."""
+        other mount under the node's folder).
+
+        The kubelet makes its root folder a shared mount at start, bind-mounting it onto itself
+        first when it is not a mount point yet; that bind mount would hide a tmpfs mounted below it
+        (and the plugin would write to the machine's disk). So the root is made a mount point here
+        first, and the kubelet only changes its propagation."""
         self.plugin_folder.mkdir(parents=True, exist_ok=True)
+        root = self.kubelet.paths.root
+        if not os.path.ismount(root):
+            subprocess.run(
+                ["mount", "--bind", str(root), str(root)], check=True, capture_output=True, timeout=10
+            )
         subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0750", "tmpfs", str(self.plugin_folder)],
             check=True,
