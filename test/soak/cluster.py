@@ -47,7 +47,7 @@ from pkg.devcluster.gpustack import GpuStack
 from pkg.devcluster.hostlock import exclusive_host
 from pkg.devcluster.images import build_archive
 from pkg.devcluster.node import NodeConfig, RealNode
-from pkg.devcluster.processes import ManagedProcess, free_port
+from pkg.devcluster.processes import ManagedProcess, free_port, wait_until
 from pkg.devcluster.supervisor import Supervisor
 from pkg.framework.client import KubeClient
 from pkg.framework.client.builtin_kinds import NAMESPACE
@@ -69,10 +69,12 @@ class NodeSpec:
     cards: int  # the PhysicalGPUs its node agent reports
 
 
+# Short names: the kubelet plugin's sockets live under the node's folder, and a unix socket's path
+# holds at most 107 bytes.
 NODES = (
     NodeSpec("soak-a30", "a30-x2", 2),
-    NodeSpec("soak-h100-l4", "h100-and-l4", 2),
-    NodeSpec("soak-t4-vgpu", "t4-vgpu", 2),
+    NodeSpec("soak-h100", "h100-and-l4", 2),
+    NodeSpec("soak-vgpu", "t4-vgpu", 2),
     NodeSpec("soak-ws", "rtx-workstation", 1),
 )
 
@@ -187,17 +189,19 @@ class SoakCluster:
         self.plane.kubectl(
             "delete", "daemonsets", "--all", "-n", COMPONENTS_NAMESPACE, "--wait=false", check=False
         )
+        # Every Pod goes while gpu-handler still runs to unprepare its devices; then our node
+        # components stop (a node's stop would kill them as its strays), then the nodes.
+        self.plane.kubectl("delete", "pods", "-A", "--all", "--wait=false", check=False)
+        with contextlib.suppress(TimeoutError):
+            wait_until(
+                lambda: not self.plane.kubectl("get", "pods", "-A", "-o", "name", check=False).strip(),
+                timeout=120,
+                what="every Pod to go",
+            )
         leftovers: list[str] = []
         for soak_node in reversed(self.nodes):
-            # The node's Pods go while gpu-handler still runs to unprepare their devices.
-            with contextlib.suppress(Exception):
-                self.plane.kubectl(
-                    "delete", "pods", "-A", f"--field-selector=spec.nodeName={soak_node.name}",
-                    "--wait=false", check=False,
-                )  # fmt: skip
-        for soak_node in reversed(self.nodes):
-            soak_node.node.stop()
             soak_node.components.stop()
+            soak_node.node.stop()
             leftovers += [f"{soak_node.name}: {item}" for item in soak_node.node.leftovers()]
             soak_node.node.remove_files()
         self.plane.stop()

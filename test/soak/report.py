@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 # The invariants' violation kinds (soak.invariants.Violation.kind), in the order the report names them.
-VIOLATION_KINDS = ("DoubleAllocation", "BadAllocation", "Leak", "Unrecovered", "RestartLoop", "MemoryGrowth")
+VIOLATION_KINDS = (
+    "DoubleAllocation",
+    "BadAllocation",
+    "Leak",
+    "Unrecovered",
+    "LostPod",
+    "RestartLoop",
+    "MemoryGrowth",
+)
 
 
 @dataclass(frozen=True)
