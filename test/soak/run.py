@@ -119,7 +119,7 @@ class Soak:
             f"schedule: {len(schedule)} strikes of {len(faults)} fault kinds "
             f"after {self.settings.warmup:.0f}s of warm-up"
         )
-        self._loop(workload, until=started + self.settings.warmup, faults=faults, schedule=[])
+        self._loop(workload, until=started + self.settings.warmup, faults=faults, schedule=[], memory=False)
         rss_start = self._rss()
         self._loop(workload, until=None, faults=faults, schedule=schedule, origin=self.clock())
         self._drain(workload)
@@ -160,9 +160,11 @@ class Soak:
         faults: Mapping[str, FaultKind],
         schedule: Sequence[Strike],
         origin: float = 0.0,
+        memory: bool = True,
     ) -> None:
         """Steps the workload and checks the invariants until ``until`` or, with a schedule, until
-        its last strike has recovered."""
+        its last strike has recovered. ``memory``: sample the components' memory (not during the
+        warm-up, while their caches fill: that growth is not a leak)."""
         pending = list(schedule)
         active: _Active | None = None
         calm_since = self._begun
@@ -206,7 +208,7 @@ class Soak:
                             self._close(active, recovery=now - healed if recovered else None)
                             ready_at = now + self.settings.settle
                             active = None
-            if now >= next_memory:
+            if memory and now >= next_memory:
                 next_memory = now + self.settings.memory_every
                 self._sample_memory(now)
             self._lost_pods(workload)
