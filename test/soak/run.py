@@ -112,7 +112,8 @@ class Soak:
             bound=self.settings.bound,
             rng=random.Random(self.settings.seed),
         )
-        self.say(f"workload: {len(slots)} cards, Pods at once per kind {dict(workload.caps)}")
+        caps = ", ".join(f"{kind.value} {n}" for kind, n in workload.caps.items())
+        self.say(f"workload: {len(slots)} cards; Pods at once per kind: {caps}")
         faults = all_kinds(self.cluster)
         schedule = self._schedule()
         self.say(
@@ -226,7 +227,7 @@ class Soak:
             active.error = f"{type(exc).__name__}: {exc}"
             self.say(f"         {fault.name} failed: {active.error}")
         if active.error is not None or fault.duration == 0:
-            active.healed_at = self.clock()
+            active.healed_at = at  # an instant fault's recovery counts from its strike
         return active
 
     def _heal(self, active: _Active) -> None:
