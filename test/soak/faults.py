@@ -69,6 +69,12 @@ class _Rotating(FaultKind):
         self._turns: Iterator[int] = itertools.cycle(range(len(cluster.nodes)))
         self.target: SoakNode | None = None
 
+    def start_at(self, index: int) -> None:
+        """Begins the turns at node ``index`` (modulo the nodes), so that kinds struck once each, as
+        in the smoke run, do not all hit the first node."""
+        count = len(self.cluster.nodes)
+        self._turns = itertools.cycle([(index + n) % count for n in range(count)])
+
     def next_node(self) -> SoakNode:
         self.target = self.cluster.nodes[next(self._turns)]
         self.involved = self.target.component_names
@@ -280,7 +286,11 @@ KINDS: tuple[type[FaultKind], ...] = (
 
 
 def all_kinds(cluster: SoakCluster) -> dict[str, FaultKind]:
-    return {kind.name: kind(cluster) for kind in KINDS}
+    """One of each kind; the node faults start their turns at different nodes."""
+    faults = {kind.name: kind(cluster) for kind in KINDS}
+    for index, fault in enumerate(f for f in faults.values() if isinstance(f, _Rotating)):
+        fault.start_at(index)
+    return faults
 
 
 def durations() -> dict[str, float]:

@@ -232,3 +232,11 @@ class _Bare:
 def test_a_missing_primitive_fails_the_strike_naming_it() -> None:
     with pytest.raises(PrimitiveMissingError, match=r"primitive missing: _Bare\.reload_driver"):
         faults.primitive(_Bare(), "reload_driver")
+
+
+def test_node_faults_begin_at_different_nodes_so_one_strike_each_spreads_them(cluster: Any) -> None:
+    kinds = faults.all_kinds(cluster)
+
+    firsts = [kinds[name].strike() for name in ("restart-kubelet", "restart-containerd")]
+
+    assert firsts == ["kubelet[node-a]", "containerd[node-b]"]  # the 3rd and 4th node faults
