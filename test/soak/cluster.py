@@ -219,7 +219,7 @@ class SoakCluster:
         found = {p.name: p.log_path for p in self.controllers}
         for soak_node in self.nodes:
             found |= soak_node.components.logs()
-            found |= {f"{name}[{soak_node.name}]": path for name, path in soak_node.node.logs().items()}
+            found |= soak_node.node.logs()  # their processes' names hold the node's
         return found | self.plane.logs()
 
     def save_logs(self, target: Path) -> None:
