@@ -209,8 +209,9 @@ class RealNode:
         records on disk stay, so the kubelet recreates the node's Pods' containers in new
         sandboxes), whatever lives on tmpfs on a real node (containerd's state folder, the CNI's
         address leases, the node's ``run/`` folder, the MPS daemons' folders, the CDI specs
-        there), every mount under the node's folder but the kubelet plugin folder's disk, the
-        sandboxes' network namespaces, and the simulated host's volatile hardware state
+        there), every mount under the node's folder but the kubelet plugin folder's disk (its
+        tmpfs and the kubelet root's bind that carries it), the sandboxes' network namespaces,
+        and the simulated host's volatile hardware state
         (:func:`pkg.devcluster.hostreset.power_cycle`: MIG instances, mdevs, vfio bindings,
         device nodes made at run time; a new boot ID). Then containerd and the kubelet start
         again, and this returns once the node is Ready."""
@@ -240,8 +241,13 @@ class RealNode:
 
     def _disk_mounts(self) -> frozenset[str]:
         """Mounts under the node's folder that stand in for its disk and survive a reboot: the
-        plugin folder's tmpfs (NodeConfig.plugin_folder_mib) holds what is on disk on a real node."""
-        return frozenset({str(self.plugin_folder)} if self.config.plugin_folder_mib is not None else ())
+        plugin folder's tmpfs (NodeConfig.plugin_folder_mib) holds what is on disk on a real node,
+        and the kubelet root's bind onto itself carries it. Unmounting the root would detach the
+        tmpfs with it (a lazy unmount takes the whole subtree): the checkpoint would be lost and
+        the plugin would write to the machine's disk after the reboot."""
+        if self.config.plugin_folder_mib is None:
+            return frozenset()
+        return frozenset({str(self.kubelet.paths.root), str(self.plugin_folder)})
 
     def _wait_ready(self, timeout: float) -> None:
         wait_until(self.kubelet.healthy, timeout=timeout, what=f"the kubelet of {self.name} to be healthy")

@@ -167,7 +167,60 @@ def test_a_reboot_keeps_the_plugin_folder_s_mount(mocker: MockerFixture, tmp_pat
 
     node.reboot()
 
-    rig.unmount.assert_called_once_with(keep=frozenset({str(node.plugin_folder)}))
+    rig.unmount.assert_called_once_with(
+        keep=frozenset({str(node.kubelet.paths.root), str(node.plugin_folder)})
+    )
+
+
+def _mount_table(mocker: MockerFixture, rig: Rig) -> tuple[list[str], list[str]]:
+    """The node's mounts as the kernel would list them (parents first) and the unmounts made, in
+    order, through the real ``_unmount_all``."""
+    node = rig.node
+    mocker.stop(rig.unmount)
+    root = str(node.kubelet.paths.root)
+    volume = f"{root}/pods/uid-1/volumes/kubernetes.io~projected/kube-api-access"
+    mounts = [root, str(node.plugin_folder), volume]
+    unmounted: list[str] = []
+
+    def unmount(point: str) -> None:
+        unmounted.append(point)
+        mounts[:] = [m for m in mounts if m != point and not m.startswith(point + "/")]
+
+    mocker.patch.object(node, "_mounts", side_effect=lambda: list(mounts))
+    mocker.patch("pkg.devcluster.node._unmount", side_effect=unmount)
+    return mounts, unmounted
+
+
+def test_a_reboot_keeps_the_plugin_folder_s_tmpfs_and_the_root_bind_that_carries_it(
+    mocker: MockerFixture, tmp_path: Path
+) -> None:
+    rig = _node(mocker, tmp_path, NodeConfig(name="node-a", plugin_folder_mib=4))
+    node = rig.node
+    mocker.patch("pkg.devcluster.node.hostreset.power_cycle", return_value="boot-2")
+    mounts, unmounted = _mount_table(mocker, rig)
+
+    node.reboot()
+
+    # A Pod's volume goes (tmpfs on a real node); the root's bind is not unmounted, since that
+    # would detach the plugin folder's tmpfs with it.
+    assert len(unmounted) == 1
+    assert "/pods/" in unmounted[0]
+    assert mounts == [str(node.kubelet.paths.root), str(node.plugin_folder)]
+
+
+def test_a_stop_unmounts_the_plugin_folder_before_the_root_bind_over_it(
+    mocker: MockerFixture, tmp_path: Path
+) -> None:
+    rig = _node(mocker, tmp_path, NodeConfig(name="node-a", plugin_folder_mib=4))
+    node = rig.node
+    rig.kubelet.process.running.return_value = False
+    mocker.patch.object(node, "_delete_bridge")
+    mounts, unmounted = _mount_table(mocker, rig)
+
+    node.stop()
+
+    assert unmounted.index(str(node.plugin_folder)) < unmounted.index(str(node.kubelet.paths.root))
+    assert mounts == []
 
 
 def test_a_reboot_of_a_node_whose_containerd_is_down_still_boots(
