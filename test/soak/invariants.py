@@ -58,9 +58,11 @@ class SliceIndex:
 
     @classmethod
     def of(cls, slices: Iterable[Json]) -> SliceIndex:
+        """Only each pool's newest generation counts, as for the scheduler: a pool being republished
+        has slices of two generations for a moment, and the older ones are on their way out."""
         devices: dict[DeviceKey, SliceDevice] = {}
         capacity: dict[tuple[str, str, str, str], int] = {}
-        for slice_ in slices:
+        for slice_ in _newest_generation(slices):
             spec = slice_.get("spec") or {}
             driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
             for counter_set in spec.get("sharedCounters") or []:
@@ -160,35 +162,65 @@ def double_allocations(claims: Iterable[Json], slices: Iterable[Json], *, now: f
     return found
 
 
-def bad_allocations(new_claims: Iterable[Json], slices: Iterable[Json], *, now: float) -> list[Violation]:
+def bad_allocations(
+    new_claims: Iterable[Json],
+    slices: Iterable[Json],
+    *,
+    now: float,
+    before: Iterable[Json] | None = None,
+) -> list[Violation]:
     """Allocations, first seen now, of a device the slices do not have or that carries a NoSchedule
-    or NoExecute taint the request does not tolerate. ``slices`` are those of this moment."""
+    or NoExecute taint the request does not tolerate.
+
+    ``slices`` are those read just after the claims, ``before`` those of the previous look (read
+    before the allocation was first seen). An allocation is made somewhere in between, so it is
+    bad only when the device is wrong in both: a pool withdrawn or republished since (a node's
+    reboot, a restarted gpu-handler) shows a device that was offered when it was allocated as
+    gone now, and a taint added since is not one the allocator could have seen."""
     index = SliceIndex.of(slices)
+    earlier = SliceIndex.of(before) if before is not None else None
     found = []
     for result in allocated(new_claims):
-        device = index.devices.get(result.key)
-        if device is None:
-            found.append(
-                Violation(
-                    "BadAllocation",
-                    f"claim {result.claim} was allocated device {_shown(result.key)}, which no slice offers",
-                    now,
-                    (result.claim, _shown(result.key)),
-                )
-            )
+        wrong = _wrong(result, index)
+        if wrong is None or (earlier is not None and _wrong(result, earlier) is None):
             continue
-        for taint in device.taints:
-            if taint.get("effect") in _SCHEDULING_EFFECTS and not _tolerated(taint, result.tolerations):
-                found.append(
-                    Violation(
-                        "BadAllocation",
-                        f"claim {result.claim} was allocated device {_shown(result.key)} while it is "
-                        f"tainted {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}",
-                        now,
-                        (result.claim, _shown(result.key)),
-                    )
-                )
+        found.append(
+            Violation(
+                "BadAllocation",
+                f"claim {result.claim} was allocated device {_shown(result.key)}, {wrong}"
+                + (" (in the slices read before it was first seen too)" if earlier is not None else ""),
+                now,
+                (result.claim, _shown(result.key)),
+            )
+        )
     return found
+
+
+def _wrong(result: Allocated, index: SliceIndex) -> str | None:
+    """What is wrong with the device of one allocation in these slices, or None."""
+    device = index.devices.get(result.key)
+    if device is None:
+        return "which no slice offers"
+    for taint in device.taints:
+        if taint.get("effect") in _SCHEDULING_EFFECTS and not _tolerated(taint, result.tolerations):
+            return f"which is tainted {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
+    return None
+
+
+def _newest_generation(slices: Iterable[Json]) -> list[Json]:
+    """The slices of each pool's newest generation."""
+    pooled = [(_pool(slice_), slice_) for slice_ in slices]
+    newest: dict[tuple[str, str], int] = {}
+    for (pool, generation), _ in pooled:
+        newest[pool] = max(newest.get(pool, generation), generation)
+    return [slice_ for (pool, generation), slice_ in pooled if generation == newest[pool]]
+
+
+def _pool(slice_: Json) -> tuple[tuple[str, str], int]:
+    """The slice's pool (driver, name) and the generation it belongs to."""
+    spec = slice_.get("spec") or {}
+    pool = spec.get("pool") or {}
+    return (spec.get("driver", ""), pool.get("name", "")), int(pool.get("generation") or 0)
 
 
 def newly_allocated(claims: Iterable[Json], seen: Collection[str]) -> list[Json]:

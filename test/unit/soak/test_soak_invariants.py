@@ -131,6 +131,44 @@ def test_a_device_gone_from_the_slices_is_a_bad_allocation() -> None:
     assert "no slice offers" in found[0].message
 
 
+def _generation(slices: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
+    """The same slices, published as the pool's ``generation``."""
+    return [{"spec": {**s["spec"], "pool": {**s["spec"]["pool"], "generation": generation}}} for s in slices]
+
+
+def test_a_device_offered_just_before_it_was_first_seen_is_no_bad_allocation() -> None:
+    # The node rebooted between the allocation and the first look at it: its slices are gone.
+    claim = _claim("mig", "gpu-0-mig-1g-0")
+    assert bad_allocations([claim], [], now=5, before=_slices()) == []
+    # A taint added after the allocation was not there for the allocator to see.
+    taint = {"key": "gpu.deckhouse.io/unhealthy", "value": "XID79", "effect": "NoSchedule"}
+    assert bad_allocations([claim], _slices(taint=taint), now=5, before=_slices()) == []
+
+
+def test_a_device_absent_before_and_after_its_first_sighting_is_a_bad_allocation() -> None:
+    found = bad_allocations([_claim("ghost", "gpu-9")], _slices(), now=5, before=_slices())
+    assert [v.kind for v in found] == ["BadAllocation"]
+    assert "soak/ghost" in found[0].message
+    taint = {"key": "gpu.deckhouse.io/unhealthy", "value": "XID79", "effect": "NoSchedule"}
+    tainted = bad_allocations(
+        [_claim("whole", "gpu-0")], _slices(taint=taint), now=5, before=_slices(taint=taint)
+    )
+    assert len(tainted) == 1
+    assert "NoSchedule" in tainted[0].message
+
+
+def test_only_a_pool_s_newest_generation_offers_devices() -> None:
+    # Mid-republish: generation 2 has no MIG device of the card any more, generation 1 still does.
+    republished = _generation(_slices(), 2)
+    republished[1]["spec"]["devices"] = [
+        d for d in republished[1]["spec"]["devices"] if "mig" not in d["name"]
+    ]
+    both = _generation(_slices(), 1) + republished
+    claim = _claim("mig", "gpu-0-mig-1g-0")
+    assert len(bad_allocations([claim], both, now=5, before=both)) == 1
+    assert bad_allocations([claim], _generation(_slices(), 1), now=5, before=both) == []
+
+
 def test_only_new_allocations_are_handed_on() -> None:
     old, new = _claim("old", "gpu-0"), _claim("new", "gpu-0-mig-1g-0")
     seen = {allocation_key(old) or ""}
