@@ -3,7 +3,7 @@ under a supervisor, as the e2e tier and ``make demo`` start them (test/e2e/conft
 hack/demo.py), with what the faults need on top.
 
 * Four real nodes (kubelet + containerd each) over simulated GPU hosts, between them every kind of
-  GPU Pod we offer: ``a30-x2`` (MIG and TimeSlicing/MPS shares), ``h100-and-l4`` (whole cards and
+  GPU Pod we offer: ``a30-x3`` (MIG and TimeSlicing/MPS shares), ``h100-and-l4`` (whole cards and
   shares), ``t4-vgpu`` (vGPU for VM Pods), ``rtx-workstation`` (a whole card passed to a VM Pod
   through VFIO). Each node reaches the API server through its own :class:`ApiLink` (so one node can
   be cut off alone) and keeps the kubelet plugin's folder on a small tmpfs (so it can be filled).
@@ -72,7 +72,7 @@ class NodeSpec:
 # Short names: the kubelet plugin's sockets live under the node's folder, and a unix socket's path
 # holds at most 107 bytes.
 NODES = (
-    NodeSpec("soak-a30", "a30-x2", 2),
+    NodeSpec("soak-a30", "a30-x3", 3),
     NodeSpec("soak-h100", "h100-and-l4", 2),
     NodeSpec("soak-vgpu", "t4-vgpu", 2),
     NodeSpec("soak-ws", "rtx-workstation", 1),

@@ -111,24 +111,47 @@ class _Card:
 
 def plan(slices: Iterable[Json], *, vfio_nodes: Sequence[str] = ()) -> list[Slot]:
     """Splits the offered cards among the kinds: vGPU-mode cards to ``vgpu``, the cards of
-    ``vfio_nodes`` (bare-metal VM hosts) to ``vfio``, the rest round the other kinds, each card to
-    the kind with the fewest cards so far that the card can serve (MIG only where it has MIG)."""
+    ``vfio_nodes`` (bare-metal VM hosts) to ``vfio``, the rest among the other kinds.
+
+    First every kind gets one card, the kind fewest cards can serve choosing first and taking the
+    card that serves fewest kinds (a MIG-capable card is not spent on a kind any card serves);
+    then each remaining card goes to the kind with the fewest cards so far that it can serve. So
+    a kind goes without a card only when no card is left that could serve it."""
     cards = _cards(slices)
-    slots: list[Slot] = []
-    counts: dict[Kind, int] = defaultdict(int)
+    fixed: dict[tuple[str, str], Kind] = {}
+    free: list[_Card] = []
     for card in sorted(cards.values(), key=lambda c: (c.node, c.address)):
         if "VGPU" in card.types:
-            kind = Kind.VGPU
+            fixed[(card.node, card.address)] = Kind.VGPU
         elif card.node in vfio_nodes:
-            kind = Kind.VFIO
+            fixed[(card.node, card.address)] = Kind.VFIO
         else:
-            able = [k for k in _ROTATION if _serves(card, k)]
-            if not able:
-                continue
-            kind = min(able, key=lambda k: (counts[k], _ROTATION.index(k)))
+            free.append(card)
+    chosen = _one_card_each(free) | fixed
+    counts: dict[Kind, int] = defaultdict(int)
+    for kind in chosen.values():
         counts[kind] += 1
-        slots.append(_slot(card, kind))
+    for card in free:
+        able = [k for k in _ROTATION if _serves(card, k)]
+        if (card.node, card.address) in chosen or not able:
+            continue
+        kind = min(able, key=lambda k: (counts[k], _ROTATION.index(k)))
+        counts[kind] += 1
+        chosen[(card.node, card.address)] = kind
+    slots = [_slot(cards[key], chosen[key]) for key in sorted(chosen)]
     return [_with_extended(slot, slots, cards) for slot in slots]
+
+
+def _one_card_each(free: Sequence[_Card]) -> dict[tuple[str, str], Kind]:
+    """One card for each kind of the rotation that some free card serves."""
+    chosen: dict[tuple[str, str], Kind] = {}
+    serving = {kind: [c for c in free if _serves(c, kind)] for kind in _ROTATION}
+    for kind in sorted(_ROTATION, key=lambda k: (len(serving[k]), _ROTATION.index(k))):
+        left = [c for c in serving[kind] if (c.node, c.address) not in chosen]
+        if left:
+            card = min(left, key=lambda c: (sum(_serves(c, k) for k in _ROTATION), c.node, c.address))
+            chosen[(card.node, card.address)] = kind
+    return chosen
 
 
 def caps(slots: Iterable[Slot]) -> dict[Kind, int]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kubernetes.client import ResourceV1ResourceClaim, V1Pod
+from kubernetes.client import ApiClient, ResourceV1ResourceClaim, V1Pod
 from pytest_mock import MockerFixture
+from soak.cluster import FIXTURES, NODES
+from soak.run import VFIO_NODES
 from soak.workload import COMPLETED, LOST, Kind, Slot, Workload, caps, claim_for, plan, pod_for
 
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
+from pkg.gpuhandler.offline import OfflineRequest, compute_offers
 
 D = "gpu.deckhouse.io"
 
@@ -60,7 +63,7 @@ def test_the_plan_gives_every_kind_cards_and_caps_from_what_they_hold() -> None:
     by_card = {s.card: s.kind for s in slots}
     assert by_card["0000:3b:00.0"] is Kind.VGPU
     assert by_card["0000:65:00.0"] is Kind.VFIO
-    assert {by_card["0000:01:00.0"], by_card["0000:02:00.0"]} == {Kind.MIG, Kind.WHOLE}
+    assert by_card["0000:01:00.0"] is Kind.MIG
     assert set(by_card.values()) == set(Kind)
     assert caps(slots) == {
         Kind.MIG: 4,
@@ -71,6 +74,37 @@ def test_the_plan_gives_every_kind_cards_and_caps_from_what_they_hold() -> None:
         Kind.VGPU: 1,
         Kind.VFIO: 1,
     }
+
+
+def test_every_kind_gets_a_card_before_any_kind_gets_a_second() -> None:
+    # Three cards that serve every kind first, then two that serve only whole-card kinds: taking
+    # the cards in turn, the third full card went to a second whole-card kind and MPS got none.
+    exclusive_only = [_offer(f"{c}-whole", c, "Physical") for c in ("0000:04:00.0", "0000:05:00.0")]
+    full = [d for c in ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0") for d in _card(c, mig=4)]
+    slots = plan([_slice("node", full + exclusive_only)])
+    assert sorted(s.kind for s in slots) == sorted(
+        [Kind.MIG, Kind.WHOLE, Kind.TIMESLICING, Kind.MPS, Kind.CONTROLLER]
+    )
+    assert {s.kind for s in slots if s.card in ("0000:04:00.0", "0000:05:00.0")} == {
+        Kind.WHOLE,
+        Kind.CONTROLLER,
+    }
+
+
+def test_every_kind_of_the_issue_is_planned_on_the_soak_s_nodes() -> None:
+    """What the soak's own nodes offer (computed offline from their fixture hosts, as gpu-handler
+    would publish it) gives every kind at least one card, gpu-dra-controller's included."""
+    slices = []
+    for spec in NODES:
+        offers = compute_offers(
+            OfflineRequest(
+                node_name=spec.name, sysfs_root=FIXTURES / "sysfs" / spec.fixture, backend="simulated-nvidia"
+            )
+        )
+        slices += [ApiClient().sanitize_for_serialization(s) for s in offers.slices]
+    planned = caps(plan(slices, vfio_nodes=VFIO_NODES))
+    assert set(planned) == set(Kind), f"kinds without a card: {set(Kind) - set(planned)}"
+    assert all(units >= 1 for units in planned.values())
 
 
 def test_a_kind_asks_by_extended_resource_only_where_the_node_is_its_own() -> None:
