@@ -5,14 +5,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kubernetes.client import ApiClient, ResourceV1ResourceClaim, V1Pod
+from kubernetes.client import ResourceV1ResourceClaim, V1Pod
 from pytest_mock import MockerFixture
 from soak.cluster import FIXTURES, NODES
 from soak.run import VFIO_NODES
 from soak.workload import COMPLETED, LOST, Kind, Slot, Workload, caps, claim_for, plan, pod_for
 
 from pkg.framework.client import KubeClient, NotFoundError
-from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
+from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from pkg.gpuhandler.offline import OfflineRequest, compute_offers
 
 D = "gpu.deckhouse.io"
@@ -101,7 +101,7 @@ def test_every_kind_of_the_issue_is_planned_on_the_soak_s_nodes() -> None:
                 node_name=spec.name, sysfs_root=FIXTURES / "sysfs" / spec.fixture, backend="simulated-nvidia"
             )
         )
-        slices += [ApiClient().sanitize_for_serialization(s) for s in offers.slices]
+        slices += [RESOURCE_SLICE.encode(s) for s in offers.slices]
     planned = caps(plan(slices, vfio_nodes=VFIO_NODES))
     assert set(planned) == set(Kind), f"kinds without a card: {set(Kind) - set(planned)}"
     assert all(units >= 1 for units in planned.values())
