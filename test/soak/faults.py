@@ -228,16 +228,21 @@ class CardOffBus(_Rotating):
 
     def __init__(self, cluster: SoakCluster) -> None:
         super().__init__(cluster)
-        self._struck = 0
+        self._struck: dict[str, int] = {}
         self._card: str | None = None
 
     def strike(self) -> str:
-        node = self.next_node()
-        cards = nvidia_cards(node.node.host.root)
-        if not cards:
-            raise RuntimeError(f"{node.name} has no card bound to the nvidia driver to unplug")
-        self._card = cards[(self._struck // len(self.cluster.nodes)) % len(cards)]
-        self._struck += 1
+        """Passes over a node whose cards are all bound to another driver (a VM host's, bound to
+        vfio-pci at boot): such a card is not the nvidia driver's to lose."""
+        for _ in self.cluster.nodes:
+            node = self.next_node()
+            if cards := nvidia_cards(node.node.host.root):
+                break
+        else:
+            raise RuntimeError("no soak node has a card bound to the nvidia driver to unplug")
+        turn = self._struck.get(node.name, 0)
+        self._card = cards[turn % len(cards)]
+        self._struck[node.name] = turn + 1
         primitive(node.node.host, "unplug_card")(self._card)
         return f"{node.name} {self._card}"
 

@@ -201,10 +201,26 @@ def test_card_off_bus_unplugs_then_replugs_the_same_card(
     assert fault.strike() == "node-a 0000:65:00.0"  # the next card once every node had its turn
 
 
-def test_card_off_bus_on_a_node_without_cards_fails_naming_it(cluster: Any, mocker: MockerFixture) -> None:
+def test_card_off_bus_passes_over_a_node_whose_cards_are_on_another_driver(
+    cluster: Any, mocker: MockerFixture
+) -> None:
+    # node-a is a VM host: its card is bound to vfio-pci, so the nvidia driver cannot lose it.
+    cards = {id(cluster.nodes[0].node.host.root): [], id(cluster.nodes[1].node.host.root): ["0000:17:00.0"]}
+    mocker.patch.object(faults, "nvidia_cards", side_effect=lambda root: cards[id(root)])
+    fault = CardOffBus(cluster)
+
+    assert fault.strike() == "node-b 0000:17:00.0"
+    cluster.nodes[0].node.host.unplug_card.assert_not_called()
+    fault.heal()
+    cluster.nodes[1].node.host.replug_card.assert_called_once_with("0000:17:00.0")
+
+
+def test_card_off_bus_where_no_node_has_an_nvidia_card_fails_saying_so(
+    cluster: Any, mocker: MockerFixture
+) -> None:
     mocker.patch.object(faults, "nvidia_cards", return_value=[])
 
-    with pytest.raises(RuntimeError, match="node-a has no card"):
+    with pytest.raises(RuntimeError, match="no soak node has a card bound to the nvidia driver"):
         CardOffBus(cluster).strike()
 
 
