@@ -309,16 +309,16 @@ class RealNode:
         """Mounts the tmpfs before anything is written there (unmounted by :meth:`stop`, with every
         other mount under the node's folder).
 
-        The kubelet makes its root folder a shared mount at start, bind-mounting it onto itself
-        first when it is not a mount point yet; that bind mount would hide a tmpfs mounted below it
-        (and the plugin would write to the machine's disk). So the root is made a mount point here
-        first, and the kubelet only changes its propagation."""
+        The kubelet wants its root folder on a shared mount: at start, unless the mount the root
+        is on is shared already, it bind-mounts the root onto itself and makes that rshared. Such
+        a bind mount would hide a tmpfs mounted below the root before it (and the plugin would
+        write to the machine's disk). So the root is bound onto itself and made rshared here
+        first, and the kubelet (and every restart of it) finds nothing to do."""
         self.plugin_folder.mkdir(parents=True, exist_ok=True)
-        root = self.kubelet.paths.root
+        root = str(self.kubelet.paths.root)
         if not os.path.ismount(root):
-            subprocess.run(
-                ["mount", "--bind", str(root), str(root)], check=True, capture_output=True, timeout=10
-            )
+            subprocess.run(["mount", "--bind", root, root], check=True, capture_output=True, timeout=10)
+        subprocess.run(["mount", "--make-rshared", root], check=True, capture_output=True, timeout=10)
         subprocess.run(
             ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0750", "tmpfs", str(self.plugin_folder)],
             check=True,

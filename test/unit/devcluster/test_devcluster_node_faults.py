@@ -303,3 +303,23 @@ def test_an_etcd_restart_waits_for_the_apiserver_to_reach_it_again(
     etcd.start.assert_called_once_with()  # type: ignore[attr-defined]
     apiserver.start.assert_not_called()  # type: ignore[attr-defined]
     assert next(answers, None) is None  # it waited until the API server was ready
+
+
+def test_the_plugin_folder_s_tmpfs_goes_under_a_root_already_bound_and_shared(
+    mocker: MockerFixture, tmp_path: Path
+) -> None:
+    """The kubelet binds its root onto itself at start unless the root's mount is shared already;
+    that bind would hide the tmpfs, so the root must be bound and made shared before the tmpfs."""
+    rig = _node(mocker, tmp_path, NodeConfig(name="node-a", plugin_folder_mib=4))
+    node = rig.node
+    mocker.patch("pkg.devcluster.node.os.path.ismount", return_value=False)
+    run = mocker.patch("pkg.devcluster.node.subprocess.run")
+
+    node._mount_plugin_folder(4)
+
+    root = str(node.kubelet.paths.root)
+    assert [c.args[0] for c in run.call_args_list] == [
+        ["mount", "--bind", root, root],
+        ["mount", "--make-rshared", root],
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0750", "tmpfs", str(node.plugin_folder)],
+    ]
