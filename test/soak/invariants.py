@@ -83,6 +83,16 @@ class SliceIndex:
                 )
         return cls(devices=devices, capacity=capacity)
 
+    def or_else(self, earlier: SliceIndex | None) -> SliceIndex:
+        """These slices, with what ``earlier`` slices said of devices and counter sets these lack:
+        a node's pool withdrawn for a moment (its kubelet restarted by a reboot wipes it until the
+        plugin registers again) does not make its devices unknown."""
+        if earlier is None:
+            return self
+        return SliceIndex(
+            devices={**earlier.devices, **self.devices}, capacity={**earlier.capacity, **self.capacity}
+        )
+
     def attribute(self, key: DeviceKey, name: str) -> Any:
         """One of our attributes of the device (qualified or not, as the publisher chose), or None."""
         device = self.devices.get(key)
@@ -115,11 +125,18 @@ def allocated(claims: Iterable[Json]) -> list[Allocated]:
     return found
 
 
-def double_allocations(claims: Iterable[Json], slices: Iterable[Json], *, now: float) -> list[Violation]:
+def double_allocations(
+    claims: Iterable[Json],
+    slices: Iterable[Json],
+    *,
+    now: float,
+    before: Iterable[Json] | None = None,
+) -> list[Violation]:
     """A device in two claims that does not allow multiple allocations, or a counter set whose
     allocated devices consume more than it holds (a whole card next to a MIG device of it, two
-    overlapping MIG placements)."""
-    index = SliceIndex.of(slices)
+    overlapping MIG placements). A device missing from ``slices`` is judged by ``before`` (the
+    previous look's): two shares of a card whose pool is withdrawn for a moment are still shares."""
+    index = SliceIndex.of(slices).or_else(SliceIndex.of(before) if before is not None else None)
     holders: dict[DeviceKey, set[str]] = defaultdict(set)
     for result in allocated(claims):
         holders[result.key].add(result.claim)

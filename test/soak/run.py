@@ -280,7 +280,7 @@ class Soak:
         return _Snapshot(claims, slices, pods, host)
 
     def _check(self, snap: _Snapshot, *, now: float, calm_since: float, quiet: bool) -> None:
-        found = invariants.double_allocations(snap.claims, snap.slices, now=now)
+        found = invariants.double_allocations(snap.claims, snap.slices, now=now, before=self._last_slices)
         fresh = invariants.newly_allocated(snap.claims, self._seen_allocations)
         found += invariants.bad_allocations(fresh, snap.slices, now=now, before=self._last_slices)
         self._last_slices = snap.slices

@@ -106,6 +106,14 @@ def test_one_exclusive_device_in_two_claims_is_a_double_allocation() -> None:
     assert any("allocated to 2 claims" in v.message for v in found)
 
 
+def test_shares_of_a_pool_withdrawn_for_a_moment_are_no_double_allocation() -> None:
+    # A reboot: the node's slices are gone at this look, the previous one still had them.
+    shares = [_claim("ts-1", "gpu-0-timeslicing"), _claim("ts-2", "gpu-0-timeslicing")]
+    assert double_allocations(shares, [], now=0, before=_slices()) == []
+    whole = [_claim("a", "gpu-0"), _claim("b", "gpu-0")]
+    assert len(double_allocations(whole, [], now=0, before=_slices())) == 1
+
+
 def test_a_device_tainted_noschedule_at_allocation_is_a_bad_allocation() -> None:
     taint = {"key": "gpu.deckhouse.io/unhealthy", "value": "XID79", "effect": "NoSchedule"}
     found = bad_allocations([_claim("whole", "gpu-0")], _slices(taint=taint), now=3)
