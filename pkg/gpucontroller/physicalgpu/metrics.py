@@ -14,7 +14,9 @@ from prometheus_client.registry import Collector
 
 from api.gpu.v1alpha1 import LABEL_DEVICE, LABEL_NODE, LABEL_VENDOR, PhysicalGPUConditionType
 from pkg.domain.metrics import NAMESPACE
-from pkg.framework.reconcile.conditions import condition_status
+from pkg.framework.reconcile.conditions import condition_status, find_condition
+
+_ONLY_WHEN_SET = frozenset({PhysicalGPUConditionType.COMPUTE_DOMAINS_READY})
 
 _STATUSES = ("True", "False", "Unknown")
 
@@ -45,7 +47,10 @@ class PhysicalGPUCollector(Collector):
                 [name, node, labels.get(LABEL_VENDOR, ""), labels.get(LABEL_DEVICE, ""), pci, driver], 1.0
             )
             for condition in PhysicalGPUConditionType:
-                current = condition_status(status.conditions if status else None, condition)
+                found = status.conditions if status else None
+                if condition in _ONLY_WHEN_SET and find_condition(found or [], condition) is None:
+                    continue  # a card in no multi-node fabric has no ComputeDomainsReady, not an Unknown one
+                current = condition_status(found, condition)
                 for value in _STATUSES:
                     conditions.add_metric([name, node, condition.value, value], float(current == value))
         yield info

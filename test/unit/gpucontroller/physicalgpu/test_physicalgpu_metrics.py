@@ -71,3 +71,31 @@ def test_series_follow_the_cache() -> None:
 
     store.delete_key("n1-0-10de-20b7")
     assert registry.get_sample_value("gpu_physicalgpu_info", labels) is None
+
+
+def test_compute_domains_ready_is_exported_only_for_a_card_that_has_it() -> None:
+    store: Store[PhysicalGPU] = Store()
+    registry = CollectorRegistry()
+    registry.register(PhysicalGPUCollector(store))
+    plain, fabric = _gpu("n1-0-10de-20b7"), _gpu("n1-1-10de-20b7")
+    assert fabric.status is not None
+    assert fabric.status.conditions is not None
+    fabric.status.conditions.append(
+        V1Condition(
+            type="ComputeDomainsReady",
+            status="False",
+            reason="HostImexService",
+            message="nvidia-imex runs on the host",
+            last_transition_time=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+    )
+    store.add(plain)
+    store.add(fabric)
+
+    def value(name: str, status: str) -> float | None:
+        labels = {"name": name, "node": "n1", "condition": "ComputeDomainsReady", "status": status}
+        return registry.get_sample_value("gpu_physicalgpu_condition", labels)
+
+    assert value("n1-0-10de-20b7", "Unknown") is None  # in no fabric: no series, not an Unknown one
+    assert value("n1-1-10de-20b7", "False") == 1.0
+    assert value("n1-1-10de-20b7", "True") == 0.0

@@ -1,10 +1,12 @@
-"""Gives every PhysicalGPU both conditions, Unknown until their owners report.
+"""Gives every PhysicalGPU the conditions every card has, Unknown until their owners report.
 
 Readers (the gpu-handler's publisher, kubectl's printer columns, alerts) can then tell "not
 validated yet" from "validation failed" without special-casing a missing condition. The handler
 only adds missing conditions: ``HardwareHealthy`` belongs to gpu-handler once it has written it,
 ``DriverReady`` of NVIDIA cards to :mod:`.driver_ready` (which runs first); this step seeds what
 nobody has written yet, such as ``DriverReady`` of a card no validator judges.
+``ComputeDomainsReady`` is not seeded: gpu-handler sets it only on a card in a multi-node NVLink
+fabric, and its absence says the card is in none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pkg.framework.reconcile.contract import Result
 from pkg.gpucontroller.physicalgpu.internal.state import PhysicalGPUState
 
 REASON_VALIDATION_PENDING = "ValidationPending"
+SEEDED = (PhysicalGPUConditionType.DRIVER_READY, PhysicalGPUConditionType.HARDWARE_HEALTHY)
 
 
 class DefaultConditionsHandler:
@@ -35,7 +38,7 @@ class DefaultConditionsHandler:
     def handle(self, state: PhysicalGPUState) -> Result | None:
         status = state.status
         conditions = list(status.conditions or [])
-        for condition_type in PhysicalGPUConditionType:
+        for condition_type in SEEDED:
             if find_condition(conditions, condition_type) is not None:
                 continue
             set_condition(
