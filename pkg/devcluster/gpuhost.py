@@ -37,6 +37,7 @@ import shlex
 import shutil
 import stat
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,11 @@ class SimulatedGpuHost:
         host.nvml_state.mkdir(parents=True, exist_ok=True)
         install_mps_tool(host.nvml_state)
         host.dev.mkdir(parents=True, exist_ok=True)
+        # This boot's ID, where the kernel shows it: gpu-handler's checkpoint compares it with the
+        # one it recorded (pkg.devcluster.hostreset makes a new one at a simulated reboot).
+        boot_id = host.root / "proc" / "sys" / "kernel" / "random" / "boot_id"
+        boot_id.parent.mkdir(parents=True, exist_ok=True)
+        boot_id.write_text(f"{uuid.uuid4()}\n")
         cards = nvidia_cards(host.root)
         if cards:
             for node in _CONTROL_NODES:

@@ -42,6 +42,7 @@ from kubernetes.client import (
     V1ResourceSlice,
 )
 
+from api.gpu.v1alpha1 import ComputeDomain
 from pkg.backends import VendorBackend
 from pkg.domain.names import DRIVER
 from pkg.dra.model.slices import pool_name
@@ -140,6 +141,15 @@ class NoPods:
         raise NotFoundError(status=404, reason="NotFound", message=f"pods {namespace}/{name} not found")
 
 
+class NoComputeDomains:
+    """No ComputeDomain exists here (no API server): a channel claim is refused as not owned."""
+
+    def get(self, namespace: str, name: str) -> ComputeDomain:
+        raise NotFoundError(
+            status=404, reason="NotFound", message=f"computedomains {namespace}/{name} not found"
+        )
+
+
 class LoggedEvents:
     """The claim and card events gpu-handler would record, logged instead."""
 
@@ -229,6 +239,7 @@ class PreparationNode:
         self.container.claims.override(providers.Object(self.claims))
         self.container.offers.override(providers.Object(SliceOffers(slices)))
         self.container.pods.override(providers.Object(NoPods()))
+        self.container.domains.override(providers.Object(NoComputeDomains()))
         self.container.events.override(providers.Object(LoggedEvents()))
         self.container.health.override(providers.Object(_NoHealthFeed()))
         self.container.driver_files_status.override(providers.Object(self.driver_files))
