@@ -337,11 +337,14 @@ class Workload:
         for record in self.records.values():
             if record.outcome is None or not record.live:
                 continue
-            with contextlib.suppress(NotFoundError):
-                self._kube.delete(POD, record.name, self._namespace)
+            # The claims first: a claim whose Pod is gone while it stays is a claim no Pod
+            # references, which gpu-dra-controller allocates again the moment kube-controller-
+            # manager releases it; marked for deletion first, it is never allocated again.
             for claim in record.claims:
                 with contextlib.suppress(NotFoundError):
                     self._kube.delete(RESOURCE_CLAIM, claim, self._namespace)
+            with contextlib.suppress(NotFoundError):
+                self._kube.delete(POD, record.name, self._namespace)
             record.deleted = now
             done.append(f"deleted {record.name}")
         return done

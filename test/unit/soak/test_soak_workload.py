@@ -253,6 +253,16 @@ def test_a_controller_claim_gets_its_pod_once_allocated_and_both_go_at_the_end(m
     assert record.outcome == COMPLETED
 
 
+def test_a_finished_pod_s_claim_is_deleted_before_the_pod(mocker: MockerFixture) -> None:
+    """A claim left without its Pod for a moment is one gpu-dra-controller may allocate again."""
+    workload, kube, cluster = _workload(mocker, [_slot(Kind.MIG)])
+    workload.step(0.0)
+    cluster.phases["soak-mig-1"] = ("Failed", None, "node-a")
+    workload.step(10.0)
+    deletes = [(c.args[0], c.args[1]) for c in kube.delete.call_args_list]
+    assert deletes[:2] == [(RESOURCE_CLAIM, "soak-mig-1"), (POD, "soak-mig-1")]
+
+
 def test_a_claim_deleted_by_someone_else_loses_its_pod(mocker: MockerFixture) -> None:
     workload, kube, _ = _workload(mocker, [_slot(Kind.CONTROLLER)])
     workload.step(0.0)
