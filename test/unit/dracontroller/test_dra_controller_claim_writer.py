@@ -3,6 +3,7 @@ answers become the results a handler acts on (None, :class:`ConflictRequeue`).""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -60,6 +61,8 @@ CONFIGURED = V1AllocationResult(
         ],
     )
 )
+NOW = datetime(2026, 3, 1, 10, 20, 30, 456789, tzinfo=UTC)
+STAMP = {"allocationTimestamp": "2026-03-01T10:20:30Z"}
 ALLOCATION_JSON = {
     "devices": {"results": [{"request": "gpu", "driver": "gpu.deckhouse.io", "pool": "p", "device": "d"}]}
 }
@@ -90,7 +93,7 @@ def test_allocate_patches_the_mark_then_the_allocation_each_under_a_version_test
     client.patch.side_effect = [claim("6", annotations={ALLOCATED_BY: ALLOCATED_BY_US}), written_claim]
     in_flight = InFlight()
 
-    written = ClaimWriter(client, in_flight).allocate(claim("5"), ALLOCATION)
+    written = ClaimWriter(client, in_flight, clock=lambda: NOW).allocate(claim("5"), ALLOCATION)
 
     assert written is written_claim
     assert client.patch.call_args_list == [
@@ -111,7 +114,7 @@ def test_allocate_patches_the_mark_then_the_allocation_each_under_a_version_test
             [
                 # the version the metadata patch returned, not the one read
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "6"},
-                {"op": "add", "path": "/status/allocation", "value": ALLOCATION_JSON},
+                {"op": "add", "path": "/status/allocation", "value": ALLOCATION_JSON | STAMP},
             ],
             patch_type=PatchType.JSON,
             namespace="ns",
@@ -120,6 +123,18 @@ def test_allocate_patches_the_mark_then_the_allocation_each_under_a_version_test
     ]
     client.update_status.assert_not_called()  # a PUT would store the parameters' bytes as sent
     assert in_flight.resolve(claim("5")) is written  # the caches' older versions are superseded
+
+
+def test_the_allocation_carries_its_time_so_the_scheduler_does_not_stamp_it_later(client: Any) -> None:
+    """A kube-scheduler with DRADeviceBindingConditions stamps an unstamped allocation when it
+    reserves the claim, and the API server refuses that change of a set allocation: the Pod of a
+    claim we allocated never started."""
+    client.patch.side_effect = [claim("6"), claim("7", allocated=True)]
+
+    ClaimWriter(client, InFlight(), clock=lambda: NOW).allocate(claim("5"), ALLOCATION)
+
+    value = client.patch.call_args.args[2][1]["value"]
+    assert value["allocationTimestamp"] == "2026-03-01T10:20:30Z"  # whole seconds, as the API keeps it
 
 
 def test_the_allocation_is_sent_as_the_api_spells_it_opaque_parameters_included(client: Any) -> None:

@@ -24,6 +24,12 @@ decides again from fresher state. If step 2 fails after step 1 succeeded, the cl
 finalizer and mark without an allocation: harmless (the kube-controller-manager removes the
 finalizer on deletion; the next pass allocates or clears the mark).
 
+The allocation carries ``allocationTimestamp`` (whole seconds, as the API keeps it): a kube-scheduler
+with ``DRADeviceBindingConditions`` and ``DRAResourceClaimDeviceStatus`` stamps an allocation that
+has none when it reserves the claim for a Pod, in the same status write, and the API server refuses
+that write (the allocation cannot change once set) — so a Pod using a claim we allocated without
+the stamp stayed Pending for ever.
+
 Releasing (collision handling) is the reverse: status PUT without ``allocation`` first, then the
 mark removed; the finalizer stays for the re-allocation (the kube-controller-manager removes it
 once the claim is deleted). Every write is recorded in the in-flight record.
@@ -31,6 +37,8 @@ once the claim is deleted). Every write is recorded in the in-flight record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from kubernetes.client import (
@@ -86,8 +94,15 @@ def _marked(meta: V1ObjectMeta) -> V1ObjectMeta:
 
 
 class ClaimWriter:
-    def __init__(self, client: KubeClient, in_flight: InFlight) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        in_flight: InFlight,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._client = client
+        self._clock = clock
         self._writer = KubeResourceWriter(client, RESOURCE_CLAIM)
         self._in_flight = in_flight
 
@@ -156,6 +171,9 @@ class ClaimWriter:
         self, claim: ResourceV1ResourceClaim, allocation: V1AllocationResult
     ) -> ResourceV1ResourceClaim | None:
         meta = _meta(claim)
+        if allocation.allocation_timestamp is None:
+            stamp = self._clock().replace(microsecond=0)
+            allocation = allocation.model_copy(update={"allocation_timestamp": stamp})
         value = allocation.model_dump(by_alias=True, exclude_none=True, mode="json")
         ops: list[PatchOp] = [
             test_op("/metadata/resourceVersion", meta.resource_version),
