@@ -10,6 +10,7 @@ again after its server or etcd restarts. The node is stopped at the end and must
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,9 @@ NODE = "e2e-node-faults"
 def fault_node(node_pool: Any) -> Iterator[RealNode]:
     """A node of these tests alone (they restart and cut it), stopped at the end and checked clean
     (the pool checks the host-wide places once every node has stopped)."""
-    node: RealNode = node_pool.get(NodeConfig(name=NODE, gpu_fixture=FIXTURES / "a30-x2", api_link=True))
+    node: RealNode = node_pool.get(
+        NodeConfig(name=NODE, gpu_fixture=FIXTURES / "a30-x2", api_link=True, plugin_folder_mib=8)
+    )
     yield node
     node.stop()
     assert node.leftovers() == []
@@ -94,10 +97,18 @@ def test_a_reboot_recreates_the_container_and_loses_the_host_s_volatile_state(
 
     memory.change(card, one_gpu_instance)
     boot_before = fault_node.boot_id()
+    kept = fault_node.plugin_folder / "kept-on-disk"
+    kept.write_text("checkpoint")
 
     fault_node.reboot()
 
     assert fault_node.boot_id() != boot_before
+    # The plugin folder stands for disk: its tmpfs (and the kubelet root's bind that carries it)
+    # outlive the reboot with what was written there, and it can still be filled.
+    assert os.path.ismount(fault_node.plugin_folder)
+    assert kept.read_text() == "checkpoint"
+    fault_node.fill_plugin_folder()
+    fault_node.free_plugin_folder()
     after = memory.card(card)
     assert (after.mig_mode, after.gpu_instances) == (1, [])
     wait_until(
