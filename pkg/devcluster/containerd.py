@@ -72,11 +72,15 @@ class PodNetwork:
 
     bridge: str  # at most 15 characters (IFNAMSIZ)
     subnet: str  # e.g. 10.244.3.0/24
+    cluster_range: str = ""  # every node's subnet of this run, e.g. 10.244.0.0/16
 
     @classmethod
     def for_index(cls, index: int) -> PodNetwork:
         run = os.getpid() % 10000
-        return cls(bridge=f"gpucp{run}n{index}", subnet=f"10.{100 + run % 100}.{index}.0/24")
+        prefix = f"10.{100 + run % 100}"
+        return cls(
+            bridge=f"gpucp{run}n{index}", subnet=f"{prefix}.{index}.0/24", cluster_range=f"{prefix}.0.0/16"
+        )
 
 
 class Containerd:
@@ -232,14 +236,18 @@ class Containerd:
                     "type": "bridge",
                     "bridge": self.network.bridge,
                     "isGateway": True,
-                    "ipMasq": False,  # no iptables rules to leave behind; pods talk on the node only
+                    "ipMasq": False,  # no iptables rules to leave behind
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": self.network.subnet}]],
                         "dataDir": str(self.paths.cni_ipam_dir),
                         # The Service range through the bridge: the kubernetes Service's address
                         # is reachable where pkg.devcluster.apiroute routes it to the API server.
-                        "routes": [{"dst": SERVICE_RANGE}],
+                        # The other nodes' Pod subnets through the bridge too: this machine routes
+                        # between the nodes' bridges, as a cluster's network routes between nodes
+                        # (the IMEX daemons of a clique reach each other this way).
+                        "routes": [{"dst": SERVICE_RANGE}]
+                        + ([{"dst": self.network.cluster_range}] if self.network.cluster_range else []),
                     },
                 },
             ],
