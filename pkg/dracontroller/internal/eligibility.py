@@ -7,9 +7,11 @@ failing rule names the reason:
 2. it is not the scheduler's: no ``resource.kubernetes.io/extended-resource-claim`` annotation
    (KEP-5004 special claims) and no ownerReference to a Pod (claims generated from a
    ResourceClaimTemplate for a Pod);
-3. no Pod that may still run references it — by ``spec.resourceClaims[].resourceClaimName`` or
-   ``status.resourceClaimStatuses[].resourceClaimName`` (see :func:`claims_of_pod`). Such a claim
-   is the scheduler's, which allocates it on a node that fits the Pod;
+3. no existing Pod references it — by ``spec.resourceClaims[].resourceClaimName`` or
+   ``status.resourceClaimStatuses[].resourceClaimName`` (see :func:`claims_of_pod`), whether that
+   Pod is pending, running or finished. Such a claim is the scheduler's, which allocates it on a
+   node that fits the Pod. Only a Pod deleted before it was ever scheduled stops counting at once:
+   it never held devices and goes away without a node's kubelet;
 4. every request (every subrequest of a ``firstAvailable`` request) names a device class that
    exists and is **ours** (:func:`is_our_class`).
 
@@ -18,6 +20,20 @@ moment before its claim may not be in our cache yet when the claim is. An alloca
 would pin the claim to a node the Pod may not be able to use, and the Pod would stay Pending
 forever. So the cache's "no Pod" is only a first filter: the decisions service confirms it with a
 consistent read right before writing (``service/pod_references.py``, ``service/decisions.py``).
+
+Why a finished Pod still counts. When a Pod finishes, kube-controller-manager takes it out of its
+claim's ``reservedFor`` and deallocates the claim; at that moment the kube-scheduler is free to
+hand the claim's devices to the next Pod. Were the claim ours again as soon as its Pod finished,
+gpu-dra-controller would allocate it at the same instant, and the two allocators could pick the
+same device. Our collision step gives ours back within a second, but the damage is done in the
+scheduler: its record of allocated devices is a plain set keyed by device
+(``pkg/scheduler/framework/plugins/dynamicresources`` in kubernetes/kubernetes,
+https://github.com/kubernetes/kubernetes/tree/master/pkg/scheduler/framework/plugins/dynamicresources),
+so the deallocation of our claim removes the device from that set although the scheduler's own
+claim still holds it, and from then on the scheduler hands the device to one claim after another.
+A finished Pod never needs its devices again, so waiting costs nothing: once the Pod is deleted
+the claim becomes ours (pre-provisioned for its next user), and a new Pod that references it in
+the meantime is scheduled as usual.
 
 How a class is "ours": one of its CEL selectors requires our driver with an equality
 ``device.driver == "gpu.deckhouse.io"`` (either operand order, either quote), or one of its
@@ -100,17 +116,15 @@ def is_allocated(claim: ResourceV1ResourceClaim) -> bool:
     return claim.status is not None and claim.status.allocation is not None
 
 
-def is_pod_done(pod: Any) -> bool:
-    """kube-controller-manager's ``isPodDone``: the Pod will never (again) need its claims."""
-    phase = pod.status.phase if pod.status is not None else None
-    if phase in ("Succeeded", "Failed"):
-        return True
+def is_deleted_unscheduled(pod: Any) -> bool:
+    """Deleted before it was ever scheduled: it never held devices and no kubelet has to let go of
+    it, so it stops counting now. A finished Pod still counts until it is gone (module docs)."""
     return pod.metadata.deletion_timestamp is not None and not (pod.spec and pod.spec.node_name)
 
 
 def claims_of_pod(pod: Any) -> list[str]:
-    """``namespace/name`` of every claim a Pod that may still run references (a store index)."""
-    if is_pod_done(pod):
+    """``namespace/name`` of every claim an existing Pod references, finished or not (a store index)."""
+    if is_deleted_unscheduled(pod):
         return []
     namespace = pod.metadata.namespace or ""
     names = {c.resource_claim_name for c in (pod.spec.resource_claims if pod.spec else None) or ()}

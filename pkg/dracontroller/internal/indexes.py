@@ -2,8 +2,9 @@
 
 Every watch answers "which claims does this change concern?" from an index, never by scanning:
 
-* :data:`POD_BY_CLAIM` (Pods): ``namespace/claim`` of every claim a Pod that may still run
-  references — the eligibility rule "no Pod references it" and the Pod watch use it;
+* :data:`POD_BY_CLAIM` (Pods): ``namespace/claim`` of every claim an existing Pod references,
+  finished Pods included (:mod:`~pkg.dracontroller.internal.eligibility` says why) — the
+  eligibility rule "no Pod references it" and the Pod watch use it;
 * :data:`CLAIM_PENDING` (claims): unallocated claims that are not the scheduler's, woken when
   capacity appears (a slice changes, an allocation is released);
 * :data:`CLAIM_BY_CLASS` (claims): pending claims by every device class they name, woken when a

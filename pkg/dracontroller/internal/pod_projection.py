@@ -1,9 +1,11 @@
 """The part of a Pod the allocation controller keeps: who it is and which claims it references.
 
-The controller reads Pods for one rule only, "does a Pod that may still run reference this claim"
+The controller reads Pods for one rule only, "does an existing Pod reference this claim"
 (:func:`~pkg.dracontroller.internal.eligibility.claims_of_pod`), so its Pod cache keeps what that
-rule and the Pod watch read — name, namespace, uid, resourceVersion, deletionTimestamp, phase,
-nodeName and the claim references — and nothing else. A full Pod decodes to tens of KiB (containers,
+rule and the Pod watch read — name, namespace, uid, resourceVersion, deletionTimestamp (with
+nodeName: a Pod deleted before it was scheduled stops counting) and the claim references — and
+nothing else. The phase is not kept: a finished Pod references its claims as much as a running
+one does. A full Pod decodes to tens of KiB (containers,
 env, volumes, managed fields, conditions); the projection is a few hundred bytes, so the cache grows
 with the Pods that matter to the rule, not with everything every Pod of the cluster carries.
 
@@ -35,8 +37,6 @@ def project_pod(raw: dict[str, Any]) -> dict[str, Any]:
             if c.get("resourceClaimName")
         ]
     projected_status: dict[str, Any] = {}
-    if status.get("phase"):
-        projected_status["phase"] = status["phase"]
     if status.get("resourceClaimStatuses"):
         projected_status["resourceClaimStatuses"] = [
             {"name": s.get("name", ""), "resourceClaimName": s["resourceClaimName"]}

@@ -23,7 +23,9 @@ from testutil.unit.dra.allocator.alloc_builders import claim, device_class, exac
 from testutil.unit.dracontroller.dra_controller_fakes import our_mig_class
 
 from pkg.dracontroller.internal.eligibility import claims_of_pod, is_our_class, judge
+from pkg.dracontroller.internal.indexes import POD_BY_CLAIM, POD_INDEXERS
 from pkg.dracontroller.internal.names import EXTENDED_RESOURCE_CLAIM
+from pkg.framework.cache.store import Store
 
 CLASSES = {name_of(c): c for c in (our_mig_class("1g"), device_class("other", 'device.driver == "x.io"'))}
 
@@ -132,8 +134,32 @@ def test_pod_references_by_name_and_by_status() -> None:
     assert claims_of_pod(pod(phase="Pending")) == ["ns/p-templated-x", "ns/shared"]
 
 
-def test_pods_that_will_not_run_reference_nothing() -> None:
-    assert claims_of_pod(pod(phase="Succeeded")) == []
-    assert claims_of_pod(pod(phase="Failed")) == []
-    assert claims_of_pod(pod(deleting=True)) == []  # deleted before it was scheduled
+def test_finished_pods_still_reference_their_claims() -> None:
+    # kube-controller-manager deallocates a finished Pod's claim while the kube-scheduler hands its
+    # devices to the next Pod: taking the claim then would race the scheduler for the same device.
+    assert claims_of_pod(pod(phase="Succeeded", node="n1")) == ["ns/p-templated-x", "ns/shared"]
+    assert claims_of_pod(pod(phase="Failed", node="n1")) == ["ns/p-templated-x", "ns/shared"]
+    assert claims_of_pod(pod(phase="Succeeded", node="n1", deleting=True)) != []  # until it is gone
+
+
+def test_only_a_pod_deleted_before_it_was_scheduled_references_nothing() -> None:
+    assert claims_of_pod(pod(deleting=True)) == []
+    assert claims_of_pod(pod(phase="Pending", deleting=True)) == []
     assert claims_of_pod(pod(deleting=True, node="n1")) != []  # still running on its node
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_claim_of_a_finished_pod_is_the_schedulers_until_the_pod_is_gone(phase: str) -> None:
+    store: Store[V1Pod] = Store(indexers=POD_INDEXERS)
+    finished = pod(phase=phase, node="n1")
+    store.add(finished)
+    shared = claim("shared", exact("gpu", "mig-1g"), namespace="ns")
+    referencing = store.index_keys(POD_BY_CLAIM, "ns/shared")
+    verdict = judge(shared, classes=CLASSES, referencing_pods=referencing)
+    assert not verdict.eligible
+    assert verdict.reason.startswith("referenced by pod ns/p")
+    assert verdict.pods == ("ns/p",)
+    store.delete(finished)
+    assert judge(
+        shared, classes=CLASSES, referencing_pods=store.index_keys(POD_BY_CLAIM, "ns/shared")
+    ).eligible

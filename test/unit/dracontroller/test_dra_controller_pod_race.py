@@ -27,7 +27,6 @@ from testutil.unit.dracontroller.dra_controller_fakes import Env, our_mig_class
 from pkg.domain.metrics import registry
 from pkg.dracontroller.internal.names import ALLOCATED_BY
 from pkg.dracontroller.internal.service import PodReferenceReader
-from pkg.dracontroller.internal.service.pod_references import LIVE_PODS
 from pkg.framework.client import ApiError
 from pkg.framework.client.builtin_kinds import RESOURCE_CLAIM
 from pkg.framework.reconcile.contract import Result
@@ -63,7 +62,7 @@ def test_pod_missing_from_the_cache_is_found_before_anything_is_written(mocker: 
     before = races("before-write")
     assert e.reconcile(c) == Result()
     assert e.api.writes == []
-    assert e.api.pod_lists == [("default", LIVE_PODS)]
+    assert e.api.pod_lists == [("default", None)]
     [(kind, reason, message)] = e.events()
     assert (kind, reason) == ("Normal", "LeftToScheduler")
     assert "referenced by pod default/p (found by a consistent read before writing" in message
@@ -111,13 +110,26 @@ def test_allocation_the_scheduler_reserved_meanwhile_is_kept(mocker: MockerFixtu
     assert len(e.api.writes) == writes
 
 
-def test_done_pods_and_other_namespaces_do_not_hold_a_claim(mocker: MockerFixture) -> None:
+def test_pods_of_other_namespaces_do_not_hold_a_claim(mocker: MockerFixture) -> None:
     e = env(mocker)
-    e.add_pod(pod("finished", "c", phase="Succeeded"), cached=False)
     e.add_pod(pod("elsewhere", "c", namespace="other"), cached=False)
     c = e.add(claim("c", exact("gpu", "mig-1g")))
     assert e.reconcile(c) == Result()
     assert allocation(e, c) is not None
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_pod_missing_from_the_cache_still_holds_its_claim(
+    mocker: MockerFixture, phase: str
+) -> None:
+    e = env(mocker)
+    e.add_pod(pod("finished", "c", phase=phase), cached=False)
+    c = e.add(claim("c", exact("gpu", "mig-1g")))
+    assert e.reconcile(c) == Result()
+    assert e.api.writes == []
+    [(kind, reason, message)] = e.events()
+    assert (kind, reason) == ("Normal", "LeftToScheduler")
+    assert "referenced by pod default/finished" in message
 
 
 def test_reader_pages_and_reads_generated_claim_statuses(mocker: MockerFixture) -> None:

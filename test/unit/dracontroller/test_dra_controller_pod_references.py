@@ -10,18 +10,14 @@ from kubernetes.client import ResourceV1ResourceClaim, V1ObjectMeta
 from pytest_mock import MockerFixture, MockType
 
 from pkg.dracontroller.internal.indexes import POD_BY_CLAIM
-from pkg.dracontroller.internal.service.pod_references import (
-    LIVE_PODS,
-    PodReferenceBarrier,
-    PodReferenceReader,
-)
+from pkg.dracontroller.internal.service.pod_references import PodReferenceBarrier, PodReferenceReader
 from pkg.framework.client import KubeClient, ListPage
 from pkg.framework.client.builtin_kinds import POD
 
 CLAIM = ResourceV1ResourceClaim(metadata=V1ObjectMeta(name="c1", namespace="team-a", resource_version="42"))
 
 
-def raw_pod(name: str, claim: str) -> dict[str, Any]:
+def raw_pod(name: str, claim: str, *, phase: str = "Running") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -30,6 +26,7 @@ def raw_pod(name: str, claim: str) -> dict[str, Any]:
             "containers": [{"name": "main", "image": "x"}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
         },
+        "status": {"phase": phase},
     }
 
 
@@ -45,14 +42,31 @@ def client(mocker: MockerFixture) -> MockType:
     return client
 
 
-def test_the_read_lists_the_claims_namespace_live_pods_page_by_page(client: MockType) -> None:
+def test_the_read_lists_all_the_claims_namespace_pods_page_by_page(client: MockType) -> None:
     assert PodReferenceReader(client, page_size=2).referencing(CLAIM) == ["team-a/p1", "team-a/p2"]
     assert [call.args for call in client.list_page.call_args_list] == [(POD,), (POD,)]
     assert [call.kwargs for call in client.list_page.call_args_list] == [
-        {"namespace": "team-a", "field_selector": LIVE_PODS, "limit": 2, "continue_token": None},
-        {"namespace": "team-a", "field_selector": LIVE_PODS, "limit": 2, "continue_token": "t1"},
-    ]
-    assert LIVE_PODS == "status.phase!=Succeeded,status.phase!=Failed"
+        {"namespace": "team-a", "limit": 2, "continue_token": None},
+        {"namespace": "team-a", "limit": 2, "continue_token": "t1"},
+    ], "no field selector: finished Pods must reach the reader"
+
+
+def test_the_read_counts_finished_pods_but_not_one_deleted_before_it_was_scheduled(
+    mocker: MockerFixture,
+) -> None:
+    deleted_unscheduled = raw_pod("gone", "c1", phase="Pending")
+    deleted_unscheduled["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    client: MockType = mocker.Mock(spec=KubeClient)
+    client.list_page.return_value = ListPage(
+        items=[
+            raw_pod("ok", "c1", phase="Succeeded"),
+            raw_pod("failed", "c1", phase="Failed"),
+            deleted_unscheduled,
+        ],
+        resource_version="50",
+        continue_token="",
+    )
+    assert PodReferenceReader(client).referencing(CLAIM) == ["team-a/failed", "team-a/ok"]
 
 
 def test_the_read_is_always_current(client: MockType) -> None:

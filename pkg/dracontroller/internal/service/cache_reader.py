@@ -45,7 +45,7 @@ class CacheReader:
         return None if cached is None else self.in_flight.resolve(cached)
 
     def referencing_pods(self, claim: ResourceV1ResourceClaim) -> list[str]:
-        """Keys of the Pods that may still run and reference ``claim``."""
+        """Keys of the existing Pods, finished ones included, that reference ``claim``."""
         return self._pods.index_keys(POD_BY_CLAIM, object_key(claim))
 
     def classes(self) -> Mapping[str, V1DeviceClass]:

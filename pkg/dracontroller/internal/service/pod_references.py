@@ -24,12 +24,14 @@ The read is a LIST of the claim's namespace without ``resourceVersion``: a consi
 (served from the API server's watch cache once it has caught up with etcd's current
 revision), so it sees every Pod created before the read started — in particular every Pod created
 before the claim we decided on. Only the claim's namespace is read, because a Pod can reference
-claims of its own namespace only, and Pods that are done are filtered on the server
-(``status.phase``). Items stay raw JSON: only a Pod whose JSON names the claim is decoded and
+claims of its own namespace only. No field selector: finished Pods count as much as running ones
+(:mod:`~pkg.dracontroller.internal.eligibility` says why), and the one Pod that does not count, one
+deleted before it was scheduled, cannot be told apart by a field the server filters on. Items stay
+raw JSON: only a Pod whose JSON names the claim is decoded and
 judged by :func:`~pkg.dracontroller.internal.eligibility.claims_of_pod`, the one rule the Pod
 cache's index uses too, so both reads agree on what "references" means.
 
-Cost: one request per check, proportional to the namespace's live Pods (a few milliseconds for
+Cost: one request per check, proportional to the namespace's Pods (a few milliseconds for
 tens of Pods on the test control plane; ``gpu_dra_pod_check_seconds`` measures it in production).
 """
 
@@ -47,7 +49,6 @@ from pkg.framework.client import ListPage, ResourceKind
 from pkg.framework.client.builtin_kinds import POD
 from pkg.framework.keys import object_key
 
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 PAGE_SIZE = 500
 
 
@@ -68,8 +69,8 @@ class PodLister(Protocol):
 
 
 class PodReferences(Protocol):
-    """Keys (``namespace/name``) of the Pods that may still run and reference a claim, as of (at
-    least) the claim's resourceVersion."""
+    """Keys (``namespace/name``) of the existing Pods, finished ones included, that reference a
+    claim, as of (at least) the claim's resourceVersion."""
 
     def referencing(self, claim: ResourceV1ResourceClaim) -> list[str]:
         """Always answers: may wait (bounded) and may read from the API server."""
@@ -97,7 +98,7 @@ def _names_claim(raw: dict[str, Any], claim_name: str) -> bool:
 
 
 class PodReferenceReader:
-    """The consistent LIST of the claim's namespace: O(live Pods of the namespace) per call."""
+    """The consistent LIST of the claim's namespace: O(Pods of the namespace) per call."""
 
     def __init__(self, client: PodLister, *, page_size: int = PAGE_SIZE) -> None:
         self._client = client
@@ -115,7 +116,6 @@ class PodReferenceReader:
             page = self._client.list_page(
                 POD,
                 namespace=namespace,
-                field_selector=LIVE_PODS,
                 limit=self._page_size,
                 continue_token=token,
             )
