@@ -7,6 +7,8 @@ classes. What is proven against the real API server and kube-controller-manager:
   the delete-protection finalizer and our mark are there, an ``Allocated`` event names the device;
 * a claim a Pod references is left to the scheduler: we never write it, and say so with a
   ``LeftToScheduler`` event (the race with a lagging Pod cache: ``test_dra_controller_race.py``);
+  a finished Pod (Succeeded or Failed) holds its claim too, until the Pod is deleted — then the
+  claim is ours and is allocated;
 * a claim that cannot fit gets a ``Warning AllocationFailed`` event that says its cause first
   (who holds the card), then the allocator's reason;
 * deleting an allocated claim releases its device (kube-controller-manager clears the allocation
@@ -40,7 +42,7 @@ from testutil.k8s_fields import (
     present,
 )
 
-from pkg.framework.client import KubeClient
+from pkg.framework.client import KubeClient, PatchType
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM
 
 __all__ = ["controller", "gpu_node"]  # fixtures, imported to be used here
@@ -86,6 +88,36 @@ def test_claim_of_a_pending_pod_is_left_to_the_scheduler(
     kube.create(RESOURCE_CLAIM, new_claim("after", namespace, gpu_node.cls("mig")))
     eventually(lambda: allocated_devices(kube, namespace, "after"), what="the later claim allocated")
     assert not written_by_us(kube.get(RESOURCE_CLAIM, "for-pod", namespace))
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_claim_of_a_finished_pod_is_left_until_the_pod_is_deleted(
+    kube: KubeClient, namespace: str, gpu_node: GpuNode, controller: int, phase: str
+) -> None:
+    # A finished Pod's claim is the one kube-controller-manager deallocates while the scheduler
+    # hands its devices on: allocating it then races the scheduler for the same device.
+    kube.create(POD, pending_pod("finished", namespace, "of-finished"))
+    kube.patch(
+        POD,
+        "finished",
+        {"status": {"phase": phase}},
+        patch_type=PatchType.MERGE,
+        namespace=namespace,
+        subresource="status",
+    )
+    kube.create(RESOURCE_CLAIM, new_claim("of-finished", namespace, gpu_node.cls("mig")))
+    [note] = eventually(
+        lambda: events_for(kube, namespace, "of-finished", "LeftToScheduler"),
+        what="a LeftToScheduler event",
+    )
+    assert note.startswith(f"referenced by pod {namespace}/finished")
+    assert not written_by_us(kube.get(RESOURCE_CLAIM, "of-finished", namespace))
+    # The Pod gone, the claim is ours: its delete event wakes the claim and it is allocated.
+    kube.delete(POD, "finished", namespace)
+    eventually(
+        lambda: allocated_devices(kube, namespace, "of-finished"),
+        what="the claim allocated once the Pod is gone",
+    )
 
 
 def test_no_fit_warns_and_deletion_releases_the_device(
