@@ -224,6 +224,17 @@ def _wrong(result: Allocated, index: SliceIndex) -> str | None:
     return None
 
 
+def remembered_slices(previous: Iterable[Json], slices: Iterable[Json]) -> list[Json]:
+    """The slices of this look, plus the last slices seen of every pool this look lacks: what the
+    checks pass as ``before``. A rebooted node's pool stays withdrawn for longer than one look (its
+    kubelet wipes it, gpu-handler republishes only once the node is ready again: 13 s in a smoke
+    run), while the claims of the Pods the reboot killed still hold their devices; judged by the
+    previous look alone, two shares of a card then became "one exclusive device in two claims"."""
+    current = list(slices)
+    present = {_pool(slice_)[0] for slice_ in current}
+    return current + [slice_ for slice_ in previous if _pool(slice_)[0] not in present]
+
+
 def _newest_generation(slices: Iterable[Json]) -> list[Json]:
     """The slices of each pool's newest generation."""
     pooled = [(_pool(slice_), slice_) for slice_ in slices]

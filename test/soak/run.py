@@ -88,7 +88,7 @@ class Soak:
     strikes: list[StrikeResult] = field(default_factory=list)
     _seen_findings: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
     _seen_allocations: set[str] = field(default_factory=set)
-    _last_slices: list[dict[str, Any]] | None = None  # the previous check's, for bad_allocations
+    _last_slices: list[invariants.Json] | None = None  # the last seen of each pool (remembered_slices)
     _unowned_since: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
     _baseline: frozenset[tuple[str, str, str]] = frozenset()
     _memory: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
@@ -283,7 +283,7 @@ class Soak:
         found = invariants.double_allocations(snap.claims, snap.slices, now=now, before=self._last_slices)
         fresh = invariants.newly_allocated(snap.claims, self._seen_allocations)
         found += invariants.bad_allocations(fresh, snap.slices, now=now, before=self._last_slices)
-        self._last_slices = snap.slices
+        self._last_slices = invariants.remembered_slices(self._last_slices or [], snap.slices)
         self._seen_allocations |= {k for c in fresh if (k := invariants.allocation_key(c)) is not None}
         leaks = invariants.leaks(
             snap.host,

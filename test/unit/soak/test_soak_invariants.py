@@ -12,6 +12,7 @@ from soak.invariants import (
     leaks,
     memory_growth,
     newly_allocated,
+    remembered_slices,
     restart_loops,
     unrecovered,
 )
@@ -112,6 +113,22 @@ def test_shares_of_a_pool_withdrawn_for_a_moment_are_no_double_allocation() -> N
     assert double_allocations(shares, [], now=0, before=_slices()) == []
     whole = [_claim("a", "gpu-0"), _claim("b", "gpu-0")]
     assert len(double_allocations(whole, [], now=0, before=_slices())) == 1
+
+
+def test_shares_of_a_pool_withdrawn_for_several_looks_are_no_double_allocation() -> None:
+    # A reboot whose pool stays away for two looks: the memory must outlast one look.
+    shares = [_claim("ts-1", "gpu-0-timeslicing"), _claim("ts-2", "gpu-0-timeslicing")]
+    remembered = remembered_slices(remembered_slices([], _slices()), [])
+    remembered = remembered_slices(remembered, [])
+    assert double_allocations(shares, [], now=0, before=remembered) == []
+    whole = [_claim("a", "gpu-0"), _claim("b", "gpu-0")]
+    assert len(double_allocations(whole, [], now=0, before=remembered)) == 1
+
+
+def test_remembered_slices_keep_only_pools_this_look_lacks() -> None:
+    other = {"spec": {"driver": DRIVER, "pool": {"name": "node-b"}, "nodeName": "node-b"}}
+    republished = [{"spec": {"driver": DRIVER, "pool": {"name": "node-a", "generation": 2}}}]
+    assert remembered_slices([*_slices(), other], republished) == [*republished, other]
 
 
 def test_a_device_tainted_noschedule_at_allocation_is_a_bad_allocation() -> None:
