@@ -155,6 +155,7 @@ class ResourceReconciler(ObjectReconciler[Resource[ModelT, StatusT], StateT]):
         state_factory: Callable[[Resource[ModelT, StatusT]], StateT],
         handlers: Sequence[Handler[StateT]],
         on_missing: Callable[[Request], Result | None] | None = None,
+        conclude: Conclude[StateT] | None = None,
     ) -> None:
         def fetched(request: Request) -> Resource[ModelT, StatusT] | None:
             resource = resource_factory(request)
@@ -165,6 +166,7 @@ class ResourceReconciler(ObjectReconciler[Resource[ModelT, StatusT], StateT]):
             state=state_factory,
             handlers=handlers,
             writer=ResourceUpdate(),
+            conclude=conclude,
             on_missing=on_missing,
         )
 
@@ -178,6 +180,7 @@ class ResourceReconciler(ObjectReconciler[Resource[ModelT, StatusT], StateT]):
         state_factory: Callable[[Resource[ModelT, StatusT]], StateT],
         handlers: Sequence[Handler[StateT]],
         on_missing: Callable[[Request], Result | None] | None = None,
+        conclude: Conclude[StateT] | None = None,
     ) -> ResourceReconciler[ModelT, StatusT, StateT]:
         """The usual case: each request's object is read from an informer's store (keys are
         ``namespace/name``, as ``str(request)`` prints them), never from the API server."""
@@ -188,7 +191,11 @@ class ResourceReconciler(ObjectReconciler[Resource[ModelT, StatusT], StateT]):
             )
 
         return cls(
-            resource_factory=resource, state_factory=state_factory, handlers=handlers, on_missing=on_missing
+            resource_factory=resource,
+            state_factory=state_factory,
+            handlers=handlers,
+            on_missing=on_missing,
+            conclude=conclude,
         )
 
 

@@ -53,7 +53,7 @@ from pkg.gpucontroller.computedomain.internal.handler.template import TemplateHa
 from pkg.gpucontroller.computedomain.internal.indexes import CLAIM_BY_DOMAIN, INDEXES
 from pkg.gpucontroller.computedomain.internal.service import KubeComputeDomainApi
 from pkg.gpucontroller.computedomain.internal.state import ComputeDomainResource, ComputeDomainState, Ensemble
-from pkg.gpucontroller.computedomain.internal.status import NotReadyYetError
+from pkg.gpucontroller.computedomain.internal.status import conclude
 from pkg.gpucontroller.computedomain.internal.watch import (
     claim_watch,
     compute_domain_events,
@@ -178,6 +178,7 @@ def new_reconciler(
         status_type=ComputeDomainStatus,
         state_factory=state,
         handlers=handlers,
+        conclude=conclude,
     )
 
 
@@ -250,6 +251,6 @@ def setup_controller(manager: Manager, container: ComputeDomainContainer) -> Con
         .watches_with(container.config_map_informer(), daemon_config_map_watch(domains.store))
         .watches_with(container.operator_config_informer(), operator_config_watch(domains.store))
         .backoff(base=1.0, max_delay=60.0)
-        .expected_errors(ApiError, NotReadyYetError)
+        .expected_errors(ApiError)
         .complete(container.reconciler())
     )

@@ -28,7 +28,6 @@ from pkg.gpucontroller.imexensemble.indexes import (
     INDEXES,
     SLICE_BY_CLIQUE,
 )
-from pkg.gpucontroller.imexensemble.internal.errors import DaemonsNotConfiguredError
 from pkg.gpucontroller.imexensemble.internal.handler.config_map import ConfigMapHandler
 from pkg.gpucontroller.imexensemble.internal.handler.members import MembersHandler
 from pkg.gpucontroller.imexensemble.internal.handler.pods import PodsHandler
@@ -156,6 +155,6 @@ def setup_controller(manager: Manager, container: EnsembleContainer) -> Controll
         .watches_with(container.config_map_informer(), ensemble_config_map_watch())
         .watches_with(container.operator_config_informer(), operator_config_watch(domains.store))
         .backoff(base=1.0, max_delay=60.0)
-        .expected_errors(ApiError, DaemonsNotConfiguredError)
+        .expected_errors(ApiError)
         .complete(container.reconciler())
     )

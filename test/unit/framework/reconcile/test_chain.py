@@ -19,7 +19,9 @@ from pkg.framework.reconcile import (
     StopHandlerChain,
     merge_results,
 )
+from pkg.framework.reconcile.chain import ChainOutcome
 from pkg.framework.reconcile.contract import Request, Result
+from pkg.framework.reconcile.object_reconciler import raise_or_result
 
 
 class GPUStatus(BaseModel):
@@ -219,3 +221,23 @@ def test_missing_object_without_on_missing_is_done(journal: list[str], writer: A
     )
     assert rec.reconcile(Request("gpu-a")) == Result()
     assert journal == []
+
+
+def test_a_resource_reconciler_concludes_its_own_way_after_the_write(journal: list[str], writer: Any) -> None:
+    """``conclude`` turns a handler's expected error into a quiet requeue; the status still written."""
+
+    class WaitsError(RuntimeError):
+        pass
+
+    def conclude(state: State, outcome: ChainOutcome[State]) -> Result:
+        if isinstance(outcome.error, WaitsError):
+            return Result(requeue=True)
+        return raise_or_result(state, outcome)
+
+    waiting = Step("a", journal, phase="Waiting", error=WaitsError("not yet"))
+    rec = reconciler(writer, [waiting], conclude=conclude)
+    assert rec.reconcile(Request("gpu-a")) == Result(requeue=True)
+    assert writer.mock_calls != []  # the condition saying why is not lost
+    plain = reconciler(writer, [Step("a", journal, error=WaitsError("not yet"))])
+    with pytest.raises(WaitsError):
+        plain.reconcile(Request("gpu-a"))
