@@ -49,6 +49,18 @@ NEEDED = [
         for verb in ("get", "list", "watch", "create", "patch", "delete")
     ),
     *((verb, "pods", ("-n", "{ns}")) for verb in ("list", "watch")),
+    # Compute domains: the domains, their claim templates, the claims and slices they read, and in
+    # the release namespace the IMEX daemons' Pods and ConfigMaps (found by label, so not by name)
+    # and the channel ledger (by name).
+    *((verb, "computedomains.gpu.deckhouse.io", ()) for verb in ("list", "watch", "patch")),
+    ("update", "computedomains.gpu.deckhouse.io", ("--subresource=status",)),
+    ("update", "computedomains.gpu.deckhouse.io", ("--subresource=finalizers",)),
+    *((verb, "resourceclaimtemplates.resource.k8s.io", ()) for verb in ("list", "watch", "create", "patch")),
+    *((verb, "resourceclaims.resource.k8s.io", ()) for verb in ("list", "watch")),
+    *((verb, "resourceslices.resource.k8s.io", ()) for verb in ("list", "watch")),
+    *((verb, "pods", ("-n", "{ns}")) for verb in ("create", "delete")),
+    *((verb, "configmaps", ("-n", "{ns}")) for verb in ("list", "watch", "create", "patch", "delete")),
+    *((verb, "configmaps/{config}-compute-domain-channels", ("-n", "{ns}")) for verb in ("get", "update")),
     # Events of cluster-scoped PhysicalGPUs land in "default"; namespaced objects' in their own.
     ("create", "events.events.k8s.io", ("-n", "default")),
     ("patch", "events.events.k8s.io", ("-n", "default")),
@@ -83,19 +95,21 @@ FORBIDDEN = [
     ("update", "deviceclasses.resource.k8s.io", ()),
     ("delete", "nodes", ()),
     ("update", "nodes", ()),
-    # Only its own ConfigMap, only in its namespace; DaemonSets and Pods nowhere else.
+    # ConfigMaps by name only its own ledger, only in its namespace (the IMEX daemons' are listed by
+    # label there); DaemonSets and Pods nowhere else.
     ("get", "configmaps/someone-elses-config", ("-n", "{ns}")),
-    ("list", "configmaps", ("-n", "{ns}")),
+    ("list", "configmaps", ("--all-namespaces",)),
     ("update", "configmaps/{config}", ("-n", "{ns}")),
     ("get", "configmaps/{config}", ("-n", "default")),
     ("create", "daemonsets.apps", ("-n", "default")),
     ("list", "pods", ("--all-namespaces",)),
-    ("delete", "pods", ("-n", "{ns}")),
+    ("delete", "pods", ("-n", "default")),
     ("patch", "nodes", ("--subresource=status",)),
     ("get", "secrets", ("-n", "{ns}")),
     ("update", "secrets", ("-n", "{ns}")),
     ("list", "secrets", ("--all-namespaces",)),
-    ("create", "pods", ("-n", "{ns}")),
+    ("create", "pods", ("-n", "default")),
+    ("update", "pods", ("-n", "{ns}")),
     ("list", "events.events.k8s.io", ("-n", "default")),
     ("delete", "events.events.k8s.io", ("-n", "default")),
     # Leases: only its own, only in its own namespace, never listed or deleted.
@@ -197,13 +211,29 @@ def test_rules_review_shows_only_the_chart_rules(control_plane: ControlPlane, re
             ("resource.k8s.io", "deviceclasses", verb, "<any>")
             for verb in ("list", "watch", "create", "patch")
         ),
-        *(("", "configmaps", verb, f"{release.name}-gpu-control-plane") for verb in ("list", "watch")),
+        *(("", "configmaps", verb, "<any>") for verb in ("list", "watch", "create", "patch", "delete")),
+        *(
+            ("", "configmaps", verb, f"{release.name}-gpu-control-plane-compute-domain-channels")
+            for verb in ("get", "update")
+        ),
         ("", "configmaps/finalizers", "update", f"{release.name}-gpu-control-plane"),
+        *(("gpu.deckhouse.io", "computedomains", verb, "<any>") for verb in ("list", "watch", "patch")),
+        ("gpu.deckhouse.io", "computedomains/status", "update", "<any>"),
+        ("gpu.deckhouse.io", "computedomains/finalizers", "update", "<any>"),
+        *(
+            ("resource.k8s.io", "resourceclaimtemplates", verb, "<any>")
+            for verb in ("list", "watch", "create", "patch")
+        ),
+        *(
+            ("resource.k8s.io", resource, verb, "<any>")
+            for resource in ("resourceclaims", "resourceslices")
+            for verb in ("list", "watch")
+        ),
         *(
             ("apps", "daemonsets", verb, "<any>")
             for verb in ("get", "list", "watch", "create", "patch", "delete")
         ),
-        *(("", "pods", verb, "<any>") for verb in ("list", "watch")),
+        *(("", "pods", verb, "<any>") for verb in ("list", "watch", "create", "delete")),
         ("events.k8s.io", "events", "create", "<any>"),
         ("events.k8s.io", "events", "patch", "<any>"),
         ("coordination.k8s.io", "leases", "create", "<any>"),

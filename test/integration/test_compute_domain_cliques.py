@@ -25,6 +25,7 @@ from testutil.integration.process_helpers import eventually
 from testutil.k8s_fields import meta, spec_of
 
 from api.gpu.v1alpha1 import ComputeDomain
+from pkg.devcluster.cluster import ControlPlane
 from pkg.domain.kinds import COMPUTE_DOMAIN
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import (
@@ -95,7 +96,13 @@ def claim_devices(kube: KubeClient, namespace: str, pod: str) -> dict[str, tuple
 
 
 def test_the_domains_pods_land_in_one_clique(
-    kube: KubeClient, kubeconfig: str, namespace: str, racks: dict[str, str], gpu_class: str, tmp_path: Path
+    kube: KubeClient,
+    control_plane: ControlPlane,
+    kubeconfig: str,
+    namespace: str,
+    racks: dict[str, str],
+    gpu_class: str,
+    tmp_path: Path,
 ) -> None:
     with gpu_controller(kubeconfig, namespace, log_path=tmp_path / "gpu-controller.log"):
         body: dict[str, Any] = {
@@ -136,6 +143,19 @@ def test_the_domains_pods_land_in_one_clique(
         pending = {f"worker-{i}" for i in range(PODS)} - set(placed)
         for name in pending:
             assert spec_of(kube.get(POD, name, namespace)).node_name is None
+        # Clean up while the controller runs: the domain's finalizer waits for its claims, which go
+        # with their Pods (no kubelet here, so the bound ones are removed at once).
+        control_plane.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+        kube.delete(COMPUTE_DOMAIN, "training", namespace)
+        eventually(lambda: not _exists(kube, namespace, "training"), what="the domain deleted")
+
+
+def _exists(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        kube.get(COMPUTE_DOMAIN, name, namespace)
+    except NotFoundError:
+        return False
+    return True
 
 
 def _template(kube: KubeClient, namespace: str) -> bool:
