@@ -142,7 +142,7 @@ bench-smoke: $(STAMP) tools host-packages ## Every benchmark at a small size (ma
 soak: $(STAMP) tools host-packages ## GPU Pods of every kind for SOAK_MINUTES at SOAK_RATE Pods/min while every fault strikes more than once (docs/reliability.md); real nodes: root
 	exec env $(SOAK) --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE)
 
-soak-smoke: $(STAMP) tools host-packages ## The soak with every fault kind once, back to back (a few minutes; make test runs it); real nodes: root
+soak-smoke: $(STAMP) tools host-packages ## The soak with every fault kind once, back to back (a few minutes; not yet in make test: docs/reliability.md); real nodes: root
 	exec env $(SOAK) --smoke
 
 clean: ## Remove the virtualenv and local caches (not the built tools)
