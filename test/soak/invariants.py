@@ -59,7 +59,8 @@ class SliceIndex:
     @classmethod
     def of(cls, slices: Iterable[Json]) -> SliceIndex:
         """Only each pool's newest generation counts, as for the scheduler: a pool being republished
-        has slices of two generations for a moment, and the older ones are on their way out."""
+        has slices of two generations for a moment, and the older ones are on their way out. A pool
+        whose newest generation is not complete yet counts not at all (:func:`_newest_generation`)."""
         devices: dict[DeviceKey, SliceDevice] = {}
         capacity: dict[tuple[str, str, str, str], int] = {}
         for slice_ in _newest_generation(slices):
@@ -225,23 +226,41 @@ def _wrong(result: Allocated, index: SliceIndex) -> str | None:
 
 
 def remembered_slices(previous: Iterable[Json], slices: Iterable[Json]) -> list[Json]:
-    """The slices of this look, plus the last slices seen of every pool this look lacks: what the
-    checks pass as ``before``. A rebooted node's pool stays withdrawn for longer than one look (its
-    kubelet wipes it, gpu-handler republishes only once the node is ready again: 13 s in a smoke
-    run), while the claims of the Pods the reboot killed still hold their devices; judged by the
-    previous look alone, two shares of a card then became "one exclusive device in two claims"."""
-    current = list(slices)
+    """The complete pools of this look, plus the last complete slices seen of every pool this look
+    lacks or shows incomplete: what the checks pass as ``before``. A rebooted node's pool stays
+    withdrawn for longer than one look (its kubelet wipes it, gpu-handler republishes only once the
+    node is ready again: 13 s in a smoke run), while the claims of the Pods the reboot killed still
+    hold their devices; judged by the previous look alone, two shares of a card then became "one
+    exclusive device in two claims". A pool caught mid-republish is kept out for the same reason:
+    the remembered one is the last that said what the pool offers."""
+    current = _newest_generation(slices)
     present = {_pool(slice_)[0] for slice_ in current}
     return current + [slice_ for slice_ in previous if _pool(slice_)[0] not in present]
 
 
 def _newest_generation(slices: Iterable[Json]) -> list[Json]:
-    """The slices of each pool's newest generation."""
+    """The slices of each complete pool's newest generation.
+
+    A pool whose newest generation has fewer slices than its ``resourceSliceCount`` is incomplete
+    (the count is in the API so that a reader can tell): gpu-handler is writing it, one slice after
+    the other (counters, then devices), or withdrawing it. What such a look shows of the pool is
+    not what the allocators were offered: mid-republish the new counter slice stands alone while
+    the device slice still has the previous generation, so every device of the pool looks gone.
+    An incomplete pool is left out, as if the look lacked it."""
     pooled = [(_pool(slice_), slice_) for slice_ in slices]
     newest: dict[tuple[str, str], int] = {}
     for (pool, generation), _ in pooled:
         newest[pool] = max(newest.get(pool, generation), generation)
-    return [slice_ for (pool, generation), slice_ in pooled if generation == newest[pool]]
+    current = [(pool, slice_) for (pool, generation), slice_ in pooled if generation == newest[pool]]
+    held: dict[tuple[str, str], int] = defaultdict(int)
+    for pool, _ in current:
+        held[pool] += 1
+    return [slice_ for pool, slice_ in current if held[pool] >= _slice_count(slice_)]
+
+
+def _slice_count(slice_: Json) -> int:
+    """The number of slices the slice's pool has in its generation (0 where not said)."""
+    return int(((slice_.get("spec") or {}).get("pool") or {}).get("resourceSliceCount") or 0)
 
 
 def _pool(slice_: Json) -> tuple[tuple[str, str], int]:

@@ -37,7 +37,7 @@ def _slices(*, taint: dict[str, str] | None = None) -> list[dict[str, Any]]:
         {
             "spec": {
                 "driver": DRIVER,
-                "pool": {"name": "node-a"},
+                "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 2},
                 "nodeName": "node-a",
                 "sharedCounters": [
                     {
@@ -50,7 +50,7 @@ def _slices(*, taint: dict[str, str] | None = None) -> list[dict[str, Any]]:
         {
             "spec": {
                 "driver": DRIVER,
-                "pool": {"name": "node-a"},
+                "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 2},
                 "nodeName": "node-a",
                 "devices": [
                     whole,
@@ -192,6 +192,37 @@ def test_only_a_pool_s_newest_generation_offers_devices() -> None:
     claim = _claim("mig", "gpu-0-mig-1g-0")
     assert len(bad_allocations([claim], both, now=5, before=both)) == 1
     assert bad_allocations([claim], _generation(_slices(), 1), now=5, before=both) == []
+
+
+def _mid_republish(generation: int) -> list[dict[str, Any]]:
+    """The pool while gpu-handler writes ``generation``: the counter slice is written, the device
+    slice still has the generation before."""
+    return _generation(_slices(), generation)[:1] + _generation(_slices(), generation - 1)[1:]
+
+
+def test_a_pool_caught_mid_republish_offers_nothing_and_is_not_remembered() -> None:
+    # Smoke run 2 after reboot-node: the kube-scheduler allocated a MIG device and a TimeSlicing
+    # share from generation 1 of the rebooted node's pool; the look read the slices while
+    # generation 2 was half written, and the look before that one had found the pool wiped.
+    mig = _claim("mig", "gpu-0-mig-1g-0")
+    shares = [_claim("ts-1", "gpu-0-timeslicing"), _claim("ts-2", "gpu-0-timeslicing")]
+    remembered = remembered_slices(remembered_slices([], _slices()), [])  # complete, then wiped
+    assert bad_allocations([mig, *shares], _mid_republish(2), now=5, before=remembered) == []
+    assert double_allocations(shares, _mid_republish(2), now=5, before=remembered) == []
+    assert remembered_slices(remembered, _mid_republish(2)) == remembered
+    # Complete again: the newest generation replaces the one remembered.
+    complete = _generation(_slices(), 2)
+    assert remembered_slices(remembered, complete) == complete
+    # A device the pool did not offer complete before, nor offers complete now, stays bad.
+    found = bad_allocations([_claim("ghost", "gpu-9")], complete, now=5, before=remembered)
+    assert [v.kind for v in found] == ["BadAllocation"]
+
+
+def test_an_incomplete_pool_s_devices_are_unknown_and_its_exclusive_ones_still_count() -> None:
+    mid = _mid_republish(2)
+    assert len(bad_allocations([_claim("mig", "gpu-0-mig-1g-0")], mid, now=5, before=mid)) == 1
+    whole = [_claim("a", "gpu-0"), _claim("b", "gpu-0")]
+    assert len(double_allocations(whole, mid, now=5, before=_slices())) == 1
 
 
 def test_only_new_allocations_are_handed_on() -> None:
