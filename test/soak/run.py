@@ -88,7 +88,7 @@ class Soak:
     strikes: list[StrikeResult] = field(default_factory=list)
     _seen_findings: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
     _seen_allocations: set[str] = field(default_factory=set)
-    _last_slices: list[invariants.Json] | None = None  # the last seen of each pool (remembered_slices)
+    _last_slices: list[invariants.Json] | None = None  # each pool as last seen complete (remembered_slices)
     _unowned_since: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
     _baseline: frozenset[tuple[str, str, str]] = frozenset()
     _memory: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
