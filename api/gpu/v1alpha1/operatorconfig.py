@@ -246,15 +246,17 @@ class DcgmExporterSettings(ComponentSettings):
 
 class ComputeDomainSettings(ComponentSettings):
     """The IMEX daemons gpu-controller runs for ComputeDomains (docs/compute-domains.md): one Pod per
-    member node of a domain, in the node components' namespace, with the domain's ConfigMap
-    (``config.cfg``, ``nodes_config.cfg``, ``hosts``) at ``/etc/nvidia-imex``.
+    node of each NVLink clique a domain uses (the clique's ensemble, shared by its domains), in the
+    node components' namespace, with the ensemble's ConfigMap (``config.cfg``,
+    ``nodes_config.cfg``, ``hosts``) at ``/etc/nvidia-imex``.
 
     ``command`` (with ``args``) starts the daemon; left out, NVIDIA's ``nvidia-imex`` is started from
-    the driver root (mounted at ``/driver-root``) by a shell wrapper that first appends the domain's
-    ``hosts`` file to the container's ``/etc/hosts``, so the stable peer names of
-    ``nodes_config.cfg`` resolve. ``readinessCommand`` is the daemon container's exec readiness
-    probe: a member is ready, and Prepare of its channel goes on, once it succeeds. Off, no daemon
-    runs and domains report it; their channels are still assigned."""
+    the driver root (mounted at ``/driver-root``) by a shell wrapper that keeps the container's
+    ``/etc/hosts`` equal to its own lines plus the ensemble's ``hosts`` file, so the stable peer
+    names of ``nodes_config.cfg`` resolve to the daemons' current addresses. ``readinessCommand`` is
+    the daemon container's exec readiness probe: a member is ready, and Prepare of its channel goes
+    on, once it succeeds. Off, no daemon runs and domains report it; their channels are still
+    assigned."""
 
     port: Port = Field(default=50000, description="The daemons' SERVER_PORT (NVIDIA's default).")
     readiness_command: list[str] | None = Field(

@@ -1,7 +1,9 @@
-"""The files an IMEX daemon of one compute domain reads: rendered by gpu-controller, parsed by the stand-in.
+"""The files an IMEX daemon of one ensemble reads: rendered by gpu-controller, parsed by the stand-in.
 
-gpu-controller keeps one ConfigMap per ComputeDomain, mounted at ``/etc/nvidia-imex`` in every
-daemon Pod of the domain; its data is what :func:`render_imex_files` returns:
+gpu-controller keeps one ConfigMap per NVLink clique in use (the clique's IMEX ensemble, shared by
+the compute domains pinned to it), mounted at ``/etc/nvidia-imex`` in every daemon Pod of the
+ensemble; its data is what :func:`render_imex_files` returns (plus the ensemble's own
+``members.json``):
 
 * ``config.cfg`` — NVIDIA's ``key=value`` configuration of ``nvidia-imex`` (the keys and defaults
   NVIDIA documents: ``SERVER_PORT``, ``IMEX_NODE_CONFIG_FILE``, ``IMEX_CMD_*``, ...);
@@ -90,7 +92,7 @@ def render_imex_files(
     cmd_port: int = DEFAULT_CMD_PORT,
     config_dir: str = CONFIG_DIR,
 ) -> dict[str, str]:
-    """The ConfigMap data of a domain: ``config.cfg``, ``nodes_config.cfg`` and ``hosts``.
+    """The ConfigMap data of an ensemble: ``config.cfg``, ``nodes_config.cfg`` and ``hosts``.
 
     ``members`` are (stable name, current address or None); they are written in index order,
     whatever order they come in, so the same membership always renders the same files.
