@@ -36,7 +36,7 @@ from kubernetes.client import (
     V1PodResourceClaim,
     V1ResourceRequirements,
 )
-from testutil.e2e.gpu_nodes import checkpoint, pod_gone
+from testutil.e2e.gpu_nodes import checkpoint, pod_gone, retire
 from testutil.e2e.pods import shell_pod
 from testutil.k8s_fields import name_of, spec_of
 
@@ -120,6 +120,7 @@ def nvl_nodes(
     finally:
         for components in running.values():
             components.stop()
+            retire(control_plane, components.node.name)
 
 
 @pytest.fixture(scope="module")

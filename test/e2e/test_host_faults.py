@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testutil.e2e.gpu_nodes import SHOW_DEVICES, gpu_pod, run_and_show
+from testutil.e2e.gpu_nodes import SHOW_DEVICES, gpu_pod, retire, run_and_show
 
 from pkg.backends.simulated.data import DRIVER_VERSION
 from pkg.devcluster.cluster import ControlPlane
@@ -51,6 +51,7 @@ def node(control_plane: ControlPlane, node_pool: Any) -> Iterator[GpuComponents]
     finally:
         real.free_plugin_folder()
         components.stop()
+        retire(control_plane, real.name)
 
 
 def _offers(kube: KubeClient, node: str, card: str) -> list[Any]:

@@ -229,3 +229,13 @@ def normal_handler(components: GpuComponents) -> Iterator[GpuComponents]:
     yield components
     if not components.handler.running() or components.handler.env:
         restart_handler(components)
+
+
+def retire(plane: ControlPlane, node: str) -> None:
+    """Takes a node whose GPU components a module stopped out of the session's later tests: the node
+    stays (the pool stops it at the end), but it is cordoned and its ResourceSlices are deleted, so
+    no later test's Pod is scheduled onto offers that no kubelet plugin serves any more."""
+    plane.kubectl("cordon", node, check=False)
+    plane.kubectl(
+        "delete", "resourceslices", f"--field-selector=spec.nodeName={node}", "--wait=false", check=False
+    )
