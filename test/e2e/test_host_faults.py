@@ -55,14 +55,24 @@ def node(control_plane: ControlPlane, node_pool: Any) -> Iterator[GpuComponents]
 
 
 def _offers(kube: KubeClient, node: str, card: str) -> list[Any]:
-    """The devices of the card at ``card`` in the node's newest pool generation."""
+    """The devices of the card at ``card`` in the node's newest *complete* pool generation: gpu-handler
+    writes a pool's slices one after another, so the newest generation may for a moment hold only
+    some of them (its counter slice beside the device slice of the generation before)."""
     base = "gpu-" + card.replace(":", "-").replace(".", "-")
     slices, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
-    newest = max((s.spec.pool.generation for s in slices), default=0)
+    by_generation: dict[int, list[Any]] = {}
+    for found in slices:
+        by_generation.setdefault(found.spec.pool.generation, []).append(found)
+    complete = [
+        generation
+        for generation, written in by_generation.items()
+        if len(written) == written[0].spec.pool.resource_slice_count
+    ]
+    if not complete:
+        return []
     return [
         d
-        for s in slices
-        if s.spec.pool.generation == newest
+        for s in by_generation[max(complete)]
         for d in s.spec.devices or []
         if d.name == base or d.name.startswith(base + "-")
     ]
