@@ -374,6 +374,7 @@ CALLED_ELSEWHERE: dict[str, dict[rbac_audit.Permission, str]] = {
         ): "checked by the API server within each resourceclaims/status patch: never a request of its own",
         ("events.k8s.io", "events", "create"): "Events on failed prepares (none failed here)",
         ("events.k8s.io", "events", "patch"): "a repeated Event patched into a series",
+        ("gpu.deckhouse.io", "computedomains", "get"): "an IMEX channel's Prepare reads its domain (none)",
     },
     "gpu-node-agent": {
         ("gpu.deckhouse.io", "physicalgpus", "patch"): "labels of an existing card merge-patched",
