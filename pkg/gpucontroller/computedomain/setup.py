@@ -29,12 +29,9 @@ from pkg.framework.cache.informer import SharedInformer
 from pkg.framework.cache.informer_factory import InformerFactory
 from pkg.framework.client import ApiError, KubeClient
 from pkg.framework.client.builtin_kinds import (
-    CONFIG_MAP,
     DEVICE_CLASS,
-    POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
-    RESOURCE_SLICE,
 )
 from pkg.framework.controller.builder import ControllerBuilder
 from pkg.framework.controller.controller import Controller
@@ -66,7 +63,6 @@ from pkg.gpucontroller.computedomain.internal.watch import (
 from pkg.gpucontroller.imexensemble import indexes as ensemble_indexes
 from pkg.gpucontroller.imexensemble.indexes import DAEMON_BY_CLIQUE
 from pkg.gpucontroller.imexensemble.render import (
-    DAEMON_SELECTOR,
     clique_hash,
     current_hash,
     current_pods,
@@ -74,6 +70,13 @@ from pkg.gpucontroller.imexensemble.render import (
     read_members,
 )
 from pkg.gpucontroller.imexensemble.settings import read_settings
+from pkg.gpucontroller.imexensemble.setup import (  # the same informers: the factory shares them
+    compute_domains,
+    daemon_config_maps,
+    daemon_pods,
+    operator_config_maps,
+    resource_slices,
+)
 
 CONTROLLER_NAME = "computedomain"
 LEDGER_SUFFIX = "compute-domain-channels"
@@ -85,35 +88,12 @@ def ledger_name(operator_config: str) -> str:
     return f"{operator_config}-{LEDGER_SUFFIX}"
 
 
-def compute_domains(*, informers: InformerFactory) -> SharedInformer[ComputeDomain]:
-    return informers.get_informer(COMPUTE_DOMAIN)
-
-
-def daemon_pods(*, informers: InformerFactory, namespace: str) -> SharedInformer[V1Pod]:
-    return informers.get_informer(POD, namespace=namespace, label_selector=DAEMON_SELECTOR)
-
-
-def daemon_config_maps(*, informers: InformerFactory, namespace: str) -> SharedInformer[V1ConfigMap]:
-    return informers.get_informer(CONFIG_MAP, namespace=namespace, label_selector=DAEMON_SELECTOR)
-
-
-def operator_config_maps(
-    *, informers: InformerFactory, namespace: str, name: str
-) -> SharedInformer[V1ConfigMap]:
-    """The operator configuration ConfigMap (the orchestrator's informer: same namespace and selector)."""
-    return informers.get_informer(CONFIG_MAP, namespace=namespace, field_selector=f"metadata.name={name}")
-
-
 def claims(*, informers: InformerFactory) -> SharedInformer[ResourceV1ResourceClaim]:
     return informers.get_informer(RESOURCE_CLAIM)
 
 
 def claim_templates(*, informers: InformerFactory) -> SharedInformer[V1ResourceClaimTemplate]:
     return informers.get_informer(RESOURCE_CLAIM_TEMPLATE)
-
-
-def resource_slices(*, informers: InformerFactory) -> SharedInformer[V1ResourceSlice]:
-    return informers.get_informer(RESOURCE_SLICE)
 
 
 def device_classes(*, informers: InformerFactory) -> SharedInformer[V1DeviceClass]:
