@@ -125,7 +125,7 @@ test-integration-all: $(STAMP) tools
 	[[ "$$tests" == 0 ]] || exit "$$tests"
 	$(MAKE) --no-print-directory test-integration-oldest
 
-test: lint typecheck verify-generated tools-check test-unit test-integration-all test-e2e bench-smoke ## Lint, types, generated files, the set-up path, every test tier (DRA integration on 1.34 too), every benchmark at a small size
+test: lint typecheck verify-generated tools-check test-unit test-integration-all test-e2e soak-smoke bench-smoke ## Lint, types, generated files, the set-up path, every test tier (DRA integration on 1.34 too), every fault of the soak once, every benchmark at a small size
 
 demo: $(STAMP) tools host-packages ## Simulated GPU nodes on a local control plane, the GPU flow end to end (DEMO_ARGS=--keep-running)
 	@# exec: make is the demo's parent, so a signal to make reaches it (pkg/devcluster/parentstop.py)
@@ -142,7 +142,7 @@ bench-smoke: $(STAMP) tools host-packages ## Every benchmark at a small size (ma
 soak: $(STAMP) tools host-packages ## GPU Pods of every kind for SOAK_MINUTES at SOAK_RATE Pods/min while every fault strikes more than once (docs/reliability.md); real nodes: root
 	exec env $(SOAK) --minutes $(SOAK_MINUTES) --rate $(SOAK_RATE)
 
-soak-smoke: $(STAMP) tools host-packages ## The soak with every fault kind once, back to back (a few minutes; not yet in make test: docs/reliability.md); real nodes: root
+soak-smoke: $(STAMP) tools host-packages ## The soak with every fault kind once, back to back (about 6 minutes; make test runs it); real nodes: root
 	exec env $(SOAK) --smoke
 
 clean: ## Remove the virtualenv and local caches (not the built tools)

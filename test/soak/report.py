@@ -71,8 +71,10 @@ class ComponentFigures:
 class PodFigures:
     started: int
     completed: int
-    lost: int
+    lost: int  # failed, vanished or stuck with nothing that explains it (soak.casualties)
     lost_why: Mapping[str, int] = field(default_factory=dict)
+    killed: int = 0  # ended by a fault's nature: a reboot's killed containers, a lost card's evictions
+    killed_by: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,11 @@ def to_json(result: SoakResult) -> dict[str, Any]:
         "passed": result.passed,
         "faults": [asdict(row) for row in fault_rows(result.strikes)],
         "strikes": [asdict(s) for s in result.strikes],
-        "pods": {**asdict(result.pods), "lost_why": dict(result.pods.lost_why)},
+        "pods": {
+            **asdict(result.pods),
+            "lost_why": dict(result.pods.lost_why),
+            "killed_by": dict(result.pods.killed_by),
+        },
         "violations": violation_counts(result.findings),
         "components": [asdict(c) for c in result.components],
         "findings": [{**asdict(f), "logs": dict(f.logs)} for f in result.findings],
@@ -181,9 +187,13 @@ def render(result: SoakResult) -> str:
         )
     pods = result.pods
     why = ", ".join(f"{reason} {n}" for reason, n in sorted(pods.lost_why.items()))
+    killers = ", ".join(f"{kind} {n}" for kind, n in sorted(pods.killed_by.items()))
     lines += [
         "",
-        f"Pods: started {pods.started}, completed {pods.completed}, lost {pods.lost}"
+        f"Pods: started {pods.started}, completed {pods.completed}, "
+        f"killed by their fault {pods.killed}"
+        + (f" ({killers})" if killers else "")
+        + f", lost {pods.lost}"
         + (f" ({why})" if why else ""),
     ]
     counts = violation_counts(result.findings)

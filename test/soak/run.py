@@ -27,6 +27,7 @@ from kubernetes.client import V1Namespace, V1ObjectMeta
 
 from pkg.framework.client.builtin_kinds import NAMESPACE
 from soak import invariants
+from soak.casualties import casualty_of
 from soak.cluster import SoakCluster, soak_cluster
 from soak.faults import FaultKind, all_kinds, durations
 from soak.host_state import HostObject, NodePaths, read_node
@@ -132,7 +133,7 @@ class Soak:
             rate=self.settings.rate,
             smoke=self.settings.smoke,
             strikes=self.strikes,
-            pods=_pod_figures(workload),
+            pods=_pod_figures(workload, self.strikes, begun=self._begun, bound=self.settings.bound),
             components=self._components(rss_start, self._rss()),
             findings=self.findings,
         )
@@ -460,18 +461,31 @@ def _epoch(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
 
 
-def _pod_figures(workload: Workload) -> PodFigures:
+def _pod_figures(
+    workload: Workload, strikes: Sequence[StrikeResult], *, begun: float, bound: float
+) -> PodFigures:
+    """Pods that ended otherwise than completed are the fault's casualties where the evidence
+    says the fault ended them (soak.casualties), and lost otherwise."""
     records = list(workload.records.values())
     why: dict[str, int] = {}
+    killed_by: dict[str, int] = {}
     for record in records:
-        if record.outcome == LOST:
-            reason = record.why.split(":", 1)[0].split(" ", 1)[0] or "unknown"
-            why[reason] = why.get(reason, 0) + 1
+        if record.outcome != LOST:
+            continue
+        killer = casualty_of(record, strikes, begun=begun, bound=bound)
+        if killer is not None:
+            killed_by[killer] = killed_by.get(killer, 0) + 1
+            continue
+        reason = record.why.split(":", 1)[0].split(" ", 1)[0] or "unknown"
+        why[reason] = why.get(reason, 0) + 1
+    killed = sum(killed_by.values())
     return PodFigures(
         started=sum(1 for r in records if r.pod_created is not None),
         completed=sum(1 for r in records if r.outcome == COMPLETED),
-        lost=sum(1 for r in records if r.outcome == LOST),
+        lost=sum(1 for r in records if r.outcome == LOST) - killed,
         lost_why=why,
+        killed=killed,
+        killed_by=killed_by,
     )
 
 

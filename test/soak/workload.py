@@ -80,6 +80,7 @@ class PodRecord:
     deleted: float | None = None
     outcome: str | None = None
     why: str = ""
+    disruption: str = ""  # the reason of the Pod's DisruptionTarget condition, once one was seen
 
     @property
     def live(self) -> bool:
@@ -286,8 +287,9 @@ class Workload:
                 continue
             pod = seen.get(record.name)
             if pod is None:
-                done.append(self._lose(record, now, "vanished: the Pod was deleted by someone else"))
+                done.append(self._lose(record, now, _vanished(record)))
                 continue
+            record.disruption = record.disruption or _disruption(pod)
             phase, reason = _phase(pod)
             if pod.spec is not None and pod.spec.node_name and record.scheduled is None:
                 record.scheduled = now
@@ -453,6 +455,20 @@ def claim_for(name: str, slot: Slot) -> ResourceV1ResourceClaim:
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
     }
     return ResourceV1ResourceClaim.model_validate(body)
+
+
+def _vanished(record: PodRecord) -> str:
+    if record.disruption:
+        return f"evicted: the Pod was deleted for {record.disruption}"
+    return "vanished: the Pod was deleted by someone else"
+
+
+def _disruption(pod: V1Pod) -> str:
+    """Why a controller is about to delete the Pod (its DisruptionTarget condition), if it says."""
+    for condition in (pod.status.conditions if pod.status is not None else None) or []:
+        if condition.type == "DisruptionTarget" and condition.status == "True":
+            return condition.reason or "DisruptionTarget"
+    return ""
 
 
 def _phase(pod: V1Pod) -> tuple[str, str]:

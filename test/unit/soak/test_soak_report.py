@@ -108,6 +108,8 @@ def test_json_holds_every_figure() -> None:
         "completed": 117,
         "lost": 3,
         "lost_why": {"evicted": 2, "failed": 1},
+        "killed": 0,
+        "killed_by": {},
     }
     assert doc["violations"]["Leak"] == 1
     assert doc["violations"]["DoubleAllocation"] == 0
@@ -139,7 +141,7 @@ def test_the_table_shows_faults_pods_components_and_each_finding_with_its_contex
     assert "FAILED" in text
     (row,) = [line for line in text.splitlines() if line.startswith("reboot-node")]
     assert row.split() == ["reboot-node", "2", "2", "0", "0", "20.0s", "40.0s"]
-    assert "Pods: started 120, completed 117, lost 3 (evicted 2, failed 1)" in text
+    assert "Pods: started 120, completed 117, killed by their fault 0, lost 3 (evicted 2, failed 1)" in text
     assert "Leak 1" in text
     (component,) = [line for line in text.splitlines() if line.startswith("gpu-handler[node-a]")]
     assert component.split() == ["gpu-handler[node-a]", "2", "1", "80", "MiB", "82", "MiB"]

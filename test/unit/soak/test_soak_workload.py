@@ -154,6 +154,7 @@ class _Cluster:
     def __init__(self, kube: Any) -> None:
         self.pods: list[str] = []
         self.phases: dict[str, tuple[str, str | None, str | None]] = {}
+        self.disruptions: dict[str, str] = {}  # Pod -> the reason of its DisruptionTarget condition
         kube.create.side_effect = self._create
         kube.list.side_effect = lambda *a, **k: ([self._pod(n) for n in self.pods], "1")
         kube.delete.side_effect = self._delete
@@ -171,6 +172,10 @@ class _Cluster:
         phase, reason, node = self.phases.get(name, ("Pending", None, None))
         body: dict[str, Any] = {"metadata": {"name": name}, "spec": {"containers": [], "nodeName": node}}
         body["status"] = {"phase": phase, "reason": reason}
+        if name in self.disruptions:
+            body["status"]["conditions"] = [
+                {"type": "DisruptionTarget", "status": "True", "reason": self.disruptions[name]}
+            ]
         return V1Pod.model_validate(body)
 
 
@@ -226,6 +231,25 @@ def test_failed_evicted_and_vanished_pods_are_lost_with_why(mocker: MockerFixtur
     assert whys["soak-whole-1"].startswith("failed")
     assert whys["soak-whole-2"].startswith("evicted")
     assert whys["soak-whole-3"].startswith("vanished")
+
+
+def test_a_pod_a_controller_marked_for_deletion_is_lost_as_evicted_for_that_reason(
+    mocker: MockerFixture,
+) -> None:
+    """The device taint eviction marks the Pod, then deletes it: the mark is what tells the
+    eviction of a lost card from a deletion nobody explains."""
+    workload, _, cluster = _workload(mocker, [_slot(Kind.WHOLE, "gpu", units=2)])
+    workload.step(0.0)
+    workload.step(2.0)
+    cluster.phases["soak-whole-1"] = ("Running", None, "node-a")
+    cluster.disruptions["soak-whole-1"] = "DeletionByDeviceTaintManager"
+    workload.step(3.0)
+    cluster.pods.remove("soak-whole-1")
+    workload.step(4.0)
+    record = workload.records["soak-whole-1"]
+    assert record.disruption == "DeletionByDeviceTaintManager"
+    assert record.why == "evicted: the Pod was deleted for DeletionByDeviceTaintManager"
+    assert workload.records["soak-whole-2"].disruption == ""
 
 
 def test_a_controller_claim_gets_its_pod_once_allocated_and_both_go_at_the_end(mocker: MockerFixture) -> None:
