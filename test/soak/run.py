@@ -32,7 +32,7 @@ from soak.cluster import SoakCluster, soak_cluster
 from soak.faults import FaultKind, all_kinds, durations
 from soak.host_state import HostObject, NodePaths, read_node
 from soak.report import ComponentFigures, Finding, PodFigures, SoakResult, StrikeResult, render, write
-from soak.schedule import Strike, plan, rounds_that_fit, smoke_plan
+from soak.schedule import Strike, long_plan, smoke_plan
 from soak.workload import COMPLETED, LOST, Workload
 from soak.workload import plan as plan_slots
 
@@ -144,14 +144,12 @@ class Soak:
         kinds = durations()
         if self.settings.smoke:
             return smoke_plan(kinds, quiet_gap=self.settings.settle)
-        rounds = self.settings.rounds or max(
-            2, rounds_that_fit(kinds, seconds=self.settings.seconds, quiet_gap=self.settings.quiet_gap)
-        )
-        return plan(
+        return long_plan(
             kinds,
-            rounds=rounds,
             seconds=self.settings.seconds,
+            rounds=self.settings.rounds,
             quiet_gap=self.settings.quiet_gap,
+            least_gap=self.settings.settle,
             seed=self.settings.seed,
         )
 

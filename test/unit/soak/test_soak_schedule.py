@@ -6,7 +6,8 @@ import itertools
 from collections import Counter
 
 import pytest
-from soak.schedule import ScheduleError, Strike, plan, rounds_that_fit, smoke_plan
+from soak.faults import durations
+from soak.schedule import ScheduleError, Strike, long_plan, plan, rounds_that_fit, smoke_plan
 
 DURATIONS = {"kill-gpu-handler": 0.0, "api-cut": 30.0, "plugin-folder-full": 20.0, "reboot-node": 0.0}
 
@@ -64,6 +65,31 @@ def test_a_run_too_short_for_the_strikes_is_refused_naming_what_it_needs() -> No
     # 2 rounds x (50 s of faults + 4 x 60 s of gaps) = 580 s
     with pytest.raises(ScheduleError, match=r"8 strikes .* need 580s .* 300s"):
         plan(DURATIONS, rounds=2, seconds=300, quiet_gap=60)
+
+
+def test_the_default_30_minute_run_strikes_every_fault_kind_twice() -> None:
+    """make soak's defaults (30 minutes, 120 s of warm-up, 60 s gaps, 10 s least): two rounds of
+    the 13 kinds need 1700 s with full gaps, 20 s more than the run has; the gaps give way."""
+    kinds = durations()
+    strikes = long_plan(kinds, seconds=30 * 60 - 120, rounds=None, quiet_gap=60, least_gap=10)
+    assert Counter(s.kind for s in strikes) == dict.fromkeys(kinds, 2)
+    assert strikes[-1].ends <= 30 * 60 - 120 + 1e-6
+    assert 55 < min(s.gap for s in strikes) < 60
+    assert_one_at_a_time(strikes, quiet_gap=55)
+
+
+def test_a_long_run_takes_as_many_rounds_as_fit_with_full_gaps() -> None:
+    strikes = long_plan(DURATIONS, seconds=3600, rounds=None, quiet_gap=60, least_gap=10)
+    assert Counter(s.kind for s in strikes) == dict.fromkeys(
+        DURATIONS, rounds_that_fit(DURATIONS, seconds=3600, quiet_gap=60)
+    )
+    assert_one_at_a_time(strikes, quiet_gap=60)
+
+
+def test_a_long_run_whose_rounds_fit_only_below_the_least_gap_is_refused() -> None:
+    with pytest.raises(ScheduleError, match="need"):
+        # 2 rounds x 50 s of faults leave 50 s for 8 gaps: 6.25 s each, under the least 10 s
+        long_plan(DURATIONS, seconds=150, rounds=2, quiet_gap=60, least_gap=10)
 
 
 def test_zero_rounds_and_no_kinds_are_refused() -> None:
