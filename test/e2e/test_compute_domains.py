@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,18 @@ def _status(kube: KubeClient, namespace: str, name: str) -> ComputeDomainStatus:
     return kube.get(COMPUTE_DOMAIN, name, namespace).status or ComputeDomainStatus()
 
 
+def _with_channel(kube: KubeClient, namespace: str, name: str) -> ComputeDomainStatus | None:
+    """The domain's status once it names a channel (a wait's condition)."""
+    status = _status(kube, namespace, name)
+    return status if status.channel is not None else None
+
+
+def _domain_ready(kube: KubeClient, namespace: str, name: str) -> ComputeDomainStatus | None:
+    """The domain's status once it is Ready (a wait's condition)."""
+    status = _status(kube, namespace, name)
+    return status if status.state is DomainState.READY else None
+
+
 def _nodes(status: ComputeDomainStatus) -> list[str]:
     return [n.name for n in status.nodes or []]
 
@@ -244,6 +257,10 @@ def _peers(kube: KubeClient, namespace: str) -> list[str]:
     )
 
 
+def _no_channel_nodes(node: RealNode) -> bool:
+    return _channel_nodes(node) == []
+
+
 def _channel_nodes(node: RealNode) -> list[str]:
     folder = node.host.dev / CHANNELS_DIR
     return sorted(p.name for p in folder.iterdir() if p.is_char_device()) if folder.is_dir() else []
@@ -270,7 +287,7 @@ def test_two_domains_on_the_same_nodes_hold_channels_of_their_own(
     for name in ("train-a", "train-b"):
         kube.create(COMPUTE_DOMAIN, _domain(name), namespace=jobs)
         status = imex_stack.wait(
-            lambda n=name: (s := _status(kube, jobs, n)).channel is not None and s,  # type: ignore[misc]
+            partial(_with_channel, kube, jobs, name),
             what=f"domain {name} to get a channel",
         )
         assert status.nvlink_domain == CLIQUE, status
@@ -288,7 +305,7 @@ def test_two_domains_on_the_same_nodes_hold_channels_of_their_own(
             assert _shown(control_plane, jobs, shown) == [f"channel{Jobs.channels[name]}"], shown
     for name in Jobs.pods:
         status = imex_stack.wait(
-            lambda n=name: (s := _status(kube, jobs, n)).state is DomainState.READY and s,  # type: ignore[misc]
+            partial(_domain_ready, kube, jobs, name),
             what=f"domain {name} to be Ready",
         )
         assert sorted(_nodes(status)) == list(NODES), status
@@ -373,14 +390,14 @@ def test_deleting_the_jobs_cleans_everything(
         kube.delete(COMPUTE_DOMAIN, name, jobs)
     for pods in Jobs.pods.values():
         for pod in pods:
-            wait_until(lambda p=pod: pod_gone(kube, jobs, p), timeout=90, what=f"Pod {pod} to go")  # type: ignore[misc]
+            wait_until(partial(pod_gone, kube, jobs, pod), timeout=90, what=f"Pod {pod} to go")
     for name in Jobs.pods:
-        imex_stack.wait(lambda n=name: _domain_gone(kube, jobs, n), what=f"domain {name} to go")  # type: ignore[misc]
+        imex_stack.wait(partial(_domain_gone, kube, jobs, name), what=f"domain {name} to go")
     imex_stack.wait(lambda: not _daemons(kube, imex_stack.namespace), what="the daemons to go")
     assert _peers(kube, imex_stack.namespace) == []
     for components in nvl_nodes.values():
         wait_until(
-            lambda c=components: _channel_nodes(c.node) == [],  # type: ignore[misc]
+            partial(_no_channel_nodes, components.node),
             timeout=60,
             what=f"the channel device nodes of {components.node.name} to go",
         )
