@@ -62,48 +62,6 @@ def channel_claim(
     return RESOURCE_CLAIM.decode(body)
 
 
-@dataclass
-class RecordingApi:
-    """A ComputeDomainApi that keeps what was written; the ledger has a resourceVersion, and a write
-    of a stale one conflicts as the API server's would."""
-
-    ledger: V1ConfigMap | None = None
-    calls: list[tuple[str, Any]] = field(default_factory=list)
-
-    def apply_device_class(self, device_class: V1DeviceClass) -> None:
-        self.calls.append(("apply_device_class", device_class))
-
-    def read_ledger(self) -> V1ConfigMap | None:
-        return self.ledger.model_copy(deep=True) if self.ledger is not None else None
-
-    def write_ledger(self, current: V1ConfigMap | None, data: dict[str, str]) -> None:
-        stored = self.ledger.metadata.resource_version if self.ledger and self.ledger.metadata else None
-        given = current.metadata.resource_version if current and current.metadata else None
-        if stored != given:
-            raise ConflictError(status=409, reason="Conflict", message="the ledger changed")
-        version = str(int(stored or 0) + 1)
-        self.ledger = V1ConfigMap(metadata=V1ObjectMeta(name="ledger", resource_version=version), data=data)
-        self.calls.append(("write_ledger", data))
-
-    def apply_template(self, template: V1ResourceClaimTemplate) -> None:
-        self.calls.append(("apply_template", template))
-
-    def apply_config_map(self, config_map: V1ConfigMap) -> None:
-        self.calls.append(("apply_config_map", config_map))
-
-    def delete_config_map(self, config_map: V1ConfigMap) -> None:
-        self.calls.append(("delete_config_map", config_map))
-
-    def create_pod(self, pod: V1Pod) -> None:
-        self.calls.append(("create_pod", pod))
-
-    def delete_pod(self, pod: V1Pod) -> None:
-        self.calls.append(("delete_pod", pod))
-
-    def made(self, call: str) -> list[Any]:
-        return [obj for name, obj in self.calls if name == call]
-
-
 def channel_pool(node: str, clique: str, *, channels: int = 4, gpus: int = 1) -> V1ResourceSlice:
     """The pool ``gpus/<node>`` as gpu-handler publishes it on a node of an NVLink fabric: channel
     devices ``imex-channel-1..channels`` and whole GPUs, all with the clique's nvlinkDomain."""
@@ -160,3 +118,30 @@ class RecordingEnsembleApi:
 
     def made(self, call: str) -> list[Any]:
         return [obj for name, obj in self.calls if name == call]
+
+
+@dataclass
+class RecordingApi(RecordingEnsembleApi):
+    """A ComputeDomainApi that keeps what was written (the ensemble's writes as RecordingEnsembleApi
+    keeps them); the ledger has a resourceVersion, and a write of a stale one conflicts as the API
+    server's would."""
+
+    ledger: V1ConfigMap | None = None
+
+    def apply_device_class(self, device_class: V1DeviceClass) -> None:
+        self.calls.append(("apply_device_class", device_class))
+
+    def read_ledger(self) -> V1ConfigMap | None:
+        return self.ledger.model_copy(deep=True) if self.ledger is not None else None
+
+    def write_ledger(self, current: V1ConfigMap | None, data: dict[str, str]) -> None:
+        stored = self.ledger.metadata.resource_version if self.ledger and self.ledger.metadata else None
+        given = current.metadata.resource_version if current and current.metadata else None
+        if stored != given:
+            raise ConflictError(status=409, reason="Conflict", message="the ledger changed")
+        version = str(int(stored or 0) + 1)
+        self.ledger = V1ConfigMap(metadata=V1ObjectMeta(name="ledger", resource_version=version), data=data)
+        self.calls.append(("write_ledger", data))
+
+    def apply_template(self, template: V1ResourceClaimTemplate) -> None:
+        self.calls.append(("apply_template", template))
