@@ -301,7 +301,8 @@ class Workload:
             elif phase == "Failed":
                 record.finished = now
                 why = "evicted" if reason == "Evicted" else "failed"
-                done.append(self._lose(record, now, f"{why}: {reason or 'no reason given'}"))
+                marked = f" (marked {record.disruption})" if record.disruption else ""
+                done.append(self._lose(record, now, f"{why}: {reason or 'no reason given'}{marked}"))
             elif phase != "Running" and now - max(record.created, calm_since) > self._bound:
                 done.append(
                     self._lose(

@@ -252,6 +252,17 @@ def test_a_pod_a_controller_marked_for_deletion_is_lost_as_evicted_for_that_reas
     assert workload.records["soak-whole-2"].disruption == ""
 
 
+def test_a_pod_that_failed_after_a_controller_marked_it_says_so(mocker: MockerFixture) -> None:
+    workload, _, cluster = _workload(mocker, [_slot(Kind.WHOLE, "gpu")])
+    workload.step(0.0)
+    cluster.phases["soak-whole-1"] = ("Failed", None, "node-a")
+    cluster.disruptions["soak-whole-1"] = "DeletionByDeviceTaintManager"
+    workload.step(2.0)
+    record = workload.records["soak-whole-1"]
+    assert record.disruption == "DeletionByDeviceTaintManager"
+    assert record.why == "failed: no reason given (marked DeletionByDeviceTaintManager)"
+
+
 def test_a_controller_claim_gets_its_pod_once_allocated_and_both_go_at_the_end(mocker: MockerFixture) -> None:
     workload, kube, cluster = _workload(mocker, [_slot(Kind.CONTROLLER)])
     workload.step(0.0)
