@@ -104,6 +104,12 @@ class FaultRow:
     max: float | None
 
 
+def started_per_minute(result: SoakResult) -> float:
+    """The rate achieved, over the whole run (warm-up and drain included): below the rate asked
+    when the cards cannot hold it."""
+    return result.pods.started * 60.0 / result.seconds if result.seconds > 0 else 0.0
+
+
 def p50(values: Sequence[float]) -> float | None:
     """Nearest-rank median: the smallest value with at least half the values at or below it."""
     if not values:
@@ -147,6 +153,7 @@ def to_json(result: SoakResult) -> dict[str, Any]:
         "started": result.started,
         "seconds": round(result.seconds, 1),
         "rate": result.rate,
+        "started_per_minute": round(started_per_minute(result), 1),
         "smoke": result.smoke,
         "passed": result.passed,
         "faults": [asdict(row) for row in fault_rows(result.strikes)],
@@ -190,7 +197,7 @@ def render(result: SoakResult) -> str:
     killers = ", ".join(f"{kind} {n}" for kind, n in sorted(pods.killed_by.items()))
     lines += [
         "",
-        f"Pods: started {pods.started}, completed {pods.completed}, "
+        f"Pods: started {pods.started} ({started_per_minute(result):.1f}/min), completed {pods.completed}, "
         f"killed by their fault {pods.killed}"
         + (f" ({killers})" if killers else "")
         + f", lost {pods.lost}"

@@ -33,7 +33,7 @@ from soak.faults import FaultKind, all_kinds, durations
 from soak.host_state import HostObject, NodePaths, read_node
 from soak.report import ComponentFigures, Finding, PodFigures, SoakResult, StrikeResult, render, write
 from soak.schedule import Strike, long_plan, smoke_plan
-from soak.workload import COMPLETED, LOST, Workload
+from soak.workload import COMPLETED, LOST, Workload, lifetimes
 from soak.workload import plan as plan_slots
 
 WORKLOAD_NAMESPACE = "soak"
@@ -106,6 +106,7 @@ class Soak:
         assert first is not None, "the API server does not answer at the start"
         self._baseline = frozenset(o.key for o in first.host)
         slots = plan_slots(first.slices, vfio_nodes=VFIO_NODES)
+        shortest, longest = lifetimes(sum(s.units for s in slots), self.settings.rate)
         workload = Workload(
             kube,
             WORKLOAD_NAMESPACE,
@@ -113,9 +114,13 @@ class Soak:
             rate=self.settings.rate,
             bound=self.settings.bound,
             rng=random.Random(self.settings.seed),
+            lifetime=(shortest, longest),
         )
         caps = ", ".join(f"{kind.value} {n}" for kind, n in workload.caps.items())
-        self.say(f"workload: {len(slots)} cards; Pods at once per kind: {caps}")
+        self.say(
+            f"workload: {len(slots)} cards; Pods at once per kind: {caps}; "
+            f"each lives {shortest:.0f}-{longest:.0f}s"
+        )
         faults = all_kinds(self.cluster)
         schedule = self._schedule()
         self.say(

@@ -9,7 +9,8 @@ the kind's (the scheduler allocates), else through a ResourceClaim that names th
 ``controller`` kind creates its claim first and waits until gpu-dra-controller has allocated it
 before its Pod references it.
 
-Pods run busybox for a random lifetime and exit 0; :meth:`Workload.step`, called by the soak's
+Pods run busybox for a random lifetime and exit 0 (:func:`lifetimes`: short enough that the
+Pods the cards hold at once can start at the rate asked); :meth:`Workload.step`, called by the soak's
 loop, follows them, deletes finished ones and their claims, and starts new ones at the rate asked.
 Each Pod's :class:`PodRecord` says what became of it: ``Completed``, or ``Lost`` with why.
 """
@@ -153,6 +154,24 @@ def _one_card_each(free: Sequence[_Card]) -> dict[tuple[str, str], Kind]:
             card = min(left, key=lambda c: (sum(_serves(c, k) for k in _ROTATION), c.node, c.address))
             chosen[(card.node, card.address)] = kind
     return chosen
+
+
+# What a Pod holds its card for beyond its own lifetime: scheduling, Prepare and the container's
+# start, then the soak noticing it finished, the deletions and Unprepare (about 3.5 s on average in
+# the 30-minute run of 2026-11-29, whose 20-90 s Pods reached only 13 of the 60 Pods/min asked).
+TURNOVER: Final = 4.0
+SHORTEST_LIFETIME: Final = 6.0  # mean; a Pod must outlive its own start to be seen Running
+LONGEST_LIFETIME: Final = 55.0  # mean; beyond it a slow rate would leave faults few Pods to hit
+
+
+def lifetimes(at_once: int, rate: float) -> tuple[float, float]:
+    """The range of Pod lifetimes (seconds) at which ``at_once`` concurrent Pods are replaced at
+    ``rate`` Pods per minute: each Pod's turn lasts ``60 * at_once / rate`` seconds, of which
+    :data:`TURNOVER` is not its own; uniform around that mean, ±50 %. A rate the cards cannot hold
+    even at the shortest lifetime is not reached: the report prints the rate achieved."""
+    turn = 60.0 * at_once / rate if rate > 0 else LONGEST_LIFETIME + TURNOVER
+    mean = min(max(turn - TURNOVER, SHORTEST_LIFETIME), LONGEST_LIFETIME)
+    return (mean * 0.5, mean * 1.5)
 
 
 def caps(slots: Iterable[Slot]) -> dict[Kind, int]:

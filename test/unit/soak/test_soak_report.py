@@ -141,7 +141,10 @@ def test_the_table_shows_faults_pods_components_and_each_finding_with_its_contex
     assert "FAILED" in text
     (row,) = [line for line in text.splitlines() if line.startswith("reboot-node")]
     assert row.split() == ["reboot-node", "2", "2", "0", "0", "20.0s", "40.0s"]
-    assert "Pods: started 120, completed 117, killed by their fault 0, lost 3 (evicted 2, failed 1)" in text
+    assert (
+        "Pods: started 120 (4.0/min), completed 117, killed by their fault 0, lost 3 (evicted 2, failed 1)"
+        in text
+    )
     assert "Leak 1" in text
     (component,) = [line for line in text.splitlines() if line.startswith("gpu-handler[node-a]")]
     assert component.split() == ["gpu-handler[node-a]", "2", "1", "80", "MiB", "82", "MiB"]

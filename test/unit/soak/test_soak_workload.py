@@ -9,7 +9,7 @@ from kubernetes.client import ResourceV1ResourceClaim, V1Pod
 from pytest_mock import MockerFixture
 from soak.cluster import FIXTURES, NODES
 from soak.run import VFIO_NODES
-from soak.workload import COMPLETED, LOST, Kind, Slot, Workload, caps, claim_for, plan, pod_for
+from soak.workload import COMPLETED, LOST, Kind, Slot, Workload, caps, claim_for, lifetimes, plan, pod_for
 
 from pkg.framework.client import KubeClient, NotFoundError
 from pkg.framework.client.builtin_kinds import POD, RESOURCE_CLAIM, RESOURCE_SLICE
@@ -304,3 +304,15 @@ def test_a_claim_deleted_by_someone_else_loses_its_pod(mocker: MockerFixture) ->
     kube.get.side_effect = NotFoundError(status=404, reason="NotFound", message="gone")
     workload.step(1.0)
     assert workload.records["soak-controller-1"].why.startswith("vanished: claim")
+
+
+def test_pods_live_so_that_what_the_cards_hold_turns_over_at_the_rate() -> None:
+    """13 Pods at once at 60 a minute: a turn of 13 s, 4 s of it not the Pod's own."""
+    assert lifetimes(13, 60) == (4.5, 13.5)
+    assert lifetimes(13, 30) == (11.0, 33.0)
+
+
+def test_lifetimes_stay_within_their_bounds_when_the_rate_cannot_be_held() -> None:
+    assert lifetimes(13, 600) == (3.0, 9.0)  # too fast for the cards: the shortest
+    assert lifetimes(13, 1) == (27.5, 82.5)  # so slow that faults would find few Pods: the longest
+    assert lifetimes(13, 0) == (27.5, 82.5)
