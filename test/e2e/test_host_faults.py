@@ -11,7 +11,7 @@ is a small tmpfs (``NodeConfig.plugin_folder_mib``) and its driver changes versi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,11 @@ def node(control_plane: ControlPlane, node_pool: Any) -> Iterator[GpuComponents]
         retire(control_plane, real.name)
 
 
-def _offers(kube: KubeClient, node: str, card: str) -> list[Any]:
-    """The devices of the card at ``card`` in the node's newest *complete* pool generation: gpu-handler
-    writes a pool's slices one after another, so the newest generation may for a moment hold only
-    some of them (its counter slice beside the device slice of the generation before)."""
-    base = "gpu-" + card.replace(":", "-").replace(".", "-")
+def _pool(kube: KubeClient, node: str) -> list[Any] | None:
+    """The devices of the node's newest *complete* pool generation, or None while no generation is
+    complete: gpu-handler writes a pool's slices one after another, so for a moment the newest
+    generation holds only some of them and the one before only the rest (the fresh clone's run of
+    2026-11-29 read that moment as "the other card's offers are gone")."""
     slices, _ = kube.list(RESOURCE_SLICE, field_selector=f"spec.nodeName={node}")
     by_generation: dict[int, list[Any]] = {}
     for found in slices:
@@ -69,38 +69,52 @@ def _offers(kube: KubeClient, node: str, card: str) -> list[Any]:
         if len(written) == written[0].spec.pool.resource_slice_count
     ]
     if not complete:
-        return []
-    return [
-        d
-        for s in by_generation[max(complete)]
-        for d in s.spec.devices or []
-        if d.name == base or d.name.startswith(base + "-")
-    ]
+        return None
+    return [d for s in by_generation[max(complete)] for d in s.spec.devices or []]
 
 
-def _usable(kube: KubeClient, node: str, card: str) -> bool:
-    """Whether the card has offers and none carries a taint that keeps new claims off it."""
-    offers = _offers(kube, node, card)
+def _usable(devices: list[Any], card: str) -> bool:
+    """Whether the card has offers among ``devices`` and none carries a taint that keeps new claims
+    off it."""
+    base = "gpu-" + card.replace(":", "-").replace(".", "-")
+    offers = [d for d in devices if d.name == base or d.name.startswith(base + "-")]
     return bool(offers) and not any(
         t.effect in ("NoSchedule", "NoExecute") for d in offers for t in d.taints or []
     )
 
 
+def _pool_where(
+    kube: KubeClient, node: str, wanted: Callable[[list[Any]], bool], *, timeout: float, what: str
+) -> list[Any]:
+    """The first complete pool of the node for which ``wanted`` holds, so that a test judges every
+    card by one whole generation."""
+    found: list[list[Any]] = []
+
+    def check() -> bool:
+        devices = _pool(kube, node)
+        if devices is not None and wanted(devices):
+            found.append(devices)
+            return True
+        return False
+
+    wait_until(check, timeout=timeout, what=what)
+    return found[-1]
+
+
 def test_a_card_off_the_bus_is_taken_out_of_use_and_comes_back(node: GpuComponents, kube: KubeClient) -> None:
+    name = node.node.name
     card = nvidia_cards(node.node.host.root)[-1]
     other = nvidia_cards(node.node.host.root)[0]
-    assert _usable(kube, node.node.name, card)
+    _pool_where(kube, name, lambda d: _usable(d, card), timeout=30, what=f"the offers of {card}")
     node.node.host.unplug_card(card)
     try:
-        wait_until(
-            lambda: not _usable(kube, node.node.name, card), timeout=60, what=f"the offers of {card} to go"
+        lost = _pool_where(
+            kube, name, lambda d: not _usable(d, card), timeout=60, what=f"the offers of {card} to go"
         )
-        assert _usable(kube, node.node.name, other), "only the lost card's offers go"
+        assert _usable(lost, other), "only the lost card's offers go"
     finally:
         node.node.host.replug_card(card)
-    wait_until(
-        lambda: _usable(kube, node.node.name, card), timeout=90, what=f"the offers of {card} to return"
-    )
+    _pool_where(kube, name, lambda d: _usable(d, card), timeout=90, what=f"the offers of {card} to return")
     assert node.handler.running()
     assert node.agent.running()
 
