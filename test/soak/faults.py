@@ -168,8 +168,10 @@ class RestartContainerd(_Rotating):
 
 
 class RebootNode(_Rotating):
-    """What a reboot does to a node; our components on it stop before and start after, as their
-    Pods would (the supervisor must not restart them meanwhile)."""
+    """What a reboot does to a node: our components on it die with everything else (SIGKILL, as a
+    power cut; a graceful stop took seconds in which short Pods finished and none could start, so a
+    reboot found hardly a container to kill) and start after it, as their Pods would (the
+    supervisor must not restart them meanwhile)."""
 
     name = "reboot-node"
 
@@ -178,7 +180,7 @@ class RebootNode(_Rotating):
         reboot = primitive(node.node, "reboot")
         with primitive(self.cluster.supervisor, "paused")(*node.component_names) as processes:
             for process in reversed(processes):
-                process.stop()
+                process.kill()
             reboot()
         return node.name
 

@@ -125,13 +125,13 @@ def test_kubelet_and_containerd_restarts_crash_them_node_by_node(cluster: Any) -
     b.node.restart_containerd.assert_not_called()
 
 
-def test_reboot_stops_the_nodes_components_unsupervised_then_reboots(
+def test_reboot_kills_the_nodes_components_unsupervised_then_reboots(
     cluster: Any, mocker: MockerFixture
 ) -> None:
     order = mocker.MagicMock()
     agent, handler = mocker.MagicMock(name="agent"), mocker.MagicMock(name="handler")
-    order.attach_mock(agent.stop, "agent_stop")
-    order.attach_mock(handler.stop, "handler_stop")
+    order.attach_mock(agent.kill, "agent_kill")
+    order.attach_mock(handler.kill, "handler_kill")
     node = cluster.nodes[0]
     order.attach_mock(node.node.reboot, "reboot")
     paused = cluster.supervisor.paused
@@ -149,7 +149,7 @@ def test_reboot_stops_the_nodes_components_unsupervised_then_reboots(
     assert RebootNode(cluster).strike() == "node-a"
 
     paused.assert_called_once_with("gpu-node-agent[node-a]", "gpu-handler[node-a]")
-    assert [c[0] for c in order.mock_calls] == ["paused", "handler_stop", "agent_stop", "reboot", "resumed"]
+    assert [c[0] for c in order.mock_calls] == ["paused", "handler_kill", "agent_kill", "reboot", "resumed"]
 
 
 def test_plugin_folder_fills_on_strike_and_frees_on_heal_on_the_same_node(cluster: Any) -> None:
