@@ -481,13 +481,12 @@ def _pod_figures(
             continue
         reason = record.why.split(":", 1)[0].split(" ", 1)[0] or "unknown"
         why[reason] = why.get(reason, 0) + 1
-    killed = sum(killed_by.values())
     return PodFigures(
         started=sum(1 for r in records if r.pod_created is not None),
         completed=sum(1 for r in records if r.outcome == COMPLETED),
-        lost=sum(1 for r in records if r.outcome == LOST) - killed,
+        lost=sum(why.values()),
         lost_why=why,
-        killed=killed,
+        killed=sum(killed_by.values()),
         killed_by=killed_by,
     )
 
